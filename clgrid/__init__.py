@@ -1,0 +1,23 @@
+"""clgrid: radio-astronomy gridding on any OpenCL device.
+
+Importing clgrid registers the Intel CPU runtime from PyPI (the ``intel``
+extra) with the OpenCL ICD loader of this process, before pyopencl first
+enumerates platforms.
+"""
+
+from ._icd import register_icd, register_intel_cpu_runtime
+
+register_intel_cpu_runtime()
+
+from .device import (  # noqa: E402  (after ICD registration on purpose)
+    ATOMIC_PATHS, DeviceProfile, create_context, devices, resolve_queue, select_device)
+from .kernels import KernelTemplate, Operation, render  # noqa: E402
+from .scatter import ScatterAdd, scatter_add_reference  # noqa: E402
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ATOMIC_PATHS", "DeviceProfile", "KernelTemplate", "Operation", "ScatterAdd",
+    "create_context", "devices", "register_icd", "register_intel_cpu_runtime", "render",
+    "resolve_queue", "scatter_add_reference", "select_device",
+]
