@@ -119,7 +119,7 @@ class KernelTemplate:
 
     def kernel(self, name: str) -> cl.Kernel:
         """A fresh kernel object (kernels hold arguments: one per caller)."""
-        return getattr(self.program, name)
+        return cl.Kernel(self.program, name)
 
     def max_work_group_size(self, kernel: cl.Kernel) -> int:
         """The largest work-group this kernel may launch with on the device."""
