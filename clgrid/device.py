@@ -399,6 +399,17 @@ def create_context(device: "str | cl.Device | DeviceProfile | None" = None) -> c
     return cl.Context([select_device(device)])
 
 
+# Some drivers (the Intel CPU runtime) free a context whose last Python
+# reference is gone even while a queue on it lives; queues made here keep
+# their context alive through this table.
+_queue_contexts: dict[int, cl.Context] = {}
+
+
+def context_of(queue: cl.CommandQueue) -> cl.Context:
+    """The context of ``queue`` (the object it was made from, where known)."""
+    return _queue_contexts.get(queue.int_ptr) or queue.context
+
+
 def resolve_queue(context_or_queue: "cl.Context | cl.CommandQueue | None" = None,
                   ) -> cl.CommandQueue:
     """A command queue from a context, a queue (returned as is) or nothing.
@@ -413,4 +424,6 @@ def resolve_queue(context_or_queue: "cl.Context | cl.CommandQueue | None" = None
     if not isinstance(context_or_queue, cl.Context):
         raise TypeError("expected a pyopencl Context or CommandQueue, got "
                         f"{type(context_or_queue).__name__}")
-    return cl.CommandQueue(context_or_queue, context_or_queue.devices[0])
+    queue = cl.CommandQueue(context_or_queue, context_or_queue.devices[0])
+    _queue_contexts[queue.int_ptr] = context_or_queue
+    return queue

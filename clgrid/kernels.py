@@ -18,7 +18,7 @@ import numpy as np
 import pyopencl as cl
 from mako.lookup import TemplateLookup
 
-from .device import DeviceProfile, resolve_queue
+from .device import DeviceProfile, context_of, resolve_queue
 
 
 def templates_dir() -> Path:
@@ -115,7 +115,7 @@ class KernelTemplate:
         self.params = dict(params)
         self.source = render(template_name, profile=self.profile, **self.atomics, **self.params)
         self.options = build_options(self.profile, self.atomics, options)
-        self.program = build_program(queue.context, queue.device, self.source, self.options)
+        self.program = build_program(context_of(queue), queue.device, self.source, self.options)
 
     def kernel(self, name: str) -> cl.Kernel:
         """A fresh kernel object (kernels hold arguments: one per caller)."""
@@ -136,7 +136,7 @@ class Operation:
 
     def __init__(self, context: "cl.Context | cl.CommandQueue | None" = None):
         self.queue = resolve_queue(context)
-        self.context = self.queue.context
+        self.context = context_of(self.queue)
         self.profile = DeviceProfile.from_device(self.queue.device)
 
 

@@ -128,3 +128,20 @@ def test_devices_cli_prints_a_table(capsys):
     for device in all_devices():
         assert device.name.strip() in output
     assert cl.get_platforms()
+
+
+def test_queue_made_from_a_dropped_context_still_works(cl_env):
+    """The Intel runtime frees a context with no Python reference even while
+    a queue on it lives; queues made by clgrid keep theirs alive."""
+    import gc
+
+    import numpy as np
+
+    from clgrid import ScatterAdd
+    profile = cl_env.profile
+    queue = clgrid.resolve_queue(create_context(f"{profile.platform_index}:"
+                                                f"{profile.device_index}"))
+    gc.collect()
+    result = ScatterAdd(queue, np.float32)(np.array([0, 0], np.uint32),
+                                           np.array([1.0, 2.0], np.float32), n_out=1)
+    assert result.get()[0] == 3.0
