@@ -1,0 +1,204 @@
+"""Measurement Set to image: weighting, chunked gridding, normalisation.
+
+The dirty image is linear in the visibilities, so it is accumulated chunk by
+chunk and a set larger than memory streams through.  With uniform or Briggs
+weighting the set is read twice: once for the weight density, once to grid.
+
+Normalisation: the image is divided by the sum of the imaging weights, so
+the PSF peaks at exactly 1 and a point source of S Jy at a pixel centre
+(``do_wgridding=False`` or at the phase centre) has a peak of S Jy/beam.
+
+Sign and axis convention: those of ``ducc0.wgridder.vis2dirty``: image axis 0
+is l (east, increasing right ascension), axis 1 is m (north), pixel
+``(npix_x/2, npix_y/2)`` is the phase centre, and
+``image[i, j] = sum_k w_k V_k exp(+2 pi i (u l + v m - w (n - 1))) / sum_k w_k``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Callable
+
+import numpy as np
+
+from .ms import DEFAULT_CHUNK_ROWS, MeasurementSet, MSError
+from .weighting import SPEED_OF_LIGHT_M_S, ImageWeighting
+
+
+def vis2dirty_backend() -> tuple[Callable, str]:
+    """``clgrid.vis2dirty`` where it exists, else ``ducc0.wgridder.vis2dirty``.
+
+    Returns the function and ``'clgrid'`` or ``'ducc0'``.  Both take
+    ducc0's keyword arguments; the ducc0 fallback ignores ``context``.
+    """
+    try:
+        from .imaging import vis2dirty
+        return vis2dirty, "clgrid"
+    except ImportError:
+        pass
+    try:
+        from ducc0.wgridder import vis2dirty as ducc_vis2dirty
+    except ImportError as error:
+        raise RuntimeError("no gridder: clgrid.imaging is not available and ducc0 is "
+                           "not installed") from error
+
+    def fallback(*, context=None, **kwargs):
+        kwargs.setdefault("nthreads", os.cpu_count() or 1)
+        return ducc_vis2dirty(**kwargs)
+    return fallback, "ducc0"
+
+
+@dataclasses.dataclass
+class ImageResult:
+    """A normalised dirty image and what went into it.
+
+    ``image`` and ``psf`` are (npix_x, npix_y) float64 in ducc0's layout.
+    """
+
+    image: np.ndarray
+    psf: np.ndarray | None
+    sum_weights: float
+    n_samples: int
+    n_flagged: int
+    n_outside: int
+    pixsize_x: float
+    pixsize_y: float
+    phase_centre_rad: tuple[float, float]
+    freq_hz: np.ndarray
+    field_name: str
+    telescope: str
+    time_range_s: tuple[float, float]
+    weighting: str
+    robust: float
+    epsilon: float
+    do_wgridding: bool
+    backend: str
+
+
+def auto_cell_rad(ms: MeasurementSet, spw=None, channels=None, pixels_per_beam: float = 4.0
+                  ) -> float:
+    """Pixel size that samples the synthesised beam with ``pixels_per_beam``
+    pixels: ``1 / (pixels_per_beam * max |uv| in wavelengths)``."""
+    max_uv_m = 0.0
+    for start in range(0, ms.nrows, DEFAULT_CHUNK_ROWS * 10):
+        uvw = ms._table.getcol("UVW", start, min(DEFAULT_CHUNK_ROWS * 10, ms.nrows - start))
+        max_uv_m = max(max_uv_m, float(np.max(np.abs(uvw[:, :2]), initial=0.0)))
+    max_freq = max(float(np.max(ms.spectral_windows[s].freq_hz)) for s in ms.select_spws(spw))
+    if max_uv_m == 0:
+        raise MSError(f"{ms.path}: all baselines have zero length")
+    return 1.0 / (pixels_per_beam * max_uv_m * max_freq / SPEED_OF_LIGHT_M_S)
+
+
+def _off_grid(uvw_m, freq_hz, npix_x, npix_y, pixsize_x, pixsize_y) -> np.ndarray:
+    """Samples whose |u| or |v| exceed the uv range the image pixels sample."""
+    scale = freq_hz[None, :] / SPEED_OF_LIGHT_M_S
+    u = np.abs(uvw_m[:, 0:1] * scale) * (npix_x * pixsize_x)
+    v = np.abs(uvw_m[:, 1:2] * scale) * (npix_y * pixsize_y)
+    return (u + 0.5 >= npix_x / 2) | (v + 0.5 >= npix_y / 2)
+
+
+def image_measurement_set(ms_path, *, npix_x: int, npix_y: int | None = None,
+                          pixsize_x: float | None = None, pixsize_y: float | None = None,
+                          weighting: str = "natural", robust: float = 0.0,
+                          epsilon: float = 1e-4, do_wgridding: bool = True,
+                          column: str = "DATA", channels=None, spw=None, field: int = 0,
+                          chunk_rows: int = DEFAULT_CHUNK_ROWS, make_psf: bool = False,
+                          context=None, progress: bool = False) -> ImageResult:
+    """Image a Measurement Set's Stokes I.
+
+    Parameters
+    ----------
+    ms_path
+        The ``.ms`` folder.
+    npix_x, npix_y
+        Image size (even); ``npix_y`` defaults to ``npix_x``.
+    pixsize_x, pixsize_y
+        Pixel size in radians; default :func:`auto_cell_rad`.
+    weighting, robust
+        ``'natural'``, ``'uniform'`` or ``'briggs'`` and Briggs' R.
+    epsilon, do_wgridding
+        Accuracy and w-term treatment, as in ``ducc0.wgridder.vis2dirty``.
+    column, channels, spw, field
+        Data selection, see :class:`clgrid.ms.MeasurementSet`.
+    chunk_rows
+        Rows read and gridded at a time.
+    make_psf
+        Also grid the PSF (unit visibilities, same weights).
+    context
+        ``pyopencl`` Context or CommandQueue for the device work.
+    progress
+        Show a tqdm progress bar over chunks.
+    """
+    npix_y = npix_x if npix_y is None else npix_y
+    vis2dirty, backend = vis2dirty_backend()
+    with MeasurementSet(ms_path, column=column, field=field) as ms:
+        if pixsize_x is None:
+            pixsize_x = auto_cell_rad(ms, spw, channels)
+        pixsize_y = pixsize_x if pixsize_y is None else pixsize_y
+        weigher = ImageWeighting(context, npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x,
+                                 pixsize_y=pixsize_y, scheme=weighting, robust=robust)
+        n_rows = ms.count_rows(spw)
+        if n_rows == 0:
+            raise MSError(f"{ms.path}: no rows for field {field} and spectral window(s) {spw}")
+        passes = 1 if weigher.scheme == "natural" else 2
+        bar = _progress_bar(progress, n_rows * passes)
+        if passes == 2:
+            for chunk in ms.chunks(spw, channels, chunk_rows):
+                weigher.add(chunk.uvw_m, chunk.freq_hz, chunk.weight)
+                bar.update(chunk.uvw_m.shape[0])
+        common = dict(npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x, pixsize_y=pixsize_y,
+                      epsilon=epsilon, do_wgridding=do_wgridding, context=weigher.queue)
+        dirty = np.zeros((npix_x, npix_y))
+        psf = np.zeros((npix_x, npix_y)) if make_psf else None
+        sum_weights, n_samples, n_flagged, n_outside, freqs = 0.0, 0, 0, 0, []
+        for chunk in ms.chunks(spw, channels, chunk_rows):
+            bar.update(chunk.uvw_m.shape[0])
+            n_samples += chunk.mask.size
+            n_flagged += chunk.mask.size - chunk.n_usable
+            freqs.append(chunk.freq_hz)
+            weight = weigher.apply(chunk.uvw_m, chunk.freq_hz, chunk.weight)
+            outside = _off_grid(chunk.uvw_m, chunk.freq_hz, npix_x, npix_y, pixsize_x, pixsize_y)
+            outside &= weight > 0
+            n_outside += int(np.count_nonzero(outside))
+            weight = np.where(outside, 0, weight).astype(np.float32)
+            chunk_sum = float(np.sum(weight, dtype=np.float64))
+            if chunk_sum == 0:
+                continue
+            sum_weights += chunk_sum
+            dirty += vis2dirty(uvw=chunk.uvw_m, freq=chunk.freq_hz, vis=chunk.vis, wgt=weight,
+                               **common)
+            if psf is not None:
+                psf += vis2dirty(uvw=chunk.uvw_m, freq=chunk.freq_hz,
+                                 vis=np.ones_like(chunk.vis), wgt=weight, **common)
+        bar.close()
+        if sum_weights == 0:
+            raise MSError(f"{ms.path}: the selection has no unflagged visibility on the grid "
+                          f"({n_samples} samples, {n_flagged} flagged, {n_outside} off the grid)")
+        n_outside += weigher.n_outside
+        return ImageResult(
+            image=dirty / sum_weights, psf=None if psf is None else psf / sum_weights,
+            sum_weights=sum_weights, n_samples=n_samples, n_flagged=n_flagged,
+            n_outside=n_outside, pixsize_x=float(pixsize_x), pixsize_y=float(pixsize_y),
+            phase_centre_rad=ms.phase_centre_rad, freq_hz=np.unique(np.concatenate(freqs)),
+            field_name=ms.field_name, telescope=ms.telescope, time_range_s=ms.time_range_s,
+            weighting=weigher.scheme, robust=float(robust), epsilon=float(epsilon),
+            do_wgridding=bool(do_wgridding), backend=backend)
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress_bar(enabled: bool, total: int):
+    if not enabled:
+        return _NoBar()
+    from tqdm import tqdm
+    return tqdm(total=total, unit="row", desc="imaging", leave=False)
+
+
+__all__ = ["ImageResult", "auto_cell_rad", "image_measurement_set", "vis2dirty_backend"]

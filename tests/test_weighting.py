@@ -1,0 +1,176 @@
+"""Imaging weights on the device against a plain float64 numpy reference."""
+
+import numpy as np
+import pytest
+
+from clgrid.weighting import ImageWeighting
+
+C = 299_792_458.0
+
+
+def weights_reference(uvw_m, freq_hz, weight, npix_x, npix_y, pixsize_x, pixsize_y,
+                      scheme, robust=0.0):
+    """Float64 numpy weighting written from Briggs (1995) / the CASA docs."""
+    u = uvw_m[:, 0:1] * freq_hz[None, :] / C * (npix_x * pixsize_x)
+    v = uvw_m[:, 1:2] * freq_hz[None, :] / C * (npix_y * pixsize_y)
+    flip = (u < 0) | ((u == 0) & (v < 0))
+    u, v = np.where(flip, -u, u), np.where(flip, -v, v)
+    iu = np.floor(u + 0.5).astype(np.int64) + npix_x // 2
+    iv = np.floor(v + 0.5).astype(np.int64) + npix_y // 2
+    inside = (iu >= 0) & (iu < npix_x) & (iv >= 0) & (iv < npix_y) & (weight > 0)
+    density = np.zeros((npix_x, npix_y))
+    np.add.at(density, (iu[inside], iv[inside]), weight[inside].astype(np.float64))
+    out = np.zeros(weight.shape)
+    cell_density = density[iu[inside], iv[inside]]
+    if scheme == "natural":
+        return weight.astype(np.float64), 0
+    if scheme == "uniform":
+        out[inside] = weight[inside] / cell_density
+    else:
+        f2 = (5 * 10.0 ** -robust) ** 2 / (np.sum(density ** 2) / np.sum(weight[inside]))
+        out[inside] = weight[inside] / (1 + cell_density * f2)
+    n_outside = int(np.count_nonzero((weight > 0) & ~inside))
+    return out, n_outside
+
+
+def _samples(rng, nrow, nchan, max_uv_m):
+    uvw_m = rng.uniform(-max_uv_m, max_uv_m, (nrow, 3))
+    freq_hz = np.linspace(1.0e9, 1.4e9, nchan)
+    weight = rng.uniform(0.5, 2.0, (nrow, nchan)).astype(np.float32)
+    weight[rng.random((nrow, nchan)) < 0.1] = 0  # flagged samples
+    return uvw_m, freq_hz, weight
+
+
+@pytest.mark.tiny
+@pytest.mark.parametrize("scheme,robust", [("natural", 0.0), ("uniform", 0.0),
+                                           ("briggs", -1.0), ("briggs", 0.0), ("briggs", 1.5)])
+def test_weights_match_float64_reference(cl_env, scheme, robust):
+    rng = np.random.default_rng(7)
+    nrow, nchan, npix = (12, 3, 8) if cl_env.tiny else (3000, 16, 64)
+    pixsize = np.radians(0.5)
+    # |u| up to ~0.6 of the half grid, with some samples off it on purpose
+    max_uv_m = 0.7 * (npix / 2) / (npix * pixsize) * C / 1.4e9
+    uvw_m, freq_hz, weight = _samples(rng, nrow, nchan, max_uv_m)
+    uvw_m[:2] *= 3  # far out: off the grid
+    operation = ImageWeighting(cl_env.queue, npix_x=npix, npix_y=npix, pixsize_x=pixsize,
+                               pixsize_y=pixsize, scheme=scheme, robust=robust)
+    result = operation(uvw_m, freq_hz, weight)
+    reference, n_outside = weights_reference(uvw_m, freq_hz, weight, npix, npix, pixsize,
+                                             pixsize, scheme, robust)
+    assert result.dtype == np.float32 and result.shape == weight.shape
+    np.testing.assert_allclose(result, reference, rtol=2e-5, atol=1e-7 * reference.max())
+    assert operation.n_outside == n_outside
+    if scheme != "natural":
+        assert n_outside > 0
+        assert np.all(result[weight == 0] == 0)
+
+
+def test_uniform_is_one_over_count_for_equal_weights(cl_env):
+    """Equal natural weights: uniform weights are 1 / (samples in the cell)."""
+    pixsize = np.radians(1.0)
+    npix = 16
+    cell_m = C / 1e9 / (npix * pixsize)  # one uv cell in metres at 1 GHz
+    uvw_m = np.array([[0, 0, 0], [0.1, 0.1, 0], [-0.1, -0.1, 0],  # 3 in the centre cell
+                      [2, 3, 0], [-2, -3, 0],                     # conjugates: one cell
+                      [5, -1, 0]], float) * cell_m
+    weight = np.ones((6, 1), np.float32)
+    operation = ImageWeighting(cl_env.queue, npix_x=npix, npix_y=npix, pixsize_x=pixsize,
+                               pixsize_y=pixsize, scheme="uniform")
+    result = operation(uvw_m, np.array([1e9]), weight)[:, 0]
+    np.testing.assert_allclose(result, [1 / 3, 1 / 3, 1 / 3, 1 / 2, 1 / 2, 1], rtol=1e-6)
+
+
+def test_briggs_limits(cl_env):
+    """Robust +5 tends to natural, robust -5 to uniform (up to a scale)."""
+    rng = np.random.default_rng(3)
+    pixsize, npix = np.radians(0.5), 64
+    uvw_m, freq_hz, weight = _samples(rng, 2000, 4, 0.3 * C / 1.4e9 / (2 * pixsize))
+    results = {}
+    for scheme, robust in (("briggs", 5.0), ("briggs", -5.0), ("uniform", 0.0)):
+        results[scheme, robust] = ImageWeighting(
+            cl_env.queue, npix_x=npix, npix_y=npix, pixsize_x=pixsize, pixsize_y=pixsize,
+            scheme=scheme, robust=robust)(uvw_m, freq_hz, weight)
+    used = weight > 0
+    natural_ratio = results["briggs", 5.0][used] / weight[used]
+    assert np.ptp(natural_ratio) / natural_ratio.mean() < 1e-3
+    uniform_ratio = results["briggs", -5.0][used] / results["uniform", 0.0][used]
+    assert np.ptp(uniform_ratio) / uniform_ratio.mean() < 1e-3
+
+
+def test_streamed_chunks_equal_one_pass(cl_env):
+    rng = np.random.default_rng(5)
+    pixsize, npix = np.radians(0.5), 32
+    uvw_m, freq_hz, weight = _samples(rng, 600, 4, 0.3 * C / 1.4e9 / (2 * pixsize))
+    operation = ImageWeighting(cl_env.queue, npix_x=npix, npix_y=npix, pixsize_x=pixsize,
+                               pixsize_y=pixsize, scheme="briggs", robust=0.5)
+    whole = operation(uvw_m, freq_hz, weight)
+    operation.reset()
+    parts = np.array_split(np.arange(600), 4)
+    for rows in parts:
+        operation.add(uvw_m[rows], freq_hz, weight[rows])
+    streamed = np.concatenate([operation.apply(uvw_m[rows], freq_hz, weight[rows])
+                               for rows in parts])
+    np.testing.assert_allclose(streamed, whole, rtol=1e-5)
+
+
+@pytest.mark.parametrize("change,error", [
+    (dict(scheme="superuniform"), ValueError),
+    (dict(npix_x=33), ValueError),
+    (dict(pixsize_x=-1.0), ValueError),
+    (dict(robust=float("nan")), ValueError),
+])
+def test_bad_parameters(cl_env, change, error):
+    kwargs = dict(npix_x=32, npix_y=32, pixsize_x=1e-3, pixsize_y=1e-3, scheme="uniform")
+    kwargs.update(change)
+    with pytest.raises(error):
+        ImageWeighting(cl_env.queue, **kwargs)
+
+
+def test_bad_inputs(cl_env):
+    operation = ImageWeighting(cl_env.queue, npix_x=32, npix_y=32, pixsize_x=1e-3,
+                               pixsize_y=1e-3, scheme="uniform")
+    uvw_m, freq_hz, weight = np.zeros((4, 3)), np.array([1e9, 2e9]), np.ones((4, 2))
+    with pytest.raises(ValueError, match="nrow, nchan"):
+        operation(uvw_m, freq_hz, np.ones((4, 3)))
+    with pytest.raises(ValueError, match="NaN"):
+        operation(np.full((4, 3), np.nan), freq_hz, weight)
+    with pytest.raises(ValueError, match="non-negative"):
+        operation(uvw_m, freq_hz, -weight)
+    with pytest.raises(ValueError, match=r"\(nrow, 3\)"):
+        operation(np.zeros((4, 2)), freq_hz, weight)
+
+
+RACE_SCRIPT = """
+import numpy as np, pyopencl as cl
+import clgrid
+from clgrid.weighting import ImageWeighting
+queue = cl.CommandQueue(clgrid.create_context("oclgrind"))
+rng = np.random.default_rng(1)
+uvw_m = rng.uniform(-2, 2, (10, 3)); uvw_m[0] *= 50
+weight = np.ones((10, 2), np.float32); weight[3, 1] = 0
+operation = ImageWeighting(queue, npix_x=8, npix_y=8, pixsize_x=0.05, pixsize_y=0.05,
+                           scheme="briggs", robust=0.0, atomics="cas")
+result = operation(uvw_m, np.array([1e9, 1.2e9]), weight)
+assert np.all(np.isfinite(result)) and result[3, 1] == 0, result
+print("done", operation.n_outside)
+"""
+
+
+@pytest.mark.tiny
+def test_weighting_kernels_have_no_race_under_oclgrind(request):
+    import os
+    import subprocess
+    import sys
+    from clgrid.device import DeviceProfile, all_devices
+    wanted = request.config.getoption("--cl-platform").lower()
+    if "all" not in wanted and "oclgrind" not in wanted:
+        pytest.skip("Oclgrind not selected")
+    if not any(DeviceProfile.from_device(d).is_simulator for d in all_devices()):
+        pytest.fail("Oclgrind selected but not installed")
+    environment = dict(os.environ, OCLGRIND_DATA_RACES="1", OCLGRIND_CHECK_API="1")
+    result = subprocess.run([sys.executable, "-c", RACE_SCRIPT], env=environment,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "done 2" in result.stdout, result.stdout
+    for problem in ("data race", "invalid read", "invalid write", "uninitialized"):
+        assert problem not in result.stderr.lower(), result.stderr[-2000:]
