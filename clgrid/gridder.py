@@ -1,0 +1,447 @@
+"""Table-based convolutional gridding (Romein 2012, Merry 2016) and its adjoint.
+
+:class:`Gridder` convolves visibilities onto a uv grid with an oversampled
+GCF table (:mod:`clgrid.gcf`); :class:`Degridder` predicts visibilities from
+a grid with the same table and coordinate handling (its exact adjoint).
+
+Grid layout: ``(npol, ny, nx)`` complex; u runs along x (last axis), the
+grid centre (u = v = 0) is at ``[ny // 2, nx // 2]``.  The grid holds
+``sum_k weight_k V_k GCF(x - x_k)``; to make an image, inverse-FFT it
+(``fftshift(ifft2(ifftshift(grid)))`` up to scaling) and multiply by the
+grid correction of :func:`clgrid.gcf.grid_correction`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+from tqdm.auto import tqdm
+
+from .gcf import GCF
+from .kernels import KernelTemplate, Operation, real_dtype_name
+from .uvprep import UVPlan, check_finite, plan_uv
+
+POLARISATIONS = (1, 2, 4)
+COARSENING = (1, 2, 4, 8)
+MAX_COARSENING = 16
+#: Records per kernel launch: bounds a launch's run time (drivers with
+#: watchdogs) and lets a progress bar advance.
+RECORDS_PER_LAUNCH = 1 << 21
+_HEADER_BYTES = 16  # one int4 per record
+
+
+@dataclasses.dataclass(frozen=True)
+class GridderParams:
+    """Work-distribution parameters of the gridding kernel (tunable).
+
+    block_u, block_v
+        Grid points per work-item along u and v (Merry's thread coarsening).
+    wg_size
+        Work-items per work-group (one tile of the bin's blocks).
+    vis_per_group
+        Consecutive records per work-group (load balance; the papers use 1024).
+    """
+
+    block_u: int = 1
+    block_v: int = 1
+    wg_size: int = 128
+    vis_per_group: int = 1024
+
+    def validate(self) -> None:
+        if self.block_u not in COARSENING or self.block_v not in COARSENING:
+            raise ValueError(f"block_u and block_v must be in {COARSENING}")
+        if self.block_u * self.block_v > MAX_COARSENING:
+            raise ValueError(f"block_u * block_v must be <= {MAX_COARSENING}")
+        if self.wg_size < 1 or self.vis_per_group < 1:
+            raise ValueError("wg_size and vis_per_group must be >= 1")
+
+
+def default_params(profile, support: int, npol: int) -> GridderParams:
+    """Untuned defaults from the device profile (no timing runs)."""
+    if profile.device_type == "gpu":
+        block = 1 if support < 8 else (2 if support < 32 else 4)
+        bu, bv = (block, block) if block * block <= MAX_COARSENING else (4, 4)
+        wg = min(256, profile.max_work_group_size)
+        return GridderParams(bu, bv, wg, 1024)
+    # CPUs: few big work-items vectorised by the driver; coarsen to reuse loads
+    block = 1 if support < 4 else 2
+    wg = min(64, profile.max_work_group_size)
+    return GridderParams(block, block, wg, 1024)
+
+
+def _bin(support: int, block: int) -> int:
+    """Smallest multiple of ``block`` that holds any block-aligned box around
+    a ``support``-wide footprint."""
+    return -(-(support + block - 1) // block) * block
+
+
+class _TableOperation(Operation):
+    """Shared set-up of Gridder and Degridder: validation, tables, planning."""
+
+    def __init__(self, context, gcf: GCF, nx: int, ny: int, cell_size_rad: float,
+                 npol: int, precision: Any, conjugate_negative_w: bool, compress: bool):
+        super().__init__(context)
+        if not isinstance(gcf, GCF):
+            raise TypeError(f"gcf must be a clgrid.gcf.GCF, got {type(gcf).__name__}")
+        if npol not in POLARISATIONS:
+            raise ValueError(f"npol must be one of {POLARISATIONS}, got {npol}")
+        nx, ny = int(nx), int(ny)
+        if nx < 2 or ny < 2 or nx % 2 or ny % 2:
+            raise ValueError(f"grid sizes must be even and >= 2, got nx={nx}, ny={ny}")
+        if gcf.support > min(nx, ny):
+            raise ValueError(f"support {gcf.support} larger than the grid ({nx} x {ny})")
+        if not (cell_size_rad > 0 and math.isfinite(cell_size_rad)):
+            raise ValueError(f"cell_size_rad must be positive and finite, got {cell_size_rad}")
+        self.real_dtype = np.dtype(precision)
+        real_dtype_name(self.real_dtype)  # raises TypeError for anything but f32/f64
+        self.complex_dtype = np.dtype(np.complex64 if self.real_dtype == np.float32
+                                      else np.complex128)
+        self.need_f64 = self.real_dtype == np.float64
+        if self.need_f64 and not self.profile.fp64:
+            raise ValueError(f"{self.profile.device_name!r} has no fp64: use precision=float32")
+        if nx * ny * npol * self.complex_dtype.itemsize > self.profile.max_alloc_bytes:
+            raise ValueError(f"grid of {nx} x {ny} x {npol} {self.complex_dtype} exceeds the "
+                             f"device's largest allocation ({self.profile.max_alloc_bytes} B)")
+        self.gcf, self.nx, self.ny, self.npol = gcf, nx, ny, npol
+        self.cell_size_rad = float(cell_size_rad)
+        self.conjugate_negative_w = conjugate_negative_w
+        self.compress = compress
+        if gcf.separable:
+            self._tables = [cla.to_device(self.queue, gcf.table_u.astype(self.complex_dtype)),
+                            cla.to_device(self.queue, gcf.table_v.astype(self.complex_dtype))]
+        else:
+            self._tables = [cla.to_device(self.queue, gcf.table.astype(self.complex_dtype))]
+        self.last_stats: dict[str, Any] = {}
+
+    def plan(self, uvw_m, freq_hz, flags=None) -> UVPlan:
+        """Host-side preparation (positions, drops, compression); reusable."""
+        return plan_uv(uvw_m, freq_hz, self.gcf, self.nx, self.ny, self.cell_size_rad,
+                       flags=flags, npol=self.npol, compress=self.compress,
+                       conjugate_negative_w=self.conjugate_negative_w)
+
+    def _template_params(self) -> dict[str, Any]:
+        return {"real": real_dtype_name(self.real_dtype), "with_f64": self.need_f64,
+                "npol": self.npol, "support": self.gcf.support,
+                "oversample": self.gcf.oversample, "separable": self.gcf.separable}
+
+    def _check_vis(self, vis, plan: UVPlan, name: str = "vis") -> np.ndarray:
+        vis = np.asarray(vis)
+        expected = plan.shape + (self.npol,)
+        if vis.shape != expected:
+            raise ValueError(f"{name} must have shape (nrow, nchan, npol) = {expected}, "
+                             f"got {vis.shape}")
+        if vis.dtype not in (np.complex64, np.complex128):
+            raise TypeError(f"{name} must be complex64 or complex128, got {vis.dtype}")
+        check_finite(name, vis)
+        return vis
+
+    def _check_weights(self, weights, plan: UVPlan):
+        if weights is None:
+            return None
+        weights = np.asarray(weights)
+        if weights.dtype.kind not in "fiu":
+            raise TypeError(f"weights must be real, got {weights.dtype}")
+        try:
+            np.broadcast_shapes(weights.shape, plan.shape + (self.npol,))
+        except ValueError:
+            raise ValueError(f"weights of shape {weights.shape} do not broadcast to "
+                             f"{plan.shape + (self.npol,)}") from None
+        check_finite("weights", weights)
+        return weights
+
+    def _report_drops(self, plan: UVPlan) -> None:
+        if plan.n_offgrid:
+            warnings.warn(f"{plan.n_offgrid} visibilities off the grid (footprint outside "
+                          f"{self.nx} x {self.ny} or W beyond the last plane) were dropped",
+                          stacklevel=3)
+
+    def _launch_chunks(self, n_records: int, progress: bool | None):
+        n_chunks = -(-n_records // RECORDS_PER_LAUNCH)
+        show = progress if progress is not None else n_chunks > 4
+        starts = range(0, n_records, RECORDS_PER_LAUNCH)
+        return tqdm(starts, total=n_chunks, disable=not show, unit="launch",
+                    desc=type(self).__name__)
+
+
+class Gridder(_TableOperation):
+    """Compile-once table-based gridder (Romein/Merry) for one configuration.
+
+    Parameters
+    ----------
+    context
+        :class:`pyopencl.Context`, :class:`pyopencl.CommandQueue` or None.
+    gcf
+        The GCF table (:func:`clgrid.gcf.separable_gcf`,
+        :func:`clgrid.gcf.w_projection_gcf` or :func:`clgrid.gcf.user_gcf`).
+    nx, ny
+        Grid size (even; any even size, not only powers of two).
+    cell_size_rad
+        Image pixel size; uv cell = ``1 / (n * cell_size_rad)``.
+    npol
+        1, 2 or 4 polarisations, sharing one GCF, on separate grid planes.
+    precision
+        float32 (default) or float64 grid and arithmetic.
+    params
+        :class:`GridderParams`, a dict of its fields, ``'auto'`` (tuning
+        cache, else defaults; never tunes on its own) or None (defaults).
+    atomics
+        Force an atomic path (``'cas'``...); default the device's best.
+    count_flushes
+        Count grid-point flushes (statistics, slightly slower).
+    conjugate_negative_w, compress
+        See :mod:`clgrid.uvprep`.
+    """
+
+    def __init__(self, context, gcf: GCF, nx: int, ny: int, cell_size_rad: float, *,
+                 npol: int = 1, precision=np.float32, params=None, atomics: str | None = None,
+                 count_flushes: bool = False, conjugate_negative_w: bool = True,
+                 compress: bool = True):
+        super().__init__(context, gcf, nx, ny, cell_size_rad, npol, precision,
+                         conjugate_negative_w, compress)
+        self.params = self._resolve_params(params)
+        self.count_flushes = bool(count_flushes)
+        self._build(atomics)
+
+    def _resolve_params(self, params) -> GridderParams:
+        if params is None:
+            params = default_params(self.profile, self.gcf.support, self.npol)
+        elif params == "auto":
+            from .tuning import cached_params
+            params = cached_params(self.profile, self.gcf.support, self.npol, self.real_dtype,
+                                   self.gcf.separable)
+        elif isinstance(params, dict):
+            params = GridderParams(**params)
+        if not isinstance(params, GridderParams):
+            raise TypeError("params must be GridderParams, a dict, 'auto' or None")
+        params.validate()
+        return params
+
+    def _build(self, atomics) -> None:
+        p = self.params
+        bin_u, bin_v = _bin(self.gcf.support, p.block_u), _bin(self.gcf.support, p.block_v)
+        n_blocks = (bin_u // p.block_u) * (bin_v // p.block_v)
+        wg = min(p.wg_size, self.profile.max_work_group_size)
+        record_bytes = _HEADER_BYTES + self.npol * self.complex_dtype.itemsize
+        local_budget = self.profile.local_mem_bytes - 1024   # room for the driver's own use
+        batch = max(1, min(p.vis_per_group, 1024, local_budget // record_bytes))
+        while True:
+            n_sub = max(1, wg // n_blocks)
+            params = dict(self._template_params(), block_u=p.block_u, block_v=p.block_v,
+                          bin_u=bin_u, bin_v=bin_v, wg_size=wg, n_sub=n_sub, batch=batch,
+                          vis_per_group=p.vis_per_group, count_flushes=self.count_flushes)
+            self.template = KernelTemplate(self.queue, "gridder.cl.mako", params,
+                                           atomics=atomics, need_f64=self.need_f64)
+            self._kernel = self.template.kernel("grid_records")
+            limit = self.template.max_work_group_size(self._kernel)
+            if wg <= limit:
+                break
+            wg = max(1, limit)   # registers limit this variant's group size
+        self.wg_size, self.n_sub, self.batch = wg, n_sub, batch
+        self.n_tiles = -(-n_blocks // wg) if n_sub == 1 else 1
+        self.bin_size = (bin_u, bin_v)
+        self.atomic_path = self.template.atomics[
+            "atomic_f64" if self.need_f64 else "atomic_f32"]
+
+    def zeros(self) -> cla.Array:
+        """A zeroed device grid (npol, ny, nx) of this gridder's complex dtype."""
+        return cla.zeros(self.queue, (self.npol, self.ny, self.nx), self.complex_dtype)
+
+    def __call__(self, uvw_m, freq_hz, vis, weights=None, flags=None, *, out=None,
+                 return_device: bool = False, progress: bool | None = None):
+        """Grid visibilities; returns the (npol, ny, nx) grid.
+
+        Parameters
+        ----------
+        uvw_m
+            (nrow, 3) float metres, rows ordered by baseline then time.
+        freq_hz
+            (nchan,) Hz.
+        vis
+            (nrow, nchan, npol) complex64 or complex128.
+        weights
+            Real, broadcastable to ``vis``; default 1.
+        flags
+            Bool, broadcastable to ``vis``; True = not gridded.
+        out
+            Device grid to accumulate into (from :meth:`zeros`).
+        return_device
+            Return the ``pyopencl.array.Array`` instead of a numpy copy.
+        progress
+            Show a progress bar (default: only for many launches).
+
+        Statistics (drops, records, compression, flushes) land in
+        :attr:`last_stats`; off-grid drops also raise a warning.
+        """
+        plan = self.plan(uvw_m, freq_hz, flags)
+        return self.grid_plan(plan, vis, weights, out=out, return_device=return_device,
+                              progress=progress)
+
+    def grid_plan(self, plan: UVPlan, vis, weights=None, *, out=None,
+                  return_device: bool = False, progress: bool | None = None):
+        """Grid with a plan from :meth:`plan` (reuse it across major cycles)."""
+        vis = self._check_vis(vis, plan)
+        weights = self._check_weights(weights, plan)
+        records = plan.records(vis, weights, dtype=self.complex_dtype)
+        grid = self.zeros() if out is None else out
+        if grid.dtype != self.complex_dtype or grid.shape != (self.npol, self.ny, self.nx):
+            raise ValueError(f"out must be a {self.complex_dtype} device array of shape "
+                             f"{(self.npol, self.ny, self.nx)}")
+        flushes = self.grid_records(plan.header, records, grid, progress=progress)
+        support = self.gcf.support
+        self.last_stats = {
+            "n_visibilities": plan.shape[0] * plan.shape[1], "n_kept": plan.n_kept,
+            "n_offgrid": plan.n_offgrid, "n_flagged": plan.n_flagged,
+            "n_records": plan.n_records, "compression_ratio": plan.compression_ratio,
+            "grid_point_updates": plan.n_records * support * support * self.npol,
+            "flushes": flushes,
+        }
+        if flushes is not None:
+            self.last_stats["flush_fraction"] = (
+                flushes * self.npol / max(1, self.last_stats["grid_point_updates"]))
+        self._report_drops(plan)
+        return grid if return_device else grid.get()
+
+    def grid_records(self, header: np.ndarray, records: np.ndarray, grid: cla.Array,
+                     progress: bool | None = None) -> int | None:
+        """Low level: add prepared records (from :class:`UVPlan`) to ``grid``.
+
+        Returns the number of grid-point flushes (per polarisation group)
+        when ``count_flushes`` is on, else None.
+        """
+        header = np.ascontiguousarray(header, dtype=np.int32)
+        records = np.ascontiguousarray(records, dtype=self.complex_dtype)
+        n_records = header.shape[0]
+        if header.shape != (n_records, 4) or records.shape != (n_records, self.npol):
+            raise ValueError("header must be (n, 4) and records (n, npol)")
+        counter = cla.zeros(self.queue, 1, np.uint32)
+        for start in self._launch_chunks(n_records, progress):
+            stop = min(start + RECORDS_PER_LAUNCH, n_records)
+            header_d = cla.to_device(self.queue, header[start:stop])
+            records_d = cla.to_device(self.queue, records[start:stop])
+            n_groups = -(-(stop - start) // self.params.vis_per_group)
+            self._kernel(self.queue, (n_groups * self.wg_size, self.n_tiles),
+                         (self.wg_size, 1), header_d.data, records_d.data,
+                         np.int32(stop - start), *(t.data for t in self._tables), grid.data,
+                         np.int32(self.nx), np.int32(self.ny), counter.data)
+        self.queue.finish()
+        return int(counter.get()[0]) if self.count_flushes else None
+
+
+@dataclasses.dataclass(frozen=True)
+class DegridderParams:
+    """lanes: work-items sharing one record's footprint (power of two);
+    slots: records in flight per group; records_per_slot: coarsening."""
+
+    lanes: int = 1
+    slots: int = 64
+    records_per_slot: int = 4
+
+    def validate(self) -> None:
+        if self.lanes < 1 or self.lanes & (self.lanes - 1):
+            raise ValueError("lanes must be a power of two")
+        if self.slots < 1 or self.records_per_slot < 1:
+            raise ValueError("slots and records_per_slot must be >= 1")
+
+
+def default_degridder_params(profile, support: int) -> DegridderParams:
+    """Split large footprints over lanes on GPUs; one lane per record on CPUs."""
+    if profile.device_type == "gpu":
+        lanes = 1 if support < 8 else min(32, 1 << (support - 1).bit_length())
+        return DegridderParams(lanes, max(1, 128 // lanes), 2)
+    return DegridderParams(1, min(64, profile.max_work_group_size), 4)
+
+
+class Degridder(_TableOperation):
+    """Compile-once degridder: the exact adjoint of :class:`Gridder`.
+
+    Predicts ``V_k = weight_k * sum conj(GCF) * grid`` (conjugated again for
+    visibilities whose uvw was negated), with the same tables, coordinate
+    rounding, drops and compression as the gridder.  Parameters as for
+    :class:`Gridder`; ``params`` is a :class:`DegridderParams` or dict.
+    """
+
+    def __init__(self, context, gcf: GCF, nx: int, ny: int, cell_size_rad: float, *,
+                 npol: int = 1, precision=np.float32, params=None,
+                 conjugate_negative_w: bool = True, compress: bool = True):
+        super().__init__(context, gcf, nx, ny, cell_size_rad, npol, precision,
+                         conjugate_negative_w, compress)
+        if params is None:
+            params = default_degridder_params(self.profile, gcf.support)
+        elif isinstance(params, dict):
+            params = DegridderParams(**params)
+        params.validate()
+        slots = params.slots
+        while True:
+            template_params = dict(self._template_params(), lanes=params.lanes, slots=slots,
+                                   records_per_slot=params.records_per_slot)
+            self.template = KernelTemplate(self.queue, "degridder.cl.mako", template_params,
+                                           need_f64=self.need_f64)
+            self._kernel = self.template.kernel("degrid_records")
+            if params.lanes * slots <= self.template.max_work_group_size(self._kernel):
+                break
+            if slots == 1:
+                raise ValueError(f"lanes={params.lanes} exceeds this device's work-group limit")
+            slots = max(1, slots // 2)
+        self.params = dataclasses.replace(params, slots=slots)
+
+    def __call__(self, grid, uvw_m, freq_hz, weights=None, flags=None, *,
+                 progress: bool | None = None) -> np.ndarray:
+        """Predict (nrow, nchan, npol) visibilities from a (npol, ny, nx) grid
+        (numpy or device array); zero where dropped or flagged."""
+        plan = self.plan(uvw_m, freq_hz, flags)
+        return self.degrid_plan(plan, grid, weights, progress=progress)
+
+    def degrid_plan(self, plan: UVPlan, grid, weights=None, *,
+                    progress: bool | None = None) -> np.ndarray:
+        """Degrid with a plan from :meth:`plan`."""
+        weights = self._check_weights(weights, plan)
+        grid_d = self._grid_on_device(grid)
+        records = self.degrid_records(plan.header, grid_d, progress=progress)
+        self.last_stats = {"n_visibilities": plan.shape[0] * plan.shape[1],
+                           "n_kept": plan.n_kept, "n_offgrid": plan.n_offgrid,
+                           "n_flagged": plan.n_flagged, "n_records": plan.n_records,
+                           "compression_ratio": plan.compression_ratio}
+        self._report_drops(plan)
+        return plan.expand(records, weights, self.npol, dtype=self.complex_dtype)
+
+    def _grid_on_device(self, grid) -> cla.Array:
+        shape = (self.npol, self.ny, self.nx)
+        if isinstance(grid, cla.Array):
+            if grid.shape != shape or grid.dtype != self.complex_dtype:
+                raise ValueError(f"grid must be {self.complex_dtype} of shape {shape}")
+            return grid
+        grid = np.asarray(grid)
+        if grid.shape != shape:
+            raise ValueError(f"grid must have shape (npol, ny, nx) = {shape}, got {grid.shape}")
+        if grid.dtype.kind != "c":
+            raise TypeError(f"grid must be complex, got {grid.dtype}")
+        check_finite("grid", grid)
+        return cla.to_device(self.queue, np.ascontiguousarray(grid, dtype=self.complex_dtype))
+
+    def degrid_records(self, header: np.ndarray, grid: cla.Array,
+                       progress: bool | None = None) -> np.ndarray:
+        """Low level: (n_records, npol) unweighted predictions of prepared records."""
+        header = np.ascontiguousarray(header, dtype=np.int32)
+        n_records = header.shape[0]
+        out = np.zeros((n_records, self.npol), self.complex_dtype)
+        per_group = self.params.slots * self.params.records_per_slot
+        wg = self.params.lanes * self.params.slots
+        for start in self._launch_chunks(n_records, progress):
+            stop = min(start + RECORDS_PER_LAUNCH, n_records)
+            header_d = cla.to_device(self.queue, header[start:stop])
+            out_d = cla.empty(self.queue, (stop - start, self.npol), self.complex_dtype)
+            n_groups = -(-(stop - start) // per_group)
+            self._kernel(self.queue, (n_groups * wg,), (wg,), header_d.data,
+                         np.int32(stop - start), *(t.data for t in self._tables), grid.data,
+                         np.int32(self.nx), np.int32(self.ny), out_d.data)
+            out[start:stop] = out_d.get()
+        return out
+
+
+__all__ = ["Degridder", "DegridderParams", "Gridder", "GridderParams", "default_params"]
