@@ -1,0 +1,223 @@
+## Single-dish gather gridding on the sphere (HyGrid: Luo et al. 2018, Algorithm 2).
+## Samples arrive sorted by their HEALPix RING pixel, with a per-ring table of
+## the first sample index; one work-item owns `gamma` output cells and a block
+## of `chan_block` channels, so every output value has one writer: no atomics.
+## Geometry and private sums are double precision (distances of arcseconds on
+## coordinates of hundreds of degrees lose too many digits in float).
+## Parameters: kernel_type ("gauss1d" | "gauss2d" | "tapered_sinc"),
+##   gamma (int >= 1: cells per work-item, thread coarsening),
+##   chan_block (int >= 1: channels per work-item),
+##   pix_type ("uint" | "ulong"), data_real, out_real ("float" | "double"),
+##   has_weights (bool: per-value input weights given).
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+<%include file="healpix.cl.mako"/>
+
+typedef ${pix_type} pix_t;
+typedef ${data_real} data_t;
+typedef ${out_real} out_t;
+
+#define GAMMA ${gamma}
+#define CHAN_BLOCK ${chan_block}
+
+// Kernel value at great-circle distance `dist` (rad) and bearing (rad, east of north)
+// of the sample seen from the cell; parameters as cygrid's kernels.pyx.
+inline double kernel_value(const double dist, const double bearing,
+                           const double p0, const double p1, const double p2)
+{
+% if kernel_type == "gauss1d":
+    // p0 = 1 / (2 sigma^2)
+    return exp(-dist * dist * p0);
+% elif kernel_type == "gauss2d":
+    // p0 = sigma_maj, p1 = sigma_min, p2 = position angle
+    const double s = sin(bearing - p2);
+    const double c = cos(bearing - p2);
+    const double ellipse = p0 * p0 * s * s + p1 * p1 * c * c;
+    const double scaled = dist / (p0 * p1);
+    return exp(-0.5 * scaled * scaled * ellipse);
+% elif kernel_type == "tapered_sinc":
+    // p0 = sigma, p1 = a (Gaussian taper), p2 = b (sinc width)
+    const double arg = M_PI * dist / p0;
+    const double x = arg / p2;
+    const double sinc = (fabs(x) < 1e-10) ? 1.0 : sin(x) / x;
+    const double taper = arg / p1;
+    return sinc * exp(-taper * taper);
+% else:
+<% raise ValueError("unknown kernel_type " + repr(kernel_type)) %>
+% endif
+}
+
+// First index in [lo, hi) whose pixel is >= key (hi when none).
+inline uint lower_bound(__global const pix_t *pix, uint lo, uint hi, const pix_t key)
+{
+    while (lo < hi) {
+        const uint mid = lo + (hi - lo) / 2;
+        if (pix[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+__kernel void gather(__global const double2 *cell_lonlat,    // (lon, lat) rad per target cell
+                     const uint n_cells,
+                     __global const double2 *sample_lonlat,  // (lon, lat) rad, sorted by pixel
+                     __global const pix_t *sample_pix,       // RING pixel, non-decreasing
+                     __global const data_t *data,            // [sample][channel]
+                     __global const data_t *weights,         // [sample][channel] if has_weights
+                     __global const uint *ring_start,        // [4 nside]: first sample of ring r at r - 1
+                     const uint nside,
+                     const double radius,                    // kernel support (rad)
+                     const double search_radius,             // radius + pixel radius bound (rad)
+                     const double p0, const double p1, const double p2,
+                     const uint n_chan,
+                     __global out_t *data_sum,               // [channel][cell], accumulated
+                     __global out_t *weight_sum)             // [channel][cell], accumulated
+{
+    const uint first_cell = (uint)get_global_id(0) * GAMMA;
+    const uint first_chan = (uint)get_global_id(1) * CHAN_BLOCK;
+    if (first_cell >= n_cells || first_chan >= n_chan)
+        return;
+    const uint n_mine = min((uint)GAMMA, n_cells - first_cell);
+    const uint n_chan_mine = min((uint)CHAN_BLOCK, n_chan - first_chan);
+
+    double cell_lon[GAMMA], cell_lat[GAMMA], cell_cos_lat[GAMMA];
+    double theta_min = M_PI, theta_max = 0.0;
+    for (uint j = 0; j < GAMMA; ++j) {
+        const double2 lonlat = cell_lonlat[first_cell + min(j, n_mine - 1)];
+        cell_lon[j] = lonlat.x;
+        cell_lat[j] = lonlat.y;
+        cell_cos_lat[j] = cos(lonlat.y);
+        theta_min = fmin(theta_min, M_PI_2 - lonlat.y);
+        theta_max = fmax(theta_max, M_PI_2 - lonlat.y);
+    }
+
+    double sum_data[GAMMA][CHAN_BLOCK], sum_weight[GAMMA][CHAN_BLOCK];
+    for (uint j = 0; j < GAMMA; ++j)
+        for (uint c = 0; c < CHAN_BLOCK; ++c)
+            sum_data[j][c] = sum_weight[j][c] = 0.0;
+
+    // Rings whose centre latitude lies within the search radius, one extra
+    // ring each side so rounding in the inverse ring formula cannot lose one.
+    const ulong n_ring = 4 * (ulong)nside - 1;
+    const double theta_lo = theta_min - search_radius;
+    const double theta_hi = theta_max + search_radius;
+    const long ring_lo = (theta_lo <= 0.0) ? 1
+        : max(1L, (long)floor(hpx_ring_coordinate(nside, cos(theta_lo))) - 1);
+    const long ring_hi = (theta_hi >= M_PI) ? (long)n_ring
+        : min((long)n_ring, (long)ceil(hpx_ring_coordinate(nside, cos(theta_hi))) + 1);
+    const double cos_search = cos(search_radius);
+
+    for (long ring = ring_lo; ring <= ring_hi; ++ring) {
+        const uint ring_begin = ring_start[ring - 1];
+        const uint ring_end = ring_start[ring];
+        if (ring_begin == ring_end)
+            continue;  // no sample on this ring
+        const hpx_ring info = hpx_ring_info(nside, (ulong)ring);
+        const double sin_theta_ring = sqrt(fmax(0.0, 1.0 - info.z * info.z));
+        const double pixel_phi = 2.0 * M_PI / (double)info.n_pixels;
+
+        // Union over my cells of the pixel-index range (unwrapped) whose
+        // centres are within the search radius: cos d >= cos(search_radius).
+        bool whole_ring = false;
+        long k_min = LONG_MAX, k_max = LONG_MIN;
+        for (uint j = 0; j < n_mine; ++j) {
+            const double denominator = cell_cos_lat[j] * sin_theta_ring;
+            const double numerator = cos_search - sin(cell_lat[j]) * info.z;
+            if (numerator > denominator)
+                continue;  // the whole ring is farther than the search radius
+            if (numerator <= -denominator) {
+                whole_ring = true;
+                break;
+            }
+            const double half_width = acos(numerator / denominator);
+            // Keep every cell's longitude within pi of the first cell's, so
+            // that the union of ranges does not span the wrap at 0/360.
+            const double lon = cell_lon[0] + remainder(cell_lon[j] - cell_lon[0], 2.0 * M_PI);
+            k_min = min(k_min, (long)ceil((lon - half_width) / pixel_phi - info.phi_shift));
+            k_max = max(k_max, (long)floor((lon + half_width) / pixel_phi - info.phi_shift));
+        }
+        if (!whole_ring && k_min > k_max)
+            continue;
+        if (k_max - k_min + 1 >= (long)info.n_pixels)
+            whole_ring = true;
+
+        // One or two runs of consecutive pixels (two when the range wraps).
+        pix_t run_first[2], run_last[2];
+        uint n_runs = 1;
+        if (whole_ring) {
+            run_first[0] = (pix_t)info.first_pixel;
+            run_last[0] = (pix_t)(info.first_pixel + info.n_pixels - 1);
+        } else {
+            const long n = (long)info.n_pixels;
+            const long k0 = ((k_min % n) + n) % n;
+            const long count = k_max - k_min + 1;
+            run_first[0] = (pix_t)(info.first_pixel + k0);
+            if (k0 + count <= n) {
+                run_last[0] = (pix_t)(info.first_pixel + k0 + count - 1);
+            } else {
+                run_last[0] = (pix_t)(info.first_pixel + n - 1);
+                run_first[1] = (pix_t)info.first_pixel;
+                run_last[1] = (pix_t)(info.first_pixel + k0 + count - n - 1);
+                n_runs = 2;
+            }
+        }
+
+        for (uint run = 0; run < n_runs; ++run) {
+            uint i = lower_bound(sample_pix, ring_begin, ring_end, run_first[run]);
+            for (; i < ring_end && sample_pix[i] <= run_last[run]; ++i) {
+                const double2 sample = sample_lonlat[i];
+                const double cos_lat_sample = cos(sample.y);
+                for (uint j = 0; j < n_mine; ++j) {
+                    // Haversine distance, as cygrid: accurate at small separations.
+                    const double half_dlat = sin(0.5 * (cell_lat[j] - sample.y));
+                    const double half_dlon = sin(0.5 * (cell_lon[j] - sample.x));
+                    const double hav = half_dlat * half_dlat
+                                     + cell_cos_lat[j] * cos_lat_sample * half_dlon * half_dlon;
+                    const double dist = 2.0 * asin(sqrt(fmin(1.0, hav)));
+                    if (!(dist < radius))
+                        continue;
+% if kernel_type == "gauss2d":
+                    const double dlon = sample.x - cell_lon[j];
+                    const double bearing = atan2(
+                        cos_lat_sample * sin(dlon),
+                        cell_cos_lat[j] * sin(sample.y) - sin(cell_lat[j]) * cos_lat_sample * cos(dlon));
+% else:
+                    const double bearing = 0.0;
+% endif
+                    const double k = kernel_value(dist, bearing, p0, p1, p2);
+                    const size_t row = (size_t)i * n_chan + first_chan;
+                    for (uint c = 0; c < CHAN_BLOCK; ++c) {
+                        if (c < n_chan_mine) {
+% if has_weights:
+                            const double w = k * (double)weights[row + c];
+% else:
+                            const double w = k;
+% endif
+                            sum_data[j][c] += w * (double)data[row + c];
+                            sum_weight[j][c] += w;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    // Sole writer of these cells and channels: a plain read-add-write.
+    for (uint j = 0; j < n_mine; ++j) {
+        for (uint c = 0; c < n_chan_mine; ++c) {
+            const size_t out = (size_t)(first_chan + c) * n_cells + first_cell + j;
+            data_sum[out] += (out_t)sum_data[j][c];
+            weight_sum[out] += (out_t)sum_weight[j][c];
+        }
+    }
+}
+
+// RING pixel of each sample: the device half of the pre-ordering (the sort stays on the host).
+__kernel void pixelise(__global const double2 *lonlat, const uint n, const uint nside,
+                       __global pix_t *pix)
+{
+    const size_t i = get_global_id(0);
+    if (i < n)
+        pix[i] = (pix_t)hpx_ang2pix_ring(nside, lonlat[i].x, lonlat[i].y);
+}

@@ -1,0 +1,346 @@
+"""Single-dish gather gridding (HyGrid) against a float64 brute-force gather.
+
+The reference, :func:`clgrid.singledish.gather_reference`, compares every
+sample with every cell (haversine distance, cygrid's kernel formulas), so
+it shares nothing with the HEALPix search it checks.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+
+from clgrid import healpix
+from clgrid.device import DeviceProfile, all_devices
+from clgrid.singledish import HealpixGather, ShapeError, SlGrid, WcsGrid, gather_reference
+
+SIGMA_DEG = 0.1
+RADIUS_DEG = 3 * SIGMA_DEG
+
+
+def _header(crval1, crval2, naxis1, naxis2, cdelt, proj="SIN", nchan=None):
+    header = {"NAXIS": 2, "NAXIS1": naxis1, "NAXIS2": naxis2,
+              "CTYPE1": f"RA---{proj}", "CTYPE2": f"DEC--{proj}",
+              "CRPIX1": naxis1 / 2 + 0.5, "CRPIX2": naxis2 / 2 + 0.5,
+              "CRVAL1": crval1, "CRVAL2": crval2, "CDELT1": -cdelt, "CDELT2": cdelt,
+              "CUNIT1": "deg", "CUNIT2": "deg"}
+    if nchan:
+        header.update({"NAXIS": 3, "NAXIS3": nchan, "CTYPE3": "VRAD", "CRPIX3": 1,
+                       "CRVAL3": 0.0, "CDELT3": 1000.0, "CUNIT3": "m/s"})
+    return header
+
+
+def _random_samples(rng, centre, size_deg, n, nchan=None):
+    """Uniform on the sphere inside a cap of ``size_deg`` around ``centre``."""
+    lon0, lat0 = np.radians(centre)
+    radius = np.radians(size_deg)
+    cos_d = rng.uniform(np.cos(radius), 1.0, n)
+    bearing = rng.uniform(0, 2 * np.pi, n)
+    d = np.arccos(cos_d)
+    lat = np.arcsin(np.sin(lat0) * cos_d + np.cos(lat0) * np.sin(d) * np.cos(bearing))
+    lon = lon0 + np.arctan2(np.sin(bearing) * np.sin(d) * np.cos(lat0),
+                            cos_d - np.sin(lat0) * np.sin(lat))
+    lons = np.mod(np.degrees(lon), 360.0)
+    shape = (n,) if nchan is None else (n, nchan)
+    data = (1.0 + 0.5 * rng.standard_normal(shape)).astype(np.float32)
+    return lons, np.degrees(lat), data
+
+
+def _otf_scan(centre, size_deg, n_rows, per_row):
+    """On-the-fly raster: rows of constant latitude, scanned back and forth."""
+    lon0, lat0 = centre
+    lats = np.repeat(np.linspace(lat0 - size_deg / 2, lat0 + size_deg / 2, n_rows), per_row)
+    along = np.linspace(-size_deg / 2, size_deg / 2, per_row)
+    lons = np.concatenate([(along if r % 2 == 0 else along[::-1]) for r in range(n_rows)])
+    lons = lon0 + lons / np.cos(np.radians(lats))
+    signal = (2.0 + np.sin(np.radians(lons) * 40) * np.cos(np.radians(lats) * 30)).astype(
+        np.float32)
+    return np.mod(lons, 360.0), lats, signal
+
+
+def _assert_matches(gridder, cube_ref, weights_ref, rtol=1e-5):
+    cube, weights = gridder.get_datacube(), gridder.get_weights()
+    assert cube.shape == cube_ref.shape
+    np.testing.assert_array_equal(np.isnan(cube), np.isnan(cube_ref))
+    assert np.count_nonzero(~np.isnan(cube_ref)) > 0.5 * cube_ref.size  # not a vacuous test
+    np.testing.assert_array_equal(weights == 0, weights_ref == 0)
+    good = weights_ref > 0
+    np.testing.assert_allclose(weights[good], weights_ref[good], rtol=rtol)
+    np.testing.assert_allclose(cube[good], cube_ref[good], rtol=rtol)
+
+
+def _grid_wcs(cl_env, header, lons, lats, data, weights=None, kernel=("gauss1d", (SIGMA_DEG,)),
+              **kwargs):
+    gridder = WcsGrid(header, context=cl_env.queue, **kwargs)
+    gridder.set_kernel(kernel[0], kernel[1], RADIUS_DEG, SIGMA_DEG / 2)
+    gridder.grid(lons, lats, data, weights)
+    lon, lat = gridder.get_world_coords()
+    reference = gather_reference(lon, lat, lons, lats, data, weights, kernel_type=kernel[0],
+                                 kernel_params=kernel[1], sphere_radius=RADIUS_DEG)
+    return gridder, reference
+
+
+# --- host HEALPix helpers ---------------------------------------------------------------
+@pytest.mark.parametrize("nside", [1, 4, 64, 2048, 2**18])
+def test_ang2pix_ring_matches_healpy(nside):
+    hp = pytest.importorskip("healpy")
+    rng = np.random.default_rng(nside)
+    lon = rng.uniform(0, 2 * np.pi, 20000)
+    lat = np.arcsin(rng.uniform(-1, 1, 20000))
+    lat[:500] = np.radians(rng.uniform(89.9, 90, 500))  # the polar branch
+    lat[500:1000] = -lat[:500]
+    expected = hp.ang2pix(nside, np.pi / 2 - lat, lon)
+    np.testing.assert_array_equal(healpix.ang2pix_ring(nside, lon, lat), expected)
+    rings = np.arange(1, 4 * nside)[:: max(1, nside // 16)]
+    np.testing.assert_array_equal(hp.pix2ring(nside, healpix.ring_first_pixel(nside, rings)),
+                                  rings)
+    assert hp.max_pixrad(nside) < healpix.max_pixel_radius_rad(nside)
+
+
+def test_nside_for_resolution_is_smallest_fine_enough():
+    for degrees in (5.0, 0.3, 0.05, 1 / 120):
+        nside = healpix.nside_for_resolution(degrees)
+        assert np.degrees(healpix.resolution_rad(nside)) <= degrees
+        assert np.degrees(healpix.resolution_rad(nside // 2)) > degrees or nside == 1
+
+
+# --- device ring formulas ---------------------------------------------------------------
+@pytest.mark.tiny
+def test_device_ang2pix_matches_healpy(cl_env):
+    hp = pytest.importorskip("healpy")
+    rng = np.random.default_rng(3)
+    n = 64 if cl_env.tiny else 20000
+    lon = rng.uniform(0, 2 * np.pi, n)
+    lat = np.arcsin(rng.uniform(-1, 1, n))
+    lat[: n // 8] = np.radians(rng.uniform(89.5, 90, n // 8))
+    for nside in (1, 8, 1024):
+        gather = HealpixGather(cl_env.queue, nside=nside)
+        np.testing.assert_array_equal(gather.pixelise(lon, lat, nside),
+                                      hp.ang2pix(nside, np.pi / 2 - lat, lon))
+
+
+# --- against the brute-force reference --------------------------------------------------
+@pytest.mark.tiny
+def test_random_samples_match_reference(cl_env):
+    rng = np.random.default_rng(1)
+    n, npix = (150, 6) if cl_env.tiny else (6000, 24)
+    header = _header(60.0, 30.0, npix, npix, 0.05)
+    lons, lats, data = _random_samples(rng, (60.0, 30.0), 1.0, n, nchan=3)
+    weights = rng.uniform(0.5, 2.0, data.shape).astype(np.float32)
+    gridder, (cube_ref, weights_ref) = _grid_wcs(cl_env, header, lons, lats, data, weights)
+    assert gridder.get_datacube().shape == (3, npix, npix)
+    _assert_matches(gridder, cube_ref, weights_ref)
+    unweighted = gridder.get_unweighted_datacube()
+    np.testing.assert_allclose(unweighted, np.nan_to_num(cube_ref) * weights_ref, rtol=2e-5,
+                               atol=1e-6)
+
+
+def test_otf_scan_matches_reference(cl_env):
+    lons, lats, data = _otf_scan((150.0, 2.0), 2.0, 60, 240)
+    header = _header(150.0, 2.0, 40, 40, 0.05, proj="CAR")
+    gridder, (cube_ref, weights_ref) = _grid_wcs(cl_env, header, lons, lats, data)
+    assert gridder.get_datacube().shape == (40, 40)
+    _assert_matches(gridder, cube_ref, weights_ref)
+
+
+@pytest.mark.parametrize("kernel", [("gauss2d", (0.12, 0.06, 0.7)),
+                                    ("tapered_sinc", (SIGMA_DEG, 2.52, 1.55))])
+def test_other_kernels_match_reference(cl_env, kernel):
+    rng = np.random.default_rng(2)
+    header = _header(200.0, -40.0, 20, 20, 0.05)
+    lons, lats, data = _random_samples(rng, (200.0, -40.0), 0.8, 4000)
+    gridder, (cube_ref, weights_ref) = _grid_wcs(cl_env, header, lons, lats, data, kernel=kernel)
+    if kernel[0] == "gauss2d":
+        _assert_matches(gridder, cube_ref, weights_ref)
+    else:  # negative sinc lobes: compare sums, the quotient can be ill-conditioned
+        good = weights_ref > 0.1 * weights_ref.max()
+        np.testing.assert_allclose(gridder.get_weights()[good], weights_ref[good], rtol=1e-5)
+        np.testing.assert_allclose(gridder.get_datacube()[good], cube_ref[good], rtol=1e-5)
+
+
+@pytest.mark.parametrize("where", ["north_pole", "south_pole", "ra_zero", "face_boundary"])
+def test_geometry_edge_cases(cl_env, where):
+    centre, proj = {"north_pole": ((30.0, 89.7), "SIN"), "south_pole": ((300.0, -89.8), "SIN"),
+                    "ra_zero": ((0.0, 10.0), "CAR"),
+                    # lon 90, lat asin(2/3): corner of four HEALPix base faces
+                    "face_boundary": ((90.0, 41.8103149), "SIN")}[where]
+    rng = np.random.default_rng(4)
+    lons, lats, data = _random_samples(rng, centre, 1.0, 5000)
+    header = _header(centre[0], centre[1], 24, 24, 0.06, proj=proj)
+    gridder, (cube_ref, weights_ref) = _grid_wcs(cl_env, header, lons, lats, data)
+    _assert_matches(gridder, cube_ref, weights_ref)
+    if where == "ra_zero":  # samples on both sides of RA 0 reached the map
+        assert lons.min() < 1.0 and lons.max() > 359.0
+
+
+def test_pole_with_healpix_targets(cl_env):
+    """SlGrid onto HEALPix pixel centres around the north pole (the cap rings)."""
+    hp = pytest.importorskip("healpy")
+    nside = 1024
+    pixels = np.arange(12 * nside * nside)[:600]  # the first rings: around the pole
+    theta, phi = hp.pix2ang(nside, pixels)
+    rng = np.random.default_rng(5)
+    lons, lats, data = _random_samples(rng, (0.0, 89.9), 1.5, 5000)
+    gridder = SlGrid(np.degrees(phi), 90 - np.degrees(theta), context=cl_env.queue)
+    gridder.set_kernel("gauss1d", (SIGMA_DEG,), RADIUS_DEG, SIGMA_DEG / 2)
+    gridder.grid(lons, lats, data)
+    assert gridder.get_datacube().shape == (600,)
+    reference = gather_reference(np.degrees(phi), 90 - np.degrees(theta), lons, lats, data,
+                                 kernel_params=(SIGMA_DEG,), sphere_radius=RADIUS_DEG)
+    _assert_matches(gridder, *reference)
+
+
+def test_coarsening_gives_identical_results(cl_env):
+    rng = np.random.default_rng(6)
+    header = _header(10.0, 50.0, 23, 17, 0.04)  # sizes not multiples of gamma
+    lons, lats, data = _random_samples(rng, (10.0, 50.0), 0.8, 4000, nchan=2)
+    cubes = []
+    for gamma in (1, 2, 3, 4):
+        gridder = WcsGrid(header, context=cl_env.queue, gamma=gamma)
+        gridder.set_kernel("gauss1d", (SIGMA_DEG,), RADIUS_DEG, SIGMA_DEG / 2)
+        gridder.grid(lons, lats, data)
+        cubes.append((gridder.get_datacube(), gridder.get_weights()))
+    for cube, weights in cubes[1:]:
+        np.testing.assert_array_equal(np.isnan(cube), np.isnan(cubes[0][0]))
+        np.testing.assert_allclose(weights, cubes[0][1], rtol=1e-6)
+        np.testing.assert_allclose(cube, cubes[0][0], rtol=1e-6)
+
+
+def test_repeated_calls_and_chunks_accumulate(cl_env):
+    rng = np.random.default_rng(7)
+    header = _header(120.0, 0.0, 16, 16, 0.05)
+    lons, lats, data = _random_samples(rng, (120.0, 0.0), 0.6, 3000)
+    whole = WcsGrid(header, context=cl_env.queue)
+    whole.set_kernel("gauss1d", (SIGMA_DEG,), RADIUS_DEG, SIGMA_DEG / 2)
+    whole.grid(lons, lats, data)
+    parts = WcsGrid(header, context=cl_env.queue, chunk_samples=700, progress=False)
+    parts.set_kernel("gauss1d", (SIGMA_DEG,), RADIUS_DEG, SIGMA_DEG / 2)
+    parts.grid(lons[:1000], lats[:1000], data[:1000])
+    parts.grid(lons[1000:], lats[1000:], data[1000:])
+    np.testing.assert_allclose(parts.get_weights(), whole.get_weights(), rtol=1e-5)
+    np.testing.assert_allclose(parts.get_datacube(), whole.get_datacube(), rtol=1e-5)
+    assert parts.stats.n_samples == 3000
+    parts.clear_data_and_weights()
+    assert np.all(parts.get_weights() == 0) and np.all(np.isnan(parts.get_datacube()))
+
+
+def test_spectral_header_and_cube(cl_env):
+    rng = np.random.default_rng(8)
+    header = _header(45.0, 45.0, 12, 10, 0.05, nchan=5)
+    lons, lats, data = _random_samples(rng, (45.0, 45.0), 0.5, 2000, nchan=5)
+    gridder, (cube_ref, weights_ref) = _grid_wcs(cl_env, header, lons, lats, data)
+    assert gridder.get_datacube().shape == (5, 10, 12)
+    _assert_matches(gridder, cube_ref, weights_ref)
+
+
+def test_empty_cells_are_nan_with_zero_weight(cl_env):
+    header = _header(10.0, 10.0, 20, 20, 0.05)
+    gridder = WcsGrid(header, context=cl_env.queue)
+    gridder.set_kernel("gauss1d", (SIGMA_DEG,), RADIUS_DEG, SIGMA_DEG / 2)
+    gridder.grid(np.array([10.0]), np.array([10.0]), np.array([5.0]))  # one sample
+    cube, weights = gridder.get_datacube(), gridder.get_weights()
+    near = weights > 0
+    assert 0 < near.sum() < near.size
+    assert np.all(np.isnan(cube[~near])) and np.all(cube[near] == pytest.approx(5.0))
+
+
+# --- bad input ----------------------------------------------------------------------------
+@pytest.fixture
+def gridder(cl_env):
+    g = WcsGrid(_header(10.0, 10.0, 8, 8, 0.05), context=cl_env.queue)
+    g.set_kernel("gauss1d", (SIGMA_DEG,), RADIUS_DEG, SIGMA_DEG / 2)
+    return g
+
+
+def test_bad_coordinates_raise(gridder):
+    ones = np.ones(3)
+    with pytest.raises(ValueError, match="latitudes"):
+        gridder.grid(np.array([10.0, 10, 10]), np.array([10.0, 95, 10]), ones)
+    with pytest.raises(ValueError, match="longitudes"):
+        gridder.grid(np.array([10.0, 400, 10]), np.array([10.0, 10, 10]), ones)
+    with pytest.raises(ShapeError, match="length"):
+        gridder.grid(np.array([10.0, 10]), np.array([10.0, 10, 10]), ones)
+    with pytest.raises(ShapeError, match="samples"):
+        gridder.grid(np.array([10.0, 10, 10]), np.array([10.0, 10, 10]), np.ones(4))
+    with pytest.raises(ShapeError, match="weights"):
+        gridder.grid(np.array([10.0, 10, 10]), np.array([10.0, 10, 10]), ones, np.ones(2))
+
+
+def test_data_shape_must_stay_the_same(gridder):
+    coords = np.array([10.0, 10.0])
+    gridder.grid(coords, coords, np.ones((2, 3)))
+    with pytest.raises(ShapeError, match="mismatch"):
+        gridder.grid(coords, coords, np.ones((2, 4)))
+
+
+def test_nan_samples_are_dropped_and_counted(gridder):
+    lons = np.array([10.0, np.nan, 10.01, 10.0])
+    lats = np.array([10.0, 10.0, 10.0, 10.0])
+    data = np.array([1.0, 100.0, 1.0, np.nan])
+    with pytest.warns(UserWarning) as caught:
+        gridder.grid(lons, lats, data)
+    messages = " ".join(str(w.message) for w in caught)
+    assert "1 samples with NaN/Inf coordinates dropped" in messages
+    assert "1 NaN/Inf data" in messages
+    assert gridder.stats.n_dropped == 1 and gridder.stats.n_flagged_values == 1
+    cube = gridder.get_datacube()
+    assert np.nanmax(cube) == pytest.approx(1.0) and np.nanmin(cube) == pytest.approx(1.0)
+
+
+def test_bad_kernel_and_header(cl_env, gridder):
+    with pytest.raises(ValueError, match="not understood"):
+        gridder.set_kernel("box", (1.0,), 1.0, 0.5)
+    with pytest.raises(ValueError, match="needs 3"):
+        gridder.set_kernel("gauss2d", (1.0,), 1.0, 0.5)
+    with pytest.raises(ValueError, match="positive"):
+        gridder.set_kernel("gauss1d", (-1.0,), 1.0, 0.5)
+    with pytest.raises(ValueError, match="hpx_max_resolution"):
+        gridder.set_kernel("gauss1d", (1.0,), 1.0, 0.0)
+    spectral_only = {"NAXIS": 1, "NAXIS1": 10, "CTYPE1": "FREQ", "CRPIX1": 1, "CRVAL1": 1e9,
+                     "CDELT1": 1e6}
+    with pytest.raises(ValueError, match="not celestial"):
+        WcsGrid(spectral_only, context=cl_env.queue)
+    fresh = WcsGrid(_header(10.0, 10.0, 8, 8, 0.05), context=cl_env.queue)
+    with pytest.raises(RuntimeError, match="set_kernel"):
+        fresh.grid(np.array([10.0]), np.array([10.0]), np.array([1.0]))
+
+
+# --- Oclgrind: races and out-of-bounds accesses --------------------------------------------
+ORACLE = textwrap.dedent("""
+    import numpy as np, pyopencl as cl, clgrid
+    from clgrid.singledish import SlGrid, gather_reference
+    queue = cl.CommandQueue(clgrid.create_context("oclgrind"))
+    rng = np.random.default_rng(0)
+    lons = rng.uniform(9.8, 10.2, 60); lats = rng.uniform(9.8, 10.2, 60)
+    data = rng.uniform(1, 2, (60, 2)).astype(np.float32)
+    tl, tb = np.meshgrid(np.linspace(9.85, 10.15, 3), np.linspace(9.85, 10.15, 3))
+    for gamma in (1, 2):
+        g = SlGrid(tl.ravel(), tb.ravel(), context=queue, gamma=gamma)
+        g.set_kernel("gauss1d", (0.05,), 0.15, 0.025)
+        g.grid(lons, lats, data)
+        ref, wref = gather_reference(tl.ravel(), tb.ravel(), lons, lats, data,
+                                     kernel_params=(0.05,), sphere_radius=0.15)
+        assert np.allclose(g.get_weights(), wref, rtol=1e-5), (g.get_weights(), wref)
+    print("done")
+""")
+
+
+@pytest.mark.tiny
+def test_gather_has_no_race_under_oclgrind(request):
+    wanted = request.config.getoption("--cl-platform").lower()
+    if "all" not in wanted and "oclgrind" not in wanted:
+        pytest.skip("Oclgrind not selected")
+    if not any(DeviceProfile.from_device(d).is_simulator for d in all_devices()):
+        pytest.skip("Oclgrind not installed")
+    environment = dict(os.environ, OCLGRIND_DATA_RACES="1", OCLGRIND_CHECK_API="1")
+    result = subprocess.run([sys.executable, "-c", ORACLE], env=environment,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "done" in result.stdout
+    diagnostics = result.stderr.lower()
+    for problem in ("data race", "invalid read", "invalid write", "uninitialized"):
+        assert problem not in diagnostics, result.stderr[-3000:]
