@@ -205,7 +205,7 @@ class Reprojector(Operation):
     def _to_image(self, data: cla.Array) -> cl.Image:
         n_rows, n_cols = data.shape
         order = cl.channel_order.RG if self.channels == 2 else cl.channel_order.R
-        image = cl.Image(self.context, cl.mem_flags.READ_ONLY,
+        image = cl.create_image(self.context, cl.mem_flags.READ_ONLY,
                          cl.ImageFormat(order, cl.channel_type.FLOAT), shape=(n_cols, n_rows))
         cl.enqueue_copy(self.queue, image, data.data, offset=0, origin=(0, 0),
                         region=(n_cols, n_rows))
