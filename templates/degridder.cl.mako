@@ -87,10 +87,10 @@ void degrid_records(__global const int4 *header,
         partial[lid * NPOL + ${p}] = sum[${p}];
 %   endfor
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int half = LANES / 2; half > 0; half /= 2) {
-            if (lane < half) {
+        for (int stride = LANES / 2; stride > 0; stride /= 2) {
+            if (lane < stride) {
 %   for p in range(npol):
-                partial[lid * NPOL + ${p}] += partial[(lid + half) * NPOL + ${p}];
+                partial[lid * NPOL + ${p}] += partial[(lid + stride) * NPOL + ${p}];
 %   endfor
             }
             barrier(CLK_LOCAL_MEM_FENCE);

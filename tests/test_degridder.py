@@ -1,0 +1,104 @@
+"""Degridder against a float64 reference, and as the exact adjoint of the Gridder."""
+
+import numpy as np
+import pytest
+
+from clgrid.gcf import separable_gcf, user_gcf, w_projection_gcf
+from clgrid.gridder import Degridder, DegridderParams, Gridder, GridderParams
+
+from test_gridder_reference import C, degrid_reference, random_uvw, random_vis
+
+FREQ_HZ = np.array([0.9e9, 1.0e9])
+
+
+def _uvw(rng, nx, support, nrow=150, w_max_m=0.0):
+    cell = 1.0 / (nx * 40.0)
+    uv_max_m = 0.8 * (nx / 2 - support) * 40.0 * C / FREQ_HZ.max()
+    return random_uvw(rng, nrow, uv_max_m, w_max_m), cell
+
+
+CASES = [  # support, oversample, npol, precision, params
+    (7, 8, 1, np.float32, DegridderParams(1, 16, 4)),
+    (8, 4, 4, np.float32, DegridderParams(4, 8, 2)),
+    (3, 2, 2, np.float64, DegridderParams(2, 4, 3)),
+    (16, 8, 4, np.float64, DegridderParams(8, 4, 1)),
+]
+
+
+@pytest.mark.parametrize("support, oversample, npol, precision, params", CASES)
+def test_degrid_matches_reference(cl_env, support, oversample, npol, precision, params):
+    if precision == np.float64 and not cl_env.profile.fp64:
+        pytest.skip("no fp64")
+    rng = np.random.default_rng(support)
+    nx, ny = 70, 70
+    uvw, cell = _uvw(rng, nx, support)
+    gcf = separable_gcf(support, oversample)
+    grid = random_vis(rng, (npol, ny, nx))
+    weights = rng.uniform(0.5, 1.5, (uvw.shape[0], FREQ_HZ.size, 1))
+    degridder = Degridder(cl_env.queue, gcf, nx, ny, cell, npol=npol, precision=precision,
+                          params=params)
+    result = degridder(grid, uvw, FREQ_HZ, weights)
+    reference = degrid_reference(grid, uvw, FREQ_HZ, gcf, nx, ny, cell, weights)
+    tolerance = 1e-5 if precision == np.float32 else 1e-12
+    assert np.max(np.abs(result - reference)) / np.max(np.abs(reference)) < tolerance
+
+
+def _inner(a, b):
+    return np.vdot(a.astype(np.complex128), b.astype(np.complex128))
+
+
+@pytest.mark.parametrize("precision, table", [(np.float32, "separable"), (np.float64, "full"),
+                                              (np.float64, "user")])
+@pytest.mark.parametrize("npol", [1, 4])
+def test_adjoint(cl_env, precision, table, npol):
+    """<G x, y> = <x, G^H y> for random x (visibilities) and y (grid)."""
+    if precision == np.float64 and not cl_env.profile.fp64:
+        pytest.skip("no fp64")
+    rng = np.random.default_rng(npol)
+    nx, ny, support = 64, 54, 6
+    uvw, cell = _uvw(rng, nx, support, w_max_m=200.0)
+    w_max_lambda = 200.0 * FREQ_HZ.max() / C
+    if table == "separable":
+        gcf = separable_gcf(support, 4)
+    elif table == "full":
+        gcf = w_projection_gcf(support, 4, 4, w_max_lambda, nx * cell)
+    else:
+        gcf = user_gcf(support, 4, table=random_vis(rng, (4, 4, 4, support, support)),
+                       w_step_lambda=w_max_lambda / 3)
+    complex_dtype = np.complex64 if precision == np.float32 else np.complex128
+    x = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, npol), complex_dtype)
+    y = random_vis(rng, (npol, ny, nx), complex_dtype)
+    weights = rng.uniform(0.5, 2.0, x.shape)
+    for conjugate in (False, True):
+        uvw_used = uvw.copy()
+        if not conjugate:
+            uvw_used[:, 2] = np.abs(uvw_used[:, 2])   # keep it linear (no conjugation)
+        kwargs = dict(npol=npol, precision=precision, conjugate_negative_w=conjugate)
+        gx = Gridder(cl_env.queue, gcf, nx, ny, cell, params=GridderParams(2, 2, 32, 64),
+                     **kwargs)(uvw_used, FREQ_HZ, x, weights)
+        ghy = Degridder(cl_env.queue, gcf, nx, ny, cell, **kwargs)(y, uvw_used, FREQ_HZ,
+                                                                      weights)
+        left, right = _inner(gx, y), _inner(x, ghy)
+        scale = np.linalg.norm(gx) * np.linalg.norm(y)
+        tolerance = 1e-5 if precision == np.float32 else 1e-12
+        if conjugate:
+            # conjugating w < 0 makes G antilinear: the real inner product holds
+            assert abs(left.real - right.real) < tolerance * scale
+        else:
+            assert abs(left - right) < tolerance * scale
+        assert abs(left) > 1e-3 * scale   # not trivially zero
+
+
+def test_degrid_compressed_equals_uncompressed(cl_env):
+    rng = np.random.default_rng(2)
+    uvw, cell = _uvw(rng, 64, 4)
+    uvw = np.repeat(uvw, 3, axis=0) * (1 + 1e-7 * rng.standard_normal((uvw.shape[0] * 3, 1)))
+    gcf = separable_gcf(4, 4)
+    grid = random_vis(rng, (1, 64, 64))
+    results = []
+    for compress in (True, False):
+        degridder = Degridder(cl_env.queue, gcf, 64, 64, cell, compress=compress)
+        results.append(degridder(grid, uvw, FREQ_HZ))
+        ratio = degridder.last_stats["compression_ratio"]
+        assert ratio > 2.0 if compress else ratio == 1.0
+    assert np.max(np.abs(results[0] - results[1])) < 1e-6 * np.max(np.abs(results[1]))
