@@ -13,10 +13,15 @@ from .device import (  # noqa: E402  (after ICD registration on purpose)
     ATOMIC_PATHS, DeviceProfile, create_context, devices, resolve_queue, select_device)
 from .kernels import KernelTemplate, Operation, render  # noqa: E402
 from .scatter import ScatterAdd, scatter_add_reference  # noqa: E402
+from .reproject import BSplinePrefilter, Reprojector, reproject_interp  # noqa: E402
+from .wcs_params import CelestialPlane  # noqa: E402
+from .singledish import HealpixGather, SlGrid, WcsGrid  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "HealpixGather", "SlGrid", "WcsGrid",
+    "BSplinePrefilter", "CelestialPlane", "Reprojector", "reproject_interp",
     "ATOMIC_PATHS", "DeviceProfile", "KernelTemplate", "Operation", "ScatterAdd",
     "create_context", "devices", "register_icd", "register_intel_cpu_runtime", "render",
     "resolve_queue", "scatter_add_reference", "select_device",
