@@ -13,7 +13,6 @@ from .device import (  # noqa: E402  (after ICD registration on purpose)
     ATOMIC_PATHS, DeviceProfile, create_context, devices, resolve_queue, select_device)
 from .kernels import KernelTemplate, Operation, render  # noqa: E402
 from .scatter import ScatterAdd, scatter_add_reference  # noqa: E402
-from .singledish import HealpixGather, SlGrid, WcsGrid  # noqa: E402
 from .reproject import BSplinePrefilter, Reprojector, reproject_interp  # noqa: E402
 from .wcs_params import CelestialPlane  # noqa: E402
 from .singledish import HealpixGather, SlGrid, WcsGrid  # noqa: E402
@@ -21,7 +20,6 @@ from .singledish import HealpixGather, SlGrid, WcsGrid  # noqa: E402
 __version__ = "0.1.0"
 
 __all__ = [
-    "HealpixGather", "SlGrid", "WcsGrid",
     "HealpixGather", "SlGrid", "WcsGrid",
     "BSplinePrefilter", "CelestialPlane", "Reprojector", "reproject_interp",
     "ATOMIC_PATHS", "DeviceProfile", "KernelTemplate", "Operation", "ScatterAdd",
