@@ -70,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--items", type=int, default=1_000_000)
     demo.add_argument("--bins", type=int, default=4096)
     demo.set_defaults(func=_cmd_demo)
+    from .image_command import add_parser as add_image_parser
+    add_image_parser(commands)
     return parser
 
 

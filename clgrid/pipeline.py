@@ -22,7 +22,7 @@ from typing import Callable
 
 import numpy as np
 
-from .ms import DEFAULT_CHUNK_ROWS, MeasurementSet, MSError
+from .ms import DEFAULT_CHUNK_ROWS, MeasurementSet, MSError, parse_channels
 from .weighting import SPEED_OF_LIGHT_M_S, ImageWeighting
 
 
@@ -138,40 +138,19 @@ def image_measurement_set(ms_path, *, npix_x: int, npix_y: int | None = None,
         pixsize_y = pixsize_x if pixsize_y is None else pixsize_y
         weigher = ImageWeighting(context, npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x,
                                  pixsize_y=pixsize_y, scheme=weighting, robust=robust)
+        for window in ms.select_spws(spw):  # bad selections fail before any work
+            parse_channels(channels, ms.spectral_windows[window].freq_hz.size)
+            ms.parallel_hands(window)
         n_rows = ms.count_rows(spw)
         if n_rows == 0:
             raise MSError(f"{ms.path}: no rows for field {field} and spectral window(s) {spw}")
         passes = 1 if weigher.scheme == "natural" else 2
-        bar = _progress_bar(progress, n_rows * passes)
-        if passes == 2:
-            for chunk in ms.chunks(spw, channels, chunk_rows):
-                weigher.add(chunk.uvw_m, chunk.freq_hz, chunk.weight)
-                bar.update(chunk.uvw_m.shape[0])
-        common = dict(npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x, pixsize_y=pixsize_y,
-                      epsilon=epsilon, do_wgridding=do_wgridding, context=weigher.queue)
-        dirty = np.zeros((npix_x, npix_y))
-        psf = np.zeros((npix_x, npix_y)) if make_psf else None
-        sum_weights, n_samples, n_flagged, n_outside, freqs = 0.0, 0, 0, 0, []
-        for chunk in ms.chunks(spw, channels, chunk_rows):
-            bar.update(chunk.uvw_m.shape[0])
-            n_samples += chunk.mask.size
-            n_flagged += chunk.mask.size - chunk.n_usable
-            freqs.append(chunk.freq_hz)
-            weight = weigher.apply(chunk.uvw_m, chunk.freq_hz, chunk.weight)
-            outside = _off_grid(chunk.uvw_m, chunk.freq_hz, npix_x, npix_y, pixsize_x, pixsize_y)
-            outside &= weight > 0
-            n_outside += int(np.count_nonzero(outside))
-            weight = np.where(outside, 0, weight).astype(np.float32)
-            chunk_sum = float(np.sum(weight, dtype=np.float64))
-            if chunk_sum == 0:
-                continue
-            sum_weights += chunk_sum
-            dirty += vis2dirty(uvw=chunk.uvw_m, freq=chunk.freq_hz, vis=chunk.vis, wgt=weight,
-                               **common)
-            if psf is not None:
-                psf += vis2dirty(uvw=chunk.uvw_m, freq=chunk.freq_hz,
-                                 vis=np.ones_like(chunk.vis), wgt=weight, **common)
-        bar.close()
+        with _progress_bar(progress, n_rows * passes) as bar:
+            sums = _grid_chunks(ms, weigher, vis2dirty, bar, passes, spw, channels, chunk_rows,
+                                make_psf, npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x,
+                                pixsize_y=pixsize_y, epsilon=epsilon,
+                                do_wgridding=do_wgridding, context=weigher.queue)
+        dirty, psf, sum_weights, n_samples, n_flagged, n_outside, freqs = sums
         if sum_weights == 0:
             raise MSError(f"{ms.path}: the selection has no unflagged visibility on the grid "
                           f"({n_samples} samples, {n_flagged} flagged, {n_outside} off the grid)")
@@ -186,11 +165,47 @@ def image_measurement_set(ms_path, *, npix_x: int, npix_y: int | None = None,
             do_wgridding=bool(do_wgridding), backend=backend)
 
 
+def _grid_chunks(ms, weigher, vis2dirty, bar, passes, spw, channels, chunk_rows, make_psf,
+                 **common):
+    """Weight-density pass (when needed), then the gridding pass."""
+    npix_x, npix_y = common["npix_x"], common["npix_y"]
+    if passes == 2:
+        for chunk in ms.chunks(spw, channels, chunk_rows):
+            weigher.add(chunk.uvw_m, chunk.freq_hz, chunk.weight)
+            bar.update(chunk.uvw_m.shape[0])
+    dirty = np.zeros((npix_x, npix_y))
+    psf = np.zeros((npix_x, npix_y)) if make_psf else None
+    sum_weights, n_samples, n_flagged, n_outside, freqs = 0.0, 0, 0, 0, []
+    for chunk in ms.chunks(spw, channels, chunk_rows):
+        bar.update(chunk.uvw_m.shape[0])
+        n_samples += chunk.mask.size
+        n_flagged += chunk.mask.size - chunk.n_usable
+        freqs.append(chunk.freq_hz)
+        weight = weigher.apply(chunk.uvw_m, chunk.freq_hz, chunk.weight)
+        outside = _off_grid(chunk.uvw_m, chunk.freq_hz, npix_x, npix_y,
+                            common["pixsize_x"], common["pixsize_y"]) & (weight > 0)
+        n_outside += int(np.count_nonzero(outside))
+        weight = np.where(outside, 0, weight).astype(np.float32)
+        chunk_sum = float(np.sum(weight, dtype=np.float64))
+        if chunk_sum == 0:
+            continue
+        sum_weights += chunk_sum
+        dirty += vis2dirty(uvw=chunk.uvw_m, freq=chunk.freq_hz, vis=chunk.vis, wgt=weight,
+                           **common)
+        if psf is not None:
+            psf += vis2dirty(uvw=chunk.uvw_m, freq=chunk.freq_hz, vis=np.ones_like(chunk.vis),
+                             wgt=weight, **common)
+    return dirty, psf, sum_weights, n_samples, n_flagged, n_outside, freqs
+
+
 class _NoBar:
     def update(self, n: int) -> None:
         pass
 
-    def close(self) -> None:
+    def __enter__(self) -> "_NoBar":
+        return self
+
+    def __exit__(self, *exc) -> None:
         pass
 
 
