@@ -16,10 +16,13 @@ from .scatter import ScatterAdd, scatter_add_reference  # noqa: E402
 from .reproject import BSplinePrefilter, Reprojector, reproject_interp  # noqa: E402
 from .wcs_params import CelestialPlane  # noqa: E402
 from .singledish import HealpixGather, SlGrid, WcsGrid  # noqa: E402
+from .weighting import ImageWeighting  # noqa: E402
+from .pipeline import image_measurement_set  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ImageWeighting", "image_measurement_set",
     "HealpixGather", "SlGrid", "WcsGrid",
     "BSplinePrefilter", "CelestialPlane", "Reprojector", "reproject_interp",
     "ATOMIC_PATHS", "DeviceProfile", "KernelTemplate", "Operation", "ScatterAdd",
