@@ -194,7 +194,7 @@ __kernel void reproject_fused(__constant const coord_t *params, INPUT_ARG,
     const int j = get_global_id(0), i = get_global_id(1);
     if (j >= nx_out || i >= ny_out)
         return;
-    coord_t x, y;
+    coord_t x = 0, y = 0;  // defined even where map_pixel fails (if-converted code reads them)
     value_t result = (value_t)(NAN);
     if (map_pixel(params, i, j, &x, &y))
         result = interpolate(data, x, y, nx_in, ny_in);
