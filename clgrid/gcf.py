@@ -4,11 +4,12 @@ Conventions shared by :mod:`clgrid.uvprep`, :class:`clgrid.Gridder` and
 :class:`clgrid.Degridder`:
 
 * A visibility at fractional grid coordinate ``x`` (pixels, grid centre at
-  ``nx // 2``) is rounded to the oversampled grid: ``k = round(x * O)``,
-  integer cell ``k // O`` and sub-pixel index ``f = k % O``.
-* Its footprint starts at ``x0 = k // O - S // 2`` and covers ``S`` cells.
-  Footprint cell ``j`` (0..S-1) lies at distance ``j - S // 2 - f / O`` from
-  the visibility; the table holds the kernel at that distance.
+  ``nx // 2``) is rounded to the oversampled grid: ``k = round(x * O)``.
+  Its footprint is the ``S`` cells from ``x0 = ceil(k / O - S / 2)`` (integer
+  arithmetic: ``x0 = -((S * O - 2 k) // (2 O))``), so the footprint covers
+  distances ``[-S/2, S/2)`` from the visibility, for odd and even ``S``.
+  The sub-pixel index is ``f = x0 * O - k + (S * O) // 2`` (0..O-1), and
+  footprint cell ``j`` lies at distance ``j + (f - (S * O) // 2) / O``.
 * Tables (complex, C order):
 
   - separable: ``table_u`` and ``table_v`` of shape ``(w_planes, O, S)``;
@@ -68,11 +69,11 @@ def _kernel_values(kernel: str, distance_cells: np.ndarray, support: int, beta: 
 
 
 def footprint_distances(support: int, oversample: int) -> np.ndarray:
-    """(O, S) distances ``j - S // 2 - f / O`` of footprint cells from a
-    visibility with sub-pixel index ``f``."""
+    """(O, S) distances ``j + (f - (S * O) // 2) / O`` of footprint cells
+    from a visibility with sub-pixel index ``f`` (all within [-S/2, S/2))."""
     j = np.arange(support)[None, :]
     f = np.arange(oversample)[:, None]
-    return (j - support // 2) - f / oversample
+    return j + (f - (support * oversample) // 2) / oversample
 
 
 @dataclasses.dataclass(frozen=True)

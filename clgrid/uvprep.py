@@ -176,8 +176,11 @@ def plan_uv(uvw_m, freq_hz, gcf: GCF, nx: int, ny: int, cell_size_rad: float, *,
     sign = np.where(conjugated, -1.0, 1.0)
     k_u = np.rint((u * sign * nx * cell_size_rad + nx // 2) * oversample).astype(np.int64)
     k_v = np.rint((v * sign * ny * cell_size_rad + ny // 2) * oversample).astype(np.int64)
-    u0 = k_u // oversample - support // 2
-    v0 = k_v // oversample - support // 2
+    span = support * oversample
+    u0 = -((span - 2 * k_u) // (2 * oversample))      # ceil(k / O - S / 2)
+    v0 = -((span - 2 * k_v) // (2 * oversample))
+    f_u = u0 * oversample - k_u + span // 2           # sub-pixel index, 0..O-1
+    f_v = v0 * oversample - k_v + span // 2
     if gcf.w_planes > 1:
         plane = np.rint(w * sign / gcf.w_step_lambda).astype(np.int64)
     else:
@@ -198,7 +201,7 @@ def plan_uv(uvw_m, freq_hz, gcf: GCF, nx: int, ny: int, cell_size_rad: float, *,
         pol_mask = ~flags.reshape(nrow * nchan, npol)[kept]
         if pol_mask.all():   # only whole (row, channel) flags: nothing to mask
             pol_mask = None
-    sub = k_u[chan, row] % oversample + oversample * (k_v[chan, row] % oversample)
+    sub = f_u[chan, row] + oversample * f_v[chan, row]
     header = np.stack([u0[chan, row], v0[chan, row], sub, plane[chan, row]], axis=1)
     if compress and header.shape[0] > 1:
         new_record = np.empty(header.shape[0], bool)

@@ -21,8 +21,12 @@ def footprints(uvw_m, freq_hz, gcf, nx, ny, cell, conjugate=True):
                 u, v, w = -u, -v, -w
             ku = int(np.rint((u * nx * cell + nx // 2) * O))
             kv = int(np.rint((v * ny * cell + ny // 2) * O))
-            u0, fu = ku // O - S // 2, ku % O
-            v0, fv = kv // O - S // 2, kv % O
+            # footprint from ceil(k / O - S / 2): distances [-S/2, S/2)
+            u0 = int(np.ceil(ku / O - S / 2))
+            v0 = int(np.ceil(kv / O - S / 2))
+            fu = u0 * O - ku + (S * O) // 2
+            fv = v0 * O - kv + (S * O) // 2
+            assert 0 <= fu < O and 0 <= fv < O
             plane = int(np.rint(w / gcf.w_step_lambda)) if gcf.w_planes > 1 else 0
             if u0 < 0 or v0 < 0 or u0 + S > nx or v0 + S > ny or not 0 <= plane < gcf.w_planes:
                 continue
