@@ -15,7 +15,8 @@ SCRIPT = textwrap.dedent("""
     import numpy as np, pyopencl as cl
     import clgrid
     from clgrid import CelestialPlane, reproject_interp
-    queue = cl.CommandQueue(clgrid.create_context("oclgrind"))
+    context = clgrid.create_context("oclgrind")
+    queue = cl.CommandQueue(context)
     plane_in = CelestialPlane("SIN", (150.0, -35.0), (6.3, 5.2), ((-0.05, 0.0), (0.0, 0.05)))
     plane_out = CelestialPlane(sys.argv[2], (150.05, -35.02), (5.1, 6.7),
                                ((-0.055, -0.02), (-0.02, 0.06)))
