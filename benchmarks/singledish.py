@@ -1,0 +1,165 @@
+"""Single-dish gridding benchmark: clgrid's HyGrid gather against cygrid.
+
+The cases of Luo et al. (2018): a 5 x 5 degree field, 10^6 .. 1.5 x 10^8
+samples, 90 x 90 .. 900 x 900 output cells, random and on-the-fly (OTF)
+ordered samples.  Reports the pre-ordering (host binning + sort) and the
+device gather separately, as the paper's Figure 6, plus the total, the
+samples per second and the ratio to cygrid measured in the same run (cygrid
+columns are skipped with a note when cygrid is not importable).
+
+Examples
+--------
+    python benchmarks/singledish.py --device intel --quick
+    python benchmarks/singledish.py --device nvidia --json sd_h200.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+import pyopencl as cl
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import clgrid  # noqa: E402
+from clgrid.singledish import SlGrid  # noqa: E402
+
+FIELD_DEG = 5.0
+CENTRE = (30.0, 30.0)
+
+
+def make_cells(n_side: int) -> tuple[np.ndarray, np.ndarray]:
+    """Cell centres of an n_side x n_side grid over the field (rows of constant latitude)."""
+    cell = FIELD_DEG / n_side
+    offsets = (np.arange(n_side) - (n_side - 1) / 2) * cell
+    lat = CENTRE[1] + offsets[:, None] + 0 * offsets[None, :]
+    lon = CENTRE[0] + offsets[None, :] / np.cos(np.radians(lat))
+    return lon.ravel(), lat.ravel()
+
+
+def make_samples(n: int, order: str, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Random or OTF raster samples over the field, with a smooth signal plus noise."""
+    half = FIELD_DEG / 2
+    if order == "random":
+        lat = CENTRE[1] + rng.uniform(-half, half, n)
+        lon = CENTRE[0] + rng.uniform(-half, half, n) / np.cos(np.radians(lat))
+    else:
+        rows = max(1, int(round(math.sqrt(n))))
+        per_row = -(-n // rows)
+        lat = np.repeat(np.linspace(-half, half, rows), per_row)[:n] + CENTRE[1]
+        along = np.linspace(-half, half, per_row)
+        index = np.arange(n) % per_row
+        row = np.arange(n) // per_row
+        x = np.where(row % 2 == 0, along[index], along[::-1][index])
+        lon = CENTRE[0] + x / np.cos(np.radians(lat))
+    signal = np.sin(np.radians(lon) * 20) * np.cos(np.radians(lat) * 20)
+    data = (signal + 0.1 * rng.standard_normal(n)).astype(np.float32)
+    return lon, lat, data
+
+
+def time_clgrid(queue, cells, samples, kernel, gamma):
+    gridder = SlGrid(*cells, context=queue, gamma=gamma, progress=False)
+    gridder.set_kernel(*kernel)
+    gridder.grid(samples[0][:1000], samples[1][:1000], samples[2][:1000])  # build kernels
+    gridder.clear_data_and_weights()
+    gridder.stats.__init__()
+    start = time.perf_counter()
+    gridder.grid(*samples)
+    total = time.perf_counter() - start
+    timings = gridder.timings
+    return total, timings["preorder_s"], timings["gather_s"], gridder.get_datacube()
+
+
+def time_cygrid(cygrid, cells, samples, kernel):
+    start = time.perf_counter()
+    gridder = cygrid.SlGrid(*cells)
+    gridder.set_kernel(*kernel)
+    gridder.grid(samples[0], samples[1], samples[2])
+    total = time.perf_counter() - start
+    return total, gridder.get_datacube()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default=None, help="passed to clgrid.create_context")
+    parser.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
+    parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
+    parser.add_argument("--samples", type=float, nargs="+", help="sample counts")
+    parser.add_argument("--cells", type=int, nargs="+", help="cells per side, e.g. 90 300 900")
+    parser.add_argument("--order", nargs="+", default=["random", "otf"],
+                        choices=["random", "otf"])
+    parser.add_argument("--gamma", type=int, nargs="+", default=[1])
+    parser.add_argument("--sigma-arcsec", type=float, default=180.0,
+                        help="gauss1d kernel sigma (support 3 sigma, HEALPix res sigma/2)")
+    parser.add_argument("--no-cygrid", action="store_true", help="skip the peer")
+    args = parser.parse_args(argv)
+
+    samples_list = args.samples or ([1e5, 1e6] if args.quick else [1e6, 1e7, 3e7, 1.5e8])
+    cells_list = args.cells or ([90, 300] if args.quick else [90, 300, 600, 900])
+    sigma = args.sigma_arcsec / 3600.0
+    kernel = ("gauss1d", (sigma,), 3 * sigma, sigma / 2)
+
+    context = clgrid.create_context(args.device)
+    queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    device = queue.device
+    cygrid, note = None, ""
+    if not args.no_cygrid:
+        try:
+            import cygrid
+        except Exception as error:  # ImportError, or cygrid built against NumPy 1
+            note = f"cygrid not available ({type(error).__name__}: {error}); peer columns skipped"
+    threads = os.cpu_count()
+    print(f"device: {device.platform.name.strip()} / {device.name.strip()}; "
+          f"host: {platform.processor() or platform.machine()} x{threads}")
+    if note:
+        print(note)
+    header = (f"{'N':>10} {'cells':>9} {'order':>6} {'g':>2} {'preorder s':>11} "
+              f"{'gather s':>9} {'total s':>8} {'Msamp/s':>8} {'cygrid s':>9} {'speedup':>8} "
+              f"{'max rel diff':>12}")
+    print(header)
+    rng = np.random.default_rng(0)
+    results = []
+    for n in samples_list:
+        n = int(n)
+        for order in args.order:
+            samples = make_samples(n, order, rng)
+            for n_side in cells_list:
+                cells = make_cells(n_side)
+                peer_s, peer_cube = (math.nan, None)
+                if cygrid is not None:
+                    peer_s, peer_cube = time_cygrid(cygrid, cells, samples, kernel)
+                for gamma in args.gamma:
+                    total, pre, gather, cube = time_clgrid(queue, cells, samples, kernel, gamma)
+                    diff = math.nan
+                    if peer_cube is not None:
+                        good = np.isfinite(peer_cube) & (np.abs(peer_cube) > 1e-3)
+                        diff = float(np.max(np.abs(cube[good] - peer_cube[good])
+                                            / np.abs(peer_cube[good]))) if good.any() else 0.0
+                    row = {"n_samples": n, "cells": f"{n_side}x{n_side}", "order": order,
+                           "gamma": gamma, "preorder_s": pre, "gather_s": gather,
+                           "total_s": total, "samples_per_s": n / total,
+                           "cygrid_s": peer_s, "speedup_vs_cygrid": peer_s / total,
+                           "max_rel_diff_vs_cygrid": diff}
+                    results.append(row)
+                    print(f"{n:>10.3g} {row['cells']:>9} {order:>6} {gamma:>2} {pre:>11.3f} "
+                          f"{gather:>9.3f} {total:>8.3f} {n / total / 1e6:>8.2f} "
+                          f"{peer_s:>9.3f} {peer_s / total:>8.2f} {diff:>12.2e}", flush=True)
+    if args.json:
+        record = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
+                  "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+                  "device": f"{device.platform.name.strip()} / {device.name.strip()}",
+                  "host_threads": threads, "kernel": list(map(str, kernel)), "note": note,
+                  "results": results}
+        with open(args.json, "w") as handle:
+            json.dump(record, handle, indent=1)
+
+
+if __name__ == "__main__":
+    main()
