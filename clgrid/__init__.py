@@ -18,10 +18,13 @@ from .wcs_params import CelestialPlane  # noqa: E402
 from .singledish import HealpixGather, SlGrid, WcsGrid  # noqa: E402
 from .weighting import ImageWeighting  # noqa: E402
 from .pipeline import image_measurement_set  # noqa: E402
+from . import gcf  # noqa: E402
+from .gridder import Degridder, Gridder, GridderParams  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Degridder", "Gridder", "GridderParams", "gcf",
     "ImageWeighting", "image_measurement_set",
     "HealpixGather", "SlGrid", "WcsGrid",
     "BSplinePrefilter", "CelestialPlane", "Reprojector", "reproject_interp",

@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_cmd_demo)
     from .image_command import add_parser as add_image_parser
     add_image_parser(commands)
+    from .tuning import add_parser as add_tune_parser
+    add_tune_parser(commands)
     return parser
 
 

@@ -139,3 +139,46 @@ def test_random_user_tables(cl_env, separable):
                      params=GridderParams(2, 2, 32, 64))(uvw, FREQ_HZ, vis.astype(np.complex64))
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell)
     assert _relative_error(result, reference) < 1e-5
+
+
+_OCLGRIND_SCRIPT = """
+import numpy as np, pyopencl as cl, clgrid
+from clgrid.gcf import separable_gcf
+from clgrid.gridder import Gridder, GridderParams, Degridder
+queue = cl.CommandQueue(clgrid.create_context("oclgrind"))
+rng = np.random.default_rng(0)
+uvw = rng.uniform(-300, 300, (12, 3))
+vis = (rng.standard_normal((12, 1, 2)) + 1j).astype(np.complex64)
+gcf = separable_gcf(3, 2)
+cell = 1.0 / (16 * 20.0)
+gridder = Gridder(queue, gcf, 16, 16, cell, npol=2, params=GridderParams(2, 1, 8, 8),
+                  atomics="cas", count_flushes=True)
+grid = gridder(uvw, [1e8], vis)
+assert gridder.last_stats["n_kept"] == 12, gridder.last_stats
+degridded = Degridder(queue, gcf, 16, 16, cell, npol=2,
+                      params={"lanes": 2, "slots": 2, "records_per_slot": 2})(grid, uvw, [1e8])
+assert np.abs(grid).max() > 0 and np.abs(degridded).max() > 0
+print("done")
+"""
+
+
+@pytest.mark.tiny
+def test_oclgrind_no_race_or_out_of_bounds(request):
+    import os
+    import subprocess
+    import sys
+    from clgrid.device import DeviceProfile, all_devices
+    wanted = request.config.getoption("--cl-platform").lower()
+    if "all" not in wanted and "oclgrind" not in wanted:
+        pytest.skip("Oclgrind not selected")
+    if not any(DeviceProfile.from_device(d).is_simulator for d in all_devices()):
+        pytest.fail("Oclgrind selected but not installed")
+    env = dict(os.environ, OCLGRIND_DATA_RACES="1",
+               OCLGRIND_CHECK_API="1")
+    result = subprocess.run([sys.executable, "-c", _OCLGRIND_SCRIPT], env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "done" in result.stdout
+    diagnostics = result.stderr.lower()
+    for problem in ("data race", "invalid read", "invalid write", "uninitialized"):
+        assert problem not in diagnostics, result.stderr[-3000:]
