@@ -1,0 +1,210 @@
+"""Benchmark of the table-based gridder (Romein work distribution, Merry coarsening).
+
+Prints a table and optionally writes JSON.  Per support: giga grid-point
+additions per second (GGPAPS: one complex multiply-add per polarisation per
+GCF point of every gridded record), visibilities per second (uncompressed
+equivalent), the fraction of grid-point updates that reach global memory
+(atomic flushes / updates, the Romein paper's 0.23%), the compression ratio
+and the host preparation rate.  Peer column: ducc0.wgridder.vis2dirty on the
+same visibilities (a different algorithm: W-stacking with its own kernel
+support chosen from epsilon; its time covers the FFTs too), skipped with a
+note when ducc0 is missing.
+
+Data: tracks simulated from the bundled SKA1-mid + MeerKAT layout
+(clgrid/data), 6 h, 10 s integrations, 16 channels, quad polarisation, 8 x 8
+oversampling and 32 W planes onto a 2048 x 2048 grid.  The gridded records are
+the first records (consecutive tracks) of the compressed observation, up to a
+budget of grid-point additions per support so that every support runs in
+seconds.
+
+    python benchmarks/gridding.py --device intel --quick
+    python benchmarks/gridding.py --device nvidia --peak-gpaps 8.4e12 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pyopencl.array as cla  # noqa: E402
+
+import clgrid  # noqa: E402
+from clgrid.gcf import separable_gcf, w_projection_gcf  # noqa: E402
+from clgrid.gridder import Gridder, GridderParams  # noqa: E402
+from clgrid.simulate import simulate_observation  # noqa: E402
+from clgrid.uvprep import SPEED_OF_LIGHT_M_S, plan_uv  # noqa: E402
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default=None, help="passed to clgrid.create_context")
+    parser.add_argument("--quick", action="store_true", help="small run (CPU, CI)")
+    parser.add_argument("--json", default=None, help="write results to this path")
+    parser.add_argument("--supports", type=int, nargs="+", default=None)
+    parser.add_argument("--table", choices=("full", "separable"), default="full",
+                        help="full W-projection table (Romein) or separable (Merry)")
+    parser.add_argument("--npol", type=int, default=4, choices=(1, 2, 4))
+    parser.add_argument("--nx", type=int, default=None)
+    parser.add_argument("--oversample", type=int, default=8)
+    parser.add_argument("--w-planes", type=int, default=32)
+    parser.add_argument("--baselines", type=int, default=None,
+                        help="baselines kept from the layout (default 400, quick 40)")
+    parser.add_argument("--hours", type=float, default=6.0)
+    parser.add_argument("--integration", type=float, default=10.0)
+    parser.add_argument("--channels", type=int, default=16)
+    parser.add_argument("--gpa-budget", type=float, default=None,
+                        help="grid-point additions per support (default 2e13, quick 3e9)")
+    parser.add_argument("--atomics", nargs="+", default=None,
+                        help="atomic paths to compare (default: every path the device has)")
+    parser.add_argument("--params", default="auto",
+                        help="'auto' (tuning cache, else defaults) or bu,bv,wg,vpg")
+    parser.add_argument("--peak-gpaps", type=float, default=None,
+                        help="device peak grid-point additions/s (H200: 8.4e12)")
+    parser.add_argument("--repeats", type=int, default=3)
+    return parser.parse_args(argv)
+
+
+def observation(args):
+    uvw = simulate_observation(duration_h=args.hours, integration_s=args.integration,
+                               n_baselines=args.baselines)
+    freq_hz = 1.0e9 + np.arange(args.channels) * 1.0e6   # 16 x 1 MHz at 1 GHz
+    return uvw, freq_hz
+
+
+def peer_ducc(uvw, freq_hz, vis, nx, cell, npol):
+    try:
+        import ducc0
+    except ImportError:
+        return None, "ducc0 not installed"
+    start = time.perf_counter()
+    for p in range(npol):
+        ducc0.wgridder.vis2dirty(uvw=uvw, freq=freq_hz, vis=vis[:, :, p], npix_x=nx,
+                                 npix_y=nx, pixsize_x=cell, pixsize_y=cell, epsilon=1e-5,
+                                 do_wgridding=True, nthreads=0)
+    return time.perf_counter() - start, "ducc0.wgridder.vis2dirty eps 1e-5, all threads"
+
+
+def run_support(args, context, support, uvw, freq_hz, nx, cell, w_max, atomics_paths):
+    fov = nx * cell
+    if args.table == "full":
+        gcf = w_projection_gcf(support, args.oversample, args.w_planes, w_max, fov)
+    else:
+        gcf = separable_gcf(support, args.oversample)
+    params = args.params
+    if params != "auto":
+        params = GridderParams(*(int(x) for x in params.split(",")))
+    start = time.perf_counter()
+    plan = plan_uv(uvw, freq_hz, gcf, nx, nx, cell)
+    prep_seconds = time.perf_counter() - start
+    budget = args.gpa_budget or (3e9 if args.quick else 2e13)
+    n_records = int(min(plan.n_records, max(1, budget // (support * support * args.npol))))
+    n_vis = int(plan.record_start[n_records] if n_records < plan.n_records else plan.n_kept)
+    rng = np.random.default_rng(0)
+    records = (rng.standard_normal((n_records, args.npol))
+               + 1j * rng.standard_normal((n_records, args.npol))).astype(np.complex64)
+    rows = []
+    for path in atomics_paths:
+        gridder = Gridder(context, gcf, nx, nx, cell, npol=args.npol, params=params,
+                          atomics=path)
+        header_d = cla.to_device(gridder.queue, plan.header[:n_records])
+        records_d = cla.to_device(gridder.queue, records)
+        grid = gridder.zeros()
+        gridder.grid_records(header_d, records_d, grid)          # warm-up
+        best = np.inf
+        for _ in range(args.repeats):
+            grid.fill(0)
+            gridder.queue.finish()
+            begin = time.perf_counter()
+            gridder.grid_records(header_d, records_d, grid)
+            best = min(best, time.perf_counter() - begin)
+        counting = Gridder(context, gcf, nx, nx, cell, npol=args.npol,
+                           params=gridder.params, atomics=path, count_flushes=True)
+        grid.fill(0)
+        flushes = counting.grid_records(header_d, records_d, grid)
+        updates = n_records * support * support * args.npol
+        gpaps = updates / best
+        row = {"support": support, "atomics": gridder.atomic_path,
+               "params": "%d,%d,%d,%d" % (gridder.params.block_u, gridder.params.block_v,
+                                         gridder.wg_size, gridder.params.vis_per_group),
+               "records": n_records, "vis": n_vis, "time_s": best,
+               "GGPAPS": gpaps / 1e9, "Mvis_per_s": n_vis / best / 1e6,
+               "flush_fraction": flushes * args.npol / updates,
+               "compression": plan.compression_ratio,
+               "prep_Mvis_per_s": (plan.n_kept + plan.n_offgrid) / prep_seconds / 1e6}
+        if args.peak_gpaps:
+            row["peak_fraction"] = gpaps / args.peak_gpaps
+        rows.append(row)
+    return rows
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.quick:
+        args.supports = args.supports or [8, 16]
+        args.nx = args.nx or 1024
+        args.baselines = args.baselines or 40
+        args.hours = min(args.hours, 2.0)
+        args.repeats = 2
+    args.supports = args.supports or [16, 32, 64, 128, 256]
+    args.nx = args.nx or 2048
+    args.baselines = args.baselines or 400
+    context = clgrid.create_context(args.device)
+    profile = clgrid.DeviceProfile.from_device(context.devices[0])
+    uvw, freq_hz = observation(args)
+    margin = max(args.supports) + 2
+    uv_max = np.abs(uvw[:, :2]).max() * freq_hz.max() / SPEED_OF_LIGHT_M_S
+    nx_half = args.nx / 2 - margin
+    cell = 1.0 / (args.nx * uv_max / nx_half)   # uv cell: uv_max / nx_half
+    w_max = np.abs(uvw[:, 2]).max() * freq_hz.max() / SPEED_OF_LIGHT_M_S
+    atomics_paths = args.atomics or list(profile.supported_atomic_paths(32))
+    print(f"# clgrid gridding benchmark {time.strftime('%Y-%m-%d %H:%M')}")
+    print(f"# device: {profile.device_name} ({profile.platform_key}, {profile.driver_version}), "
+          f"command: {' '.join(sys.argv)}")
+    print(f"# {uvw.shape[0]} rows x {freq_hz.size} channels = {uvw.shape[0] * freq_hz.size} "
+          f"visibilities, npol {args.npol}, grid {args.nx}^2, oversample {args.oversample}, "
+          f"{args.w_planes if args.table == 'full' else 1} W planes ({args.table} table)")
+    rows = []
+    for support in args.supports:
+        rows.extend(run_support(args, context, support, uvw, freq_hz, args.nx, cell, w_max,
+                                atomics_paths))
+    peer_seconds, peer_note = None, "skipped"
+    if True:  # the peer runs on a subset of rows
+        n_peer_rows = min(uvw.shape[0], 200_000 if not args.quick else 20_000)
+        vis = np.ones((n_peer_rows, freq_hz.size, args.npol), np.complex64)
+        peer_seconds, peer_note = peer_ducc(uvw[:n_peer_rows], freq_hz, vis, args.nx, cell,
+                                            args.npol)
+        if peer_seconds is not None:
+            peer_rate = n_peer_rows * freq_hz.size / peer_seconds / 1e6
+            for row in rows:
+                row["ratio_to_peer"] = row["Mvis_per_s"] / peer_rate
+            peer_note += f": {peer_rate:.2f} M vis/s (npol {args.npol})"
+    keys = list(rows[0])
+    widths = {k: max(len(k), *(len(_fmt(r.get(k))) for r in rows)) for k in keys}
+    print("  ".join(k.ljust(widths[k]) for k in keys))
+    for row in rows:
+        print("  ".join(_fmt(row.get(k)).ljust(widths[k]) for k in keys))
+    print(f"# peer: {peer_note}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "date": time.strftime("%Y-%m-%d %H:%M:%S"), "device": profile.summary(),
+            "command": " ".join(sys.argv), "args": vars(args), "rows": rows,
+            "peer": peer_note}, indent=1, default=str))
+    return 0
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
