@@ -394,9 +394,20 @@ def select_device(device: "str | cl.Device | DeviceProfile | None" = None) -> cl
     return chosen
 
 
+_created_contexts: list[cl.Context] = []
+
+
 def create_context(device: "str | cl.Device | DeviceProfile | None" = None) -> cl.Context:
-    """A :class:`pyopencl.Context` on the device :func:`select_device` picks."""
-    return cl.Context([select_device(device)])
+    """A :class:`pyopencl.Context` on the device :func:`select_device` picks.
+
+    clgrid keeps a reference to every context it creates, so that
+    ``cl.CommandQueue(clgrid.create_context())`` stays valid on drivers that
+    free a context whose last Python reference is gone (the Intel CPU
+    runtime does).
+    """
+    context = cl.Context([select_device(device)])
+    _created_contexts.append(context)
+    return context
 
 
 # Some drivers (the Intel CPU runtime) free a context whose last Python

@@ -141,7 +141,10 @@ def test_queue_made_from_a_dropped_context_still_works(cl_env):
     profile = cl_env.profile
     queue = clgrid.resolve_queue(create_context(f"{profile.platform_index}:"
                                                 f"{profile.device_index}"))
+    user_queue = cl.CommandQueue(create_context(f"{profile.platform_index}:"
+                                                f"{profile.device_index}"))
     gc.collect()
+    assert ScatterAdd(user_queue, np.float32).context.devices[0] == cl_env.device
     result = ScatterAdd(queue, np.float32)(np.array([0, 0], np.uint32),
                                            np.array([1.0, 2.0], np.float32), n_out=1)
     assert result.get()[0] == 3.0
