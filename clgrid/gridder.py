@@ -161,10 +161,11 @@ class _TableOperation(Operation):
                           f"{self.nx} x {self.ny} or W beyond the last plane) were dropped",
                           stacklevel=3)
 
-    def _launch_chunks(self, n_records: int, progress: bool | None):
-        n_chunks = -(-n_records // RECORDS_PER_LAUNCH)
+    def _launch_chunks(self, n_records: int, progress: bool | None,
+                       step: int = RECORDS_PER_LAUNCH):
+        n_chunks = -(-n_records // step)
         show = progress if progress is not None else n_chunks > 4
-        starts = range(0, n_records, RECORDS_PER_LAUNCH)
+        starts = range(0, n_records, step)
         return tqdm(starts, total=n_chunks, disable=not show, unit="launch",
                     desc=type(self).__name__)
 
@@ -196,17 +197,79 @@ class Gridder(_TableOperation):
         Count grid-point flushes (statistics, slightly slower).
     conjugate_negative_w, compress
         See :mod:`clgrid.uvprep`.
+    strategy
+        ``'auto'`` (default: :func:`clgrid.dispatch.choose` picks from the
+        device profile and the tuning cache; explicit ``params``,
+        ``atomics`` or ``count_flushes`` imply ``'scatter'``), or one of
+        ``'scatter'`` (Romein/Merry with float atomics), ``'tiled'``
+        (atomic-free, :mod:`clgrid.tiled`) and ``'image'`` (GCF in an
+        OpenCL image with hardware interpolation, :mod:`clgrid.image_gcf`).
+        The choice and its reasons are in :attr:`choice`.
+    tiled_params, image_params
+        Override the dispatcher's geometry of the tiled / image strategy
+        (:class:`clgrid.tiled.TiledParams`, :class:`clgrid.dispatch.ImageParams`
+        or dicts of their fields).
     """
 
     def __init__(self, context, gcf: GCF, nx: int, ny: int, cell_size_rad: float, *,
                  npol: int = 1, precision=np.float32, params=None, atomics: str | None = None,
                  count_flushes: bool = False, conjugate_negative_w: bool = True,
-                 compress: bool = True):
+                 compress: bool = True, strategy: str = "auto", tiled_params=None,
+                 image_params=None):
         super().__init__(context, gcf, nx, ny, cell_size_rad, npol, precision,
                          conjugate_negative_w, compress)
         self.params = self._resolve_params(params)
         self.count_flushes = bool(count_flushes)
-        self._build(atomics)
+        self.choice = self._choose(strategy, params, atomics, tiled_params, image_params)
+        self.strategy = self.choice.strategy
+        self._plan_gcf = gcf
+        self._engine = None
+        if self.strategy == "tiled":
+            from .tiled import TiledEngine
+            self._engine = TiledEngine(self.queue, self._template_params(), self.choice.tiled,
+                                       self._tables, self.complex_dtype.itemsize)
+            self.atomic_path = "none"
+        elif self.strategy == "image":
+            from .image_gcf import ImageGCF
+            self._image = ImageGCF(self.queue, gcf, self.choice.image, self.real_dtype)
+            self._plan_gcf = self._image.position_gcf
+            self._build(atomics, template="gridder_image.cl.mako",
+                        extra=self._image.template_params())
+        else:
+            self._build(atomics)
+
+    def _choose(self, strategy: str, params, atomics, tiled_params, image_params):
+        """Resolve ``strategy`` through :func:`clgrid.dispatch.choose`."""
+        from .dispatch import Choice, ImageParams, choose
+        from .tiled import TiledParams
+        forced_scatter = strategy == "auto" and (
+            isinstance(params, (GridderParams, dict)) or atomics is not None
+            or self.count_flushes)
+        if self.count_flushes and strategy not in ("auto", "scatter"):
+            raise ValueError("count_flushes counts the scatter strategy's atomic flushes; "
+                             f"strategy {strategy!r} has none")
+        if forced_scatter:
+            return Choice("scatter", scatter=self.params, reasons=(
+                "explicit scatter params, atomics= or count_flushes= given",))
+        tuned = None
+        if strategy == "auto":
+            from .tuning import cached_strategy
+            tuned = cached_strategy(self.profile, self.gcf.support, self.npol, self.real_dtype,
+                                    self.gcf.separable)
+        choice = choose(self.profile, self.gcf.support, self.npol, self.real_dtype,
+                        separable=self.gcf.separable, strategy=strategy,
+                        scatter_params=self.params, tuned=tuned)
+        if choice.strategy == "tiled" and tiled_params is not None:
+            if isinstance(tiled_params, dict):
+                tiled_params = TiledParams(**tiled_params)
+            tiled_params.validate()
+            choice = dataclasses.replace(choice, tiled=tiled_params)
+        if choice.strategy == "image" and image_params is not None:
+            if isinstance(image_params, dict):
+                image_params = ImageParams(**image_params)
+            image_params.validate()
+            choice = dataclasses.replace(choice, image=image_params)
+        return choice
 
     def _resolve_params(self, params) -> GridderParams:
         if params is None:
@@ -222,7 +285,7 @@ class Gridder(_TableOperation):
         params.validate()
         return params
 
-    def _build(self, atomics) -> None:
+    def _build(self, atomics, template: str = "gridder.cl.mako", extra=None) -> None:
         p = self.params
         bin_u, bin_v = _bin(self.gcf.support, p.block_u), _bin(self.gcf.support, p.block_v)
         n_blocks = (bin_u // p.block_u) * (bin_v // p.block_v)
@@ -234,8 +297,9 @@ class Gridder(_TableOperation):
             n_sub = max(1, wg // n_blocks)
             params = dict(self._template_params(), block_u=p.block_u, block_v=p.block_v,
                           bin_u=bin_u, bin_v=bin_v, wg_size=wg, n_sub=n_sub, batch=batch,
-                          vis_per_group=p.vis_per_group, count_flushes=self.count_flushes)
-            self.template = KernelTemplate(self.queue, "gridder.cl.mako", params,
+                          vis_per_group=p.vis_per_group, count_flushes=self.count_flushes,
+                          **(extra or {}))
+            self.template = KernelTemplate(self.queue, template, params,
                                            atomics=atomics, need_f64=self.need_f64)
             self._kernel = self.template.kernel("grid_records")
             limit = self.template.max_work_group_size(self._kernel)
@@ -307,6 +371,23 @@ class Gridder(_TableOperation):
         self._report_drops(plan)
         return grid if return_device else grid.get()
 
+    def plan(self, uvw_m, freq_hz, flags=None) -> UVPlan:
+        """Host-side preparation (positions, drops, compression); reusable.
+
+        With ``strategy='image'`` positions are quantised to the image
+        strategy's ``position_oversample``, not to the GCF's ``oversample``.
+        """
+        return plan_uv(uvw_m, freq_hz, self._plan_gcf, self.nx, self.ny, self.cell_size_rad,
+                       flags=flags, npol=self.npol, compress=self.compress,
+                       conjugate_negative_w=self.conjugate_negative_w)
+
+    @property
+    def records_per_launch(self) -> int:
+        """Records per kernel launch of this strategy."""
+        if self._engine is not None:
+            return min(RECORDS_PER_LAUNCH, self._engine.records_per_launch)
+        return RECORDS_PER_LAUNCH
+
     def grid_records(self, header: np.ndarray, records: np.ndarray, grid: cla.Array,
                      progress: bool | None = None) -> int | None:
         """Low level: add prepared records (from :class:`UVPlan`) to ``grid``.
@@ -327,20 +408,50 @@ class Gridder(_TableOperation):
         if header.shape != (n_records, 4) or records.shape != (n_records, self.npol):
             raise ValueError("header must be (n, 4) and records (n, npol)")
         counter = cla.zeros(self.queue, 1, np.uint32)
-        for start in self._launch_chunks(n_records, progress):
-            stop = min(start + RECORDS_PER_LAUNCH, n_records)
+        step = self.records_per_launch
+        for start in self._launch_chunks(n_records, progress, step):
+            stop = min(start + step, n_records)
             if on_device:   # already there (benchmarks, major cycles): no copy
                 header_d, records_d = header[start:stop], records[start:stop]
             else:
                 header_d = cla.to_device(self.queue, header[start:stop])
                 records_d = cla.to_device(self.queue, records[start:stop])
-            n_groups = -(-(stop - start) // self.params.vis_per_group)
-            self._kernel(self.queue, (n_groups * self.wg_size, self.n_tiles),
-                         (self.wg_size, 1), header_d.data, records_d.data,
-                         np.int32(stop - start), *(t.data for t in self._tables), grid.data,
-                         np.int32(self.nx), np.int32(self.ny), counter.data)
+            self.enqueue_records(header_d, records_d, grid, counter=counter)
         self.queue.finish()
         return int(counter.get()[0]) if self.count_flushes else None
+
+    def enqueue_records(self, header_d: cla.Array, records_d: cla.Array, grid: cla.Array, *,
+                        wait_for=None, counter: cla.Array | None = None) -> cl.Event | None:
+        """Enqueue the gridding of device records on :attr:`queue`; no copy,
+        no wait (the tiled strategy blocks once to read its tile counts).
+
+        Returns the last kernel's event (None when there is nothing to do).
+        """
+        n_records = int(header_d.shape[0])
+        if n_records == 0:
+            return None
+        step = self.records_per_launch
+        if n_records > step:   # device arrays longer than one launch: slice them
+            event = None
+            for start in range(0, n_records, step):
+                stop = min(start + step, n_records)
+                event = self.enqueue_records(header_d[start:stop], records_d[start:stop], grid,
+                                             wait_for=wait_for if start == 0 else None,
+                                             counter=counter)
+            return event
+        if self._engine is not None:
+            return self._engine.enqueue(header_d, records_d, grid, self.nx, self.ny,
+                                        wait_for=wait_for)
+        if counter is None:
+            counter = cla.zeros(self.queue, 1, np.uint32)
+        n_groups = -(-n_records // self.params.vis_per_group)
+        gcf_args = ([self._image.image] if self.strategy == "image"
+                    else [t.data for t in self._tables])
+        return self._kernel(self.queue, (n_groups * self.wg_size, self.n_tiles),
+                            (self.wg_size, 1), header_d.data, records_d.data,
+                            np.int32(n_records), *gcf_args, grid.data,
+                            np.int32(self.nx), np.int32(self.ny), counter.data,
+                            wait_for=wait_for)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -62,6 +62,35 @@ def cached_params(profile, support: int, npol: int, precision, separable: bool
     return default_params(profile, support, npol)
 
 
+def strategy_key(npol: int, precision, separable: bool, support: int) -> str:
+    return "strategy|" + parameter_key(npol, precision, separable, support)
+
+
+def cached_strategy(profile, support: int, npol: int, precision, separable: bool
+                    ) -> dict | None:
+    """A measured strategy winner ``{"strategy", "seconds"}`` for this device
+    and configuration (stored by :func:`store_strategy`), or None."""
+    return _load().get(profile.cache_key, {}).get(
+        strategy_key(npol, precision, separable, support))
+
+
+def store_strategy(profile, support: int, npol: int, precision, separable: bool,
+                   seconds: dict[str, float]) -> str:
+    """Record per-strategy times measured on this device; returns the winner.
+
+    ``Gridder(strategy='auto')`` then uses the winner (the image strategy
+    only this way: it is never picked without a measurement).
+    """
+    timed = {name: float(value) for name, value in seconds.items() if np.isfinite(value)}
+    if not timed:
+        raise ValueError("no finite strategy time to store")
+    winner = min(timed, key=timed.get)
+    _store(profile, strategy_key(npol, precision, separable, support),
+           {"strategy": winner, "seconds": timed,
+            "tuned_at": time.strftime("%Y-%m-%d %H:%M:%S")})
+    return winner
+
+
 def candidates(profile, quick: bool = False) -> list[GridderParams]:
     """Search space: coarsening shapes no more than 2:1 (Merry's finding),
     work-group sizes within the device limit, visibilities per group."""
@@ -195,4 +224,5 @@ def add_parser(commands) -> None:
     parser.add_argument("--quick", action="store_true", help="fewer candidates")
     parser.set_defaults(func=_cmd_tune)
 
-__all__ = ["add_parser", "cache_path", "cached_params", "candidates", "parameter_key", "tune"]
+__all__ = ["add_parser", "cache_path", "cached_params", "cached_strategy", "candidates",
+           "parameter_key", "store_strategy", "strategy_key", "tune"]
