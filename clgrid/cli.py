@@ -28,6 +28,11 @@ def _cmd_devices(args: argparse.Namespace) -> int:
         print("no OpenCL device found; pip install 'clgrid[pocl]' for the embedded CPU device")
         return 1
     print(format_table([p.summary() for p in profiles]))
+    if getattr(args, "explain", False):
+        from .dispatch import explain
+        print(f"\nGridder(strategy='auto') for support {args.support}, npol {args.npol}, "
+              "float32:")
+        print(format_table([explain(p, args.support, args.npol) for p in profiles]))
     return 0
 
 
@@ -63,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="clgrid", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     devices = commands.add_parser("devices", help="list OpenCL devices and what clgrid uses")
+    devices.add_argument("--explain", action="store_true",
+                         help="also show the gridding strategy 'auto' picks per device, and why")
+    devices.add_argument("--support", type=int, default=32, help="GCF support for --explain")
+    devices.add_argument("--npol", type=int, default=4, choices=(1, 2, 4))
     devices.set_defaults(func=_cmd_devices)
     demo = commands.add_parser("demo", help="run a small atomic scatter-add on a device")
     demo.add_argument("--device", default=None,
