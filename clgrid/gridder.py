@@ -411,8 +411,12 @@ class Gridder(_TableOperation):
         step = self.records_per_launch
         for start in self._launch_chunks(n_records, progress, step):
             stop = min(start + step, n_records)
-            if on_device:   # already there (benchmarks, major cycles): no copy
-                header_d, records_d = header[start:stop], records[start:stop]
+            if on_device and step >= n_records:   # already there: no copy
+                header_d, records_d = header, records
+            elif on_device:
+                # Kernels take whole buffers: a slice at an offset is copied
+                # on the device (cheap next to gridding it).
+                header_d, records_d = header[start:stop].copy(), records[start:stop].copy()
             else:
                 header_d = cla.to_device(self.queue, header[start:stop])
                 records_d = cla.to_device(self.queue, records[start:stop])
