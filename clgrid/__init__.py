@@ -20,11 +20,15 @@ from .weighting import ImageWeighting  # noqa: E402
 from .pipeline import image_measurement_set  # noqa: E402
 from . import gcf  # noqa: E402
 from .gridder import Degridder, Gridder, GridderParams  # noqa: E402
+from .streaming import StreamingGridder  # noqa: E402
+from .tiled import TiledParams  # noqa: E402
+from .dispatch import ImageParams, choose as choose_strategy  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Degridder", "Gridder", "GridderParams", "gcf",
+    "ImageParams", "StreamingGridder", "TiledParams", "choose_strategy",
     "ImageWeighting", "image_measurement_set",
     "HealpixGather", "SlGrid", "WcsGrid",
     "BSplinePrefilter", "CelestialPlane", "Reprojector", "reproject_interp",

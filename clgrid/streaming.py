@@ -100,8 +100,9 @@ class StreamingGridder:
                           f"({profile.max_alloc_bytes} B): split into chunks of {limit}",
                           stacklevel=2)
         self.chunk_records = max(1, min(requested, limit))
-        self.copy_queue = cl.CommandQueue(self.context, self.queue.device) if (
-            mode == "queues") else None
+        # Uploads (queues) and maps (mapped) go through a second queue so that
+        # they never wait behind the compute queue's kernels.
+        self.copy_queue = cl.CommandQueue(self.context, self.queue.device)
         self._slots: list[_Slot] | None = None
         self._slot_capacity = 0
         self.last_stats: dict = {}
@@ -210,11 +211,12 @@ class StreamingGridder:
             for buffer, values in ((slot.header_buffer, header),
                                    (slot.records_buffer, records)):
                 mapped, _ = cl.enqueue_map_buffer(
-                    self.queue, buffer, cl.map_flags.WRITE_INVALIDATE_REGION, 0, values.shape,
+                    self.copy_queue, buffer, cl.map_flags.WRITE_INVALIDATE_REGION, 0, values.shape,
                     values.dtype, is_blocking=True)
                 mapped[...] = values
-                mapped.base.release(self.queue)
-            uploads = None
+                mapped.base.release(self.copy_queue)
+            self.copy_queue.flush()
+            uploads = [cl.enqueue_marker(self.copy_queue)]   # unmaps done before the kernels
             header_buffer, records_buffer = slot.header_buffer, slot.records_buffer
         header_d = cla.Array(self.queue, (n, 4), np.int32, data=header_buffer)
         records_d = cla.Array(self.queue, (n, gridder.npol), gridder.complex_dtype,
