@@ -1,0 +1,111 @@
+## Between the padded uv grid and the dirty image: grid correction (division by
+## the ES kernel's Fourier transform), cropping / zero padding, the w-plane
+## phase screen and the division by n.  One work-item per image pixel.
+## Parameters: real ("float" | "double"), do_w (bool), divide_by_n (bool),
+##             n_quadrature (int): Gauss-Legendre nodes of the w kernel's transform.
+<%
+    vec = real + "2"
+%>
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+
+// Image coordinates of pixel (i, j): l on the first axis, like ducc0.
+inline double pixel_l(int i, int npix, double pixsize, double centre)
+{
+    return (i - npix / 2) * pixsize + centre;
+}
+
+// Grid cell of pixel offset t (from the image centre) on a grid of n: the
+// FFT's frequency index, negative offsets wrapped to the top.
+inline size_t grid_index(int t, int n)
+{
+    return (size_t)(t < 0 ? t + n : t);
+}
+
+// n - 1 = sqrt(1 - l^2 - m^2) - 1, written so that it keeps its digits for
+// small l, m (1 - sqrt(1 - r2) cancels badly).
+inline double n_minus_1(double l, double m)
+{
+    const double r2 = l * l + m * m;
+    return -r2 / (sqrt(1.0 - r2) + 1.0);
+}
+
+// Per-pixel correction: scale * corr_x[i] * corr_y[j] / phi_w_hat(eta dw) / n.
+// phi_w_hat by quadrature (nodes s_q, kernel-times-weight values phi_q).
+__kernel void correction(__global ${real} *corr, const int npix_x, const int npix_y,
+                         __global const double *corr_x, __global const double *corr_y,
+                         const double pixsize_x, const double pixsize_y,
+                         const double centre_x, const double centre_y,
+                         __global const double *s_q, __global const double *phi_q,
+                         const double dw)
+{
+    const int i = get_global_id(0), j = get_global_id(1);
+    if (i >= npix_x || j >= npix_y)
+        return;
+    double value = corr_x[i] * corr_y[j];
+    const double l = pixel_l(i, npix_x, pixsize_x, centre_x);
+    const double m = pixel_l(j, npix_y, pixsize_y, centre_y);
+% if do_w:
+    const double xi = n_minus_1(l, m) * dw;
+    double phi_hat = 0.0;
+    for (int q = 0; q < ${n_quadrature}; ++q)
+        phi_hat += phi_q[q] * cos(2.0 * M_PI * s_q[q] * xi);
+    value /= phi_hat;
+% endif
+% if divide_by_n:
+    value /= sqrt(1.0 - l * l - m * m);
+% endif
+    corr[(size_t)i * npix_y + j] = (${real})value;
+}
+
+// Padded grid plane (after the backward FFT) -> dirty image, accumulated:
+// dirty += Re(grid * exp(-2 pi i w_plane (n - 1))) * corr * scale.
+__kernel void grid_to_dirty(__global const ${vec} *grid, const int nu, const int nv,
+                            __global ${real} *dirty, __global const ${real} *corr,
+                            const int npix_x, const int npix_y,
+                            const double pixsize_x, const double pixsize_y,
+                            const double centre_x, const double centre_y,
+                            const double w_plane, const ${real} scale)
+{
+    const int i = get_global_id(0), j = get_global_id(1);
+    if (i >= npix_x || j >= npix_y)
+        return;
+    const ${vec} value = grid[grid_index(i - npix_x / 2, nu) * nv
+                              + grid_index(j - npix_y / 2, nv)];
+    const size_t pixel = (size_t)i * npix_y + j;
+% if do_w:
+    const double l = pixel_l(i, npix_x, pixsize_x, centre_x);
+    const double m = pixel_l(j, npix_y, pixsize_y, centre_y);
+    double c;
+    const double s = sincos(-2.0 * M_PI * w_plane * n_minus_1(l, m), &c);
+    const ${real} real_part = value.x * (${real})c - value.y * (${real})s;
+% else:
+    const ${real} real_part = value.x;
+% endif
+    dirty[pixel] += real_part * corr[pixel] * scale;
+}
+
+// Dirty image -> padded grid plane (before the forward FFT); the grid must be
+// zero outside the image's cells: pixels map to distinct cells (npix <= n).
+__kernel void dirty_to_grid(__global const ${real} *dirty, __global const ${real} *corr,
+                            const int npix_x, const int npix_y,
+                            __global ${vec} *grid, const int nu, const int nv,
+                            const double pixsize_x, const double pixsize_y,
+                            const double centre_x, const double centre_y,
+                            const double w_plane)
+{
+    const int i = get_global_id(0), j = get_global_id(1);
+    if (i >= npix_x || j >= npix_y)
+        return;
+    const size_t pixel = (size_t)i * npix_y + j;
+    const ${real} value = dirty[pixel] * corr[pixel];
+% if do_w:
+    const double l = pixel_l(i, npix_x, pixsize_x, centre_x);
+    const double m = pixel_l(j, npix_y, pixsize_y, centre_y);
+    double c;
+    const double s = sincos(2.0 * M_PI * w_plane * n_minus_1(l, m), &c);
+    const ${vec} out = (${vec})(value * (${real})c, value * (${real})s);
+% else:
+    const ${vec} out = (${vec})(value, (${real})0);
+% endif
+    grid[grid_index(i - npix_x / 2, nu) * nv + grid_index(j - npix_y / 2, nv)] = out;
+}
