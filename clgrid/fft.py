@@ -15,6 +15,7 @@ Sign conventions, unnormalised in both directions::
 
 from __future__ import annotations
 
+import atexit
 import threading
 
 import numpy as np
@@ -31,6 +32,9 @@ except ImportError:  # pragma: no cover - depends on the environment
 BACKENDS = ("reikna", "numpy")
 _compiled: dict[tuple, object] = {}
 _lock = threading.Lock()
+# Drop reikna's plans before interpreter shutdown: their temporary buffers'
+# finalisers fail noisily once module globals are gone.
+atexit.register(_compiled.clear)
 
 
 def default_backend() -> str:

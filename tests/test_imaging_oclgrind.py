@@ -1,0 +1,48 @@
+"""The w-gridding kernels under Oclgrind: no data race, no out-of-bounds access."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from clgrid.device import DeviceProfile, all_devices
+
+SCRIPT = textwrap.dedent("""
+    import numpy as np, pyopencl as cl
+    import clgrid
+    from clgrid.imaging import Imager, dft_vis2dirty
+    queue = cl.CommandQueue(clgrid.create_context("oclgrind"))
+    rng = np.random.default_rng(0)
+    uvw = rng.uniform(-40.0, 40.0, (6, 3))
+    freq = np.array([1.0e9])
+    vis = (rng.normal(size=(6, 1)) + 1j * rng.normal(size=(6, 1))).astype(np.complex64)
+    geometry = dict(npix_x=8, npix_y=8, pixsize_x=0.02, pixsize_y=0.02)
+    imager = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-2, do_wgridding=True,
+                    precision="single", fft_backend="numpy", **geometry)
+    dirty = imager.vis2dirty(vis)
+    reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=True, **geometry)
+    error = np.linalg.norm(dirty - reference) / np.linalg.norm(reference)
+    assert error < 1e-2, error
+    predicted = imager.dirty2vis(dirty)
+    assert np.all(np.isfinite(predicted))
+    print("done", imager.n_planes)
+""")
+
+
+@pytest.mark.tiny
+def test_wgridder_kernels_have_no_race_or_bad_access(request):
+    wanted = request.config.getoption("--cl-platform").lower()
+    if "all" not in wanted and "oclgrind" not in wanted:
+        pytest.skip("Oclgrind not selected")
+    if not any(DeviceProfile.from_device(d).is_simulator for d in all_devices()):
+        pytest.fail("Oclgrind selected but not installed (pip install 'clgrid[oclgrind]')")
+    environment = dict(os.environ, OCLGRIND_DATA_RACES="1", OCLGRIND_CHECK_API="1")
+    result = subprocess.run([sys.executable, "-c", SCRIPT], env=environment,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "done" in result.stdout
+    diagnostics = result.stderr.lower()
+    for problem in ("data race", "invalid read", "invalid write", "uninitialized"):
+        assert problem not in diagnostics, result.stderr[-3000:]
