@@ -272,7 +272,10 @@ def _profile_of(device: cl.Device) -> DeviceProfile:
         atomic_f64 = "native-cl" if native64 else "cas"
     platforms = cl.get_platforms()
     platform_index = next(i for i, p in enumerate(platforms) if p == device.platform)
-    device_index = platforms[platform_index].get_devices().index(device)
+    root = device  # a sub-device (create_sub_devices) is listed as its root device
+    while getattr(root, "parent_device", None) is not None:
+        root = root.parent_device
+    device_index = platforms[platform_index].get_devices().index(root)
     image2d = image3d = (0, 0)
     if device.image_support:
         image2d = (device.image2d_max_width, device.image2d_max_height)

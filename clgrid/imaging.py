@@ -489,15 +489,21 @@ def vis2dirty(*, uvw, freq, vis, wgt=None, mask=None, npix_x: int = 0, npix_y: i
               flip_v: bool = False, flip_w: bool = False, divide_by_n: bool = True,
               sigma_min: float = 1.1, sigma_max: float = 2.6, center_x: float = 0.0,
               center_y: float = 0.0, double_precision_accumulation: bool = False,
-              allow_nshift: bool = True, context=None, queue=None, dirty=None) -> np.ndarray:
+              allow_nshift: bool = True, context=None, queue=None, dirty=None,
+              devices=None) -> np.ndarray:
     """Dirty image of visibilities, with ``ducc0.wgridder.vis2dirty``'s arguments.
 
     ``nthreads``, ``verbosity`` and ``allow_nshift`` are accepted and ignored.
     ``vis`` of shape (nrow, nchan, npol) gives (npol, npix_x, npix_y).  The
     precision follows ``vis`` (complex64: float32 image, complex128: float64).
     ``context``/``queue`` choose the device (default :func:`clgrid.create_context`).
-    See the module docstring for the conventions.
+    See the module docstring for the conventions.  ``devices`` (a list of
+    devices, contexts or queues, or ``'all'``) spreads the work over several
+    devices: see :mod:`clgrid.multidevice`.
     """
+    if devices is not None:
+        from .multidevice import call_from_imaging
+        return call_from_imaging("vis2dirty", devices, locals())
     vis_array = vis if isinstance(vis, cla.Array) else np.asarray(vis)
     if dirty is not None:
         npix_x = npix_x or dirty.shape[-2]
@@ -519,12 +525,16 @@ def dirty2vis(*, uvw, freq, dirty, wgt=None, mask=None, pixsize_x: float, pixsiz
               verbosity: int = 0, flip_u: bool = False, flip_v: bool = False,
               flip_w: bool = False, divide_by_n: bool = True, sigma_min: float = 1.1,
               sigma_max: float = 2.6, center_x: float = 0.0, center_y: float = 0.0,
-              allow_nshift: bool = True, context=None, queue=None, vis=None) -> np.ndarray:
+              allow_nshift: bool = True, context=None, queue=None, vis=None,
+              devices=None) -> np.ndarray:
     """Visibilities of a dirty image, with ``ducc0.wgridder.dirty2vis``'s arguments.
 
     The adjoint of :func:`vis2dirty`.  ``dirty`` of shape (npol, npix_x,
     npix_y) gives (nrow, nchan, npol).  float32 images give complex64.
     """
+    if devices is not None:  # several devices: see clgrid.multidevice
+        from .multidevice import call_from_imaging
+        return call_from_imaging("dirty2vis", devices, locals())
     dirty = np.asarray(dirty)
     if dirty.ndim not in (2, 3):
         raise ValueError(f"dirty must be 2-D or 3-D, got shape {dirty.shape}")
