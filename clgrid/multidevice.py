@@ -26,8 +26,10 @@ two plane blocks share are added.
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import dataclasses
+import gc
 import math
 from typing import Sequence
 
@@ -393,11 +395,17 @@ class MultiDeviceImager:
         for rows, part in zip(self.shard_rows, parts):
             if part is not None:
                 out[rows] += part  # rows are unique within a shard
-        factor = self._first_shard()._row_factor(wgt, mask) if (
-            wgt is not None or mask is not None) else None
+        factor = _row_factor(wgt, mask, (self.n_rows, len(self.freq_hz)))
         if factor is not None:
             out *= (factor if out.ndim == 2 else factor[:, :, None]).astype(out.real.dtype)
         return out
+
+
+def _row_factor(wgt, mask, shape) -> np.ndarray | None:
+    """Weights times the mask (validated as :class:`Imager` does), or None."""
+    shell = Imager.__new__(Imager)
+    shell.uvw_m, shell.freq_hz = np.empty((shape[0], 3)), np.empty(shape[1])
+    return shell._row_factor(wgt, mask)
 
 
 def _take(array, rows):
@@ -444,6 +452,14 @@ _multi_imagers: dict[tuple, MultiDeviceImager] = {}
 _MAX_CACHED = 2
 
 
+@atexit.register
+def clear_cache() -> None:
+    """Drop the cached imagers (their threads and device buffers)."""
+    while _multi_imagers:
+        _multi_imagers.popitem()[1].close()
+    gc.collect()  # free device objects while pyopencl is still whole
+
+
 def _device_key(devices) -> tuple:
     if isinstance(devices, str):
         return (devices,)
@@ -488,7 +504,7 @@ _IGNORED_DUCC_ARGUMENTS = ("nthreads", "verbosity", "allow_nshift")
 def call_from_imaging(name: str, devices, arguments: dict):
     """``clgrid.imaging.vis2dirty/dirty2vis(..., devices=...)`` lands here."""
     arguments = dict(arguments)
-    for key in _IGNORED_DUCC_ARGUMENTS + ("devices",):
+    for key in _IGNORED_DUCC_ARGUMENTS + ("devices", "call_from_imaging"):
         arguments.pop(key, None)
     if arguments.pop("context", None) is not None or arguments.pop("queue", None) is not None:
         raise ValueError("give either devices= or context=/queue=, not both")
@@ -507,6 +523,6 @@ def call_from_imaging(name: str, devices, arguments: dict):
     return result
 
 
-__all__ = ["Layout", "MultiDeviceImager", "PARTITIONS", "all_gpus_or_best", "balance", "call_from_imaging",
+__all__ = ["Layout", "MultiDeviceImager", "PARTITIONS", "all_gpus_or_best", "balance", "call_from_imaging", "clear_cache",
            "cpu_sub_devices", "dirty2vis", "partition_planes", "partition_rows",
            "resolve_queues", "vis2dirty"]

@@ -1,0 +1,225 @@
+"""Several devices in one process: the result equals the single-device run to
+rounding and the float64 direct Fourier transform to epsilon; partitions
+cover every row once; bad input is refused."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import clgrid
+
+from clgrid import multidevice
+from clgrid.device import DeviceProfile, all_devices
+from clgrid.imaging import dft_dirty2vis, dft_vis2dirty, dirty2vis, vis2dirty
+from clgrid.multidevice import (MultiDeviceImager, cpu_sub_devices, partition_planes,
+                                partition_rows)
+
+GEOMETRY = dict(npix_x=48, npix_y=40, pixsize_x=5e-3, pixsize_y=6e-3)
+TINY_GEOMETRY = dict(npix_x=8, npix_y=8, pixsize_x=2e-2, pixsize_y=2e-2)
+# float32 sums of the same terms in a different order: a few ulp of the peak.
+ROUNDING = 2e-6
+
+
+def _observation(n_ant=10, n_times=6, n_chan=2, seed=3, w_scale=3.0):
+    """Random antennas; rows time-major like a Measurement Set, with baseline ids."""
+    rng = np.random.default_rng(seed)
+    positions = rng.uniform(-150.0, 150.0, (n_ant, 3))
+    positions[:, 2] *= w_scale
+    ant1, ant2 = np.triu_indices(n_ant, 1)
+    rows_uvw, rows_id = [], []
+    for t in range(n_times):
+        angle = 0.1 * t
+        rotation = np.array([[np.cos(angle), -np.sin(angle), 0],
+                             [np.sin(angle), np.cos(angle), 0], [0, 0, 1]])
+        rotated = positions @ rotation.T
+        rows_uvw.append(rotated[ant2] - rotated[ant1])
+        rows_id.append(ant1 * n_ant + ant2)
+    uvw = np.concatenate(rows_uvw)
+    freq = np.linspace(1.0e9, 1.1e9, n_chan)
+    vis = rng.normal(size=(len(uvw), n_chan)) + 1j * rng.normal(size=(len(uvw), n_chan))
+    return uvw, freq, vis, np.concatenate(rows_id)
+
+
+def _peak_error(result, reference):
+    return float(np.max(np.abs(result - reference)) / np.max(np.abs(reference)))
+
+
+def _two_devices(cl_env) -> list:
+    """Two real devices in this process: sub-devices of a CPU, else this one
+    plus another usable device."""
+    if not cl_env.profile.fp64:
+        pytest.skip("device has no fp64")
+    if cl_env.profile.device_type == "cpu" and cl_env.device.max_compute_units >= 2 \
+            and not cl_env.profile.is_simulator:
+        try:
+            return cpu_sub_devices(2, cl_env.device)
+        except ValueError:
+            pass
+    others = [d for d in all_devices() if d.int_ptr != cl_env.device.int_ptr
+              and DeviceProfile.from_device(d).usable and DeviceProfile.from_device(d).fp64
+              and not DeviceProfile.from_device(d).is_simulator]
+    if not others:
+        pytest.skip("only one usable device and it cannot be split")
+    return [cl_env.queue, others[0]]
+
+
+@pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
+@pytest.mark.parametrize("partition", ["time", "baseline"])
+def test_vis2dirty_on_two_devices_equals_one_device(cl_env, do_w, partition):
+    uvw, freq, vis, baseline_ids = _observation()
+    vis = vis.astype(np.complex64)
+    epsilon = 1e-5
+    single = vis2dirty(uvw=uvw, freq=freq, vis=vis, epsilon=epsilon, do_wgridding=do_w,
+                       queue=cl_env.queue, **GEOMETRY)
+    imager = MultiDeviceImager(_two_devices(cl_env), uvw=uvw, freq=freq, epsilon=epsilon,
+                               do_wgridding=do_w, partition=partition,
+                               baseline_ids=baseline_ids, **GEOMETRY)
+    try:
+        multi = imager.vis2dirty(vis)
+        assert all(rows.size > 0 for rows in imager.shard_rows)
+        assert imager.load_balance > 0.8
+    finally:
+        imager.close()
+    assert multi.dtype == single.dtype and multi.shape == single.shape
+    assert _peak_error(multi, single) <= ROUNDING
+    reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=do_w, **GEOMETRY)
+    assert np.linalg.norm(multi - reference) / np.linalg.norm(reference) <= epsilon
+
+
+@pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
+def test_dirty2vis_on_two_devices_equals_one_device(cl_env, do_w):
+    uvw, freq, _, _ = _observation(n_times=3)
+    image = np.random.default_rng(5).normal(size=(GEOMETRY["npix_x"], GEOMETRY["npix_y"]))
+    pixsizes = dict(pixsize_x=GEOMETRY["pixsize_x"], pixsize_y=GEOMETRY["pixsize_y"])
+    wgt = np.random.default_rng(6).uniform(0.5, 2.0, (len(uvw), len(freq)))
+    mask = np.ones_like(wgt, np.uint8)
+    mask[::7] = 0
+    single = dirty2vis(uvw=uvw, freq=freq, dirty=image.astype(np.float32), epsilon=1e-5,
+                       do_wgridding=do_w, wgt=wgt, mask=mask, queue=cl_env.queue, **pixsizes)
+    multi = dirty2vis(uvw=uvw, freq=freq, dirty=image.astype(np.float32), epsilon=1e-5,
+                      do_wgridding=do_w, wgt=wgt, mask=mask, devices=_two_devices(cl_env),
+                      **pixsizes)
+    assert multi.dtype == single.dtype
+    assert _peak_error(multi, single) <= ROUNDING
+    reference = dft_dirty2vis(uvw, freq, image, do_wgridding=do_w, **pixsizes) * wgt * mask
+    assert np.linalg.norm(multi - reference) / np.linalg.norm(reference) <= 1e-5
+
+
+def test_functional_devices_keyword_and_polarisations(cl_env):
+    uvw, freq, vis, _ = _observation(n_times=3)
+    vis3 = np.stack([vis, 2.0 * vis.conj()], axis=-1).astype(np.complex128)
+    wgt = np.random.default_rng(7).uniform(0.5, 2.0, vis.shape)
+    single = vis2dirty(uvw=uvw, freq=freq, vis=vis3, wgt=wgt, epsilon=1e-7,
+                       queue=cl_env.queue, **GEOMETRY)
+    out = np.empty_like(single)
+    multi = vis2dirty(uvw=uvw, freq=freq, vis=vis3, wgt=wgt, epsilon=1e-7, nthreads=4,
+                      devices=_two_devices(cl_env), dirty=out, **GEOMETRY)
+    assert multi is out and multi.shape == (2, GEOMETRY["npix_x"], GEOMETRY["npix_y"])
+    assert _peak_error(multi, single) <= 1e-12
+
+
+@pytest.mark.tiny
+def test_intel_and_oclgrind_side_by_side():
+    """Two platforms in one process (Oclgrind grids a tiny share)."""
+    found = {DeviceProfile.from_device(d).platform_key: d for d in all_devices()
+             if DeviceProfile.from_device(d).usable}
+    if "intel" not in found or "oclgrind" not in found:
+        pytest.skip("needs the Intel CPU runtime and Oclgrind")
+    uvw, freq, vis, _ = _observation(n_ant=4, n_times=2, n_chan=1)
+    vis = vis.astype(np.complex64)
+    geometry = dict(TINY_GEOMETRY, epsilon=1e-2)
+    single = vis2dirty(uvw=uvw, freq=freq, vis=vis,
+                       context=clgrid.create_context(found["intel"]), **geometry)
+    multi = vis2dirty(uvw=uvw, freq=freq, vis=vis, devices=[found["intel"], found["oclgrind"]],
+                      **geometry)
+    assert _peak_error(multi, single) <= ROUNDING
+
+
+ORACLE_SCRIPT = textwrap.dedent("""
+    import numpy as np, clgrid
+    from clgrid.multidevice import MultiDeviceImager
+    rng = np.random.default_rng(0)
+    uvw = rng.uniform(-100, 100, (6, 3)); freq = np.array([1e9])
+    vis = (rng.normal(size=(6, 1)) + 1j * rng.normal(size=(6, 1))).astype(np.complex64)
+    imager = MultiDeviceImager(["intel", "oclgrind"], uvw=uvw, freq=freq, npix_x=8,
+                               npix_y=8, pixsize_x=2e-2, pixsize_y=2e-2, epsilon=1e-2,
+                               fft_backend="numpy")
+    image = imager.vis2dirty(vis)
+    assert np.all(np.isfinite(image)) and np.abs(image).max() > 0
+    print("done")
+""")
+
+
+@pytest.mark.tiny
+def test_oclgrind_share_has_no_race_or_bad_access(request):
+    wanted = request.config.getoption("--cl-platform").lower()
+    if "all" not in wanted and "oclgrind" not in wanted:
+        pytest.skip("Oclgrind not selected")
+    keys = {DeviceProfile.from_device(d).platform_key for d in all_devices()}
+    if not {"intel", "oclgrind"} <= keys:
+        pytest.skip("needs the Intel CPU runtime and Oclgrind")
+    environment = dict(os.environ, OCLGRIND_DATA_RACES="1", OCLGRIND_CHECK_API="1")
+    result = subprocess.run([sys.executable, "-c", ORACLE_SCRIPT], env=environment,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "done" in result.stdout
+    for problem in ("data race", "invalid read", "invalid write", "uninitialized"):
+        assert problem not in result.stderr.lower(), result.stderr[-2000:]
+
+
+# ------------------------------------------------------------ partitions
+@pytest.mark.parametrize("n_parts", [1, 2, 3, 4])
+def test_partitions_cover_every_row_once(n_parts):
+    _, _, _, baseline_ids = _observation(n_ant=7, n_times=5)
+    n_rows = baseline_ids.size
+    for partition in ("time", "baseline"):
+        parts = partition_rows(n_rows, n_parts, partition, baseline_ids)
+        assert len(parts) == n_parts
+        assert np.array_equal(np.sort(np.concatenate(parts)), np.arange(n_rows))
+        sizes = [p.size for p in parts]
+        assert max(sizes) - min(sizes) <= (1 if partition == "time" else 5)
+    owners = np.empty(n_rows, np.int64)
+    for part, rows in enumerate(partition_rows(n_rows, n_parts, "baseline", baseline_ids)):
+        owners[rows] = part
+    for baseline in np.unique(baseline_ids):  # a baseline is never split
+        assert np.unique(owners[baseline_ids == baseline]).size == 1
+
+
+def test_plane_partition_is_contiguous_and_balanced():
+    rows = [0, 0, 10, 40, 40, 40, 40, 10, 0]
+    blocks = partition_planes(rows, 2, taps_per_vis=1.0, fft_cost=5.0)
+    assert blocks[0][0] == 0 and blocks[-1][1] == len(rows)
+    assert all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
+    cost = [sum(rows[p] + 5 * (rows[p] > 0) for p in range(*b)) for b in blocks]
+    assert multidevice.balance(cost) > 0.8
+
+
+def test_bad_input_is_refused(cl_env):
+    uvw, freq, vis, _ = _observation(n_times=2)
+    if not cl_env.profile.fp64:
+        pytest.skip("device has no fp64")
+    with pytest.raises(ValueError, match="listed twice"):
+        MultiDeviceImager([cl_env.device, cl_env.device], uvw=uvw, freq=freq, epsilon=1e-4,
+                          **GEOMETRY)
+    with pytest.raises(ValueError, match="baseline_ids"):
+        partition_rows(10, 2, "baseline")
+    with pytest.raises(ValueError, match="partition"):
+        partition_rows(10, 2, "random")
+    with pytest.raises(ValueError, match="npix"):
+        MultiDeviceImager([cl_env.queue], uvw=uvw, freq=freq, epsilon=1e-4, npix_x=7,
+                          npix_y=8, pixsize_x=1e-3, pixsize_y=1e-3)
+    imager = MultiDeviceImager([cl_env.queue], uvw=uvw, freq=freq, epsilon=1e-4, **GEOMETRY)
+    with pytest.raises(ValueError, match="vis must be"):
+        imager.vis2dirty(vis[:-1])
+    bad = vis.astype(np.complex64)
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        imager.vis2dirty(bad)
+    with pytest.raises(ValueError, match="not both"):
+        vis2dirty(uvw=uvw, freq=freq, vis=vis, epsilon=1e-4, devices=[cl_env.queue],
+                  queue=cl_env.queue, **GEOMETRY)
+    imager.close()
