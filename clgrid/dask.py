@@ -147,11 +147,12 @@ def _check_uvw_dask(uvw):
     return uvw.rechunk({1: -1}).astype(np.float64)
 
 
-def _layout(uvw, freq, geometry, w_range_m, n_vis) -> Layout:
+def _layout(uvw, freq, geometry, w_range_m, n_vis, scheduler=None) -> Layout:
     flip = -1.0 if geometry["flip_w"] else 1.0
     if w_range_m is None:
         w_m = uvw[:, 2] * flip
-        w_min, w_max, finite = dask.compute(w_m.min(), w_m.max(), da.isfinite(uvw).all())
+        w_min, w_max, finite = dask.compute(w_m.min(), w_m.max(), da.isfinite(uvw).all(),
+                                            scheduler=scheduler)
         if not finite:
             raise ValueError("uvw contains NaN or Inf")
     else:
@@ -215,7 +216,7 @@ def vis2dirty(*, uvw, freq, vis, wgt=None, mask=None, flags=None, npix_x: int, n
     geometry = geometry_of(npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x,
                            pixsize_y=pixsize_y, epsilon=epsilon,
                            precision=_precision_of(vis.dtype, "vis"), **_known(options))
-    layout = _layout(uvw, freq, geometry, w_range_m, uvw.shape[0] * freq.size)
+    layout = _layout(uvw, freq, geometry, w_range_m, uvw.shape[0] * freq.size, scheduler)
     fixed = dict(freq=freq, geometry=geometry, layout=layout, device=device)
     wgt_blocks = _blocks(_rows_like(wgt, uvw, "wgt"))
     mask_blocks = _blocks(_rows_like(mask, uvw, "mask"))
@@ -271,4 +272,29 @@ def _known(options: dict) -> dict:
     return {k: v for k, v in options.items() if k not in _IGNORED}
 
 
-__all__ = ["OpenCLWorkerPlugin", "dirty2vis", "vis2dirty", "worker_queue", "worker_status"]
+
+
+def cluster_vis2dirty(address: str, device: str | None = None):
+    """A ``vis2dirty(**kwargs)`` for numpy chunks that grids each chunk on the
+    Dask cluster at ``address``, split over its workers (``clgrid image
+    --dask-scheduler``).  Returns the function and the client (close it)."""
+    import distributed
+    try:
+        client = distributed.Client(address, timeout=30, set_as_default=False)
+    except (OSError, TimeoutError) as error:
+        raise RuntimeError(f"cannot reach the Dask scheduler at {address}: {error}") from None
+    n_workers = max(1, len(client.scheduler_info().get("workers", {})))
+
+    def run(*, uvw, freq, vis, wgt=None, mask=None, context=None, **geometry):
+        rows = max(1, -(-np.shape(uvw)[0] // n_workers))
+        return vis2dirty(uvw=da.from_array(np.asarray(uvw), chunks=(rows, 3)), freq=freq,
+                         vis=da.from_array(np.asarray(vis), chunks=(rows,) + np.shape(vis)[1:]),
+                         wgt=None if wgt is None else da.from_array(np.asarray(wgt), chunks=rows),
+                         mask=None if mask is None else da.from_array(np.asarray(mask),
+                                                                      chunks=rows),
+                         device=device, scheduler=client, **geometry)
+    return run, client
+
+
+__all__ = ["OpenCLWorkerPlugin", "cluster_vis2dirty", "dirty2vis", "vis2dirty", "worker_queue",
+           "worker_status"]

@@ -42,6 +42,10 @@ def add_parser(commands) -> None:
                         help="treat the w term (default on)")
     parser.add_argument("--device", default=None,
                         help="OpenCL device: 'platform:device' or a name (default: best)")
+    parser.add_argument("--devices", default=None,
+                        help="grid on several OpenCL devices: comma list of specs, or 'all'")
+    parser.add_argument("--dask-scheduler", default=None, metavar="ADDRESS",
+                        help="grid on the Dask cluster at ADDRESS (tcp://host:8786)")
     parser.add_argument("--psf", action="store_true", help="also write OUTPUT-psf.fits")
     parser.add_argument("--png", nargs="?", const="", default=None, metavar="PATH",
                         help="quick-look PNG (default path: OUTPUT with .png)")
@@ -112,7 +116,15 @@ def _image(args, ms_path, context):
         robust=args.robust, epsilon=args.epsilon, do_wgridding=args.wgridding,
         column=args.column, channels=args.channels, spw=args.spw, field=args.field,
         chunk_rows=args.chunk_rows, make_psf=args.psf, context=context,
-        progress=not args.quiet)
+        progress=not args.quiet, devices=_devices(args.devices),
+        dask_scheduler=args.dask_scheduler)
+
+
+def _devices(spec):
+    """``--devices``: None, 'all' or a list of device specs."""
+    if not spec:
+        return None
+    return "all" if spec.strip() == "all" else [p.strip() for p in spec.split(",") if p.strip()]
 
 
 def _header_keywords(result) -> dict:

@@ -104,7 +104,8 @@ def image_measurement_set(ms_path, *, npix_x: int, npix_y: int | None = None,
                           epsilon: float = 1e-4, do_wgridding: bool = True,
                           column: str = "DATA", channels=None, spw=None, field: int = 0,
                           chunk_rows: int = DEFAULT_CHUNK_ROWS, make_psf: bool = False,
-                          context=None, progress: bool = False) -> ImageResult:
+                          context=None, progress: bool = False, devices=None,
+                          dask_scheduler: str | None = None) -> ImageResult:
     """Image a Measurement Set's Stokes I.
 
     Parameters
@@ -129,9 +130,17 @@ def image_measurement_set(ms_path, *, npix_x: int, npix_y: int | None = None,
         ``pyopencl`` Context or CommandQueue for the device work.
     progress
         Show a tqdm progress bar over chunks.
+    devices, dask_scheduler
+        Grid each chunk on several devices (:mod:`clgrid.multidevice`) or on
+        the Dask cluster at this scheduler address (:mod:`clgrid.dask`).
     """
     npix_y = npix_x if npix_y is None else npix_y
     vis2dirty, backend = vis2dirty_backend()
+    client = None
+    if dask_scheduler:  # scale-out (clgrid.dask); the MS is read here, gridded there
+        from .dask import cluster_vis2dirty
+        vis2dirty, client = cluster_vis2dirty(dask_scheduler)
+        backend = f"clgrid.dask@{dask_scheduler}"
     with MeasurementSet(ms_path, column=column, field=field) as ms:
         if pixsize_x is None:
             pixsize_x = auto_cell_rad(ms, spw, channels)
@@ -149,7 +158,10 @@ def image_measurement_set(ms_path, *, npix_x: int, npix_y: int | None = None,
             sums = _grid_chunks(ms, weigher, vis2dirty, bar, passes, spw, channels, chunk_rows,
                                 make_psf, npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x,
                                 pixsize_y=pixsize_y, epsilon=epsilon,
-                                do_wgridding=do_wgridding, context=weigher.queue)
+                                do_wgridding=do_wgridding,
+                                **_placement(weigher.queue, devices, client))
+        if client is not None:
+            client.close()
         dirty, psf, sum_weights, n_samples, n_flagged, n_outside, freqs = sums
         if sum_weights == 0:
             raise MSError(f"{ms.path}: the selection has no unflagged visibility on the grid "
@@ -196,6 +208,13 @@ def _grid_chunks(ms, weigher, vis2dirty, bar, passes, spw, channels, chunk_rows,
             psf += vis2dirty(uvw=chunk.uvw_m, freq=chunk.freq_hz, vis=np.ones_like(chunk.vis),
                              wgt=weight, **common)
     return dirty, psf, sum_weights, n_samples, n_flagged, n_outside, freqs
+
+
+def _placement(queue, devices, client) -> dict:
+    """Where vis2dirty runs: the weighting's queue, several devices or Dask."""
+    if client is not None:
+        return {}
+    return {"devices": devices} if devices else {"context": queue}
 
 
 class _NoBar:

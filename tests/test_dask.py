@@ -182,3 +182,16 @@ def test_killed_worker_is_recomputed_or_fails_clearly(cl_env):
         alive = dask_client.run(os.getpid)
         assert outcome["killed"] not in alive.values()  # the worker really died
         assert _peak_error(dirty, single) <= ROUNDING
+
+
+def test_cli_image_with_dask_scheduler_equals_local(cl_env, client, tmp_path):
+    from astropy.io import fits
+
+    from clgrid.cli import main
+    spec = _spec(cl_env)
+    local, remote = tmp_path / "local.fits", tmp_path / "remote.fits"
+    common = ["--example", "--npix", "128", "--device", spec, "--quiet"]
+    assert main(["image", *common[:1], str(local), *common[1:]]) == 0
+    assert main(["image", *common[:1], str(remote), *common[1:],
+                 "--dask-scheduler", client.scheduler.address]) == 0
+    assert _peak_error(fits.getdata(remote), fits.getdata(local)) <= ROUNDING
