@@ -24,11 +24,12 @@ from .streaming import StreamingGridder  # noqa: E402
 from .tiled import TiledParams  # noqa: E402
 from .dispatch import ImageParams, choose as choose_strategy  # noqa: E402
 from .imaging import Imager, dirty2vis, vis2dirty  # noqa: E402
+from .multidevice import MultiDeviceImager, cpu_sub_devices  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Imager", "dirty2vis", "vis2dirty",
+    "Imager", "dirty2vis", "vis2dirty", "MultiDeviceImager", "cpu_sub_devices",
     "Degridder", "Gridder", "GridderParams", "gcf",
     "ImageParams", "StreamingGridder", "TiledParams", "choose_strategy",
     "ImageWeighting", "image_measurement_set",

@@ -52,12 +52,14 @@ _GEOMETRY_KEYS = ("npix_x", "npix_y", "pixsize_x", "pixsize_y", "epsilon", "do_w
 
 
 # ------------------------------------------------------------------ devices
-def cpu_sub_devices(count: int, device: "str | cl.Device | None" = "cpu") -> list[cl.Device]:
+def cpu_sub_devices(count: int, device: "str | cl.Device | None" = None) -> list[cl.Device]:
     """Split a CPU device into ``count`` equal sub-devices (real OpenCL devices).
 
     Useful to run several devices in one process on one CPU (tests, NUMA).
+    ``device``: a spec of :func:`clgrid.select_device`; default the best
+    usable CPU device that is not a simulator.
     """
-    parent = select_device(device)
+    parent = select_device(device) if device is not None else best_cpu()
     units = int(parent.max_compute_units)
     if count < 1 or units < count:
         raise ValueError(f"cannot split {parent.name.strip()!r} ({units} compute units) "
@@ -68,6 +70,16 @@ def cpu_sub_devices(count: int, device: "str | cl.Device | None" = "cpu") -> lis
     except cl.Error as error:
         raise ValueError(f"{parent.name.strip()!r} cannot be partitioned: {error}") from None
     return list(subs[:count])
+
+
+def best_cpu() -> cl.Device:
+    """The usable, non-simulated CPU device with the most compute units."""
+    cpus = [d for d in all_devices() if DeviceProfile.from_device(d).device_type == "cpu"
+            and DeviceProfile.from_device(d).usable
+            and not DeviceProfile.from_device(d).is_simulator]
+    if not cpus:
+        raise LookupError("no usable OpenCL CPU device")
+    return max(cpus, key=lambda d: d.max_compute_units)
 
 
 def all_gpus_or_best() -> list[cl.Device]:
@@ -523,6 +535,6 @@ def call_from_imaging(name: str, devices, arguments: dict):
     return result
 
 
-__all__ = ["Layout", "MultiDeviceImager", "PARTITIONS", "all_gpus_or_best", "balance", "call_from_imaging", "clear_cache",
+__all__ = ["Layout", "MultiDeviceImager", "PARTITIONS", "all_gpus_or_best", "balance", "best_cpu", "call_from_imaging", "clear_cache",
            "cpu_sub_devices", "dirty2vis", "partition_planes", "partition_rows",
            "resolve_queues", "vis2dirty"]
