@@ -112,10 +112,14 @@ def test_simulated_source_through_cli_fits_and_wcs(cl_env, sim_ms, tmp_path, cap
     assert (tmp_path / "sim.png").stat().st_size > 1000
 
 
-def test_example_flag(tmp_path, capsys):
+def _device_spec(cl_env) -> str:
+    return f"{cl_env.profile.platform_index}:{cl_env.profile.device_index}"
+
+
+def test_example_flag(cl_env, tmp_path, capsys):
     output = tmp_path / "example.fits"
     assert main(["image", "--example", str(output), "--npix", "64", "--cell", "0.8",
-                 "--device", "intel", "--quiet"]) == 0
+                 "--device", _device_spec(cl_env), "--quiet"]) == 0
     image, header, _ = read_image(output)
     assert image.shape == (64, 64) and header["OBJECT"] == "J1008+0730"
 
@@ -127,9 +131,10 @@ def test_example_flag(tmp_path, capsys):
     (["--device", "no-such-device"], "no OpenCL device matches"),
     (["--cell", "-1"], "--cell must be a positive"),
 ])
-def test_cli_errors_are_one_line(vla_ms, tmp_path, capsys, extra, message):
+def test_cli_errors_are_one_line(cl_env, vla_ms, tmp_path, capsys, extra, message):
+    device = [] if "--device" in extra else ["--device", _device_spec(cl_env)]
     code = main(["image", str(vla_ms), str(tmp_path / "x.fits"), "--npix", "32",
-                 "--quiet"] + extra)
+                 "--quiet"] + device + extra)
     err = capsys.readouterr().err.strip()
     assert code != 0
     assert err.count("\n") == 0 and message in err, err
