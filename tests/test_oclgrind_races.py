@@ -5,14 +5,12 @@ in a subprocess with ``OCLGRIND_DATA_RACES=1``.  A deliberately racy kernel
 proves that the detector is on.
 """
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
-from clgrid.device import DeviceProfile, all_devices
+from oclgrind_check import require_oclgrind, run_clean, run_script
+
 
 SCRIPT = textwrap.dedent("""
     import sys
@@ -36,34 +34,15 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def _run(case: str) -> subprocess.CompletedProcess:
-    environment = dict(os.environ, OCLGRIND_DATA_RACES="1", OCLGRIND_CHECK_API="1")
-    return subprocess.run([sys.executable, "-c", SCRIPT, case], env=environment,
-                          capture_output=True, text=True, timeout=300)
-
-
-def _require_oclgrind(config):
-    wanted = config.getoption("--cl-platform").lower()
-    if "all" not in wanted and "oclgrind" not in wanted:
-        pytest.skip("Oclgrind not selected")
-    if not any(DeviceProfile.from_device(d).is_simulator for d in all_devices()):
-        pytest.fail("Oclgrind selected but not installed (pip install 'clgrid[oclgrind]')")
-
-
 @pytest.mark.tiny
 def test_detector_sees_a_planted_race(request):
-    _require_oclgrind(request.config)
-    result = _run("racy")
+    require_oclgrind(request.config)
+    result = run_script(SCRIPT, "racy", timeout=300)
     assert "data race" in result.stderr.lower()
 
 
 @pytest.mark.tiny
 @pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128"])
 def test_cas_atomics_have_no_race(request, dtype):
-    _require_oclgrind(request.config)
-    result = _run(dtype)
-    assert result.returncode == 0, result.stderr[-2000:]
+    result = run_clean(request.config, SCRIPT, dtype, timeout=300)
     assert "done" in result.stdout
-    diagnostics = result.stderr.lower()
-    for problem in ("data race", "invalid read", "invalid write", "uninitialized"):
-        assert problem not in diagnostics, result.stderr[-2000:]

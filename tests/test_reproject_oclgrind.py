@@ -1,14 +1,11 @@
 """Reprojection kernels under Oclgrind: no data race, no invalid access, no
 uninitialised read (every sampling mode, complex cube, prefilter)."""
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
-from clgrid.device import DeviceProfile, all_devices
+from oclgrind_check import PROBLEMS, run_clean
 
 SCRIPT = textwrap.dedent("""
     import sys
@@ -32,31 +29,17 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def _require_oclgrind(config):
-    wanted = config.getoption("--cl-platform").lower()
-    if "all" not in wanted and "oclgrind" not in wanted:
-        pytest.skip("Oclgrind not selected")
-    if not any(DeviceProfile.from_device(d).is_simulator for d in all_devices()):
-        pytest.fail("Oclgrind selected but not installed (pip install 'clgrid[oclgrind]')")
-
-
 @pytest.mark.tiny
 @pytest.mark.parametrize("sampling, projection, planes", [
     ("buffer", "SIN", "plane"), ("buffer", "TAN", "cube"), ("image", "SIN", "cube"),
     ("image-linear", "SIN", "plane")])
 def test_reproject_kernels_are_clean(request, sampling, projection, planes):
-    _require_oclgrind(request.config)
     # Oclgrind flags every value read from an image filled by a buffer-to-image
     # copy as uninitialised (a shadow-memory limit of the simulator: the same
     # kernels on buffers are clean), so image modes check races and bounds only.
     check_uninitialised = sampling == "buffer"
-    environment = dict(os.environ, OCLGRIND_DATA_RACES="1", OCLGRIND_CHECK_API="1",
-                       OCLGRIND_UNINITIALIZED="1" if check_uninitialised else "0")
-    result = subprocess.run([sys.executable, "-c", SCRIPT, sampling, projection, planes],
-                            env=environment, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
+    problems = PROBLEMS if check_uninitialised else PROBLEMS[:-1]
+    result = run_clean(request.config, SCRIPT, sampling, projection, planes,
+                       problems=problems, timeout=300,
+                       extra_env={"OCLGRIND_UNINITIALIZED": "1" if check_uninitialised else "0"})
     assert "done" in result.stdout
-    diagnostics = result.stderr.lower()
-    problems = ("data race", "invalid read", "invalid write")
-    for problem in problems + (("uninitialized",) if check_uninitialised else ()):
-        assert problem not in diagnostics, result.stderr[-2000:]

@@ -5,17 +5,13 @@ sample with every cell (haversine distance, cygrid's kernel formulas), so
 it shares nothing with the HEALPix search it checks.
 """
 
-import os
-import subprocess
-import sys
 import textwrap
-import warnings
 
 import numpy as np
 import pytest
 
 from clgrid import healpix
-from clgrid.device import DeviceProfile, all_devices
+from oclgrind_check import run_clean
 from clgrid.singledish import HealpixGather, ShapeError, SlGrid, WcsGrid, gather_reference
 
 SIGMA_DEG = 0.1
@@ -331,16 +327,5 @@ ORACLE = textwrap.dedent("""
 
 @pytest.mark.tiny
 def test_gather_has_no_race_under_oclgrind(request):
-    wanted = request.config.getoption("--cl-platform").lower()
-    if "all" not in wanted and "oclgrind" not in wanted:
-        pytest.skip("Oclgrind not selected")
-    if not any(DeviceProfile.from_device(d).is_simulator for d in all_devices()):
-        pytest.skip("Oclgrind not installed")
-    environment = dict(os.environ, OCLGRIND_DATA_RACES="1", OCLGRIND_CHECK_API="1")
-    result = subprocess.run([sys.executable, "-c", ORACLE], env=environment,
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = run_clean(request.config, ORACLE)
     assert "done" in result.stdout
-    diagnostics = result.stderr.lower()
-    for problem in ("data race", "invalid read", "invalid write", "uninitialized"):
-        assert problem not in diagnostics, result.stderr[-3000:]

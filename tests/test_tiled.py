@@ -2,9 +2,6 @@
 Algorithm 1 in tests/test_gridder_reference.py) and against the scatter
 strategy; tile geometry forced small so that footprints span many tiles."""
 
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,6 +10,7 @@ from clgrid.gcf import separable_gcf, user_gcf, w_projection_gcf
 from clgrid.gridder import Gridder
 from clgrid.tiled import TiledParams
 
+from oclgrind_check import run_clean
 from test_gridder_reference import C, grid_reference, random_uvw, random_vis
 
 FREQ_HZ = np.array([1.0e9, 1.05e9, 1.1e9])
@@ -129,17 +127,5 @@ print("done")
 
 @pytest.mark.tiny
 def test_oclgrind_tiled_no_race_or_out_of_bounds(request):
-    from clgrid.device import DeviceProfile, all_devices
-    wanted = request.config.getoption("--cl-platform").lower()
-    if "all" not in wanted and "oclgrind" not in wanted:
-        pytest.skip("Oclgrind not selected")
-    if not any(DeviceProfile.from_device(d).is_simulator for d in all_devices()):
-        pytest.fail("Oclgrind selected but not installed")
-    env = dict(os.environ, OCLGRIND_DATA_RACES="1", OCLGRIND_CHECK_API="1")
-    result = subprocess.run([sys.executable, "-c", _OCLGRIND_SCRIPT], env=env,
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = run_clean(request.config, _OCLGRIND_SCRIPT)
     assert "done" in result.stdout
-    diagnostics = result.stderr.lower()
-    for problem in ("data race", "invalid read", "invalid write", "uninitialized"):
-        assert problem not in diagnostics, result.stderr[-3000:]

@@ -1,6 +1,5 @@
 """Autotuning: every variant agrees, the cache round-trips, 'auto' never tunes."""
 
-import numpy as np
 
 from clgrid import tuning
 from clgrid.gcf import separable_gcf

@@ -1,7 +1,6 @@
 """The bundled VLA Measurement Set, unpacked once per test session, and a
 copy holding a simulated point source at a known direction."""
 
-import shutil
 import tarfile
 from pathlib import Path
 
