@@ -145,10 +145,10 @@ def run_support(args, context, support, uvw, freq_hz, nx, cell, w_max, atomics_p
     return rows
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+def apply_size_defaults(args, quick_supports) -> None:
+    """Fill unset sizes: the seed configuration, or a small one with --quick."""
     if args.quick:
-        args.supports = args.supports or [8, 16]
+        args.supports = args.supports or list(quick_supports)
         args.nx = args.nx or 1024
         args.baselines = args.baselines or 40
         args.hours = min(args.hours, 2.0)
@@ -156,6 +156,11 @@ def main(argv=None) -> int:
     args.supports = args.supports or [16, 32, 64, 128, 256]
     args.nx = args.nx or 2048
     args.baselines = args.baselines or 400
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    apply_size_defaults(args, quick_supports=(8, 16))
     context = clgrid.create_context(args.device)
     profile = clgrid.DeviceProfile.from_device(context.devices[0])
     uvw, freq_hz = observation(args)

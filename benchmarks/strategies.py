@@ -42,7 +42,7 @@ from clgrid.gridder import Gridder  # noqa: E402
 from clgrid.streaming import StreamingGridder  # noqa: E402
 from clgrid.uvprep import SPEED_OF_LIGHT_M_S  # noqa: E402
 
-from gridding import observation, peer_ducc  # noqa: E402
+from gridding import apply_size_defaults, observation, peer_ducc  # noqa: E402
 
 STRATEGIES = ("scatter", "tiled", "image")
 #: auto counts as right when within this fraction of the fastest strategy.
@@ -117,15 +117,7 @@ def time_streaming(context, gcf, nx, cell, npol, uvw, freq_hz, n_rows):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if args.quick:
-        args.supports = args.supports or [16, 32]
-        args.nx = args.nx or 1024
-        args.baselines = args.baselines or 40
-        args.hours = min(args.hours, 2.0)
-        args.repeats = 2
-    args.supports = args.supports or [16, 32, 64, 128, 256]
-    args.nx = args.nx or 2048
-    args.baselines = args.baselines or 400
+    apply_size_defaults(args, quick_supports=(16, 32))
     budget = args.gpa_budget or (1e9 if args.quick else 2e12)
     context = clgrid.create_context(args.device)
     profile = clgrid.DeviceProfile.from_device(context.devices[0])
