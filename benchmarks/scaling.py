@@ -2,17 +2,21 @@
 
 For 1, 2, 4 ... devices (as many as given) the same problem is split:
 
-* ``gridding``: the seed configuration of benchmarks/gridding.py (SKA1-mid +
-  MeerKAT tracks, 16 channels, quad polarisation, W-projection table of 32 w
-  planes, 8 x 8 oversampling, 2048^2 grid) for each support; the records are
-  split in contiguous (time) blocks, each device grids its block into a
-  private grid from device-resident records in its own host thread, and the
-  grids are summed on the host.  Columns: time of the parallel gridding,
-  time with the host reduction, efficiency t1 / (n t_n).
+* ``gridding``: the seed configuration of benchmarks/gridding.py (400
+  SKA1-mid + MeerKAT baselines, 6 h of 10 s, 16 channels, quad
+  polarisation, W-projection table of 32 w planes, 8 x 8 oversampling,
+  2048^2 grid) for each support.  The records are split in contiguous
+  (time) blocks; each device grids its block, from device-resident
+  records, into a private grid in its own host thread, ``passes`` times
+  so that one device has about ``--gpa-budget`` grid-point additions of
+  work.  Columns: time of the parallel gridding, efficiency t1 / (n t_n),
+  and the time to sum the private grids on the host or on the first device.
 * ``vis2dirty``: :class:`clgrid.multidevice.MultiDeviceImager` at epsilon
-  1e-5 with and without w-gridding, end to end from host visibilities (rows
-  split in time without w, w planes split with w), plus the load balance of
-  the time and baseline partitions.
+  1e-5 on benchmarks/imaging.py's SKA-mid case (2000 baselines, 2 h of 8 s,
+  64 channels = 115 M visibilities, 4096^2 pixels), end to end from host
+  visibilities: rows split in time or by baseline without w (grids summed
+  on the device or the host), w planes split with w; with the load balance
+  and the phases (parallel gridding, reduction, FFT).
 * ``dask`` (``--dask-workers 1 2``): :func:`clgrid.dask.vis2dirty` on a
   LocalCluster of that many worker processes (needs ``distributed``).
 
@@ -62,7 +66,10 @@ def parse_args(argv=None):
     parser.add_argument("--supports", type=int, nargs="+", default=None)
     parser.add_argument("--skip", nargs="*", default=[], choices=("gridding", "vis2dirty"))
     parser.add_argument("--dask-workers", type=int, nargs="*", default=[])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--gpa-budget", type=float, default=4e12,
+                        help="grid-point additions per support (the records are gridded "
+                             "repeatedly up to it)")
     return parser.parse_args(argv)
 
 
@@ -85,29 +92,51 @@ def best_of(run, repeats: int) -> float:
     return min(times)
 
 
-def observation(quick: bool):
+def observation(quick: bool, *, baselines: int, hours: float, integration_s: float,
+                n_chan: int, freq0_hz: float = 1.0e9):
     """uvw in Measurement Set order (time-major), channels, baseline id per row."""
-    hours, integration_s = (1.0 if quick else 6.0), 10.0
     uvw = simulate_observation(duration_h=hours, integration_s=integration_s,
-                               n_baselines=200 if quick else None)
+                               n_baselines=baselines)
     n_times = int(round(hours * 3600.0 / integration_s))
     baseline_ids = np.arange(uvw.shape[0]) // n_times   # simulated: baseline-major
     time_major = np.lexsort((baseline_ids, np.arange(uvw.shape[0]) % n_times))
-    freq_hz = 1.0e9 + np.arange(4 if quick else 16) * 1.0e6
+    freq_hz = freq0_hz + np.arange(n_chan) * 1.0e6
     return uvw[time_major], freq_hz, baseline_ids[time_major]
 
 
+def seed_observation(quick: bool):
+    """benchmarks/gridding.py's seed configuration: 400 baselines, 6 h of 10 s, 16 channels."""
+    if quick:
+        return observation(quick, baselines=40, hours=1.0, integration_s=10.0, n_chan=4)
+    return observation(quick, baselines=400, hours=6.0, integration_s=10.0, n_chan=16)
+
+
+def imaging_observation(quick: bool):
+    """benchmarks/imaging.py's SKA-mid case: 2000 baselines, 2 h of 8 s, 64 channels."""
+    if quick:
+        return observation(quick, baselines=200, hours=0.25, integration_s=8.0, n_chan=8,
+                           freq0_hz=1.35e9)
+    return observation(quick, baselines=2000, hours=2.0, integration_s=8.0, n_chan=64,
+                       freq0_hz=1.35e9)
+
+
 # ------------------------------------------------------------------ gridding
-def gridding_rows(args, devices, counts, uvw, freq_hz) -> list[dict]:
+def gridding_rows(args, devices, counts) -> list[dict]:
+    """Every device grids its contiguous block of the records ``passes`` times
+    (the observation gridded repeatedly, so that one device has seconds of
+    work: strong scaling of a ``passes`` times larger observation)."""
+    uvw, freq_hz, _ = seed_observation(args.quick)
     nx = 512 if args.quick else 2048
     cell = 1.0 / (2.0 * np.abs(uvw[:, :2]).max() * freq_hz.max() / SPEED_OF_LIGHT_M_S)
     w_max = np.abs(uvw[:, 2]).max() * freq_hz.max() / SPEED_OF_LIGHT_M_S
+    budget = 2e9 if args.quick else args.gpa_budget
     rows = []
-    for support in args.supports or ([8, 32] if args.quick else [8, 16, 32, 64]):
+    for support in args.supports or ([8, 32] if args.quick else [16, 32, 64, 128]):
         gcf = w_projection_gcf(support, 8, 32, w_max, nx * cell)
         plan = plan_uv(uvw, freq_hz, gcf, nx, nx, cell)
-        budget = 2e8 if args.quick else 2e12
-        n_records = int(min(plan.n_records, max(1, budget // (support * support * 4))))
+        n_records = plan.n_records
+        gpa_once = n_records * support * support * 4
+        passes = max(1, int(round(budget / gpa_once)))
         records = (np.random.default_rng(0).standard_normal((n_records, 4)) * (1 + 1j)
                    ).astype(np.complex64)
         t_one = None
@@ -119,47 +148,69 @@ def gridding_rows(args, devices, counts, uvw, freq_hz) -> list[dict]:
             loaded = [(g, cla.to_device(g.queue, plan.header[p[0]:p[-1] + 1]),
                        cla.to_device(g.queue, records[p[0]:p[-1] + 1]), g.zeros())
                       for g, p in zip(gridders, parts)]
-            pool = concurrent.futures.ThreadPoolExecutor(n)
-
-            def grid_all(reduce: bool):
-                def one(item):
-                    gridder, header_d, records_d, grid = item
-                    grid.fill(0)
-                    gridder.grid_records(header_d, records_d, grid)
-                    gridder.queue.finish()
-                    return grid.get() if reduce else None
-                results = list(pool.map(one, loaded))
-                if reduce:
-                    total = results[0]
-                    for extra in results[1:]:
-                        total += extra
-            t_grid = best_of(lambda: grid_all(False), args.repeats)
-            t_total = best_of(lambda: grid_all(True), args.repeats)
-            pool.shutdown()
+            with concurrent.futures.ThreadPoolExecutor(n) as pool:
+                def grid_all():
+                    def one(item):
+                        gridder, header_d, records_d, grid = item
+                        grid.fill(0)
+                        for _ in range(passes):
+                            gridder.grid_records(header_d, records_d, grid)
+                        gridder.queue.finish()
+                    list(pool.map(one, loaded))
+                t_grid = best_of(grid_all, args.repeats)
+            t_host_sum = best_of(lambda: host_sum([item[3] for item in loaded]), 1)
+            t_device_sum = best_of(lambda: device_sum([item[3] for item in loaded]), 1)
             t_one = t_one or t_grid
-            gpa = n_records * support * support * 4
             rows.append({"case": f"gridding S={support}", "devices": n,
-                         "time s": round(t_grid, 4), "with sum s": round(t_total, 4),
-                         "GGPAPS": round(gpa / t_grid / 1e9, 2),
-                         "efficiency": round(t_one / (n * t_grid), 3)})
+                         "time s": round(t_grid, 4),
+                         "GGPAPS": round(gpa_once * passes / t_grid / 1e9, 1),
+                         "efficiency": round(t_one / (n * t_grid), 3),
+                         "host sum s": round(t_host_sum, 4),
+                         "device sum s": round(t_device_sum, 4),
+                         "passes": passes, "records": n_records})
+            print(rows[-1], flush=True)  # partial results survive a time limit
+            del loaded, gridders
     return rows
 
 
+def host_sum(grids: list) -> np.ndarray:
+    """Download every private grid and add them with numpy."""
+    total = grids[0].get()
+    for grid in grids[1:]:
+        total += grid.get()
+    return total
+
+
+def device_sum(grids: list) -> cla.Array:
+    """Add the other private grids into the first one on its device (through the host:
+    OpenCL has no copies between contexts)."""
+    total = grids[0].copy()
+    for grid in grids[1:]:
+        total += cla.to_device(total.queue, grid.get())
+    total.queue.finish()
+    return total
+
+
 # ------------------------------------------------------------------ vis2dirty
-def vis2dirty_rows(args, devices, counts, uvw, freq_hz, baseline_ids) -> list[dict]:
-    npix = 256 if args.quick else 2048
-    cell = 1.0 / (2.2 * np.abs(uvw[:, :2]).max() * freq_hz.max() / SPEED_OF_LIGHT_M_S)
+def vis2dirty_rows(args, devices, counts) -> list[dict]:
+    uvw, freq_hz, baseline_ids = imaging_observation(args.quick)
+    npix = 512 if args.quick else 4096
+    cell = 1.0 / (3.0 * np.hypot(uvw[:, 0], uvw[:, 1]).max() * freq_hz.max()
+                  / SPEED_OF_LIGHT_M_S)
     vis = (np.random.default_rng(1).standard_normal((uvw.shape[0], freq_hz.size)) * (1 + 1j)
            ).astype(np.complex64)
     rows = []
-    for do_w, partition in ((False, "time"), (False, "baseline"), (True, "time")):
+    cases = ((False, "time", "device"), (False, "time", "host"), (False, "baseline", "device"),
+             (True, "time", "device"))
+    for do_w, partition, reduce in cases:
         t_one = None
         for n in counts:
             imager = MultiDeviceImager(devices[:n], uvw=uvw, freq=freq_hz, npix_x=npix,
                                        npix_y=npix, pixsize_x=cell, pixsize_y=cell,
                                        epsilon=1e-5, do_wgridding=do_w, partition=partition,
-                                       baseline_ids=baseline_ids)
+                                       baseline_ids=baseline_ids, reduce=reduce)
             seconds = best_of(lambda: imager.vis2dirty(vis), args.repeats)
+            phases = imager.last_timings
             imager.close()
             t_one = t_one or seconds
             rows.append({"case": f"vis2dirty eps 1e-5 {'w' if do_w else 'no-w'}",
@@ -167,12 +218,16 @@ def vis2dirty_rows(args, devices, counts, uvw, freq_hz, baseline_ids) -> list[di
                          "Mvis/s": round(vis.size / seconds / 1e6, 2),
                          "efficiency": round(t_one / (n * seconds), 3),
                          "partition": imager.partition,
-                         "balance": round(imager.load_balance, 3)})
+                         "reduce": "images" if do_w else reduce,
+                         "balance": round(imager.load_balance, 3),
+                         **{k: round(v, 4) for k, v in phases.items()}})
+            print(rows[-1], flush=True)
+            del imager
     return rows
 
 
 # ------------------------------------------------------------------ dask
-def dask_rows(args, worker_counts, uvw, freq_hz, device_spec) -> list[dict]:
+def dask_rows(args, worker_counts, device_spec) -> list[dict]:
     try:
         import dask.array as da
         import distributed
@@ -180,6 +235,7 @@ def dask_rows(args, worker_counts, uvw, freq_hz, device_spec) -> list[dict]:
         print("note: dask[distributed] not installed: Dask columns skipped")
         return []
     import clgrid.dask as cldask
+    uvw, freq_hz, _ = imaging_observation(True)
     npix = 256 if args.quick else 1024
     cell = 1.0 / (2.2 * np.abs(uvw[:, :2]).max() * freq_hz.max() / SPEED_OF_LIGHT_M_S)
     vis = (np.random.default_rng(1).standard_normal((uvw.shape[0], freq_hz.size)) * (1 + 1j)
@@ -209,19 +265,17 @@ def main(argv=None) -> int:
     counts = [n for n in args.counts if n <= len(devices)]
     names = sorted({f"{d.platform.name.strip()}: {d.name.strip()}" for d in devices})
     print(f"{len(devices)} device(s): {'; '.join(names)}; counts {counts}")
-    uvw, freq_hz, baseline_ids = observation(args.quick)
     rows = []
     if "gridding" not in args.skip:
-        rows += gridding_rows(args, devices, counts, uvw, freq_hz)
+        rows += gridding_rows(args, devices, counts)
     if "vis2dirty" not in args.skip:
-        rows += vis2dirty_rows(args, devices, counts, uvw, freq_hz, baseline_ids)
+        rows += vis2dirty_rows(args, devices, counts)
     if args.dask_workers:
         spec = args.devices[0] if args.devices[0] not in ("all", "cpu-split") else None
-        rows += dask_rows(args, args.dask_workers, uvw, freq_hz, spec)
+        rows += dask_rows(args, args.dask_workers, spec)
     keys = list(dict.fromkeys(k for row in rows for k in row))
     print_table([{k: row.get(k, "-") for k in keys} for row in rows])
-    write_json(args.json, "scaling", rows, devices=names,
-               n_rows=int(uvw.shape[0]), n_chan=int(freq_hz.size))
+    write_json(args.json, "scaling", rows, devices=names)
     return 0
 
 

@@ -89,7 +89,21 @@ class Imager(Operation):
         As in ``ducc0.wgridder``.
     fft_backend
         ``'reikna'`` (device) or ``'numpy'`` (host fallback); default the best.
+    contexts
+        Several devices instead of ``context``: a list of contexts, queues,
+        devices or spec strings, or ``'all'``.  Then the object made is a
+        :class:`clgrid.multidevice.MultiDeviceImager` (same methods; its
+        extra keywords ``partition``, ``baseline_ids`` and ``reduce`` are
+        accepted too).
     """
+
+    def __new__(cls, context=None, *args, contexts=None, **kwargs):
+        if contexts is None:
+            return super().__new__(cls)
+        if context is not None:
+            raise ValueError("give context or contexts, not both")
+        from .multidevice import MultiDeviceImager
+        return MultiDeviceImager(contexts, **kwargs)
 
     def __init__(self, context=None, *, uvw, freq, npix_x: int, npix_y: int,
                  pixsize_x: float, pixsize_y: float, epsilon: float,
@@ -97,7 +111,8 @@ class Imager(Operation):
                  flip_u: bool = False, flip_v: bool = False, flip_w: bool = False,
                  divide_by_n: bool = True, sigma_min: float = 1.1, sigma_max: float = 2.6,
                  center_x: float = 0.0, center_y: float = 0.0,
-                 double_precision_accumulation: bool = False, fft_backend: str | None = None):
+                 double_precision_accumulation: bool = False, fft_backend: str | None = None,
+                 contexts=None):
         super().__init__(context)
         self.uvw_m = _check_uvw(uvw)
         self.freq_hz = _check_freq(freq)

@@ -12,8 +12,12 @@ How the work is split
 * Without w-gridding there is one uv grid: the rows are partitioned
   (``partition='time'``: contiguous row blocks, MS rows being time ordered;
   ``'baseline'``: whole baselines, balanced by row count), every device grids
-  its rows into a private grid, the grids are summed once on the host and
-  the first device runs the one FFT and the grid correction.
+  its rows into a private grid, the grids are summed once and the first
+  device runs the one FFT and the grid correction.  ``reduce='device'``
+  (default) keeps the first device's grid where it is and adds the others
+  into it there; ``reduce='host'`` downloads every grid and adds them with
+  numpy.  OpenCL has no copies between contexts, so either way the other
+  grids cross the host; benchmarks/scaling.py times both.
 * With w-gridding (W-stacking) every w plane needs its own FFT: the planes
   are partitioned into contiguous blocks of equal cost (gridding taps plus
   one FFT each), each device grids, transforms and corrects only its planes
@@ -31,6 +35,7 @@ import concurrent.futures
 import dataclasses
 import gc
 import math
+import time
 from typing import Sequence
 
 import numpy as np
@@ -44,6 +49,7 @@ from .imaging import (_FFT_COST_PER_CELL, _GRID_COST_PER_TAP, Imager, _check_eps
                       _precision_dtype, _precision_of)
 
 PARTITIONS = ("time", "baseline")
+REDUCTIONS = ("host", "device")
 
 # Keyword arguments of Imager that fix the geometry (everything but the data).
 _GEOMETRY_KEYS = ("npix_x", "npix_y", "pixsize_x", "pixsize_y", "epsilon", "do_wgridding",
@@ -295,6 +301,9 @@ class MultiDeviceImager:
         without w-gridding.  With w-gridding the w planes are partitioned.
     baseline_ids
         One id per row, for ``partition='baseline'``.
+    reduce
+        Where the private grids are summed without w-gridding: ``'device'``
+        (on the first device, default) or ``'host'``.
     **geometry
         The other keywords of :class:`Imager` (``npix_x``, ``epsilon``...).
 
@@ -306,10 +315,19 @@ class MultiDeviceImager:
         Row indices of each device.
     load_balance
         Mean over maximum of the estimated work per device (1.0 = perfect).
+    last_timings
+        Wall seconds of the phases of the last :meth:`vis2dirty`: ``grid_s``
+        (parallel gridding, or gridding + FFT per plane block with w),
+        ``reduce_s`` (summing grids or images) and ``fft_s`` (the one FFT and
+        grid correction without w).
     """
 
     def __init__(self, devices, *, uvw, freq, partition: str = "time", baseline_ids=None,
-                 fft_backend: str | None = None, **geometry):
+                 reduce: str = "device", fft_backend: str | None = None, **geometry):
+        if reduce not in REDUCTIONS:
+            raise ValueError(f"reduce must be one of {REDUCTIONS}, got {reduce!r}")
+        self.reduce = reduce
+        self.last_timings: dict[str, float] = {}
         self.queues = resolve_queues(devices)
         self.uvw_m = _check_uvw(uvw)
         self.freq_hz = _check_freq(freq)
@@ -383,14 +401,31 @@ class MultiDeviceImager:
                              f"{len(self.freq_hz)}[, npol]), got {vis.shape}")
         pieces = [(vis[rows], _take(wgt, rows), _take(mask, rows))
                   for rows in self.shard_rows]
+        started = time.perf_counter()
         if self.do_w:
             images = self._map(lambda d: None if self.shards[d] is None
                                else self.shards[d].vis2dirty(*pieces[d]))
-            return _sum([image for image in images if image is not None])
-        grids = self._map(lambda d: None if self.shards[d] is None
-                          else _grid_only(self.shards[d], *pieces[d]))
-        grid = _sum([g for g in grids if g is not None])
-        image = grid_to_dirty(self._first_shard(), grid)
+            gridded = time.perf_counter()
+            image = _sum([image for image in images if image is not None])
+            self.last_timings = {"grid_s": gridded - started,
+                                 "reduce_s": time.perf_counter() - gridded, "fft_s": 0.0}
+            return image
+        first = self.shards.index(self._first_shard())
+        grids = self._map(lambda d: None if self.shards[d] is None else _grid_only(
+            self.shards[d], *pieces[d], on_device=self.reduce == "device" and d == first))
+        gridded = time.perf_counter()
+        others = [g for d, g in enumerate(grids) if g is not None and d != first]
+        if self.reduce == "device":
+            grid = grids[first]
+            for other in others:
+                grid += cla.to_device(grid.queue, other)
+            grid.queue.finish()
+        else:
+            grid = _sum([grids[first]] + others)
+        reduced = time.perf_counter()
+        image = grid_to_dirty(self.shards[first], grid)
+        self.last_timings = {"grid_s": gridded - started, "reduce_s": reduced - gridded,
+                             "fft_s": time.perf_counter() - reduced}
         return image[0] if vis.ndim == 2 else image
 
     def _first_shard(self) -> Imager:
@@ -431,23 +466,39 @@ def _sum(arrays: list[np.ndarray]) -> np.ndarray:
     return total
 
 
-def _grid_only(shard: Imager, vis, wgt, mask) -> np.ndarray:
-    """The (npol, nu, nv) uv grid of one shard (no FFT), on the host."""
+def _grid_only(shard: Imager, vis, wgt, mask, on_device: bool = False):
+    """The (npol, nu, nv) uv grid of one shard (no FFT): numpy, or a device
+    array on the shard's queue with ``on_device``."""
     vis_d, npol, _ = shard._vis_to_device(vis, wgt, mask)
-    grids = np.empty((npol, shard.nu, shard.nv), shard.grid_complex)
+    shape = (npol, shard.nu, shard.nv)
+    grids = (cla.empty(shard.queue, shape, shard.grid_complex) if on_device
+             else np.empty(shape, shard.grid_complex))
+    plane_bytes = shard.nu * shard.nv * np.dtype(shard.grid_complex).itemsize
     for pol in range(npol):
         shard.grid_d.fill(0)
         shard._launch_vis_kernel(shard._grid_kernel, vis_d, npol, pol, shard.grid_d, 0)
-        grids[pol] = shard.grid_d.get()
+        if on_device:
+            cl.enqueue_copy(shard.queue, grids.data, shard.grid_d.data, byte_count=plane_bytes,
+                            dst_offset=pol * plane_bytes)
+        else:
+            grids[pol] = shard.grid_d.get()
+    shard.queue.finish()
     return grids
 
 
-def grid_to_dirty(imager: Imager, grids: np.ndarray) -> np.ndarray:
-    """FFT and grid correction of summed uv grids (no w-gridding): (npol, nx, ny)."""
+def grid_to_dirty(imager: Imager, grids) -> np.ndarray:
+    """FFT and grid correction of summed uv grids (no w-gridding): (npol, nx, ny).
+
+    ``grids``: (npol, nu, nv) numpy or device array on ``imager``'s queue."""
     scale = imager.grid_real.type(imager.fft.backward_scale)
     images = np.empty((grids.shape[0], imager.npix_x, imager.npix_y), imager.vis_real)
-    for pol, grid in enumerate(grids):
-        imager.grid_d.set(np.ascontiguousarray(grid, imager.grid_complex))
+    plane_bytes = imager.nu * imager.nv * np.dtype(imager.grid_complex).itemsize
+    for pol in range(grids.shape[0]):
+        if isinstance(grids, cla.Array):
+            cl.enqueue_copy(imager.queue, imager.grid_d.data, grids.data,
+                            byte_count=plane_bytes, src_offset=pol * plane_bytes)
+        else:
+            imager.grid_d.set(np.ascontiguousarray(grids[pol], imager.grid_complex))
         image = cla.zeros(imager.queue, (imager.npix_x, imager.npix_y), imager.grid_real)
         imager.fft.backward(imager.grid_d)
         imager._to_dirty_kernel(
@@ -535,6 +586,6 @@ def call_from_imaging(name: str, devices, arguments: dict):
     return result
 
 
-__all__ = ["Layout", "MultiDeviceImager", "PARTITIONS", "all_gpus_or_best", "balance", "best_cpu", "call_from_imaging", "clear_cache",
+__all__ = ["Layout", "MultiDeviceImager", "PARTITIONS", "REDUCTIONS", "all_gpus_or_best", "balance", "best_cpu", "call_from_imaging", "clear_cache",
            "cpu_sub_devices", "dirty2vis", "partition_planes", "partition_rows",
            "resolve_queues", "vis2dirty"]

@@ -120,6 +120,32 @@ def test_functional_devices_keyword_and_polarisations(cl_env):
     assert _peak_error(multi, single) <= 1e-12
 
 
+@pytest.mark.parametrize("reduce", ["host", "device"])
+def test_imager_contexts_keyword_and_grid_reduction(cl_env, reduce):
+    """``Imager(contexts=...)`` is the multi-device imager; summing the grids
+    on the first device or on the host gives the single-device image."""
+    uvw, freq, vis, _ = _observation(n_times=4)
+    vis2 = np.stack([vis, 0.5 * vis], axis=-1).astype(np.complex64)
+    single = vis2dirty(uvw=uvw, freq=freq, vis=vis2, epsilon=1e-5, queue=cl_env.queue,
+                       **GEOMETRY)
+    imager = clgrid.Imager(contexts=_two_devices(cl_env), uvw=uvw, freq=freq, epsilon=1e-5,
+                           reduce=reduce, **GEOMETRY)
+    try:
+        assert isinstance(imager, MultiDeviceImager) and imager.reduce == reduce
+        multi = imager.vis2dirty(vis2)
+        assert set(imager.last_timings) == {"grid_s", "reduce_s", "fft_s"}
+    finally:
+        imager.close()
+    assert multi.shape == single.shape
+    assert _peak_error(multi, single) <= ROUNDING
+    with pytest.raises(ValueError, match="context or contexts"):
+        clgrid.Imager(cl_env.queue, contexts=[cl_env.queue], uvw=uvw, freq=freq,
+                      epsilon=1e-5, **GEOMETRY)
+    with pytest.raises(ValueError, match="reduce"):
+        clgrid.Imager(contexts=[cl_env.queue], uvw=uvw, freq=freq, epsilon=1e-5,
+                      reduce="gpu", **GEOMETRY)
+
+
 @pytest.mark.tiny
 def test_intel_and_oclgrind_side_by_side():
     """Two platforms in one process (Oclgrind grids a tiny share)."""
