@@ -2,15 +2,17 @@
 
 The cases of Luo et al. (2018): a 5 x 5 degree field, 10^6 .. 1.5 x 10^8
 samples, 90 x 90 .. 900 x 900 output cells, random and on-the-fly (OTF)
-ordered samples.  Reports the pre-ordering (host binning + sort) and the
-device gather separately, as the paper's Figure 6, plus the total, the
-samples per second and the ratio to cygrid measured in the same run (cygrid
-columns are skipped with a note when cygrid is not importable).
+ordered samples.  Reports the pre-ordering (host binning + sort; summed
+over the pre-ordering threads and as wall time) and the device gather
+separately, as the paper's Figure 6, plus the total, the samples per second
+and the ratio to cygrid measured in the same run (cygrid columns are skipped
+with a note when cygrid is not importable).
 
 Examples
 --------
     python benchmarks/singledish.py --device intel --quick
     python benchmarks/singledish.py --device nvidia --json sd_h200.json
+    python benchmarks/singledish.py --device intel --quick --preorder-threads 1
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import pyopencl as cl
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import clgrid  # noqa: E402
+from clgrid import healpix  # noqa: E402
 from clgrid.singledish import SlGrid  # noqa: E402
 
 FIELD_DEG = 5.0
@@ -64,8 +67,9 @@ def make_samples(n: int, order: str, rng) -> tuple[np.ndarray, np.ndarray, np.nd
     return lon, lat, data
 
 
-def time_clgrid(queue, cells, samples, kernel, gamma):
-    gridder = SlGrid(*cells, context=queue, gamma=gamma, progress=False)
+def time_clgrid(queue, cells, samples, kernel, gamma, preorder_threads=None):
+    gridder = SlGrid(*cells, context=queue, gamma=gamma, progress=False,
+                     preorder_threads=preorder_threads)
     gridder.set_kernel(*kernel)
     gridder.grid(samples[0][:1000], samples[1][:1000], samples[2][:1000])  # build kernels
     gridder.clear_data_and_weights()
@@ -74,7 +78,8 @@ def time_clgrid(queue, cells, samples, kernel, gamma):
     gridder.grid(*samples)
     total = time.perf_counter() - start
     timings = gridder.timings
-    return total, timings["preorder_s"], timings["gather_s"], gridder.get_datacube()
+    return (total, timings["preorder_s"], timings["preorder_wall_s"], timings["gather_s"],
+            gridder.get_datacube())
 
 
 def time_cygrid(cygrid, cells, samples, kernel):
@@ -98,6 +103,8 @@ def main(argv=None):
     parser.add_argument("--gamma", type=int, nargs="+", default=[1])
     parser.add_argument("--sigma-arcsec", type=float, default=180.0,
                         help="gauss1d kernel sigma (support 3 sigma, HEALPix res sigma/2)")
+    parser.add_argument("--preorder-threads", type=int, default=None,
+                        help="host threads pre-ordering chunks (default: os.cpu_count())")
     parser.add_argument("--no-cygrid", action="store_true", help="skip the peer")
     args = parser.parse_args(argv)
 
@@ -116,13 +123,16 @@ def main(argv=None):
         except Exception as error:  # ImportError, or cygrid built against NumPy 1
             note = f"cygrid not available ({type(error).__name__}: {error}); peer columns skipped"
     threads = os.cpu_count()
+    preorder_threads = threads if args.preorder_threads is None else args.preorder_threads
     print(f"device: {device.platform.name.strip()} / {device.name.strip()}; "
-          f"host: {platform.processor() or platform.machine()} x{threads}")
+          f"host: {platform.processor() or platform.machine()} x{threads}; "
+          f"pre-order threads: {preorder_threads}; "
+          f"healpy ang2pix: {'yes' if healpix.have_healpy() else 'no (numpy)'}")
     if note:
         print(note)
     header = (f"{'N':>10} {'cells':>9} {'order':>6} {'g':>2} {'preorder s':>11} "
-              f"{'gather s':>9} {'total s':>8} {'Msamp/s':>8} {'cygrid s':>9} {'speedup':>8} "
-              f"{'max rel diff':>12}")
+              f"{'pre-order wall s':>16} {'gather s':>9} {'total s':>8} {'Msamp/s':>8} "
+              f"{'cygrid s':>9} {'speedup':>8} {'max rel diff':>12}")
     print(header)
     rng = np.random.default_rng(0)
     results = []
@@ -136,26 +146,30 @@ def main(argv=None):
                 if cygrid is not None:
                     peer_s, peer_cube = time_cygrid(cygrid, cells, samples, kernel)
                 for gamma in args.gamma:
-                    total, pre, gather, cube = time_clgrid(queue, cells, samples, kernel, gamma)
+                    total, pre, pre_wall, gather, cube = time_clgrid(
+                        queue, cells, samples, kernel, gamma, preorder_threads)
                     diff = math.nan
                     if peer_cube is not None:
                         good = np.isfinite(peer_cube) & (np.abs(peer_cube) > 1e-3)
                         diff = float(np.max(np.abs(cube[good] - peer_cube[good])
                                             / np.abs(peer_cube[good]))) if good.any() else 0.0
                     row = {"n_samples": n, "cells": f"{n_side}x{n_side}", "order": order,
-                           "gamma": gamma, "preorder_s": pre, "gather_s": gather,
+                           "gamma": gamma, "preorder_s": pre,
+                           "preorder_wall_s": pre_wall, "gather_s": gather,
                            "total_s": total, "samples_per_s": n / total,
                            "cygrid_s": peer_s, "speedup_vs_cygrid": peer_s / total,
                            "max_rel_diff_vs_cygrid": diff}
                     results.append(row)
                     print(f"{n:>10.3g} {row['cells']:>9} {order:>6} {gamma:>2} {pre:>11.3f} "
-                          f"{gather:>9.3f} {total:>8.3f} {n / total / 1e6:>8.2f} "
+                          f"{pre_wall:>16.3f} {gather:>9.3f} {total:>8.3f} {n / total / 1e6:>8.2f} "
                           f"{peer_s:>9.3f} {peer_s / total:>8.2f} {diff:>12.2e}", flush=True)
     if args.json:
         record = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
                   "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
                   "device": f"{device.platform.name.strip()} / {device.name.strip()}",
-                  "host_threads": threads, "kernel": list(map(str, kernel)), "note": note,
+                  "host_threads": threads, "preorder_threads": preorder_threads,
+                  "healpy": healpix.have_healpy(), "kernel": list(map(str, kernel)),
+                  "note": note,
                   "results": results}
         with open(args.json, "w") as handle:
             json.dump(record, handle, indent=1)

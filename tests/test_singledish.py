@@ -5,6 +5,7 @@ sample with every cell (haversine distance, cygrid's kernel formulas), so
 it shares nothing with the HEALPix search it checks.
 """
 
+import math
 import textwrap
 
 import numpy as np
@@ -12,7 +13,8 @@ import pytest
 
 from clgrid import healpix
 from oclgrind_check import run_clean
-from clgrid.singledish import HealpixGather, ShapeError, SlGrid, WcsGrid, gather_reference
+from clgrid.singledish import (MIN_CHUNK_SAMPLES, HealpixGather, ShapeError, SlGrid, WcsGrid,
+                               gather_reference)
 
 SIGMA_DEG = 0.1
 RADIUS_DEG = 3 * SIGMA_DEG
@@ -95,6 +97,56 @@ def test_ang2pix_ring_matches_healpy(nside):
     np.testing.assert_array_equal(hp.pix2ring(nside, healpix.ring_first_pixel(nside, rings)),
                                   rings)
     assert hp.max_pixrad(nside) < healpix.max_pixel_radius_rad(nside)
+
+
+def _edge_points() -> tuple[np.ndarray, np.ndarray]:
+    """Poles, the lon 0/2 pi wrap, and points next to the base-face boundaries."""
+    face_lat = math.asin(2 / 3)  # where the polar caps meet the equatorial zone
+    near = 1e-12  # far above rounding, far below any pixel at the tested nside
+    lats = [math.pi / 2, -math.pi / 2, np.nextafter(math.pi / 2, 0), 0.3, -1.2,
+            face_lat + near, face_lat - near, -face_lat + near, -face_lat - near, near, -near]
+    lons = [0.0, -0.0, 2 * math.pi, np.nextafter(2 * math.pi, 0), 1e-300]
+    lons += [k * math.pi / 4 + d for k in range(8) for d in (-near, near)]
+    lon, lat = np.meshgrid(np.array(lons), np.array(lats))
+    return lon.ravel(), lat.ravel()
+
+
+@pytest.mark.parametrize("nside", [1, 4, 1024, 2**18, 2**29])
+def test_fast_ang2pix_matches_numpy(nside):
+    pytest.importorskip("healpy")
+    assert healpix.have_healpy()
+    rng = np.random.default_rng(nside)
+    lon = np.concatenate([rng.uniform(0, 2 * np.pi, 20000), _edge_points()[0]])
+    lat = np.concatenate([np.arcsin(rng.uniform(-1, 1, 20000)), _edge_points()[1]])
+    fast = healpix.ang2pix_ring_fast(nside, lon, lat)
+    assert fast.dtype == np.int64
+    np.testing.assert_array_equal(fast, healpix.ang2pix_ring(nside, lon, lat))
+
+
+@pytest.mark.parametrize("nside", [1, 64, 2**18])
+def test_fast_ang2pix_on_exact_boundaries_picks_an_adjacent_pixel(nside):
+    """Exactly on a pixel edge healpy (from the colatitude pi/2 - lat) may round
+    to the other side than sin(lat) does; either pixel must touch the point."""
+    hp = pytest.importorskip("healpy")
+    lon, lat = np.meshgrid(np.arange(16) * math.pi / 8,
+                           [0.0, math.asin(2 / 3), -math.asin(2 / 3), math.pi / 2])
+    lon, lat = lon.ravel(), lat.ravel()
+    fast = healpix.ang2pix_ring_fast(nside, lon, lat)
+    plain = healpix.ang2pix_ring(nside, lon, lat)
+    point = np.stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)])
+    for pixels in (fast, plain):
+        centre = np.array(hp.pix2vec(nside, pixels))
+        distance = np.arccos(np.clip(np.sum(point * centre, axis=0), -1, 1))
+        assert np.all(distance <= hp.max_pixrad(nside) * (1 + 1e-9))
+
+
+def test_fast_ang2pix_falls_back_to_numpy(monkeypatch):
+    monkeypatch.setattr(healpix, "_healpy", lambda: None)
+    assert not healpix.have_healpy()
+    lon, lat = _edge_points()
+    for nside in (1, 2048):
+        np.testing.assert_array_equal(healpix.ang2pix_ring_fast(nside, lon, lat),
+                                      healpix.ang2pix_ring(nside, lon, lat))
 
 
 def test_nside_for_resolution_is_smallest_fine_enough():
@@ -224,6 +276,54 @@ def test_repeated_calls_and_chunks_accumulate(cl_env):
     assert np.all(parts.get_weights() == 0) and np.all(np.isnan(parts.get_datacube()))
 
 
+def _grid_threads(cl_env, header, lons, lats, data, **kwargs):
+    gridder = WcsGrid(header, context=cl_env.queue, progress=False, **kwargs)
+    gridder.set_kernel("gauss1d", (SIGMA_DEG,), RADIUS_DEG, SIGMA_DEG / 2)
+    gridder.grid(lons, lats, data)
+    return gridder
+
+
+def test_preorder_threads_and_chunks_do_not_change_results(cl_env):
+    rng = np.random.default_rng(9)
+    header = _header(250.0, 60.0, 18, 14, 0.05)
+    lons, lats, data = _random_samples(rng, (250.0, 60.0), 0.7, 5000, nchan=2)
+    whole = _grid_threads(cl_env, header, lons, lats, data, preorder_threads=1)
+    for threads in (1, 3):
+        parts = _grid_threads(cl_env, header, lons, lats, data, preorder_threads=threads,
+                              chunk_samples=600)  # 9 chunks, out of order in the pool
+        assert parts.preorder_threads == threads
+        cube, reference = parts.get_datacube(), whole.get_datacube()
+        np.testing.assert_array_equal(np.isnan(cube), np.isnan(reference))
+        assert np.count_nonzero(np.isnan(reference)) < 0.5 * reference.size
+        np.testing.assert_allclose(parts.get_weights(), whole.get_weights(), rtol=1e-6)
+        np.testing.assert_allclose(cube, reference, rtol=1e-6)
+        assert parts.stats.n_samples == 5000 and len(parts.stats._events) == 9
+        timings = parts.timings
+        assert 0 < timings["preorder_wall_s"] <= timings["total_s"]
+        assert timings["preorder_s"] > 0
+    # Run to run the pool's completion order varies, the result does not.
+    again = _grid_threads(cl_env, header, lons, lats, data, preorder_threads=3,
+                          chunk_samples=600)
+    np.testing.assert_array_equal(again.get_weights(), parts.get_weights())
+    np.testing.assert_array_equal(again.get_unweighted_datacube(),
+                                  parts.get_unweighted_datacube())
+
+
+def test_chunks_are_split_between_preorder_threads(cl_env):
+    header = _header(10.0, 10.0, 4, 4, 0.05)
+    gridder = WcsGrid(header, context=cl_env.queue, preorder_threads=4,
+                      chunk_samples=1 << 22)
+
+    def chunk_len(n_samples: int) -> int:  # one float32 channel, no weights
+        return gridder._chunk_len(1, 4, False, n_samples)
+
+    assert chunk_len(1000) == MIN_CHUNK_SAMPLES  # one small chunk, one gather pass
+    assert chunk_len(10**6) == MIN_CHUNK_SAMPLES
+    assert chunk_len(4 * 10**6) == 10**6  # a chunk per thread
+    assert chunk_len(10**8) == 1 << 22  # chunk_samples stays the maximum
+    assert WcsGrid(header, context=cl_env.queue).preorder_threads >= 1  # os.cpu_count()
+
+
 def test_spectral_header_and_cube(cl_env):
     rng = np.random.default_rng(8)
     header = _header(45.0, 45.0, 12, 10, 0.05, nchan=5)
@@ -285,6 +385,12 @@ def test_nan_samples_are_dropped_and_counted(gridder):
     assert gridder.stats.n_dropped == 1 and gridder.stats.n_flagged_values == 1
     cube = gridder.get_datacube()
     assert np.nanmax(cube) == pytest.approx(1.0) and np.nanmin(cube) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("threads", [0, -2])
+def test_bad_preorder_threads_raise(cl_env, threads):
+    with pytest.raises(ValueError, match="preorder_threads"):
+        WcsGrid(_header(10.0, 10.0, 8, 8, 0.05), context=cl_env.queue, preorder_threads=threads)
 
 
 def test_bad_kernel_and_header(cl_env, gridder):
