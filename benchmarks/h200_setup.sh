@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Environment for the lent H200 machine (no package registry there): install
-# the carried wheels from .whl/ into /tmp/site and register NVIDIA's OpenCL
+# the carried wheels from .whl/ (or $CLGRID_WHEELS) into /tmp/site and register NVIDIA's OpenCL
 # driver (not registered with the ICD loader on that image), keeping the
 # system's own drivers (PoCL 5) visible too.  Source it:
 #   . benchmarks/h200_setup.sh
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || return 1
+    --target /tmp/site ${CLGRID_WHEELS:-.whl}/*.whl || return 1
 export PYTHONPATH=/tmp/site:$PWD
 mkdir -p /tmp/icd
 cp /etc/OpenCL/vendors/*.icd /tmp/icd/ 2>/dev/null

@@ -49,7 +49,7 @@ from benchmarks._common import print_table, write_json  # noqa: E402
 from clgrid.gcf import w_projection_gcf  # noqa: E402
 from clgrid.gridder import Gridder  # noqa: E402
 from clgrid.multidevice import (MultiDeviceImager, all_gpus_or_best,  # noqa: E402
-                                best_cpu, cpu_sub_devices, partition_rows)
+                                best_cpu, cpu_sub_devices)
 from clgrid.simulate import simulate_observation  # noqa: E402
 from clgrid.uvprep import SPEED_OF_LIGHT_M_S, plan_uv  # noqa: E402
 
@@ -104,11 +104,22 @@ def observation(quick: bool, *, baselines: int, hours: float, integration_s: flo
     return uvw[time_major], freq_hz, baseline_ids[time_major]
 
 
-def seed_observation(quick: bool):
-    """benchmarks/gridding.py's seed configuration: 400 baselines, 6 h of 10 s, 16 channels."""
-    if quick:
-        return observation(quick, baselines=40, hours=1.0, integration_s=10.0, n_chan=4)
-    return observation(quick, baselines=400, hours=6.0, integration_s=10.0, n_chan=16)
+def seed_blocks(quick: bool, n_blocks: int):
+    """benchmarks/gridding.py's seed configuration (400 baselines, 6 h of 10 s,
+    16 channels) cut into ``n_blocks`` time blocks, each in baseline-major
+    order: Romein's partitioning (every GPU gets a time range of all
+    baselines), and the order his work distribution needs (consecutive
+    records of one baseline hit neighbouring grid points)."""
+    baselines, hours, n_chan = (40, 1.0, 4) if quick else (400, 6.0, 16)
+    integration_s = 10.0
+    uvw = simulate_observation(duration_h=hours, integration_s=integration_s,
+                               n_baselines=baselines)   # rows: baseline-major
+    n_times = int(round(hours * 3600.0 / integration_s))
+    per_baseline = uvw.reshape(-1, n_times, 3)
+    edges = np.linspace(0, n_times, n_blocks + 1).round().astype(int)
+    blocks = [np.ascontiguousarray(per_baseline[:, a:b].reshape(-1, 3))
+              for a, b in zip(edges[:-1], edges[1:])]
+    return blocks, 1.0e9 + np.arange(n_chan) * 1.0e6
 
 
 def imaging_observation(quick: bool):
@@ -125,7 +136,9 @@ def gridding_rows(args, devices, counts) -> list[dict]:
     """Every device grids its contiguous block of the records ``passes`` times
     (the observation gridded repeatedly, so that one device has seconds of
     work: strong scaling of a ``passes`` times larger observation)."""
-    uvw, freq_hz, _ = seed_observation(args.quick)
+    n_blocks = max(counts)
+    blocks, freq_hz = seed_blocks(args.quick, n_blocks)
+    uvw = np.concatenate(blocks)
     nx = 512 if args.quick else 2048
     cell = 1.0 / (2.0 * np.abs(uvw[:, :2]).max() * freq_hz.max() / SPEED_OF_LIGHT_M_S)
     w_max = np.abs(uvw[:, 2]).max() * freq_hz.max() / SPEED_OF_LIGHT_M_S
@@ -133,28 +146,30 @@ def gridding_rows(args, devices, counts) -> list[dict]:
     rows = []
     for support in args.supports or ([8, 32] if args.quick else [16, 32, 64, 128]):
         gcf = w_projection_gcf(support, 8, 32, w_max, nx * cell)
-        plan = plan_uv(uvw, freq_hz, gcf, nx, nx, cell)
-        n_records = plan.n_records
+        plans = [plan_uv(block, freq_hz, gcf, nx, nx, cell) for block in blocks]
+        headers = [plan.header for plan in plans]
+        n_records = sum(plan.n_records for plan in plans)
         gpa_once = n_records * support * support * 4
         passes = max(1, int(round(budget / gpa_once)))
-        records = (np.random.default_rng(0).standard_normal((n_records, 4)) * (1 + 1j)
-                   ).astype(np.complex64)
+        records = [(np.random.default_rng(k).standard_normal((plan.n_records, 4)) * (1 + 1j)
+                    ).astype(np.complex64) for k, plan in enumerate(plans)]
         t_one = None
         for n in counts:
             queues = [cl.CommandQueue(clgrid.create_context(d)) for d in devices[:n]]
-            parts = partition_rows(n_records, n, "time")
+            # device d gets the contiguous time blocks of its share
+            shares = np.array_split(np.arange(n_blocks), n)
             gridders = [Gridder(q, gcf, nx, nx, cell, npol=4, strategy="scatter")
                         for q in queues]
-            loaded = [(g, cla.to_device(g.queue, plan.header[p[0]:p[-1] + 1]),
-                       cla.to_device(g.queue, records[p[0]:p[-1] + 1]), g.zeros())
-                      for g, p in zip(gridders, parts)]
+            loaded = [(g, cla.to_device(g.queue, np.concatenate([headers[b] for b in share])),
+                       cla.to_device(g.queue, np.concatenate([records[b] for b in share])),
+                       g.zeros()) for g, share in zip(gridders, shares)]
             with concurrent.futures.ThreadPoolExecutor(n) as pool:
                 def grid_all():
                     def one(item):
                         gridder, header_d, records_d, grid = item
                         grid.fill(0)
                         for _ in range(passes):
-                            gridder.grid_records(header_d, records_d, grid)
+                            gridder.grid_records(header_d, records_d, grid, progress=False)
                         gridder.queue.finish()
                     list(pool.map(one, loaded))
                 t_grid = best_of(grid_all, args.repeats)

@@ -32,7 +32,7 @@ import pyopencl as cl
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import clgrid  # noqa: E402
 from clgrid import healpix  # noqa: E402
-from clgrid.singledish import SlGrid  # noqa: E402
+from clgrid.singledish import SlGrid, usable_cores  # noqa: E402
 
 FIELD_DEG = 5.0
 CENTRE = (30.0, 30.0)
@@ -104,7 +104,7 @@ def main(argv=None):
     parser.add_argument("--sigma-arcsec", type=float, default=180.0,
                         help="gauss1d kernel sigma (support 3 sigma, HEALPix res sigma/2)")
     parser.add_argument("--preorder-threads", type=int, default=None,
-                        help="host threads pre-ordering chunks (default: os.cpu_count())")
+                        help="host threads pre-ordering chunks (default: the usable cores)")
     parser.add_argument("--no-cygrid", action="store_true", help="skip the peer")
     args = parser.parse_args(argv)
 
@@ -122,7 +122,7 @@ def main(argv=None):
             import cygrid
         except Exception as error:  # ImportError, or cygrid built against NumPy 1
             note = f"cygrid not available ({type(error).__name__}: {error}); peer columns skipped"
-    threads = os.cpu_count()
+    threads = usable_cores()
     preorder_threads = threads if args.preorder_threads is None else args.preorder_threads
     print(f"device: {device.platform.name.strip()} / {device.name.strip()}; "
           f"host: {platform.processor() or platform.machine()} x{threads}; "

@@ -172,6 +172,14 @@ class HealpixGather(Operation):
             np.uint32(n_chan), data_sum, weight_sum, wait_for=wait_for)
 
 
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask under taskset, a
+    batch scheduler or a container), else ``os.cpu_count()``."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def pixel_dtype(nside: int) -> np.dtype:
     """uint32 while every RING index fits, else uint64."""
     return np.dtype(np.uint32 if 12 * nside * nside < 2**32 else np.uint64)
@@ -267,7 +275,7 @@ class Gridder:
         Show a tqdm progress bar when a ``grid`` call has several chunks.
     preorder_threads
         Host threads pre-ordering chunks in parallel (default
-        ``os.cpu_count()``).  Results depend on it only through float
+        :func:`usable_cores`).  Results depend on it only through float
         rounding (it can change the chunking).
     """
 
@@ -284,7 +292,7 @@ class Gridder:
         if self.chunk_samples < 1:
             raise ValueError("chunk_samples must be >= 1")
         if preorder_threads is None:
-            preorder_threads = os.cpu_count() or 1
+            preorder_threads = usable_cores()
         self.preorder_threads = int(preorder_threads)
         if self.preorder_threads < 1:
             raise ValueError(f"preorder_threads must be >= 1, got {preorder_threads}")
