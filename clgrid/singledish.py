@@ -252,6 +252,42 @@ def preorder(lon_rad: np.ndarray, lat_rad: np.ndarray, data: np.ndarray,
                      ring_start, nside)
 
 
+def _scan_slice(lons, lats, data, weights) -> tuple[int, int, bool, bool]:
+    """One slice of :meth:`Gridder._scan_samples`: (dropped samples, bad values of
+    kept samples, any latitude out of range, any longitude out of range)."""
+    good = np.isfinite(lons) & np.isfinite(lats)
+    all_good = bool(good.all())
+    kept_lons, kept_lats = (lons, lats) if all_good else (lons[good], lats[good])
+    bad = ~np.isfinite(data if all_good else data[good])
+    if weights is not None:
+        bad |= ~np.isfinite(weights if all_good else weights[good])
+    return (int(good.size - np.count_nonzero(good)), int(np.count_nonzero(bad)),
+            bool(np.any(np.abs(kept_lats) > 90.0)),
+            bool(np.any(np.abs(kept_lons) > _LON_LIMIT_DEG)))
+
+
+def _prepare_samples(lons_deg, lats_deg, data, weights, data_dtype, has_weights: bool):
+    """One chunk made ready for :func:`preorder`: samples with NaN/Inf
+    coordinates dropped, radians with longitudes in [0, 2 pi), data in
+    ``data_dtype`` and NaN/Inf values given zero weight (the counts and
+    warnings come from :meth:`Gridder._scan_samples`).  With ``has_weights``
+    weights are always returned (ones where none were given)."""
+    good = np.isfinite(lons_deg) & np.isfinite(lats_deg)
+    if not good.all():
+        lons_deg, lats_deg, data = lons_deg[good], lats_deg[good], data[good]
+        weights = None if weights is None else weights[good]
+    data = np.ascontiguousarray(data, data_dtype)
+    if weights is not None:
+        weights = np.ascontiguousarray(weights, data_dtype)
+    bad = ~np.isfinite(data)
+    if weights is not None:
+        bad |= ~np.isfinite(weights)
+    if bad.any() or (has_weights and weights is None):
+        data = np.where(bad, 0, data).astype(data_dtype)
+        weights = np.where(bad, 0, 1 if weights is None else weights).astype(data_dtype)
+    return np.radians(np.mod(lons_deg, 360.0)), np.radians(lats_deg), data, weights
+
+
 class Gridder:
     """Common part of :class:`WcsGrid` and :class:`SlGrid` (cygrid's Cygrid).
 
@@ -397,26 +433,32 @@ class Gridder:
         started = time.perf_counter()
         if not self.kernel_set:
             raise RuntimeError("no kernel has been set, use set_kernel first")
-        lons, lats, data, weights = self._validate(lons, lats, data, weights)
+        lons, lats, data, weights = self._check_shapes(lons, lats, data, weights)
         if self._cells_d is None or lons.size == 0:
             self.stats.total_s += time.perf_counter() - started
             return
         n_chan = data.shape[1]
-        gather = self._gather(n_chan, data.dtype, weights is not None)
+        data_dtype = np.dtype(np.float64 if data.dtype == np.float64 else np.float32)
         radius = math.radians(self.sphere_radius)
         search = radius + healpix.max_pixel_radius_rad(self.nside)
-        chunk_len = self._chunk_len(n_chan, data.dtype.itemsize, weights is not None, lons.size)
-        starts = range(0, lons.size, chunk_len)
+        # Bad values become zero weights: then every chunk carries weights.
+        chunk_len = self._chunk_len(n_chan, data_dtype.itemsize, True, lons.size)
+        # Chunk k holds samples k, k + n_chunks, ...: every chunk covers the
+        # whole map, so each gather pass keeps all output cells busy even for
+        # on-the-fly scans (contiguous chunks would each cover one strip).
+        n_chunks = -(-lons.size // chunk_len)
+        chunks = [slice(k, None, n_chunks) for k in range(n_chunks)]
         healpix.have_healpy()  # import healpy here once, not racing in the workers
 
-        def preorder_chunk(start: int) -> tuple[HostChunk, float, float]:
-            stop = min(start + chunk_len, lons.size)
+        def preorder_chunk(rows: slice) -> tuple[HostChunk, float, float]:
             tick = time.perf_counter()
-            host = preorder(lons[start:stop], lats[start:stop], data[start:stop],
-                            None if weights is None else weights[start:stop], self.nside)
+            lon_rad, lat_rad, values, value_weights = _prepare_samples(
+                lons[rows], lats[rows], data[rows],
+                None if weights is None else weights[rows], data_dtype, has_weights)
+            host = preorder(lon_rad, lat_rad, values, value_weights, self.nside)
             return host, tick, time.perf_counter()
 
-        n_threads = min(self.preorder_threads, len(starts))
+        n_threads = min(self.preorder_threads, n_chunks)
         pool = ThreadPoolExecutor(max_workers=n_threads, thread_name_prefix="clgrid-preorder")
         pending: collections.deque[Future] = collections.deque()
         next_chunk = 0
@@ -424,15 +466,23 @@ class Gridder:
         previous: DeviceChunk | None = None  # gathering; freed when its event is done
         current: DeviceChunk | None = None   # uploaded, gather not yet enqueued
         try:
-            for _ in self._progress(starts, len(starts)):
+            # Scan everything first (in parallel) so that bad coordinates raise
+            # before anything is added to the sums.
+            n_dropped, n_bad_values = self._scan_samples(pool, lons, lats, data, weights,
+                                                         n_threads)
+            has_weights = weights is not None or n_bad_values > 0
+            gather = self._gather(n_chan, data_dtype, has_weights)
+            for _ in self._progress(chunks, n_chunks):
                 # Keep n_threads chunks pre-ordering beyond the one needed now, so no
                 # thread idles while this one uploads and waits, yet memory is bounded.
-                while next_chunk < len(starts) and len(pending) <= n_threads:
-                    pending.append(pool.submit(preorder_chunk, starts[next_chunk]))
+                while next_chunk < n_chunks and len(pending) <= n_threads:
+                    pending.append(pool.submit(preorder_chunk, chunks[next_chunk]))
                     next_chunk += 1
                 host, tick, tock = pending.popleft().result()
                 self.stats.preorder_s += tock - tick
                 first_tick, last_tock = min(first_tick, tick), max(last_tock, tock)
+                if host.pix.size == 0:   # every sample of the chunk was dropped
+                    continue
                 current = self._upload(host)
                 event = gather(self._cells_d, self._cells.shape[0], current, n_chan, radius,
                                search, self._device_params, self._sums[0], self._sums[1],
@@ -450,8 +500,11 @@ class Gridder:
             for chunk in (previous, current):
                 if chunk is not None and chunk.events:
                     cl.wait_for_events(chunk.events)
-        self.stats.preorder_wall_s += last_tock - first_tick
-        self.stats.n_samples += lons.size
+        if last_tock > first_tick:
+            self.stats.preorder_wall_s += last_tock - first_tick
+        self.stats.n_samples += lons.size - n_dropped
+        self.stats.n_dropped += n_dropped
+        self.stats.n_flagged_values += n_bad_values
         self.stats.total_s += time.perf_counter() - started
 
     def get_datacube(self) -> np.ndarray:
@@ -494,7 +547,8 @@ class Gridder:
                 "total_s": self.stats.total_s}
 
     # --- internals --------------------------------------------------------------------
-    def _validate(self, lons, lats, data, weights):
+    def _check_shapes(self, lons, lats, data, weights):
+        """Shapes and dtypes (no pass over the samples); data as (n, n_chan)."""
         lons = np.asarray(lons, np.float64)
         lats = np.asarray(lats, np.float64)
         if lons.ndim != 1 or lats.ndim != 1:
@@ -511,39 +565,35 @@ class Gridder:
             if weights.shape != data.shape:
                 raise ShapeError(f"data and weights differ in shape: {data.shape} and "
                                  f"{weights.shape}")
+            weights = weights.reshape(lons.size, -1)
         self._prepare_cube(data.shape[1:])
-        data_dtype = np.float64 if data.dtype == np.float64 else np.float32
-        data = data.reshape(lons.size, -1).astype(data_dtype, copy=False)
-        if weights is not None:
-            weights = weights.reshape(lons.size, -1).astype(data_dtype, copy=False)
+        return lons, lats, data.reshape(lons.size, -1), weights
 
-        good = np.isfinite(lons) & np.isfinite(lats)
-        n_dropped = int(lons.size - np.count_nonzero(good))
-        if np.any(np.abs(lats[good]) > 90.0):
+    @staticmethod
+    def _scan_samples(pool, lons, lats, data, weights, n_parts: int) -> tuple[int, int]:
+        """Range checks and counts of bad samples, in parallel slices.
+
+        Returns (samples with NaN/Inf coordinates, NaN/Inf data or weight
+        values of the kept samples); warns about both, raises on
+        coordinates out of range.
+        """
+        edges = np.linspace(0, lons.size, n_parts + 1).astype(np.int64)
+        parts = list(pool.map(lambda k: _scan_slice(
+            lons[edges[k]:edges[k + 1]], lats[edges[k]:edges[k + 1]],
+            data[edges[k]:edges[k + 1]],
+            None if weights is None else weights[edges[k]:edges[k + 1]]), range(n_parts)))
+        n_dropped, n_bad_values, lat_bad, lon_bad = (sum(column) for column in zip(*parts))
+        if lat_bad:
             raise ValueError("latitudes outside [-90, 90] degrees")
-        if np.any(np.abs(lons[good]) > _LON_LIMIT_DEG):
+        if lon_bad:
             raise ValueError(f"longitudes outside [-{_LON_LIMIT_DEG:g}, {_LON_LIMIT_DEG:g}] "
                              "degrees")
         if n_dropped:
             warnings.warn(f"{n_dropped} samples with NaN/Inf coordinates dropped", stacklevel=3)
-            self.stats.n_dropped += n_dropped
-            lons, lats, data = lons[good], lats[good], data[good]
-            weights = None if weights is None else weights[good]
-        data, weights = self._flag_bad_values(data, weights)
-        return (np.radians(np.mod(lons, 360.0)), np.radians(lats), data, weights)
-
-    def _flag_bad_values(self, data, weights):
-        bad = ~np.isfinite(data)
-        if weights is not None:
-            bad |= ~np.isfinite(weights)
-        n_bad = int(np.count_nonzero(bad))
-        if not n_bad:
-            return data, weights
-        warnings.warn(f"{n_bad} NaN/Inf data or weight values given zero weight", stacklevel=4)
-        self.stats.n_flagged_values += n_bad
-        data = np.where(bad, 0, data).astype(data.dtype)
-        weights = np.where(bad, 0, 1 if weights is None else weights).astype(data.dtype)
-        return data, weights
+        if n_bad_values:
+            warnings.warn(f"{n_bad_values} NaN/Inf data or weight values given zero weight",
+                          stacklevel=3)
+        return int(n_dropped), int(n_bad_values)
 
     def _prepare_cube(self, spectral_shape: tuple) -> None:
         cube_shape = tuple(spectral_shape) + tuple(self.yx_shape)
