@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from types import ModuleType
 
 import numpy as np
@@ -92,10 +93,18 @@ def ang2pix_ring(nside: int, lon_rad: np.ndarray, lat_rad: np.ndarray) -> np.nda
 
 @functools.cache
 def _healpy() -> ModuleType | None:
-    """healpy if importable, else None (imported once: the import takes a while)."""
+    """healpy if importable, else None (imported once: the import takes a while).
+
+    A healpy that is installed but broken (built for another numpy, or
+    importing a mismatched scipy) falls back to numpy with a warning instead
+    of failing the gridding."""
     try:
         import healpy
     except ImportError:
+        return None
+    except Exception as error:  # noqa: BLE001 -- any import-time failure means "not usable"
+        warnings.warn(f"healpy is installed but cannot be imported ({type(error).__name__}: "
+                      f"{error}); using clgrid's numpy ang2pix", stacklevel=2)
         return None
     return healpy
 
