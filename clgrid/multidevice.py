@@ -399,12 +399,14 @@ class MultiDeviceImager:
         if vis.ndim not in (2, 3) or vis.shape[:2] != (self.n_rows, len(self.freq_hz)):
             raise ValueError(f"vis must be (nrow, nchan[, npol]) = ({self.n_rows}, "
                              f"{len(self.freq_hz)}[, npol]), got {vis.shape}")
-        pieces = [(vis[rows], _take(wgt, rows), _take(mask, rows))
-                  for rows in self.shard_rows]
+        def piece(d):   # in the device's thread: the copies run in parallel
+            rows = self.shard_rows[d]
+            return _take(vis, rows), _take(wgt, rows), _take(mask, rows)
+
         started = time.perf_counter()
         if self.do_w:
             images = self._map(lambda d: None if self.shards[d] is None
-                               else self.shards[d].vis2dirty(*pieces[d]))
+                               else self.shards[d].vis2dirty(*piece(d)))
             gridded = time.perf_counter()
             image = _sum([image for image in images if image is not None])
             self.last_timings = {"grid_s": gridded - started,
@@ -412,7 +414,7 @@ class MultiDeviceImager:
             return image
         first = self.shards.index(self._first_shard())
         grids = self._map(lambda d: None if self.shards[d] is None else _grid_only(
-            self.shards[d], *pieces[d], on_device=self.reduce == "device" and d == first))
+            self.shards[d], *piece(d), on_device=self.reduce == "device" and d == first))
         gridded = time.perf_counter()
         others = [g for d, g in enumerate(grids) if g is not None and d != first]
         if self.reduce == "device":
@@ -455,8 +457,14 @@ def _row_factor(wgt, mask, shape) -> np.ndarray | None:
     return shell._row_factor(wgt, mask)
 
 
-def _take(array, rows):
-    return None if array is None else np.asarray(array)[rows]
+def _take(array, rows: np.ndarray):
+    """``array[rows]``; a view, not a copy, when the rows are one contiguous block."""
+    if array is None:
+        return None
+    array = np.asarray(array)
+    if rows.size and rows[-1] - rows[0] == rows.size - 1:   # sorted and unique
+        return array[rows[0]:rows[-1] + 1]
+    return array[rows]
 
 
 def _sum(arrays: list[np.ndarray]) -> np.ndarray:
