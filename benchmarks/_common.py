@@ -28,6 +28,13 @@ def median_seconds(run: Callable[[], object], queue: cl.CommandQueue, repeats: i
     return statistics.median(times)
 
 
+def fmt(value) -> str:
+    """A table cell: floats to 4 significant digits, anything else as str."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
 def print_table(rows: list[dict]) -> None:
     """Print dicts sharing their keys as an aligned table."""
     from clgrid.cli import format_table

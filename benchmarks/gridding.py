@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pyopencl.array as cla  # noqa: E402
 
 import clgrid  # noqa: E402
+from benchmarks._common import fmt, print_table  # noqa: E402
 from clgrid.gcf import separable_gcf, w_projection_gcf  # noqa: E402
 from clgrid.gridder import Gridder, GridderParams  # noqa: E402
 from clgrid.simulate import simulate_observation  # noqa: E402
@@ -191,11 +192,7 @@ def main(argv=None) -> int:
             for row in rows:
                 row["ratio_to_peer"] = row["Mvis_per_s"] / peer_rate
             peer_note += f": {peer_rate:.2f} M vis/s (npol {args.npol})"
-    keys = list(rows[0])
-    widths = {k: max(len(k), *(len(_fmt(r.get(k))) for r in rows)) for k in keys}
-    print("  ".join(k.ljust(widths[k]) for k in keys))
-    for row in rows:
-        print("  ".join(_fmt(row.get(k)).ljust(widths[k]) for k in keys))
+    print_table([{k: fmt(row.get(k)) for k in rows[0]} for row in rows])
     print(f"# peer: {peer_note}")
     if args.json:
         Path(args.json).write_text(json.dumps({
@@ -203,12 +200,6 @@ def main(argv=None) -> int:
             "command": " ".join(sys.argv), "args": vars(args), "rows": rows,
             "peer": peer_note}, indent=1, default=str))
     return 0
-
-
-def _fmt(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
 
 
 if __name__ == "__main__":

@@ -92,7 +92,7 @@ def best_of(run, repeats: int) -> float:
     return min(times)
 
 
-def observation(quick: bool, *, baselines: int, hours: float, integration_s: float,
+def observation(*, baselines: int, hours: float, integration_s: float,
                 n_chan: int, freq0_hz: float = 1.0e9):
     """uvw in Measurement Set order (time-major), channels, baseline id per row."""
     uvw = simulate_observation(duration_h=hours, integration_s=integration_s,
@@ -125,9 +125,9 @@ def seed_blocks(quick: bool, n_blocks: int):
 def imaging_observation(quick: bool):
     """benchmarks/imaging.py's SKA-mid case: 2000 baselines, 2 h of 8 s, 64 channels."""
     if quick:
-        return observation(quick, baselines=200, hours=0.25, integration_s=8.0, n_chan=8,
+        return observation(baselines=200, hours=0.25, integration_s=8.0, n_chan=8,
                            freq0_hz=1.35e9)
-    return observation(quick, baselines=2000, hours=2.0, integration_s=8.0, n_chan=64,
+    return observation(baselines=2000, hours=2.0, integration_s=8.0, n_chan=64,
                        freq0_hz=1.35e9)
 
 
@@ -184,7 +184,6 @@ def gridding_rows(args, devices, counts) -> list[dict]:
                          "device sum s": round(t_device_sum, 4),
                          "passes": passes, "records": n_records})
             print(rows[-1], flush=True)  # partial results survive a time limit
-            del loaded, gridders
     return rows
 
 
@@ -237,7 +236,6 @@ def vis2dirty_rows(args, devices, counts) -> list[dict]:
                          "balance": round(imager.load_balance, 3),
                          **{k: round(v, 4) for k, v in phases.items()}})
             print(rows[-1], flush=True)
-            del imager
     return rows
 
 

@@ -183,8 +183,8 @@ def main(argv=None) -> int:
         notes.append(f"streaming ({strategy}, support {max(args.supports)}, {n_kept} vis, "
                      "host prep + transfer + gridding): " + ", ".join(
                          f"{mode} {s:.3f} s" for mode, s in streaming.items()))
-    from _common import print_table
-    print_table([{k: _fmt(v) for k, v in row.items()} for row in rows])
+    from _common import fmt, print_table
+    print_table([{k: fmt(v) for k, v in row.items()} for row in rows])
     for note in notes:
         print(f"# {note}")
     print(f"# peer: {peer_note}")
@@ -195,12 +195,6 @@ def main(argv=None) -> int:
             "notes": notes, "streaming_s": streaming, "peer": peer_note}, indent=1,
             default=str))
     return 0
-
-
-def _fmt(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
 
 
 if __name__ == "__main__":

@@ -23,14 +23,13 @@ the kernel's Fourier transform in u, v and w.
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
 from .device import resolve_queue
-from .eskernel import KernelChoice, candidate_kernels, es_fourier, es_kernel, good_fft_size
+from .eskernel import KernelChoice, candidate_kernels, es_kernel, good_fft_size
 from .fft import DeviceFFT
 from .kernels import KernelTemplate, Operation, real_dtype_name
 
