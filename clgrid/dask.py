@@ -41,8 +41,10 @@ import numpy as np
 import pyopencl as cl
 
 from .device import create_context, resolve_queue
-from .imaging import _check_freq, _precision_of
-from .multidevice import Layout, _ShardImager, _grid_only, geometry_of, grid_to_dirty
+from .core.plan import check_freq as _check_freq
+from .core.plan import precision_of as _precision_of
+from .imaging import Imager
+from .multidevice import Layout, _grid_only, build_layout, geometry_of, grid_to_dirty
 
 try:  # distributed is optional: the threaded scheduler works without it
     from distributed import WorkerPlugin
@@ -88,7 +90,8 @@ class OpenCLWorkerPlugin(WorkerPlugin):
 
 def worker_status(device: str | None = None) -> dict:
     """Process id, device name and compiled-program count of this worker."""
-    from . import fft, kernels
+    from . import kernels
+    from .core import fft
     queue = worker_queue(device)
     return {"pid": os.getpid(), "device": queue.device.name.strip(),
             "programs": len(kernels._programs), "fft_plans": len(fft._compiled)}
@@ -98,8 +101,8 @@ def worker_status(device: str | None = None) -> dict:
 _EMPTY_UVW = np.zeros((1, 3))
 
 
-def _shard(device, layout: Layout, uvw, freq, geometry) -> _ShardImager:
-    return _ShardImager(worker_queue(device), layout=layout, uvw=uvw, freq=freq, **geometry)
+def _shard(device, layout: Layout, uvw, freq, geometry) -> Imager:
+    return Imager(worker_queue(device), layout=layout, uvw=uvw, freq=freq, **geometry)
 
 
 def _grid_block(uvw, vis, wgt, mask, *, freq, geometry, layout, device) -> np.ndarray:
@@ -157,7 +160,7 @@ def _layout(uvw, freq, geometry, w_range_m, n_vis, scheduler=None) -> Layout:
             raise ValueError("uvw contains NaN or Inf")
     else:
         w_min, w_max = (float(x) for x in w_range_m)
-    return Layout.build(geometry, freq, float(w_min), float(w_max), n_vis)
+    return build_layout(geometry, freq, float(w_min), float(w_max), n_vis)
 
 
 def _blocks(array):

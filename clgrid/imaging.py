@@ -17,49 +17,60 @@ evaluated on the fly while gridding onto a grid padded by ``sigma``; with
 ``do_wgridding`` the visibilities are also spread over w planes with the same
 kernel (W-stacking with a kernel in w, Arras et al. 2021), each plane is
 transformed and multiplied by its phase screen, and the sum is corrected by
-the kernel's Fourier transform in u, v and w.
+the kernel's Fourier transform in u, v and w.  The work is done by the
+gridding core (:mod:`clgrid.core`): this module validates ducc0-style
+arguments, moves host arrays to and from the device and counts what it
+leaves out.  Results are bit-reproducible: the core uses no float atomics.
 """
 
 from __future__ import annotations
 
-import math
+import threading
+import warnings
 
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
+from pyopencl.reduction import ReductionKernel
 
+from .core.engine import GriddingEngine
+from .core.plan import (SPEED_OF_LIGHT, GridLayout, ImageGeometry, check_finite, check_freq,
+                        check_uvw, precision_of, w_range_wavelengths)
+from .core.transfer import Uploader, device_array
 from .device import resolve_queue
-from .eskernel import KernelChoice, candidate_kernels, es_kernel, good_fft_size
-from .fft import DeviceFFT
-from .kernels import KernelTemplate, Operation, real_dtype_name
+from .kernels import Operation
 
-SPEED_OF_LIGHT = 299792458.0
-#: Smallest epsilon per precision (ducc0 refuses smaller ones too).
-MIN_EPSILON = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 2e-13}
-_QUADRATURE_NODES = 100
-# Relative costs of one grid cell of FFT work and one kernel tap (atomic add),
-# used only to rank kernel choices.
-_FFT_COST_PER_CELL = 1.0
-_GRID_COST_PER_TAP = 4.0
+_reductions: dict[tuple, ReductionKernel] = {}
+_reductions_lock = threading.Lock()
 
 
-def _choose_kernel(epsilon: float, npix_x: int, npix_y: int, n_vis: int, n_planes_at,
-                   do_w: bool, sigma_min: float, sigma_max: float,
-                   grid_real: np.dtype) -> KernelChoice:
-    """Cheapest (FFT + gridding) kernel meeting ``epsilon``; ducc0 does the same."""
-    best, best_cost = None, math.inf
-    roundoff = float(np.finfo(grid_real).eps) / 2.0
-    for choice in candidate_kernels(epsilon, 3 if do_w else 2, sigma_min, sigma_max,
-                                    roundoff):
-        nu = good_fft_size(math.ceil(choice.sigma * npix_x))
-        nv = good_fft_size(math.ceil(choice.sigma * npix_y))
-        planes = n_planes_at(choice) if do_w else 1
-        taps = choice.support ** (3 if do_w else 2)
-        cost = (planes * _FFT_COST_PER_CELL * nu * nv * math.log2(nu * nv)
-                + _GRID_COST_PER_TAP * n_vis * taps)
-        if cost < best_cost:
-            best, best_cost = choice, cost
-    return best
+def _count_kernel(context: cl.Context, dtype: np.dtype, what: str) -> ReductionKernel:
+    """Device count of non-finite complex/real values, or of zero mask entries."""
+    key = (context.int_ptr, dtype.str, what)
+    with _reductions_lock:
+        kernel = _reductions.get(key)
+        if kernel is None:
+            if what == "zero":
+                expr, arg = "x[i] == 0 ? 1 : 0", "const unsigned char *x"
+            elif dtype.kind == "c":
+                ctype = "float" if dtype == np.complex64 else "double"
+                expr = "(isfinite(x[i].x) && isfinite(x[i].y)) ? 0 : 1"
+                arg = f"const {ctype}2 *x"
+            else:
+                ctype = "float" if dtype == np.float32 else "double"
+                expr, arg = "isfinite(x[i]) ? 0 : 1", f"const {ctype} *x"
+            preamble = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+            kernel = ReductionKernel(context, np.int64, neutral="0", reduce_expr="a+b",
+                                     map_expr=expr, arguments=arg, preamble=preamble)
+            _reductions[key] = kernel
+    return kernel
+
+
+def _device_count(queue: cl.CommandQueue, array: cla.Array, what: str) -> int:
+    if array.size == 0:
+        return 0
+    flat = array.reshape(array.size) if array.flags.c_contiguous else array
+    return int(_count_kernel(queue.context, array.dtype, what)(flat, queue=queue).get())
 
 
 class Imager(Operation):
@@ -70,7 +81,7 @@ class Imager(Operation):
     context
         :class:`pyopencl.Context`, :class:`pyopencl.CommandQueue` or None.
     uvw
-        (nrow, 3) baseline coordinates in metres (uploaded once).
+        (nrow, 3) baseline coordinates in metres (uploaded once); nrow may be 0.
     freq
         (nchan,) channel frequencies in Hz.
     npix_x, npix_y
@@ -88,12 +99,24 @@ class Imager(Operation):
         As in ``ducc0.wgridder``.
     fft_backend
         ``'reikna'`` (device) or ``'numpy'`` (host fallback); default the best.
+    layout, planes
+        For pieces of a larger job (several devices, Dask): the
+        :class:`clgrid.core.plan.GridLayout` of the whole observation, and the
+        ``(first, stop)`` w planes this piece grids.
     contexts
         Several devices instead of ``context``: a list of contexts, queues,
         devices or spec strings, or ``'all'``.  Then the object made is a
         :class:`clgrid.multidevice.MultiDeviceImager` (same methods; its
         extra keywords ``partition``, ``baseline_ids`` and ``reduce`` are
         accepted too).
+
+    Attributes
+    ----------
+    engine
+        The :class:`clgrid.core.engine.GriddingEngine` doing the work.
+    last_counts
+        Of the last call: ``n_vis``, ``invalid_uvw`` (non-finite uvw, left
+        out), ``flagged`` (mask 0).
     """
 
     def __new__(cls, context=None, *args, contexts=None, **kwargs):
@@ -104,41 +127,28 @@ class Imager(Operation):
         from .multidevice import MultiDeviceImager
         return MultiDeviceImager(contexts, **kwargs)
 
-    def __init__(self, context=None, *, uvw, freq, npix_x: int, npix_y: int,
-                 pixsize_x: float, pixsize_y: float, epsilon: float,
-                 do_wgridding: bool = False, precision: str = "single",
-                 flip_u: bool = False, flip_v: bool = False, flip_w: bool = False,
-                 divide_by_n: bool = True, sigma_min: float = 1.1, sigma_max: float = 2.6,
-                 center_x: float = 0.0, center_y: float = 0.0,
-                 double_precision_accumulation: bool = False, fft_backend: str | None = None,
-                 contexts=None):
+    def __init__(self, context=None, *, uvw, freq, fft_backend: str | None = None,
+                 layout: GridLayout | None = None, planes: tuple[int, int] | None = None,
+                 contexts=None, **geometry):
         super().__init__(context)
-        self.uvw_m = _check_uvw(uvw)
-        self.freq_hz = _check_freq(freq)
-        self.npix_x, self.npix_y = _check_npix(npix_x, npix_y)
-        self.pixsize_x, self.pixsize_y = _check_positive(pixsize_x, "pixsize_x"), \
-            _check_positive(pixsize_y, "pixsize_y")
-        self.center_x, self.center_y = float(center_x), float(center_y)
-        self.do_w = bool(do_wgridding)
-        self.signs = tuple(-1.0 if flip else 1.0 for flip in (flip_u, flip_v, flip_w))
-        self.divide_by_n = bool(divide_by_n) and self.do_w
-        self.vis_real = _precision_dtype(precision)
-        self.grid_real = (np.dtype(np.float64) if double_precision_accumulation
-                          else self.vis_real)
-        self.epsilon = _check_epsilon(epsilon, self.vis_real)
-        self._check_device()
-        self._max_eta = self._max_abs_n_minus_1()
-        self._w_range = self._w_range_wavelengths()
-        self.kernel_choice = _choose_kernel(
-            self.epsilon, self.npix_x, self.npix_y, self.n_rows * self.n_chan,
-            self._n_planes_for, self.do_w, sigma_min, sigma_max, self.grid_real)
-        self.nu = good_fft_size(math.ceil(self.kernel_choice.sigma * self.npix_x))
-        self.nv = good_fft_size(math.ceil(self.kernel_choice.sigma * self.npix_y))
-        self._setup_planes()
-        self._build(fft_backend)
-        self._upload_geometry()
+        self.geometry = ImageGeometry.from_arguments(**geometry)
+        if not self.profile.fp64:
+            raise ValueError(f"{self.profile.device_name!r} has no double precision (fp64); "
+                             "clgrid's imaging needs it for coordinates and phases")
+        uvw_m = check_uvw(uvw, allow_empty=True)
+        self.uvw_m = uvw_m.copy() if uvw_m is uvw else uvw_m
+        self.freq_hz = check_freq(freq)
+        self.layout = layout if layout is not None else GridLayout.of_rows(
+            self.geometry, self.uvw_m, self.freq_hz)
+        self.last_counts: dict[str, int] = {}
+        self._uploader = Uploader(self.queue)
+        self.engine = None
+        if self.n_rows:
+            uvw_d = cla.to_device(self.queue, self.uvw_m)
+            self.engine = GriddingEngine(self.queue, self.geometry, self.layout, uvw_d,
+                                         self.freq_hz, planes, fft_backend)
 
-    # ------------------------------------------------------------------ setup
+    # ------------------------------------------------------------ properties
     @property
     def n_rows(self) -> int:
         return self.uvw_m.shape[0]
@@ -147,143 +157,114 @@ class Imager(Operation):
     def n_chan(self) -> int:
         return self.freq_hz.shape[0]
 
-    def _check_device(self) -> None:
-        if not self.profile.fp64:
-            raise ValueError(f"{self.profile.device_name!r} has no double precision (fp64); "
-                             "clgrid's imaging needs it for coordinates and phases")
+    @property
+    def npix_x(self) -> int:
+        return self.geometry.npix_x
 
-    def _pixel_lm(self) -> tuple[np.ndarray, np.ndarray]:
-        l_rad = (np.arange(self.npix_x) - self.npix_x // 2) * self.pixsize_x + self.center_x
-        m_rad = (np.arange(self.npix_y) - self.npix_y // 2) * self.pixsize_y + self.center_y
-        return l_rad, m_rad
+    @property
+    def npix_y(self) -> int:
+        return self.geometry.npix_y
 
-    def _max_abs_n_minus_1(self) -> float:
-        l_rad, m_rad = self._pixel_lm()
-        r2 = np.max(l_rad ** 2) + np.max(m_rad ** 2)
-        if r2 >= 1.0:
-            raise ValueError("the image reaches beyond the horizon (l^2 + m^2 >= 1); "
-                             "reduce npix, pixsize or the centre offset")
-        return float(r2 / (np.sqrt(1.0 - r2) + 1.0))
+    @property
+    def vis_real(self) -> np.dtype:
+        return self.geometry.vis_real
 
-    def _w_range_wavelengths(self) -> tuple[float, float]:
-        w_m = self.uvw_m[:, 2] * self.signs[2]
-        ends = np.outer([w_m.min(), w_m.max()], self.freq_hz[[0, -1]]) / SPEED_OF_LIGHT
-        return float(ends.min()), float(ends.max())
+    @property
+    def grid_real(self) -> np.dtype:
+        return self.geometry.grid_real
 
-    def _plane_spacing(self, choice: KernelChoice) -> float:
-        # The w kernel's "image" is eta = n - 1: keep |eta| dw <= 1 / (2 sigma),
-        # the same oversampling margin as in u and v.
-        return 0.5 / (choice.sigma * max(self._max_eta, 1e-300))
+    @property
+    def vis_complex(self) -> np.dtype:
+        return np.dtype(np.complex64 if self.vis_real == np.float32 else np.complex128)
 
-    def _n_planes_for(self, choice: KernelChoice) -> int:
-        w_min, w_max = self._w_range
-        return int(math.ceil((w_max - w_min) / self._plane_spacing(choice))) + choice.support
+    @property
+    def kernel_choice(self):
+        return self.layout.choice
 
-    def _setup_planes(self) -> None:
-        choice = self.kernel_choice
-        if not self.do_w:
-            self.n_planes, self.dw, self.w0 = 1, 1.0, 0.0
-            self._row_order = np.arange(self.n_rows, dtype=np.uint32)
-            self._plane_rows = [(0, self.n_rows)]
-            return
-        self.dw = self._plane_spacing(choice)
-        self.n_planes = self._n_planes_for(choice)
-        self.w0 = self._w_range[0] - 0.5 * choice.support * self.dw
-        w_row_m = self.uvw_m[:, 2] * self.signs[2]
-        order = np.argsort(w_row_m, kind="stable")
-        self._row_order = order.astype(np.uint32)
-        sorted_w = w_row_m[order]
-        f_min, f_max = self.freq_hz.min(), self.freq_hz.max()
-        self._plane_rows = []
-        for plane in range(self.n_planes):
-            # visibilities of this plane have w (wavelengths) in (lo, hi)
-            lo = self.w0 + (plane - 0.5 * choice.support) * self.dw
-            hi = self.w0 + (plane + 0.5 * choice.support) * self.dw
-            row_lo = lo * SPEED_OF_LIGHT / (f_max if lo > 0 else f_min)
-            row_hi = hi * SPEED_OF_LIGHT / (f_min if hi > 0 else f_max)
-            first = int(np.searchsorted(sorted_w, row_lo, side="left"))
-            last = int(np.searchsorted(sorted_w, row_hi, side="right"))
-            self._plane_rows.append((first, max(first, last)))
+    @property
+    def nu(self) -> int:
+        return self.layout.nu
 
-    def _build(self, fft_backend: str | None) -> None:
-        choice = self.kernel_choice
-        coord = "double"
-        need_f64 = True
-        self.gridder = KernelTemplate(
-            self.queue, "wgridder.cl.mako",
-            {"real": real_dtype_name(self.grid_real), "coord": coord,
-             "support": choice.support, "beta": choice.beta, "do_w": self.do_w,
-             "shifted": bool(self.center_x or self.center_y)},
-            need_f64=need_f64)
-        self.corrector = KernelTemplate(
-            self.queue, "gridcorrect.cl.mako",
-            {"real": real_dtype_name(self.grid_real), "do_w": self.do_w,
-             "divide_by_n": self.divide_by_n, "n_quadrature": _QUADRATURE_NODES},
-            need_f64=True)
-        self._grid_kernel = self.gridder.kernel("grid")
-        self._degrid_kernel = self.gridder.kernel("degrid")
-        self._to_dirty_kernel = self.corrector.kernel("grid_to_dirty")
-        self._to_grid_kernel = self.corrector.kernel("dirty_to_grid")
-        self.grid_complex = np.dtype(np.complex64 if self.grid_real == np.float32
-                                     else np.complex128)
-        self.fft = DeviceFFT(self.queue, (self.nu, self.nv), self.grid_complex, fft_backend)
+    @property
+    def nv(self) -> int:
+        return self.layout.nv
 
-    def _upload_geometry(self) -> None:
-        queue = self.queue
-        self.uvw_d = cla.to_device(queue, np.ascontiguousarray(self.uvw_m))
-        self.freq_scale_d = cla.to_device(queue, self.freq_hz / SPEED_OF_LIGHT)
-        self.row_order_d = cla.to_device(queue, self._row_order)
-        self.grid_d = cla.empty(queue, (self.nu, self.nv), self.grid_complex)
-        self.corr_d = self._compute_correction()
+    @property
+    def n_planes(self) -> int:
+        return self.layout.n_planes
 
-    def _compute_correction(self) -> cla.Array:
-        choice = self.kernel_choice
-        t_x = np.arange(self.npix_x) - self.npix_x // 2
-        t_y = np.arange(self.npix_y) - self.npix_y // 2
-        corr_x = 1.0 / choice.fourier(t_x / self.nu)
-        corr_y = 1.0 / choice.fourier(t_y / self.nv)
-        nodes, weights = np.polynomial.legendre.leggauss(_QUADRATURE_NODES)
-        s_q = nodes * (choice.support / 2.0)
-        phi_q = es_kernel(s_q, choice.support, choice.beta) * weights * (choice.support / 2.0)
-        corr = cla.empty(self.queue, (self.npix_x, self.npix_y), self.grid_real)
-        kernel = self.corrector.kernel("correction")
-        arrays = [cla.to_device(self.queue, a) for a in (corr_x, corr_y, s_q, phi_q)]
-        kernel(self.queue, (self.npix_x, self.npix_y), None, corr.data,
-               np.int32(self.npix_x), np.int32(self.npix_y), arrays[0].data, arrays[1].data,
-               np.float64(self.pixsize_x), np.float64(self.pixsize_y),
-               np.float64(self.center_x), np.float64(self.center_y),
-               arrays[2].data, arrays[3].data, np.float64(self.dw)).wait()
-        return corr
+    # ------------------------------------------------------------ inputs
+    def _vis_to_device(self, vis) -> tuple[cla.Array, int, bool]:
+        shape = vis.shape
+        if len(shape) not in (2, 3) or tuple(shape[:2]) != (self.n_rows, self.n_chan):
+            raise ValueError(f"vis must be (nrow, nchan[, npol]) = ({self.n_rows}, "
+                             f"{self.n_chan}[, npol]), got {tuple(shape)}")
+        squeeze = len(shape) == 2
+        npol = 1 if squeeze else shape[2]
+        if isinstance(vis, cla.Array):
+            vis_d = device_array(self.queue, vis, shape, self.vis_complex, "vis")
+        else:
+            if vis.dtype.kind != "c":
+                raise TypeError(f"vis must be complex, got {vis.dtype}")
+            vis_d = self._uploader.to_device(vis, self.vis_complex)
+        if _device_count(self.queue, vis_d, "nonfinite"):
+            raise ValueError("vis contains NaN or Inf")
+        return vis_d, npol, squeeze
 
-    # ------------------------------------------------------------ per call
-    def _scales(self) -> tuple:
-        coord = np.float64
-        u_scale = coord(self.signs[0] * self.nu * self.pixsize_x)
-        v_scale = coord(self.signs[1] * self.nv * self.pixsize_y)
-        w_scale = coord(self.signs[2] / self.dw)
-        w_offset = coord(self.w0 / self.dw)
-        shift_u = np.float64(2.0 * np.pi * self.signs[0] * self.center_x)
-        shift_v = np.float64(2.0 * np.pi * self.signs[1] * self.center_y)
-        return u_scale, v_scale, w_scale, w_offset, shift_u, shift_v
+    def _weights_to_device(self, wgt, mask) -> tuple[cla.Array | None, cla.Array | None]:
+        shape = (self.n_rows, self.n_chan)
+        wgt_d = mask_d = None
+        if wgt is not None:
+            if isinstance(wgt, cla.Array):
+                wgt_d = device_array(self.queue, wgt, shape, self.vis_real, "wgt")
+            else:
+                wgt = np.asarray(wgt)
+                if wgt.shape != shape:
+                    raise ValueError(f"wgt must have shape {shape}, got {wgt.shape}")
+                wgt_d = self._uploader.to_device(wgt, self.vis_real)
+            if _device_count(self.queue, wgt_d, "nonfinite"):
+                raise ValueError("wgt contains NaN or Inf")
+        if mask is not None:
+            if isinstance(mask, cla.Array):
+                mask_d = device_array(self.queue, mask, shape, np.uint8, "mask")
+            else:
+                mask = np.asarray(mask)
+                if mask.shape != shape:
+                    raise ValueError(f"mask must have shape {shape}, got {mask.shape}")
+                mask_d = self._uploader.to_device(mask != 0, np.uint8)
+        return wgt_d, mask_d
 
-    def _launch_vis_kernel(self, kernel, vis_d, npol, pol, grid, plane) -> None:
-        first, last = self._plane_rows[plane]
-        if last <= first:
-            return
-        u_scale, v_scale, w_scale, w_offset, shift_u, shift_v = self._scales()
-        kernel(self.queue, (last - first, self.n_chan), None,
-               self.uvw_d.data, self.freq_scale_d.data, self.row_order_d.data,
-               np.uint32(first), np.uint32(last - first), np.uint32(self.n_chan),
-               vis_d.data, np.uint32(npol), np.uint32(pol), grid.data,
-               np.int32(self.nu), np.int32(self.nv), u_scale, v_scale, w_scale, w_offset,
-               np.int32(plane), shift_u, shift_v)
+    def _count(self, mask_d: cla.Array | None) -> None:
+        points = self.engine.points
+        self.last_counts = {
+            "n_vis": self.n_rows * self.n_chan, "invalid_uvw": points.n_invalid,
+            "flagged": _device_count(self.queue, mask_d, "zero") if mask_d is not None else 0}
+        if points.n_invalid:
+            warnings.warn(f"{points.n_invalid} of {self.n_rows * self.n_chan} visibilities "
+                          "have non-finite uvw and were left out", RuntimeWarning, stacklevel=3)
 
-    def _w_plane(self, plane: int) -> float:
-        return self.w0 + plane * self.dw if self.do_w else 0.0
+    # ------------------------------------------------------------ vis2dirty
+    def vis2dirty_device(self, vis, wgt=None, mask=None) -> cla.Array:
+        """Dirty images on the device: (npol, npix_x, npix_y) in grid precision.
 
-    def _image_args(self) -> tuple:
-        return (np.float64(self.pixsize_x), np.float64(self.pixsize_y),
-                np.float64(self.center_x), np.float64(self.center_y))
+        ``vis``, ``wgt`` and ``mask`` may be numpy arrays or
+        ``pyopencl.array.Array`` s on this imager's context (used without a
+        copy: complex of the imager's precision, ``vis_real`` weights,
+        uint8 mask).
+        """
+        vis_d, npol, _ = self._vis_to_device(vis)
+        wgt_d, mask_d = self._weights_to_device(wgt, mask)
+        g = self.geometry
+        if self.engine is None:
+            self.last_counts = {"n_vis": 0, "invalid_uvw": 0, "flagged": 0}
+            return cla.zeros(self.queue, (npol, g.npix_x, g.npix_y), g.grid_real)
+        self._count(mask_d)
+        dirty_d = cla.empty(self.queue, (npol, g.npix_x, g.npix_y), g.grid_real)
+        for pol in range(npol):
+            image_d = self.engine.vis2dirty(vis_d, npol, pol, wgt_d, mask_d)
+            cl.enqueue_copy(self.queue, dirty_d.data, image_d.data,
+                            dst_offset=pol * image_d.nbytes, byte_count=image_d.nbytes)
+        return dirty_d
 
     def vis2dirty(self, vis, wgt=None, mask=None, dirty=None) -> np.ndarray:
         """Dirty image(s) of ``vis``.
@@ -302,28 +283,42 @@ class Imager(Operation):
         numpy.ndarray
             (npix_x, npix_y), or (npol, npix_x, npix_y) for 3-D ``vis``.
         """
-        vis_d, npol, squeeze = self._vis_to_device(vis, wgt, mask)
-        images = [cla.zeros(self.queue, (self.npix_x, self.npix_y), self.grid_real)
-                  for _ in range(npol)]
-        scale = self.grid_real.type(self.fft.backward_scale)
-        for pol, image in enumerate(images):
-            for plane in range(self.n_planes):
-                if self._plane_rows[plane][1] <= self._plane_rows[plane][0]:
-                    continue
-                self.grid_d.fill(0)
-                self._launch_vis_kernel(self._grid_kernel, vis_d, npol, pol, self.grid_d, plane)
-                self.fft.backward(self.grid_d)
-                self._to_dirty_kernel(
-                    self.queue, (self.npix_x, self.npix_y), None, self.grid_d.data,
-                    np.int32(self.nu), np.int32(self.nv), image.data, self.corr_d.data,
-                    np.int32(self.npix_x), np.int32(self.npix_y), *self._image_args(),
-                    np.float64(self._w_plane(plane)), scale)
-        result = np.stack([image.get() for image in images]).astype(self.vis_real, copy=False)
+        squeeze = len(vis.shape) == 2
+        result = self.vis2dirty_device(vis, wgt, mask).get().astype(self.vis_real, copy=False)
         result = result[0] if squeeze else result
         if dirty is not None:
             dirty[...] = result
             return dirty
         return result
+
+    # ------------------------------------------------------------ dirty2vis
+    def _dirty_to_device(self, dirty) -> tuple[cla.Array, bool]:
+        shape = tuple(dirty.shape)
+        squeeze = len(shape) == 2
+        if len(shape) not in (2, 3) or shape[-2:] != (self.npix_x, self.npix_y):
+            raise ValueError(f"dirty must be ({self.npix_x}, {self.npix_y}) or "
+                             f"(npol, {self.npix_x}, {self.npix_y}), got {shape}")
+        full = shape if not squeeze else (1,) + shape
+        if isinstance(dirty, cla.Array):
+            dirty_d = device_array(self.queue, dirty, shape, self.grid_real, "dirty")
+            dirty_d = dirty_d.reshape(full)
+        else:
+            dirty_d = self._uploader.to_device(np.asarray(dirty).reshape(full), self.grid_real)
+        if _device_count(self.queue, dirty_d, "nonfinite"):
+            raise ValueError("dirty contains NaN or Inf")
+        return dirty_d, squeeze
+
+    def dirty2vis_device(self, dirty, wgt=None, mask=None) -> cla.Array:
+        """Visibilities on the device: (nrow, nchan, npol) complex."""
+        dirty_d, _ = self._dirty_to_device(dirty)
+        wgt_d, mask_d = self._weights_to_device(wgt, mask)
+        npol = dirty_d.shape[0]
+        if self.engine is None:
+            self.last_counts = {"n_vis": 0, "invalid_uvw": 0, "flagged": 0}
+            return cla.zeros(self.queue, (0, self.n_chan, npol), self.vis_complex)
+        self._count(mask_d)
+        out_d = self.engine.dirty2vis(_planes_of(dirty_d), wgt_d, mask_d)
+        return out_d.reshape(self.n_rows, self.n_chan, npol)
 
     def dirty2vis(self, dirty, wgt=None, mask=None) -> np.ndarray:
         """Visibilities predicted from ``dirty`` (the adjoint of :meth:`vis2dirty`).
@@ -331,7 +326,7 @@ class Imager(Operation):
         Parameters
         ----------
         dirty
-            (npix_x, npix_y) or (npol, npix_x, npix_y) real image.
+            (npix_x, npix_y) or (npol, npix_x, npix_y) real image (numpy or device).
         wgt, mask
             Optional (nrow, nchan) weights and flags applied to the output.
 
@@ -340,155 +335,56 @@ class Imager(Operation):
         numpy.ndarray
             (nrow, nchan) or (nrow, nchan, npol) complex of the image's precision.
         """
-        dirty = np.asarray(dirty)
-        squeeze = dirty.ndim == 2
-        images = dirty[None] if squeeze else dirty
-        if images.ndim != 3 or images.shape[1:] != (self.npix_x, self.npix_y):
-            raise ValueError(f"dirty must be ({self.npix_x}, {self.npix_y}) or "
-                             f"(npol, {self.npix_x}, {self.npix_y}), got {dirty.shape}")
-        _check_finite(images, "dirty")
-        npol = images.shape[0]
-        images_d = [cla.to_device(self.queue, np.ascontiguousarray(image, self.grid_real))
-                    for image in images]
-        out = cla.zeros(self.queue, (self.n_rows, self.n_chan, npol), self.grid_complex)
-        for pol in range(npol):
-            for plane in range(self.n_planes):
-                if self._plane_rows[plane][1] <= self._plane_rows[plane][0]:
-                    continue
-                self.grid_d.fill(0)
-                self._to_grid_kernel(
-                    self.queue, (self.npix_x, self.npix_y), None, images_d[pol].data,
-                    self.corr_d.data, np.int32(self.npix_x), np.int32(self.npix_y),
-                    self.grid_d.data, np.int32(self.nu), np.int32(self.nv),
-                    *self._image_args(), np.float64(self._w_plane(plane)))
-                self.fft.forward(self.grid_d)
-                self._launch_vis_kernel(self._degrid_kernel, out, npol, pol, self.grid_d, plane)
-        vis = out.get()
-        factor = self._row_factor(wgt, mask)
-        if factor is not None:
-            vis *= factor[:, :, None]
-        vis = vis.astype(np.complex64 if self.vis_real == np.float32 else np.complex128,
-                         copy=False)
+        squeeze = len(dirty.shape) == 2
+        vis = self.dirty2vis_device(dirty, wgt, mask).get()
         return vis[:, :, 0] if squeeze else vis
 
-    # ------------------------------------------------------------ helpers
-    def _row_factor(self, wgt, mask) -> np.ndarray | None:
-        shape = (self.n_rows, self.n_chan)
-        factor = None
-        if wgt is not None:
-            wgt = np.asarray(wgt)
-            if wgt.shape != shape:
-                raise ValueError(f"wgt must have shape {shape}, got {wgt.shape}")
-            _check_finite(wgt, "wgt")
-            factor = wgt.astype(np.float64)
-        if mask is not None:
-            mask = np.asarray(mask)
-            if mask.shape != shape:
-                raise ValueError(f"mask must have shape {shape}, got {mask.shape}")
-            keep = mask != 0
-            factor = keep.astype(np.float64) if factor is None else factor * keep
-        return factor
 
-    def _vis_to_device(self, vis, wgt, mask) -> tuple[cla.Array, int, bool]:
-        if isinstance(vis, cla.Array) and wgt is None and mask is None:
-            host = None
-            shape = vis.shape
-        else:
-            host = vis.get() if isinstance(vis, cla.Array) else np.asarray(vis)
-            shape = host.shape
-        if len(shape) not in (2, 3) or shape[:2] != (self.n_rows, self.n_chan):
-            raise ValueError(f"vis must be (nrow, nchan[, npol]) = ({self.n_rows}, "
-                             f"{self.n_chan}[, npol]), got {shape}")
-        squeeze = len(shape) == 2
-        npol = 1 if squeeze else shape[2]
-        if host is None:
-            if vis.dtype != self.grid_complex:
-                raise TypeError(f"device vis must be {self.grid_complex}, got {vis.dtype}")
-            return vis, npol, squeeze
-        if host.dtype.kind != "c":
-            raise TypeError(f"vis must be complex, got {host.dtype}")
-        _check_finite(host, "vis")
-        factor = self._row_factor(wgt, mask)
-        if factor is not None:
-            host = host * (factor if squeeze else factor[:, :, None])
-        return cla.to_device(self.queue, np.ascontiguousarray(host, self.grid_complex)), \
-            npol, squeeze
-
-
-# ---------------------------------------------------------------- validation
-def _check_uvw(uvw) -> np.ndarray:
-    uvw = np.asarray(uvw)
-    if uvw.ndim != 2 or uvw.shape[1] != 3 or uvw.shape[0] == 0:
-        raise ValueError(f"uvw must be (nrow, 3) with nrow > 0, got {uvw.shape}")
-    if uvw.dtype.kind not in "fi":
-        raise TypeError(f"uvw must be real, got {uvw.dtype}")
-    uvw = np.ascontiguousarray(uvw, np.float64)
-    _check_finite(uvw, "uvw")
-    if uvw.shape[0] >= 2 ** 32:
-        raise ValueError("more than 2**32 rows: split the observation")
-    return uvw
-
-
-def _check_freq(freq) -> np.ndarray:
-    freq = np.ascontiguousarray(np.atleast_1d(np.asarray(freq, dtype=np.float64)))
-    if freq.ndim != 1 or freq.size == 0:
-        raise ValueError(f"freq must be (nchan,) with nchan > 0, got {freq.shape}")
-    _check_finite(freq, "freq")
-    if np.any(freq <= 0):
-        raise ValueError("freq must be positive (Hz)")
-    return freq
-
-
-def _check_npix(npix_x, npix_y) -> tuple[int, int]:
-    npix = (int(npix_x), int(npix_y))
-    if any(n < 2 or n % 2 for n in npix):
-        raise ValueError(f"npix_x and npix_y must be even and >= 2, got {npix}")
-    return npix
-
-
-def _check_positive(value, name) -> float:
-    value = float(value)
-    if not (value > 0.0 and math.isfinite(value)):
-        raise ValueError(f"{name} must be positive and finite, got {value}")
-    return value
-
-
-def _check_epsilon(epsilon, real_dtype) -> float:
-    epsilon = float(epsilon)
-    floor = MIN_EPSILON[np.dtype(real_dtype)]
-    if not (epsilon >= floor) or not math.isfinite(epsilon) or epsilon >= 1.0:
-        raise ValueError(f"epsilon must be in [{floor:g}, 1) for {np.dtype(real_dtype)} "
-                         f"data, got {epsilon}")
-    return epsilon
-
-
-def _check_finite(array: np.ndarray, name: str) -> None:
-    if not np.all(np.isfinite(array)):
-        raise ValueError(f"{name} contains NaN or Inf")
-
-
-def _precision_dtype(precision: str) -> np.dtype:
-    if precision not in ("single", "double"):
-        raise ValueError(f"precision must be 'single' or 'double', got {precision!r}")
-    return np.dtype(np.float32 if precision == "single" else np.float64)
+def _planes_of(stack_d: cla.Array) -> list[cla.Array]:
+    """The 2-D planes of a (n, a, b) device array as arrays of their own
+    (kernels take buffers without offsets)."""
+    if stack_d.shape[0] == 1:
+        return [stack_d.reshape(stack_d.shape[1:])]
+    planes = []
+    for index in range(stack_d.shape[0]):
+        plane = cla.empty(stack_d.queue, stack_d.shape[1:], stack_d.dtype)
+        cl.enqueue_copy(stack_d.queue, plane.data, stack_d.data, byte_count=plane.nbytes,
+                        src_offset=index * plane.nbytes)
+        planes.append(plane)
+    return planes
 
 
 # ------------------------------------------------------------ functional API
 _imagers: dict[tuple, Imager] = {}
+_imagers_lock = threading.Lock()
 _MAX_CACHED_IMAGERS = 4
 
 
+def _fingerprint(array: np.ndarray) -> tuple:
+    """Cheap key of an array: shape, address and a strided sample of its values."""
+    step = max(1, array.size // 4096)
+    return (array.shape, array.__array_interface__["data"][0],
+            array.reshape(-1)[::step].tobytes())
+
+
 def _cached_imager(queue: cl.CommandQueue, uvw, freq, **geometry) -> Imager:
-    """One Imager per (queue, uvw, freq, geometry); kept for repeated calls."""
-    uvw = _check_uvw(uvw)
-    freq = _check_freq(freq)
-    key = (queue.int_ptr, uvw.shape, hash(uvw.tobytes()), hash(freq.tobytes()),
-           tuple(sorted(geometry.items())))
-    imager = _imagers.get(key)
-    if imager is None:
+    """One Imager per (queue, uvw, freq, geometry), kept for repeated calls.
+
+    A candidate is found by a cheap fingerprint, then confirmed by an exact
+    comparison of uvw and freq (a memory-speed pass over the rows, never over
+    the visibilities), so a changed uvw never reuses a stale plan.
+    """
+    uvw = check_uvw(uvw, allow_empty=True)
+    freq = check_freq(freq)
+    key = (queue.int_ptr, _fingerprint(uvw), freq.tobytes(), tuple(sorted(geometry.items())))
+    with _imagers_lock:
+        imager = _imagers.get(key)
+    if imager is not None and np.array_equal(imager.uvw_m, uvw):
+        return imager
+    imager = Imager(queue, uvw=uvw, freq=freq, **geometry)
+    with _imagers_lock:
         if len(_imagers) >= _MAX_CACHED_IMAGERS:
             _imagers.pop(next(iter(_imagers)))
-        imager = Imager(queue, uvw=uvw, freq=freq, **geometry)
         _imagers[key] = imager
     return imager
 
@@ -509,11 +405,13 @@ def vis2dirty(*, uvw, freq, vis, wgt=None, mask=None, npix_x: int = 0, npix_y: i
 
     ``nthreads``, ``verbosity`` and ``allow_nshift`` are accepted and ignored.
     ``vis`` of shape (nrow, nchan, npol) gives (npol, npix_x, npix_y).  The
-    precision follows ``vis`` (complex64: float32 image, complex128: float64).
-    ``context``/``queue`` choose the device (default :func:`clgrid.create_context`).
-    See the module docstring for the conventions.  ``devices`` (a list of
-    devices, contexts or queues, or ``'all'``) spreads the work over several
-    devices: see :mod:`clgrid.multidevice`.
+    precision follows ``vis`` (complex64: float32 image, complex128: float64);
+    ``vis``, ``wgt`` and ``mask`` may be ``pyopencl.array.Array`` s already on
+    the device.  Zero rows give a zero image.  ``context``/``queue`` choose
+    the device (default :func:`clgrid.create_context`).  See the module
+    docstring for the conventions.  ``devices`` (a list of devices, contexts
+    or queues, or ``'all'``) spreads the work over several devices: see
+    :mod:`clgrid.multidevice`.
     """
     if devices is not None:
         from .multidevice import call_from_imaging
@@ -522,7 +420,7 @@ def vis2dirty(*, uvw, freq, vis, wgt=None, mask=None, npix_x: int = 0, npix_y: i
     if dirty is not None:
         npix_x = npix_x or dirty.shape[-2]
         npix_y = npix_y or dirty.shape[-1]
-    precision = _precision_of(vis_array.dtype, "vis")
+    precision = precision_of(vis_array.dtype, "vis")
     imager = _cached_imager(
         _queue_of(context, queue), uvw, freq, npix_x=int(npix_x), npix_y=int(npix_y),
         pixsize_x=float(pixsize_x), pixsize_y=float(pixsize_y), epsilon=float(epsilon),
@@ -549,10 +447,10 @@ def dirty2vis(*, uvw, freq, dirty, wgt=None, mask=None, pixsize_x: float, pixsiz
     if devices is not None:  # several devices: see clgrid.multidevice
         from .multidevice import call_from_imaging
         return call_from_imaging("dirty2vis", devices, locals())
-    dirty = np.asarray(dirty)
-    if dirty.ndim not in (2, 3):
+    dirty = dirty if isinstance(dirty, cla.Array) else np.asarray(dirty)
+    if len(dirty.shape) not in (2, 3):
         raise ValueError(f"dirty must be 2-D or 3-D, got shape {dirty.shape}")
-    precision = _precision_of(dirty.dtype, "dirty")
+    precision = precision_of(dirty.dtype, "dirty")
     imager = _cached_imager(
         _queue_of(context, queue), uvw, freq, npix_x=dirty.shape[-2], npix_y=dirty.shape[-1],
         pixsize_x=float(pixsize_x), pixsize_y=float(pixsize_y), epsilon=float(epsilon),
@@ -565,16 +463,6 @@ def dirty2vis(*, uvw, freq, dirty, wgt=None, mask=None, pixsize_x: float, pixsiz
         vis[...] = result
         return vis
     return result
-
-
-def _precision_of(dtype, name: str) -> str:
-    dtype = np.dtype(dtype)
-    if dtype in (np.complex64, np.float32):
-        return "single"
-    if dtype in (np.complex128, np.float64):
-        return "double"
-    raise TypeError(f"{name} must be complex64/complex128 (or float32/float64 images), "
-                    f"got {dtype}")
 
 
 # ------------------------------------------------------------ references

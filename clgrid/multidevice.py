@@ -3,7 +3,7 @@
 :class:`MultiDeviceImager` splits the work of :class:`clgrid.imaging.Imager`
 over devices (several GPUs, sub-devices of a CPU, or devices of different
 platforms side by side).  Every device gets its own context, queue and host
-thread, and a :class:`_ShardImager`: an ``Imager`` over its share of the
+thread, and an :class:`clgrid.imaging.Imager` over its share of the
 rows that keeps the kernel, grid size and w planes of the *whole*
 observation, so that the pieces add up to the single-device result.
 
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
-import dataclasses
 import gc
 import math
 import time
@@ -42,11 +41,11 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
+from .core.plan import (FFT_COST_PER_CELL, GRID_COST_PER_TAP, SPEED_OF_LIGHT, GridLayout,
+                        ImageGeometry, check_freq, check_uvw, precision_of,
+                        w_range_wavelengths)
 from .device import DeviceProfile, all_devices, create_context, resolve_queue, select_device
-from .eskernel import KernelChoice, good_fft_size
-from .imaging import (_FFT_COST_PER_CELL, _GRID_COST_PER_TAP, Imager, _check_epsilon,
-                      _check_freq, _check_npix, _check_positive, _check_uvw, _choose_kernel,
-                      _precision_dtype, _precision_of)
+from .imaging import Imager
 
 PARTITIONS = ("time", "baseline")
 REDUCTIONS = ("host", "device")
@@ -139,99 +138,44 @@ def geometry_of(**kwargs) -> dict:
                if k not in geometry]
     if missing:
         raise TypeError(f"missing imaging arguments {missing}")
-    _check_npix(geometry["npix_x"], geometry["npix_y"])
-    _check_positive(geometry["pixsize_x"], "pixsize_x")
-    _check_positive(geometry["pixsize_y"], "pixsize_y")
-    _check_epsilon(geometry["epsilon"], _precision_dtype(geometry["precision"]))
+    ImageGeometry.from_arguments(**geometry)   # validates
     return geometry
 
 
-@dataclasses.dataclass(frozen=True)
-class Layout:
-    """What every piece of one observation must share: kernel, grid, w planes.
-
-    Built on the host from the w range and the visibility count only, so
-    that a Dask client can make it without the data or a device.
-    """
-
-    choice: KernelChoice
-    nu: int
-    nv: int
-    w_range: tuple[float, float]
-    n_planes: int
-    dw: float
-    w0: float
-
-    @classmethod
-    def build(cls, geometry: dict, freq_hz, w_min_m: float, w_max_m: float,
-              n_vis: int) -> "Layout":
-        """Layout of an observation whose (sign-flipped) w spans [w_min_m, w_max_m]."""
-        probe = _probe(geometry, freq_hz)
-        ends = np.outer([w_min_m, w_max_m], probe.freq_hz[[0, -1]]) / 299792458.0
-        probe._w_range = (float(ends.min()), float(ends.max()))
-        choice = _choose_kernel(probe.epsilon, probe.npix_x, probe.npix_y, int(n_vis),
-                                probe._n_planes_for, probe.do_w, geometry["sigma_min"],
-                                geometry["sigma_max"], probe.grid_real)
-        nu = good_fft_size(math.ceil(choice.sigma * probe.npix_x))
-        nv = good_fft_size(math.ceil(choice.sigma * probe.npix_y))
-        if not probe.do_w:
-            return cls(choice, nu, nv, probe._w_range, 1, 1.0, 0.0)
-        dw = probe._plane_spacing(choice)
-        n_planes = probe._n_planes_for(choice)
-        w0 = probe._w_range[0] - 0.5 * choice.support * dw
-        return cls(choice, nu, nv, probe._w_range, n_planes, dw, w0)
-
-    @classmethod
-    def of_rows(cls, geometry: dict, uvw_m: np.ndarray, freq_hz) -> "Layout":
-        """Layout of the rows ``uvw_m`` (all of the observation)."""
-        flip = -1.0 if geometry["flip_w"] else 1.0
-        w_m = uvw_m[:, 2] * flip
-        return cls.build(geometry, freq_hz, float(w_m.min()), float(w_m.max()),
-                         uvw_m.shape[0] * np.size(freq_hz))
+#: The kernel, grid and w planes every piece of one observation shares.
+Layout = GridLayout
 
 
-def _probe(geometry: dict, freq_hz) -> Imager:
-    """An Imager shell (no device) holding the geometry, for its helper methods."""
-    probe = Imager.__new__(Imager)
-    probe.freq_hz = _check_freq(freq_hz)
-    probe.npix_x, probe.npix_y = int(geometry["npix_x"]), int(geometry["npix_y"])
-    probe.pixsize_x, probe.pixsize_y = float(geometry["pixsize_x"]), float(geometry["pixsize_y"])
-    probe.center_x, probe.center_y = float(geometry["center_x"]), float(geometry["center_y"])
-    probe.do_w = bool(geometry["do_wgridding"])
-    probe.signs = tuple(-1.0 if geometry[k] else 1.0 for k in ("flip_u", "flip_v", "flip_w"))
-    probe.vis_real = _precision_dtype(geometry["precision"])
-    probe.grid_real = (np.dtype(np.float64) if geometry["double_precision_accumulation"]
-                       else probe.vis_real)
-    probe.epsilon = float(geometry["epsilon"])
-    probe._max_eta = probe._max_abs_n_minus_1()
-    return probe
+def build_layout(geometry: dict, freq_hz, w_min_m: float, w_max_m: float,
+                 n_vis: int) -> GridLayout:
+    """Layout of an observation whose (sign-flipped) w spans [w_min_m, w_max_m]
+    metres; built on the host from sizes only (a Dask client needs no device)."""
+    image = ImageGeometry.from_arguments(**geometry)
+    freq_hz = check_freq(freq_hz)
+    ends = np.outer([w_min_m, w_max_m], freq_hz[[0, -1]]) / SPEED_OF_LIGHT
+    return GridLayout.build(image, (float(ends.min()), float(ends.max())), int(n_vis))
 
 
-class _ShardImager(Imager):
-    """An Imager over some rows that uses the layout of the whole observation
-    and, with w-gridding, only the planes ``planes = (first, stop)``."""
+def layout_of_rows(geometry: dict, uvw_m: np.ndarray, freq_hz) -> GridLayout:
+    """Layout of the rows ``uvw_m`` (all of the observation)."""
+    image = ImageGeometry.from_arguments(**geometry)
+    freq_hz = check_freq(freq_hz)
+    return GridLayout.build(image, w_range_wavelengths(image, uvw_m, freq_hz),
+                            uvw_m.shape[0] * freq_hz.size)
 
-    def __init__(self, queue, *, layout: Layout, planes: tuple[int, int] | None = None,
-                 **kwargs):
-        self._layout = layout
-        self._owned_planes = planes
-        super().__init__(queue, **kwargs)
 
-    def _w_range_wavelengths(self) -> tuple[float, float]:
-        return self._layout.w_range
-
-    def _setup_planes(self) -> None:
-        # Imager chose a kernel from this shard's rows; the shared one wins.
-        self.kernel_choice = self._layout.choice
-        self.nu, self.nv = self._layout.nu, self._layout.nv
-        super()._setup_planes()
-        if self.do_w:
-            assert (self.n_planes, self.dw, self.w0) == (
-                self._layout.n_planes, self._layout.dw, self._layout.w0)
-        if self._owned_planes is not None:
-            first, stop = self._owned_planes
-            self._plane_rows = [rows if first <= plane < stop else (0, 0)
-                                for plane, rows in enumerate(self._plane_rows)]
+def plane_span_of_rows(geometry: dict, layout: GridLayout, uvw_m: np.ndarray,
+                       freq_hz) -> tuple[np.ndarray, np.ndarray]:
+    """First and last w plane (inclusive) each row touches over all channels."""
+    flip = -1.0 if geometry["flip_w"] else 1.0
+    freq_hz = check_freq(freq_hz)
+    w_ends = np.outer(uvw_m[:, 2] * flip, freq_hz[[0, -1]]) / SPEED_OF_LIGHT
+    pos = (w_ends - layout.w0) / layout.dw
+    half = 0.5 * layout.choice.support
+    first = np.clip(np.ceil(pos.min(axis=1) - half), 0, layout.n_planes - 1).astype(np.int64)
+    last = np.clip(np.ceil(pos.max(axis=1) - half) + layout.choice.support - 1, 0,
+                   layout.n_planes - 1).astype(np.int64)
+    return first, last
 
 
 # ------------------------------------------------------------------ partitions
@@ -329,10 +273,10 @@ class MultiDeviceImager:
         self.reduce = reduce
         self.last_timings: dict[str, float] = {}
         self.queues = resolve_queues(devices)
-        self.uvw_m = _check_uvw(uvw)
-        self.freq_hz = _check_freq(freq)
+        self.uvw_m = check_uvw(uvw)
+        self.freq_hz = check_freq(freq)
         self.geometry = geometry_of(**geometry)
-        self.layout = Layout.of_rows(self.geometry, self.uvw_m, self.freq_hz)
+        self.layout = layout_of_rows(self.geometry, self.uvw_m, self.freq_hz)
         self.do_w = bool(self.geometry["do_wgridding"])
         self.partition = "w-planes" if self.do_w else partition
         n_dev = len(self.queues)
@@ -347,34 +291,26 @@ class MultiDeviceImager:
 
     # ---------------------------------------------------------- construction
     def _plane_partition(self, n_dev):
-        full = _probe(self.geometry, self.freq_hz)
-        full.uvw_m, full.kernel_choice = self.uvw_m, self.layout.choice
-        full._w_range = self.layout.w_range
-        full._setup_planes()
-        rows_per_plane = [last - first for first, last in full._plane_rows]
+        first, last = plane_span_of_rows(self.geometry, self.layout, self.uvw_m, self.freq_hz)
+        touches = np.zeros(self.layout.n_planes + 1, np.int64)
+        np.add.at(touches, first, 1)
+        np.add.at(touches, last + 1, -1)
+        rows_per_plane = np.cumsum(touches)[:-1]
         support = self.layout.choice.support
         nu, nv = self.layout.nu, self.layout.nv
         blocks = partition_planes(rows_per_plane, n_dev,
-                                  _GRID_COST_PER_TAP * len(self.freq_hz) * support ** 3,
-                                  _FFT_COST_PER_CELL * nu * nv * math.log2(nu * nv))
-        shard_rows = []
-        for first, stop in blocks:
-            spans = [full._plane_rows[p] for p in range(first, stop)
-                     if full._plane_rows[p][1] > full._plane_rows[p][0]]
-            if not spans:
-                shard_rows.append(np.zeros(0, np.int64))
-                continue
-            lo, hi = min(s[0] for s in spans), max(s[1] for s in spans)
-            shard_rows.append(np.sort(full._row_order[lo:hi].astype(np.int64)))
+                                  GRID_COST_PER_TAP * len(self.freq_hz) * support ** 3,
+                                  FFT_COST_PER_CELL * nu * nv * math.log2(nu * nv))
+        shard_rows = [np.flatnonzero((first < stop) & (last >= start)) for start, stop in blocks]
         return blocks, shard_rows
 
     def _make_shard(self, index: int, fft_backend):
         rows = self.shard_rows[index]
         if rows.size == 0:
             return None
-        return _ShardImager(self.queues[index], layout=self.layout,
-                            planes=self.plane_blocks[index], uvw=self.uvw_m[rows],
-                            freq=self.freq_hz, fft_backend=fft_backend, **self.geometry)
+        return Imager(self.queues[index], layout=self.layout, planes=self.plane_blocks[index],
+                      uvw=self.uvw_m[rows], freq=self.freq_hz, fft_backend=fft_backend,
+                      **self.geometry)
 
     def _map(self, function) -> list:
         futures = [self._pool.submit(function, d) for d in range(len(self.queues))]
@@ -452,9 +388,21 @@ class MultiDeviceImager:
 
 def _row_factor(wgt, mask, shape) -> np.ndarray | None:
     """Weights times the mask (validated as :class:`Imager` does), or None."""
-    shell = Imager.__new__(Imager)
-    shell.uvw_m, shell.freq_hz = np.empty((shape[0], 3)), np.empty(shape[1])
-    return shell._row_factor(wgt, mask)
+    factor = None
+    if wgt is not None:
+        wgt = np.asarray(wgt)
+        if wgt.shape != shape:
+            raise ValueError(f"wgt must have shape {shape}, got {wgt.shape}")
+        if not np.all(np.isfinite(wgt)):
+            raise ValueError("wgt contains NaN or Inf")
+        factor = wgt.astype(np.float64)
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.shape != shape:
+            raise ValueError(f"mask must have shape {shape}, got {mask.shape}")
+        keep = mask != 0
+        factor = keep.astype(np.float64) if factor is None else factor * keep
+    return factor
 
 
 def _take(array, rows: np.ndarray):
@@ -475,21 +423,21 @@ def _sum(arrays: list[np.ndarray]) -> np.ndarray:
 
 
 def _grid_only(shard: Imager, vis, wgt, mask, on_device: bool = False):
-    """The (npol, nu, nv) uv grid of one shard (no FFT): numpy, or a device
-    array on the shard's queue with ``on_device``."""
-    vis_d, npol, _ = shard._vis_to_device(vis, wgt, mask)
+    """The (npol, nu, nv) uv grid of one shard (no FFT; no w-gridding): numpy,
+    or a device array on the shard's queue with ``on_device``."""
+    vis_d, npol, _ = shard._vis_to_device(vis)
+    wgt_d, mask_d = shard._weights_to_device(wgt, mask)
     shape = (npol, shard.nu, shard.nv)
-    grids = (cla.empty(shard.queue, shape, shard.grid_complex) if on_device
-             else np.empty(shape, shard.grid_complex))
-    plane_bytes = shard.nu * shard.nv * np.dtype(shard.grid_complex).itemsize
+    grids = (cla.empty(shard.queue, shape, shard.engine.grid_complex) if on_device
+             else np.empty(shape, shard.engine.grid_complex))
     for pol in range(npol):
-        shard.grid_d.fill(0)
-        shard._launch_vis_kernel(shard._grid_kernel, vis_d, npol, pol, shard.grid_d, 0)
+        planes_d = shard.engine.grid_pass(vis_d, npol, pol, 0, 1, wgt_d, mask_d)
+        plane_bytes = grids[0].nbytes
         if on_device:
-            cl.enqueue_copy(shard.queue, grids.data, shard.grid_d.data, byte_count=plane_bytes,
+            cl.enqueue_copy(shard.queue, grids.data, planes_d.data, byte_count=plane_bytes,
                             dst_offset=pol * plane_bytes)
         else:
-            grids[pol] = shard.grid_d.get()
+            cl.enqueue_copy(shard.queue, grids[pol], planes_d.data)   # no w: one plane
     shard.queue.finish()
     return grids
 
@@ -498,22 +446,18 @@ def grid_to_dirty(imager: Imager, grids) -> np.ndarray:
     """FFT and grid correction of summed uv grids (no w-gridding): (npol, nx, ny).
 
     ``grids``: (npol, nu, nv) numpy or device array on ``imager``'s queue."""
-    scale = imager.grid_real.type(imager.fft.backward_scale)
+    engine = imager.engine
     images = np.empty((grids.shape[0], imager.npix_x, imager.npix_y), imager.vis_real)
-    plane_bytes = imager.nu * imager.nv * np.dtype(imager.grid_complex).itemsize
+    plane_bytes = imager.nu * imager.nv * np.dtype(engine.grid_complex).itemsize
     for pol in range(grids.shape[0]):
         if isinstance(grids, cla.Array):
-            cl.enqueue_copy(imager.queue, imager.grid_d.data, grids.data,
+            cl.enqueue_copy(imager.queue, engine.planes_d.data, grids.data,
                             byte_count=plane_bytes, src_offset=pol * plane_bytes)
         else:
-            imager.grid_d.set(np.ascontiguousarray(grids[pol], imager.grid_complex))
+            engine.planes_d.set(np.ascontiguousarray(grids[pol], engine.grid_complex)
+                                .reshape(engine.planes_d.shape))
         image = cla.zeros(imager.queue, (imager.npix_x, imager.npix_y), imager.grid_real)
-        imager.fft.backward(imager.grid_d)
-        imager._to_dirty_kernel(
-            imager.queue, (imager.npix_x, imager.npix_y), None, imager.grid_d.data,
-            np.int32(imager.nu), np.int32(imager.nv), image.data, imager.corr_d.data,
-            np.int32(imager.npix_x), np.int32(imager.npix_y), *imager._image_args(),
-            np.float64(imager._w_plane(0)), scale)
+        engine.planes_to_dirty(0, 1, image)
         images[pol] = image.get()
     return images
 
@@ -541,7 +485,7 @@ def _device_key(devices) -> tuple:
 
 def cached_multi_imager(devices, uvw, freq, **geometry) -> MultiDeviceImager:
     """One :class:`MultiDeviceImager` per (devices, uvw, freq, geometry)."""
-    uvw, freq = _check_uvw(uvw), _check_freq(freq)
+    uvw, freq = check_uvw(uvw), check_freq(freq)
     key = (_device_key(devices), uvw.shape, hash(uvw.tobytes()), hash(freq.tobytes()),
            tuple(sorted(geometry.items())))
     imager = _multi_imagers.get(key)
@@ -555,7 +499,7 @@ def cached_multi_imager(devices, uvw, freq, **geometry) -> MultiDeviceImager:
 
 def vis2dirty(devices, *, uvw, freq, vis, wgt=None, mask=None, **geometry) -> np.ndarray:
     """:func:`clgrid.imaging.vis2dirty` on several devices (same arguments)."""
-    precision = _precision_of(np.asarray(vis).dtype, "vis")
+    precision = precision_of(np.asarray(vis).dtype, "vis")
     imager = cached_multi_imager(devices, uvw, freq, precision=precision, **geometry)
     return imager.vis2dirty(vis, wgt=wgt, mask=mask)
 
@@ -563,7 +507,7 @@ def vis2dirty(devices, *, uvw, freq, vis, wgt=None, mask=None, **geometry) -> np
 def dirty2vis(devices, *, uvw, freq, dirty, wgt=None, mask=None, **geometry) -> np.ndarray:
     """:func:`clgrid.imaging.dirty2vis` on several devices (same arguments)."""
     dirty = np.asarray(dirty)
-    precision = _precision_of(dirty.dtype, "dirty")
+    precision = precision_of(dirty.dtype, "dirty")
     imager = cached_multi_imager(devices, uvw, freq, precision=precision,
                                  npix_x=dirty.shape[-2], npix_y=dirty.shape[-1], **geometry)
     return imager.dirty2vis(dirty, wgt=wgt, mask=mask)
@@ -594,6 +538,6 @@ def call_from_imaging(name: str, devices, arguments: dict):
     return result
 
 
-__all__ = ["Layout", "MultiDeviceImager", "PARTITIONS", "REDUCTIONS", "all_gpus_or_best", "balance", "best_cpu", "call_from_imaging", "clear_cache",
+__all__ = ["Layout", "MultiDeviceImager", "build_layout", "layout_of_rows", "PARTITIONS", "REDUCTIONS", "all_gpus_or_best", "balance", "best_cpu", "call_from_imaging", "clear_cache",
            "cpu_sub_devices", "dirty2vis", "partition_planes", "partition_rows",
            "resolve_queues", "vis2dirty"]

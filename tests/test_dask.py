@@ -78,8 +78,12 @@ def test_vis2dirty_on_two_workers_equals_one_device(cl_env, client, do_w):
     status = client.run(cldask.worker_status, spec)
     assert len(status) == 2
     before = {address: s["programs"] + s["fft_plans"] for address, s in status.items()}
+    # Same weighting, other chunks: no new program (weights and flags select a
+    # kernel variant, so they stay the same here).
     cldask.vis2dirty(uvw=da.from_array(uvw, chunks=(CHUNK_ROWS // 2, 3)), freq=freq,
-                     vis=da.from_array(vis, chunks=(CHUNK_ROWS // 2, 2)), epsilon=1e-5,
+                     vis=da.from_array(vis, chunks=(CHUNK_ROWS // 2, 2)),
+                     wgt=da.from_array(wgt, chunks=50),
+                     flags=da.from_array(flags, chunks=(CHUNK_ROWS // 2, 2)), epsilon=1e-5,
                      do_wgridding=do_w, device=spec, **GEOMETRY)
     after = client.run(cldask.worker_status, spec)
     assert {a: s["programs"] + s["fft_plans"] for a, s in after.items()} == before

@@ -4,7 +4,7 @@ import numpy as np
 import pyopencl.array as cla
 import pytest
 
-from clgrid.fft import DeviceFFT
+from clgrid.core.fft import DeviceFFT
 
 
 @pytest.mark.tiny

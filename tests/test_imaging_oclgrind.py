@@ -1,4 +1,6 @@
-"""The w-gridding kernels under Oclgrind: no data race, no out-of-bounds access."""
+"""The gridding core's kernels under Oclgrind (set points, spread, interpolate,
+correct; w and no w, facet centre, weights and flags): no data race, no
+out-of-bounds access."""
 
 import textwrap
 
@@ -24,6 +26,17 @@ SCRIPT = textwrap.dedent("""
     assert error < 1e-2, error
     predicted = imager.dirty2vis(dirty)
     assert np.all(np.isfinite(predicted))
+    # the other kernel variants: no w, facet centre, weights and flags
+    wgt = rng.uniform(0.5, 2.0, (6, 1)).astype(np.float32)
+    mask = np.array([[1], [0], [1], [1], [1], [1]], np.uint8)
+    shifted = dict(geometry, center_x=0.01, center_y=-0.02)
+    facet = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-2, precision="single",
+                   fft_backend="numpy", **shifted)
+    dirty = facet.vis2dirty(vis, wgt=wgt, mask=mask)
+    reference = dft_vis2dirty(uvw, freq, vis * wgt * mask, **shifted)
+    error = np.linalg.norm(dirty - reference) / np.linalg.norm(reference)
+    assert error < 1e-2, error
+    assert np.all(np.isfinite(facet.dirty2vis(dirty, wgt=wgt, mask=mask)))
     print("done", imager.n_planes)
 """)
 

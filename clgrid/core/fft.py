@@ -1,4 +1,4 @@
-"""2-D complex FFTs of device arrays, through reikna over pyopencl.
+"""Gridding core, stage "FFT": 2-D complex FFTs of device arrays (reikna over pyopencl).
 
 :class:`DeviceFFT` transforms a ``pyopencl.array.Array`` in place on its
 device with reikna's FFT (compiled once per queue, shape and dtype).  When
@@ -50,7 +50,8 @@ class DeviceFFT:
     queue
         Command queue of the arrays.
     shape
-        ``(n0, n1)`` of the arrays to transform.
+        ``(n0, n1)`` of the arrays to transform, or ``(batch, n0, n1)``: a
+        batch of planes transformed over their last two axes in one call.
     dtype
         complex64 or complex128.
     backend
@@ -61,6 +62,8 @@ class DeviceFFT:
                  backend: str | None = None):
         self.queue = queue
         self.shape = tuple(int(n) for n in shape)
+        if len(self.shape) not in (2, 3):
+            raise ValueError(f"DeviceFFT transforms (n0, n1) or (batch, n0, n1), got {shape}")
         self.dtype = np.dtype(dtype)
         if self.dtype not in (np.complex64, np.complex128):
             raise TypeError(f"DeviceFFT needs complex64 or complex128, not {self.dtype}")
@@ -69,7 +72,7 @@ class DeviceFFT:
             raise ValueError(f"unknown FFT backend {self.backend!r}; expected one of {BACKENDS}")
         if self.backend == "reikna" and _ReiknaFFT is None:
             raise ImportError("reikna is not installed (pip install reikna)")
-        self._size = self.shape[0] * self.shape[1]
+        self._size = self.shape[-2] * self.shape[-1]
         self._compiled = self._compile() if self.backend == "reikna" else None
 
     def _compile(self):
@@ -79,7 +82,8 @@ class DeviceFFT:
         if compiled is None:
             thread = ocl_api().Thread(self.queue)
             template = cla.empty(self.queue, self.shape, self.dtype)
-            compiled = _ReiknaFFT(template, axes=(0, 1)).compile(thread)
+            axes = (len(self.shape) - 2, len(self.shape) - 1)
+            compiled = _ReiknaFFT(template, axes=axes).compile(thread)
             with _lock:
                 _compiled[key] = compiled
         return compiled

@@ -1,0 +1,23 @@
+"""clgrid's gridding core, one stage per module (cuFINUFFT's layout):
+
+========================  ==============================================  ================================
+stage                     module                                          kernels (``templates/``)
+========================  ==============================================  ================================
+plan                      :mod:`clgrid.core.plan`                         (host: kernel, grid, planes, tiles)
+set points (bin, sort)    :mod:`clgrid.core.setpoints`                    ``core_setpoints.cl.mako``
+spread / interpolate      :mod:`clgrid.core.spread`                       ``core_spread``, ``core_interp``
+FFT                       :mod:`clgrid.core.fft`                          (reikna)
+correct                   :mod:`clgrid.core.correct`                      ``core_correct.cl.mako``
+transfers                 :mod:`clgrid.core.transfer`                     (pinned staging)
+all of them               :class:`clgrid.core.engine.GriddingEngine`
+========================  ==============================================  ================================
+
+The ES kernel helper is ``templates/es_kernel.cl.mako``.  The core depends on
+the device layer (:mod:`clgrid.device`, :mod:`clgrid.kernels`) only; the
+missions (imaging, several devices, Dask) sit on top of it.
+"""
+
+from .engine import GriddingEngine
+from .plan import GridLayout, ImageGeometry, TileShape
+
+__all__ = ["GridLayout", "GriddingEngine", "ImageGeometry", "TileShape"]

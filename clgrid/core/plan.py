@@ -1,0 +1,332 @@
+"""Gridding core, stage "plan": geometry, kernel, grid, w planes, tiles, memory.
+
+Everything here is decided once per observation geometry, on the host, from
+sizes and the w range only (never from the visibilities):
+
+* :class:`ImageGeometry`: the validated image and convention arguments
+  (ducc0's ``npix``, ``pixsize``, ``center``, flips, ``epsilon``...).
+* :func:`choose_kernel`: the cheapest ES kernel (support, oversampling)
+  meeting ``epsilon``, by a cost model of FFT work against kernel taps, as
+  ducc0's wgridder does.
+* :class:`GridLayout`: kernel, padded grid size and w planes; shared by every
+  device or Dask worker that grids a piece of the observation.
+* :class:`TileShape`: the spreading tile for one device (from its profile).
+* :func:`planes_per_pass`: how many w planes fit on the device at once, or a
+  one-line refusal naming the bytes needed and available.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from ..device import DeviceProfile
+from ..eskernel import KernelChoice, candidate_kernels
+
+SPEED_OF_LIGHT = 299792458.0
+#: Smallest epsilon per precision (ducc0 refuses smaller ones too).
+MIN_EPSILON = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 2e-13}
+#: Grid sizes are multiples of this, so that every device's tiles divide them.
+GRID_MULTIPLE = 32
+# Relative costs of one grid cell of FFT work and one kernel tap, used only to
+# rank kernel choices.
+FFT_COST_PER_CELL = 1.0
+GRID_COST_PER_TAP = 2.0
+# Share of the device's global memory the w planes may take.
+_PLANE_MEMORY_SHARE = 0.6
+
+
+# ---------------------------------------------------------------- validation
+def check_uvw(uvw, allow_empty: bool = False) -> np.ndarray:
+    """(nrow, 3) float64 baseline coordinates in metres."""
+    uvw = np.asarray(uvw)
+    if uvw.ndim != 2 or uvw.shape[1] != 3 or (uvw.shape[0] == 0 and not allow_empty):
+        raise ValueError(f"uvw must be (nrow, 3) with nrow > 0, got {uvw.shape}")
+    if uvw.dtype.kind not in "fi":
+        raise TypeError(f"uvw must be real, got {uvw.dtype}")
+    if uvw.shape[0] >= 2 ** 32:
+        raise ValueError("more than 2**32 rows: split the observation")
+    return np.ascontiguousarray(uvw, np.float64)
+
+
+def check_freq(freq) -> np.ndarray:
+    """(nchan,) positive float64 channel frequencies in Hz."""
+    freq = np.ascontiguousarray(np.atleast_1d(np.asarray(freq, dtype=np.float64)))
+    if freq.ndim != 1 or freq.size == 0:
+        raise ValueError(f"freq must be (nchan,) with nchan > 0, got {freq.shape}")
+    check_finite(freq, "freq")
+    if np.any(freq <= 0):
+        raise ValueError("freq must be positive (Hz)")
+    return freq
+
+
+def check_npix(npix_x, npix_y) -> tuple[int, int]:
+    npix = (int(npix_x), int(npix_y))
+    if any(n < 2 or n % 2 for n in npix):
+        raise ValueError(f"npix_x and npix_y must be even and >= 2, got {npix}")
+    return npix
+
+
+def check_positive(value, name: str) -> float:
+    value = float(value)
+    if not (value > 0.0 and math.isfinite(value)):
+        raise ValueError(f"{name} must be positive and finite, got {value}")
+    return value
+
+
+def check_epsilon(epsilon, real_dtype) -> float:
+    epsilon = float(epsilon)
+    floor = MIN_EPSILON[np.dtype(real_dtype)]
+    if not (epsilon >= floor) or not math.isfinite(epsilon) or epsilon >= 1.0:
+        raise ValueError(f"epsilon must be in [{floor:g}, 1) for {np.dtype(real_dtype)} "
+                         f"data, got {epsilon}")
+    return epsilon
+
+
+def check_finite(array: np.ndarray, name: str) -> None:
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} contains NaN or Inf")
+
+
+def precision_dtype(precision: str) -> np.dtype:
+    if precision not in ("single", "double"):
+        raise ValueError(f"precision must be 'single' or 'double', got {precision!r}")
+    return np.dtype(np.float32 if precision == "single" else np.float64)
+
+
+def precision_of(dtype, name: str) -> str:
+    """``'single'`` or ``'double'`` from a visibility or image dtype."""
+    dtype = np.dtype(dtype)
+    if dtype in (np.complex64, np.float32):
+        return "single"
+    if dtype in (np.complex128, np.float64):
+        return "double"
+    raise TypeError(f"{name} must be complex64/complex128 (or float32/float64 images), "
+                    f"got {dtype}")
+
+
+# ---------------------------------------------------------------- geometry
+@dataclasses.dataclass(frozen=True)
+class ImageGeometry:
+    """The image and the conventions of one imaging call (ducc0's arguments)."""
+
+    npix_x: int
+    npix_y: int
+    pixsize_x: float
+    pixsize_y: float
+    epsilon: float
+    do_w: bool = False
+    precision: str = "single"
+    flip_u: bool = False
+    flip_v: bool = False
+    flip_w: bool = False
+    divide_by_n: bool = True
+    sigma_min: float = 1.1
+    sigma_max: float = 2.6
+    center_x: float = 0.0
+    center_y: float = 0.0
+    double_precision_accumulation: bool = False
+
+    @classmethod
+    def from_arguments(cls, *, npix_x, npix_y, pixsize_x, pixsize_y, epsilon,
+                       do_wgridding=False, precision="single", flip_u=False, flip_v=False,
+                       flip_w=False, divide_by_n=True, sigma_min=1.1, sigma_max=2.6,
+                       center_x=0.0, center_y=0.0,
+                       double_precision_accumulation=False) -> "ImageGeometry":
+        """Validated geometry from ducc0-style keyword arguments."""
+        npix_x, npix_y = check_npix(npix_x, npix_y)
+        geometry = cls(npix_x, npix_y, check_positive(pixsize_x, "pixsize_x"),
+                       check_positive(pixsize_y, "pixsize_y"),
+                       check_epsilon(epsilon, precision_dtype(precision)),
+                       bool(do_wgridding), precision, bool(flip_u), bool(flip_v), bool(flip_w),
+                       bool(divide_by_n) and bool(do_wgridding), float(sigma_min),
+                       float(sigma_max), float(center_x), float(center_y),
+                       bool(double_precision_accumulation))
+        geometry.max_eta  # noqa: B018  (refuses images beyond the horizon now)
+        return geometry
+
+    @property
+    def vis_real(self) -> np.dtype:
+        return precision_dtype(self.precision)
+
+    @property
+    def grid_real(self) -> np.dtype:
+        return np.dtype(np.float64) if self.double_precision_accumulation else self.vis_real
+
+    @property
+    def signs(self) -> tuple[float, float, float]:
+        return tuple(-1.0 if flip else 1.0 for flip in (self.flip_u, self.flip_v, self.flip_w))
+
+    @property
+    def shifted(self) -> bool:
+        return bool(self.center_x or self.center_y)
+
+    def pixel_lm(self) -> tuple[np.ndarray, np.ndarray]:
+        l_rad = (np.arange(self.npix_x) - self.npix_x // 2) * self.pixsize_x + self.center_x
+        m_rad = (np.arange(self.npix_y) - self.npix_y // 2) * self.pixsize_y + self.center_y
+        return l_rad, m_rad
+
+    @property
+    def max_eta(self) -> float:
+        """Largest |n - 1| over the image."""
+        l_rad, m_rad = self.pixel_lm()
+        r2 = np.max(l_rad ** 2) + np.max(m_rad ** 2)
+        if r2 >= 1.0:
+            raise ValueError("the image reaches beyond the horizon (l^2 + m^2 >= 1); "
+                             "reduce npix, pixsize or the centre offset")
+        return float(r2 / (np.sqrt(1.0 - r2) + 1.0))
+
+
+def w_range_wavelengths(geometry: ImageGeometry, uvw_m: np.ndarray,
+                        freq_hz: np.ndarray) -> tuple[float, float]:
+    """Smallest and largest (sign-flipped) w in wavelengths; (0, 0) for no rows."""
+    if uvw_m.shape[0] == 0:
+        return 0.0, 0.0
+    w_m = uvw_m[:, 2] * geometry.signs[2]
+    w_lo, w_hi = float(np.min(w_m)), float(np.max(w_m))
+    if not (math.isfinite(w_lo) and math.isfinite(w_hi)):
+        w_m = w_m[np.isfinite(uvw_m).all(axis=1)]
+        w_lo, w_hi = (float(w_m.min()), float(w_m.max())) if w_m.size else (0.0, 0.0)
+    ends = np.outer([w_lo, w_hi], freq_hz[[0, -1]]) / SPEED_OF_LIGHT
+    return float(ends.min()), float(ends.max())
+
+
+def plane_spacing(geometry: ImageGeometry, choice: KernelChoice) -> float:
+    # The w kernel's "image" is eta = n - 1: keep |eta| dw <= 1 / (2 sigma),
+    # the same oversampling margin as in u and v.
+    return 0.5 / (choice.sigma * max(geometry.max_eta, 1e-300))
+
+
+def n_planes_for(geometry: ImageGeometry, choice: KernelChoice,
+                 w_range: tuple[float, float]) -> int:
+    w_min, w_max = w_range
+    return int(math.ceil((w_max - w_min) / plane_spacing(geometry, choice))) + choice.support
+
+
+def good_grid_size(n: int, multiple: int = GRID_MULTIPLE) -> int:
+    """Smallest size >= max(n, 2 * multiple) that is a multiple of ``multiple``
+    and has no prime factors but 2, 3 and 5 (fast FFTs)."""
+    size = max(2 * multiple, -(-int(n) // multiple) * multiple)
+    while True:
+        rest = size
+        for prime in (2, 3, 5):
+            while rest % prime == 0:
+                rest //= prime
+        if rest == 1:
+            return size
+        size += multiple
+
+
+def choose_kernel(geometry: ImageGeometry, n_vis: int,
+                  w_range: tuple[float, float]) -> KernelChoice:
+    """Cheapest (FFT + spreading) ES kernel meeting ``epsilon``; ducc0 does the same."""
+    best, best_cost = None, math.inf
+    roundoff = float(np.finfo(geometry.grid_real).eps) / 2.0
+    ndim = 3 if geometry.do_w else 2
+    for choice in candidate_kernels(geometry.epsilon, ndim, geometry.sigma_min,
+                                    geometry.sigma_max, roundoff):
+        nu = good_grid_size(math.ceil(choice.sigma * geometry.npix_x))
+        nv = good_grid_size(math.ceil(choice.sigma * geometry.npix_y))
+        planes = n_planes_for(geometry, choice, w_range) if geometry.do_w else 1
+        cost = (planes * FFT_COST_PER_CELL * nu * nv * math.log2(nu * nv)
+                + GRID_COST_PER_TAP * max(n_vis, 1) * choice.support ** ndim)
+        if cost < best_cost:
+            best, best_cost = choice, cost
+    return best
+
+
+@dataclasses.dataclass(frozen=True)
+class GridLayout:
+    """Kernel, padded grid and w planes of one observation.
+
+    Built on the host from sizes and the w range only, so that every device
+    or Dask worker gridding a piece of the observation can share it (their
+    grids then add up to the single-device one).
+    """
+
+    choice: KernelChoice
+    nu: int
+    nv: int
+    w_range: tuple[float, float]
+    n_planes: int
+    dw: float
+    w0: float
+
+    @classmethod
+    def build(cls, geometry: ImageGeometry, w_range: tuple[float, float],
+              n_vis: int) -> "GridLayout":
+        choice = choose_kernel(geometry, n_vis, w_range)
+        nu = good_grid_size(math.ceil(choice.sigma * geometry.npix_x))
+        nv = good_grid_size(math.ceil(choice.sigma * geometry.npix_y))
+        if not geometry.do_w:
+            return cls(choice, nu, nv, w_range, 1, 1.0, 0.0)
+        dw = plane_spacing(geometry, choice)
+        w0 = w_range[0] - 0.5 * choice.support * dw
+        return cls(choice, nu, nv, w_range, n_planes_for(geometry, choice, w_range), dw, w0)
+
+    @classmethod
+    def of_rows(cls, geometry: ImageGeometry, uvw_m: np.ndarray,
+                freq_hz: np.ndarray) -> "GridLayout":
+        return cls.build(geometry, w_range_wavelengths(geometry, uvw_m, freq_hz),
+                         uvw_m.shape[0] * freq_hz.size)
+
+    @property
+    def n_wbins(self) -> int:
+        """Number of distinct first planes a point's w footprint can start at."""
+        return max(self.n_planes - self.choice.support + 1, 1)
+
+    def w_of_plane(self, plane: int) -> float:
+        return self.w0 + plane * self.dw
+
+
+# ---------------------------------------------------------------- per device
+@dataclasses.dataclass(frozen=True)
+class TileShape:
+    """Spreading tile of one device: ``tile_u`` rows kept per lane, ``lanes``
+    columns (one per work-item); ``unrolled``: fixed row loop (registers on
+    GPUs) rather than a loop clipped to the footprint (CPUs)."""
+
+    tile_u: int
+    lanes: int
+    unrolled: bool
+
+    @classmethod
+    def for_device(cls, profile: DeviceProfile, support: int) -> "TileShape":
+        if profile.device_type == "gpu":
+            return cls(8 if support <= 8 else 16, 32, True)
+        return cls(16, 16, False)
+
+
+def planes_per_pass(profile: DeviceProfile, layout: GridLayout, grid_complex: np.dtype,
+                    other_bytes: int = 0) -> int:
+    """How many w planes the device holds at once (all of them if they fit).
+
+    Raises
+    ------
+    MemoryError
+        When not even one plane fits, with the bytes needed and available.
+    """
+    plane_bytes = layout.nu * layout.nv * np.dtype(grid_complex).itemsize
+    budget = int(_PLANE_MEMORY_SHARE * profile.global_mem_bytes) - int(other_bytes)
+    by_memory = budget // plane_bytes
+    by_allocation = profile.max_alloc_bytes // plane_bytes
+    fit = int(min(by_memory, by_allocation, layout.n_planes))
+    if fit < 1:
+        raise MemoryError(
+            f"one {layout.nu}x{layout.nv} grid plane needs {plane_bytes / 2**20:.0f} MiB; "
+            f"{profile.device_name.strip()!r} allows {profile.max_alloc_bytes / 2**20:.0f} MiB "
+            f"per allocation and has {profile.global_mem_bytes / 2**20:.0f} MiB "
+            f"(visibilities and coordinates take {other_bytes / 2**20:.0f} MiB): "
+            "image fewer pixels, raise epsilon, or use several devices")
+    # equal passes: the last one is not a sliver
+    passes = -(-layout.n_planes // fit)
+    return -(-layout.n_planes // passes)
+
+
+__all__ = ["FFT_COST_PER_CELL", "GRID_COST_PER_TAP", "GRID_MULTIPLE", "GridLayout",
+           "ImageGeometry", "MIN_EPSILON", "SPEED_OF_LIGHT", "TileShape", "check_epsilon",
+           "check_finite", "check_freq", "check_npix", "check_positive", "check_uvw",
+           "choose_kernel", "good_grid_size", "n_planes_for", "plane_spacing",
+           "planes_per_pass", "precision_dtype", "precision_of", "w_range_wavelengths"]

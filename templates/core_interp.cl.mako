@@ -1,0 +1,95 @@
+## Gridding core, stage "interpolate" (degridding): padded uv grid planes ->
+## visibilities, the adjoint of core_spread.  One work-item per visibility,
+## taken in the order of the device sort so that neighbouring work-items read
+## neighbouring cells; each work-item owns its output, so no atomics.  With
+## w-stacking the planes of one pass [plane0, plane0 + n_pass) are summed with
+## their w-kernel weights and added to out (passes run in a fixed order).
+## Parameters: real ("float" | "double"): grid precision; vis_real: output
+##             precision; support (int W), beta; do_w, shifted, weighted,
+##             masked (bool); fast_math (bool).  out starts zeroed (points
+##             with no valid position are never visited).
+<%
+    vec = real + "2"
+    vvec = vis_real + "2"
+%>
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+<%include file="es_kernel.cl.mako"/>
+
+inline ${vec} cmul(const ${vec} a, const ${vec} b)
+{
+    return (${vec})(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+}
+
+__kernel void interpolate(__global const unsigned int *sorted_index, const unsigned int n_points,
+                          __global const double *uvw, __global const double *freq_scale,
+                          const unsigned int nchan,
+                          __global ${vvec} *out, const unsigned int npol, const unsigned int pol,
+                          __global const ${vis_real} *wgt, __global const unsigned char *mask,
+                          __global const ${vec} *planes, const int nu, const int nv,
+                          const double u_scale, const double v_scale,
+                          const double w_scale, const double w_offset,
+                          const int plane0, const int n_pass,
+                          const double shift_u, const double shift_v)
+{
+    const unsigned int i = get_global_id(0);
+    if (i >= n_points)
+        return;
+    const unsigned int k = sorted_index[i];
+    const size_t row = k / nchan;
+    const double f = freq_scale[k - row * nchan];
+    const double u = uvw[3 * row] * f * u_scale;
+    const double v = uvw[3 * row + 1] * f * v_scale;
+    const double fu = ceil(u - 0.5 * SUPPORT), fv = ceil(v - 0.5 * SUPPORT);
+    int cu = (int)fu % nu, cv = (int)fv % nv;
+    cu += cu < 0 ? nu : 0;
+    cv += cv < 0 ? nv : 0;
+    const ${real} xu = (${real})(fu - u), xv = (${real})(fv - v);
+    ${real} ku[SUPPORT], kv[SUPPORT];
+    int iv[SUPPORT];
+    for (int a = 0; a < SUPPORT; ++a) {
+        ku[a] = es_kernel(xu + (${real})a);
+        kv[a] = es_kernel(xv + (${real})a);
+        iv[a] = (cv + a) < nv ? cv + a : cv + a - nv;
+    }
+% if do_w:
+    const double w = uvw[3 * row + 2] * f * w_scale - w_offset;
+    const int p_first = max((int)ceil(w - 0.5 * SUPPORT), plane0);
+    const int p_end = min((int)ceil(w - 0.5 * SUPPORT) + SUPPORT, plane0 + n_pass);
+% else:
+    const int p_first = plane0, p_end = plane0 + 1;
+% endif
+    ${vec} sum = (${vec})(0, 0);
+    for (int p = p_first; p < p_end; ++p) {
+        __global const ${vec} *grid = planes + (size_t)(p - plane0) * nu * nv;
+        ${vec} plane_sum = (${vec})(0, 0);
+        int iu = cu;
+        for (int a = 0; a < SUPPORT; ++a) {
+            __global const ${vec} *grid_row = grid + (size_t)iu * nv;
+            ${vec} row_sum = (${vec})(0, 0);
+            for (int b = 0; b < SUPPORT; ++b)
+                row_sum += grid_row[iv[b]] * kv[b];
+            plane_sum += row_sum * ku[a];
+            iu = (iu + 1 == nu) ? 0 : iu + 1;
+        }
+% if do_w:
+        sum += plane_sum * es_kernel((${real})((double)p - w));
+% else:
+        sum += plane_sum;
+% endif
+    }
+% if shifted:
+    {
+        double c;
+        const double s = sincos(-f * (uvw[3 * row] * shift_u + uvw[3 * row + 1] * shift_v), &c);
+        sum = cmul(sum, (${vec})((${real})c, (${real})s));
+    }
+% endif
+% if weighted:
+    sum *= (${real})wgt[k];
+% endif
+% if masked:
+    sum = mask[k] ? sum : (${vec})(0, 0);
+% endif
+    const size_t o = (size_t)k * npol + pol;
+    out[o] += (${vvec})((${vis_real})sum.x, (${vis_real})sum.y);
+}

@@ -1,0 +1,67 @@
+## Gridding core, stage "set points": where every visibility (row, channel)
+## lands on the padded grid, as a bin key for the device sort.  A bin is one
+## tile of TILE_U x TILE_V cells (by the first cell of the point's kernel
+## footprint) and, with w-stacking, the first w plane the point touches:
+##     key = (tile_u * ntiles_v + tile_v) * n_wbins + first_plane
+## Points whose uvw is not finite get key INVALID_KEY (sorted to the end and
+## counted).
+## Parameters: support (int W), tile_u, tile_v (int), do_w (bool).
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#define SUPPORT ${support}
+#define TILE_U ${tile_u}
+#define TILE_V ${tile_v}
+#define INVALID_KEY 0xffffffffu
+
+// First cell of the footprint, wrapped into [0, n).
+inline int first_cell(const double pos, const int n)
+{
+    const int first = (int)ceil(pos - 0.5 * SUPPORT) % n;
+    return first < 0 ? first + n : first;
+}
+
+__kernel void bin_keys(__global const double *uvw, __global const double *freq_scale,
+                       const unsigned int nchan, const unsigned int n_vis,
+                       const int nu, const int nv, const int ntiles_v,
+                       const double u_scale, const double v_scale,
+                       const double w_scale, const double w_offset, const int n_wbins,
+                       __global unsigned int *keys, __global unsigned int *index,
+                       volatile __global unsigned int *n_invalid)
+{
+    const unsigned int k = get_global_id(0);
+    if (k >= n_vis)
+        return;
+    index[k] = k;
+    const size_t row = k / nchan;
+    const double f = freq_scale[k - row * nchan];
+    const double u = uvw[3 * row] * f * u_scale;
+    const double v = uvw[3 * row + 1] * f * v_scale;
+    const double w = uvw[3 * row + 2] * f * w_scale - w_offset;
+    if (!(isfinite(u) && isfinite(v) && isfinite(w))) {
+        keys[k] = INVALID_KEY;
+        atomic_inc(n_invalid);
+        return;
+    }
+    const unsigned int tile = (unsigned int)(first_cell(u, nu) / TILE_U) * ntiles_v
+                              + (unsigned int)(first_cell(v, nv) / TILE_V);
+% if do_w:
+    int first_plane = (int)ceil(w - 0.5 * SUPPORT);
+    first_plane = clamp(first_plane, 0, n_wbins - 1);
+% else:
+    const int first_plane = 0;
+% endif
+    keys[k] = tile * (unsigned int)n_wbins + (unsigned int)first_plane;
+}
+
+// Start of every bin in the sorted keys: bin_start[b] = first position whose
+// key is >= b, for b in [0, n_bins]; every entry is written exactly once.
+__kernel void bin_starts(__global const unsigned int *sorted_keys, const unsigned int n,
+                         const unsigned int n_bins, __global unsigned int *bin_start)
+{
+    const unsigned int k = get_global_id(0);
+    if (k > n)
+        return;
+    const unsigned int lo = (k == 0) ? 0u : min(sorted_keys[k - 1], n_bins) + 1u;
+    const unsigned int hi = (k == n) ? n_bins : min(sorted_keys[k], n_bins);
+    for (unsigned int b = lo; b <= hi; ++b)
+        bin_start[b] = k;
+}

@@ -1,0 +1,163 @@
+## Gridding core, stage "spread": visibilities -> padded uv grid planes.
+##
+## Output-owned tiles (no atomics, so the result is bit-reproducible): one
+## work-group owns one tile of TILE_U x TILE_V grid cells of one w plane;
+## lane j owns column j of the tile and keeps its TILE_U cells in private
+## registers.  The work-group reads the points of the (up to) four bins whose
+## footprints can reach the tile (the tile's own and its lower neighbours in u
+## and v), in the fixed order of the device sort, stages BATCH (= LANES) of
+## them at a time in local memory (footprint start, kernel values in u, and
+## kernel values in v times the visibility), then every lane adds what falls
+## into its column.  Every cell of every plane is written exactly once, zeros
+## included, so the grid needs no clearing.
+## Parameters: real ("float" | "double"): grid precision; vis_real: precision
+##             of the visibilities; support (int W), beta; tile_u, lanes (=
+##             tile_v); do_w (bool); shifted (bool): facet centre away from the
+##             phase centre; weighted, masked (bool): wgt / mask arrays given;
+##             unrolled (bool): fixed row loop (GPUs keep acc in registers)
+##             rather than a loop clipped to the footprint (CPUs);
+##             fast_math (bool).
+<%
+    vec = real + "2"
+    vvec = vis_real + "2"
+%>
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+<%include file="es_kernel.cl.mako"/>
+#define TILE_U ${tile_u}
+#define LANES ${lanes}
+#define BATCH ${lanes}
+
+inline ${vec} cmul(const ${vec} a, const ${vec} b)
+{
+    return (${vec})(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+}
+
+// Offset (cells) of cell c from tile start t0 on a periodic axis of n cells,
+// taken in (tile - n, tile): a footprint starting there can reach the tile only
+// if the offset is in (-W, tile).  Grids are at least tile + W cells long, so
+// no footprint reaches one tile from both ends.
+inline int tile_offset(const int c, const int t0, const int n, const int tile)
+{
+    int d = c - t0;
+    d += d < 0 ? n : 0;
+    return d >= tile ? d - n : d;
+}
+
+__kernel __attribute__((reqd_work_group_size(LANES, 1, 1)))
+void spread(__global const unsigned int *sorted_index, __global const unsigned int *bin_start,
+            __global const double *uvw, __global const double *freq_scale,
+            const unsigned int nchan,
+            __global const ${vvec} *vis, const unsigned int npol, const unsigned int pol,
+            __global const ${vis_real} *wgt, __global const unsigned char *mask,
+            __global ${vec} *planes, const int nu, const int nv,
+            const int ntiles_u, const int ntiles_v,
+            const double u_scale, const double v_scale,
+            const double w_scale, const double w_offset,
+            const int plane0, const int n_wbins,
+            const double shift_u, const double shift_v)
+{
+    const int tile = get_group_id(0);
+    const int lane = get_local_id(0);
+    const int plane = plane0 + (int)get_global_id(1);
+    const int tu = tile / ntiles_v, tv = tile - (tile / ntiles_v) * ntiles_v;
+    const int u0 = tu * TILE_U, v0 = tv * LANES;
+
+    __local int s_du[BATCH], s_dv[BATCH];
+    __local ${real} s_ku[BATCH][SUPPORT];
+    __local ${vec} s_kv[BATCH][SUPPORT];
+
+    ${vec} acc[TILE_U];
+    for (int r = 0; r < TILE_U; ++r)
+        acc[r] = (${vec})(0, 0);
+
+% if do_w:
+    const int wlo = max(plane - SUPPORT + 1, 0), whi = min(plane, n_wbins - 1);
+% else:
+    const int wlo = 0, whi = 0;
+% endif
+    for (int sb = 0; sb < 4; ++sb) {
+        const int du_bin = (sb >> 1) - 1, dv_bin = (sb & 1) - 1;   // -1 or 0
+        if ((ntiles_u == 1 && du_bin) || (ntiles_v == 1 && dv_bin))
+            continue;   // one tile on that axis: the neighbour is the tile itself
+        const int bu = (tu + du_bin + ntiles_u) % ntiles_u;
+        const int bv = (tv + dv_bin + ntiles_v) % ntiles_v;
+        const unsigned int bin = (unsigned int)(bu * ntiles_v + bv) * (unsigned int)n_wbins;
+        const unsigned int first = (wlo <= whi) ? bin_start[bin + wlo] : 0u;
+        const unsigned int end = (wlo <= whi) ? bin_start[bin + whi + 1] : 0u;
+        for (unsigned int base = first; base < end; base += BATCH) {
+            const int n_here = (int)min((unsigned int)BATCH, end - base);
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (lane < n_here) {
+                const unsigned int k = sorted_index[base + lane];
+                const size_t row = k / nchan;
+                const double f = freq_scale[k - row * nchan];
+                const double u = uvw[3 * row] * f * u_scale;
+                const double v = uvw[3 * row + 1] * f * v_scale;
+                const double fu = ceil(u - 0.5 * SUPPORT), fv = ceil(v - 0.5 * SUPPORT);
+                int cu = (int)fu % nu, cv = (int)fv % nv;
+                cu += cu < 0 ? nu : 0;
+                cv += cv < 0 ? nv : 0;
+                const int du = tile_offset(cu, u0, nu, TILE_U), dv = tile_offset(cv, v0, nv, LANES);
+                // A point of a neighbour bin may miss this tile: park it far away.
+                const bool touches = du > -SUPPORT && du < TILE_U && dv > -SUPPORT && dv < LANES;
+                s_du[lane] = touches ? du : -4 * SUPPORT;
+                s_dv[lane] = touches ? dv : -4 * SUPPORT;
+                if (touches) {
+                    ${vec} value;
+                    {
+                        const ${vvec} raw = vis[(size_t)k * npol + pol];
+                        value = (${vec})((${real})raw.x, (${real})raw.y);
+                    }
+% if weighted:
+                    value *= (${real})wgt[k];
+% endif
+% if masked:
+                    value = mask[k] ? value : (${vec})(0, 0);
+% endif
+% if shifted:
+                    {
+                        double c;
+                        const double s = sincos(f * (uvw[3 * row] * shift_u
+                                                     + uvw[3 * row + 1] * shift_v), &c);
+                        value = cmul(value, (${vec})((${real})c, (${real})s));
+                    }
+% endif
+% if do_w:
+                    {
+                        const double w = uvw[3 * row + 2] * f * w_scale - w_offset;
+                        value *= es_kernel((${real})((double)plane - w));
+                    }
+% endif
+                    const ${real} xu = (${real})(fu - u), xv = (${real})(fv - v);
+                    for (int a = 0; a < SUPPORT; ++a) {
+                        s_ku[lane][a] = es_kernel(xu + (${real})a);
+                        s_kv[lane][a] = value * es_kernel(xv + (${real})a);
+                    }
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int p = 0; p < n_here; ++p) {
+                const int b = lane - s_dv[p];
+                if (b < 0 || b >= SUPPORT)
+                    continue;
+                const ${vec} kv = s_kv[p][b];
+                const int du = s_du[p];
+% if unrolled:
+                #pragma unroll
+                for (int r = 0; r < TILE_U; ++r) {
+                    const int a = r - du;
+                    if (a >= 0 && a < SUPPORT)
+                        acc[r] += s_ku[p][a] * kv;
+                }
+% else:
+                const int a_first = max(0, -du), a_end = min(SUPPORT, TILE_U - du);
+                for (int a = a_first; a < a_end; ++a)
+                    acc[du + a] += s_ku[p][a] * kv;
+% endif
+            }
+        }
+    }
+    __global ${vec} *out = planes + (size_t)get_global_id(1) * nu * nv + (size_t)u0 * nv + v0 + lane;
+    for (int r = 0; r < TILE_U; ++r)
+        out[(size_t)r * nv] = acc[r];
+}
