@@ -1,13 +1,22 @@
-"""Benchmark: clgrid.vis2dirty / dirty2vis against ducc0.wgridder.
+"""Benchmark: clgrid.vis2dirty / dirty2vis against ducc0.wgridder and cuFINUFFT.
 
 Same epsilon, image size and visibilities in the same run; ducc0 with all
-cores (nthreads = os.cpu_count()).  Cases: a simulated SKA-mid (+MeerKAT)
-observation and, when python-casacore is installed, the bundled VLA
-Measurement Set (tests/data/*.ms.tar.gz).  ducc0 missing: its columns are
-left empty with a note.
+cores (nthreads = os.cpu_count()); cuFINUFFT (type 1 / type 2, no w) where
+it imports.  Cases: a simulated SKA-mid observation (2016 baselines of the
+SKA-mid + MeerKAT layout, 2 h of 8 s dumps, 64 channels: 116 M
+visibilities, 4096^2) and, when python-casacore is installed, the bundled
+VLA Measurement Set.  Columns (seconds, medians):
+
+* ``plan``: Imager construction (kernel choice, set points with the device
+  sort, buffers), once per geometry;
+* ``v2d e2e`` / ``d2v e2e``: numpy arrays in, numpy arrays out (plan reused);
+* ``v2d dev`` / ``d2v dev``: data already on the device, result left there;
+* ``spread``, ``fft``: device time of those stages in one v2d pass;
+* ``ducc0`` and ``cufi`` (host to host; ``cufi dev``: execute on device
+  arrays with the points set); ``err``: relative rms difference to ducc0.
 
     python benchmarks/imaging.py --device intel --quick
-    python benchmarks/imaging.py --device nvidia --epsilon 1e-5 --json out.json
+    python benchmarks/imaging.py --device nvidia --epsilon 1e-4 1e-5 --json out.json
 """
 
 from __future__ import annotations
@@ -21,13 +30,15 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyopencl.array as cla
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pyopencl as cl  # noqa: E402
 
 import clgrid  # noqa: E402
-from clgrid.imaging import SPEED_OF_LIGHT, Imager  # noqa: E402
+from clgrid.core.plan import SPEED_OF_LIGHT  # noqa: E402
+from clgrid.imaging import Imager  # noqa: E402
 from clgrid.simulate import simulate_observation  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -37,6 +48,11 @@ try:
     from ducc0 import wgridder
 except ImportError:  # the H200 machine has no ducc0 unless its wheel is carried
     wgridder = None
+try:  # the GPU peer: ../shared/tools/cufinufft packs it for the H200
+    import cufinufft
+    import cupy
+except ImportError:
+    cufinufft = cupy = None
 
 VLA_ARCHIVE = Path(__file__).resolve().parent.parent / "tests" / "data" / \
     "vla_day2_TDEM0003_10s_norx_1src_1spw.ms.tar.gz"
@@ -54,6 +70,7 @@ def parse_args(argv=None):
     parser.add_argument("--channels", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-w", action="store_true", help="only do_wgridding=False")
+    parser.add_argument("--no-vla", action="store_true", help="skip the bundled VLA case")
     parser.add_argument("--json", default=None, help="write results here")
     return parser.parse_args(argv)
 
@@ -62,7 +79,7 @@ def ska_mid_case(args) -> dict:
     """2 h of 8 s dumps, 64 channels at 1.4 GHz (quick: 0.25 h, 8 channels, 200 baselines)."""
     hours = args.hours or (0.25 if args.quick else 2.0)
     channels = args.channels or (8 if args.quick else 64)
-    baselines = args.baselines or (200 if args.quick else None)
+    baselines = args.baselines or (200 if args.quick else 2016)
     npix = args.npix or (512 if args.quick else 4096)
     uvw = simulate_observation("ska1_mid_meerkat_197", duration_h=hours, integration_s=8.0,
                                declination_deg=-30.0, n_baselines=baselines)
@@ -109,6 +126,68 @@ def _visibilities(case) -> np.ndarray:
     return rng.normal(size=shape) + 1j * rng.normal(size=shape)
 
 
+def _rel(a, b) -> float:
+    return float(f"{np.linalg.norm(a - b) / np.linalg.norm(b):.2e}")
+
+
+def _stage_times(imager, vis_d, queue, repeats) -> tuple[float, float]:
+    """Device seconds of the spread and the FFT of the first v2d pass."""
+    engine = imager.engine
+    plane0, n_pass = engine.passes()[0]
+    spread = median_seconds(lambda: engine.grid_pass(vis_d, 1, 0, plane0, n_pass), queue,
+                            repeats)
+    fft = median_seconds(lambda: engine.fft.backward(engine.planes_d), queue, repeats)
+    return spread, fft
+
+
+def cufinufft_times(case, vis, image, epsilon, repeats) -> dict:
+    """cuFINUFFT type 1 (v2d) and type 2 (d2v), host to host and on the device."""
+    if cufinufft is None:
+        return {}
+    npix = case["npix"]
+    scale = case["freq"][None, :] / SPEED_OF_LIGHT * 2 * np.pi * case["cell"]
+    dtype = vis.dtype
+    real = np.float32 if dtype == np.complex64 else np.float64
+
+    def points():
+        x = (case["uvw"][:, 0:1] * scale).astype(real).ravel()
+        y = (case["uvw"][:, 1:2] * scale).astype(real).ravel()
+        return cupy.asarray(x), cupy.asarray(y)
+
+    def v2d_host():
+        plan = cufinufft.Plan(1, (npix, npix), eps=epsilon, isign=1, dtype=dtype.name)
+        plan.setpts(*points())
+        return plan.execute(cupy.asarray(vis.ravel())).real.get()
+
+    def d2v_host():
+        plan = cufinufft.Plan(2, (npix, npix), eps=epsilon, isign=-1, dtype=dtype.name)
+        plan.setpts(*points())
+        return plan.execute(cupy.asarray(image.astype(dtype))).get()
+
+    def device_median(run):
+        run()
+        cupy.cuda.Device().synchronize()
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            run()
+            cupy.cuda.Device().synchronize()
+            times.append(time.perf_counter() - start)
+        return float(np.median(times))
+
+    x, y = points()
+    plan1 = cufinufft.Plan(1, (npix, npix), eps=epsilon, isign=1, dtype=dtype.name)
+    plan1.setpts(x, y)
+    plan2 = cufinufft.Plan(2, (npix, npix), eps=epsilon, isign=-1, dtype=dtype.name)
+    plan2.setpts(x, y)
+    vis_c, image_c = cupy.asarray(vis.ravel()), cupy.asarray(image.astype(dtype))
+    return {"cufi v2d": round(device_median(v2d_host), 4),
+            "cufi v2d dev": round(device_median(lambda: plan1.execute(vis_c)), 4),
+            "cufi d2v": round(device_median(d2v_host), 4),
+            "cufi d2v dev": round(device_median(lambda: plan2.execute(image_c)), 4),
+            "_cufi_image": v2d_host()}
+
+
 def run_case(case, queue, epsilon, do_w, repeats) -> dict:
     dtype = np.complex64 if epsilon >= 1e-5 else np.complex128
     real = np.float32 if dtype == np.complex64 else np.float64
@@ -119,31 +198,46 @@ def run_case(case, queue, epsilon, do_w, repeats) -> dict:
     imager = Imager(queue, uvw=case["uvw"], freq=case["freq"], epsilon=epsilon,
                     do_wgridding=do_w, precision="single" if real == np.float32 else "double",
                     **geometry)
-    setup_s = time.perf_counter() - start
+    queue.finish()
+    plan_s = time.perf_counter() - start
     image = np.zeros((case["npix"], case["npix"]), real)
     image[case["npix"] // 3, case["npix"] // 2] = 1.0
-    ours_v2d = median_seconds(lambda: imager.vis2dirty(vis), queue, repeats)
-    ours_d2v = median_seconds(lambda: imager.dirty2vis(image), queue, repeats)
+    vis_d = cla.to_device(queue, vis)
+    image_d = cla.to_device(queue, image)
     row = {"case": case["name"], "npix": case["npix"], "nvis": vis.size, "epsilon": epsilon,
            "w": do_w, "W": imager.kernel_choice.support, "sigma": imager.kernel_choice.sigma,
-           "planes": imager.n_planes, "setup s": round(setup_s, 3),
-           "v2d s": round(ours_v2d, 4), "d2v s": round(ours_d2v, 4),
-           "v2d Mvis/s": round(vis.size / ours_v2d / 1e6, 2)}
-    if wgridder is None:
-        row.update({"ducc v2d s": None, "ducc d2v s": None, "ratio v2d": None,
-                    "ratio d2v": None})
-        return row
-    arguments = dict(uvw=case["uvw"], freq=case["freq"], epsilon=epsilon, do_wgridding=do_w,
-                     nthreads=os.cpu_count(), pixsize_x=case["cell"], pixsize_y=case["cell"])
-    ducc_v2d = _host_median(lambda: wgridder.vis2dirty(
-        vis=vis, npix_x=case["npix"], npix_y=case["npix"], **arguments), repeats)
-    ducc_d2v = _host_median(lambda: wgridder.dirty2vis(dirty=image, **arguments), repeats)
+           "planes": imager.n_planes, "passes": len(imager.engine.passes()),
+           "plan": round(plan_s, 3),
+           "v2d e2e": round(median_seconds(lambda: imager.vis2dirty(vis), queue, repeats), 4),
+           "v2d dev": round(median_seconds(lambda: imager.vis2dirty_device(vis_d), queue,
+                                           repeats), 4),
+           "d2v e2e": round(median_seconds(lambda: imager.dirty2vis(image), queue, repeats), 4),
+           "d2v dev": round(median_seconds(lambda: imager.dirty2vis_device(image_d), queue,
+                                           repeats), 4)}
+    spread, fft = _stage_times(imager, vis_d, queue, repeats)
+    row.update({"spread": round(spread, 4), "fft": round(fft, 4)})
     ours = imager.vis2dirty(vis)
-    theirs = wgridder.vis2dirty(vis=vis, npix_x=case["npix"], npix_y=case["npix"], **arguments)
-    row.update({"ducc v2d s": round(ducc_v2d, 4), "ducc d2v s": round(ducc_d2v, 4),
-                "ratio v2d": round(ours_v2d / ducc_v2d, 2),
-                "ratio d2v": round(ours_d2v / ducc_d2v, 2),
-                "rel diff": float(f"{np.linalg.norm(ours - theirs) / np.linalg.norm(theirs):.2e}")})
+    row["bitwise"] = bool(np.array_equal(ours, imager.vis2dirty(vis)))
+    del vis_d
+    if wgridder is not None:
+        arguments = dict(uvw=case["uvw"], freq=case["freq"], epsilon=epsilon,
+                         do_wgridding=do_w, nthreads=os.cpu_count(), pixsize_x=case["cell"],
+                         pixsize_y=case["cell"])
+        row["ducc0 v2d"] = round(_host_median(lambda: wgridder.vis2dirty(
+            vis=vis, npix_x=case["npix"], npix_y=case["npix"], **arguments), repeats), 4)
+        row["ducc0 d2v"] = round(_host_median(
+            lambda: wgridder.dirty2vis(dirty=image, **arguments), repeats), 4)
+        theirs = wgridder.vis2dirty(vis=vis, npix_x=case["npix"], npix_y=case["npix"],
+                                    **arguments)
+        row["err"] = _rel(ours, theirs)
+        row["x ducc0 v2d"] = round(row["ducc0 v2d"] / row["v2d e2e"], 2)
+        row["x ducc0 d2v"] = round(row["ducc0 d2v"] / row["d2v e2e"], 2)
+    if not do_w:
+        peer = cufinufft_times(case, vis, image, epsilon, repeats)
+        cufi_image = peer.pop("_cufi_image", None)
+        row.update(peer)
+        if cufi_image is not None and wgridder is not None:
+            row["cufi err"] = _rel(cufi_image, theirs)
     return row
 
 
@@ -162,8 +256,10 @@ def main(argv=None) -> int:
     queue = cl.CommandQueue(clgrid.create_context(args.device))
     profile = clgrid.DeviceProfile.from_device(queue.device)
     print(f"device: {profile.platform_key}: {profile.device_name}; ducc0 "
-          f"{'with ' + str(os.cpu_count()) + ' threads' if wgridder else 'missing: peer columns empty'}")
-    cases = [c for c in (ska_mid_case(args), vla_case(args)) if c is not None]
+          f"{'with ' + str(os.cpu_count()) + ' threads' if wgridder else 'missing'}; "
+          f"cuFINUFFT {'present' if cufinufft else 'missing'}")
+    cases = [ska_mid_case(args)] + ([] if args.no_vla else [vla_case(args)])
+    cases = [c for c in cases if c is not None]
     rows = []
     for case in cases:
         for epsilon in args.epsilon:
@@ -172,7 +268,7 @@ def main(argv=None) -> int:
                 print_table(rows[-1:])
     print()
     print_table(rows)
-    print("ratio = clgrid time / ducc0 time (below 1: clgrid faster)")
+    print("x ducc0 = ducc0 time / clgrid end-to-end time (above 1: clgrid faster)")
     write_json(args.json, "imaging", rows, device=profile.summary(),
                ducc0_threads=os.cpu_count() if wgridder else None)
     return 0

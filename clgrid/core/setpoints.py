@@ -36,7 +36,8 @@ def _radix_sort(context: cl.Context) -> RadixSort:
         if sorter is None:
             sorter = RadixSort(context, "unsigned int *keys, unsigned int *index",
                                key_expr="keys[i]", sort_arg_names=["keys", "index"],
-                               key_dtype=np.uint32, scan_kernel=GenericScanKernel)
+                               key_dtype=np.uint32, bits_at_a_time=4,
+                               scan_kernel=GenericScanKernel)
             _sorters[context.int_ptr] = sorter
     return sorter
 
@@ -140,7 +141,7 @@ class SetPoints:
                 key_bits = 32   # the INVALID_KEY sentinel sorts last
             if self.sort == "device":
                 (keys, index), _ = _radix_sort(queue.context)(
-                    keys[:n_vis], index[:n_vis], key_bits=_round_up(key_bits, 2), queue=queue)
+                    keys[:n_vis], index[:n_vis], key_bits=_round_up(key_bits, 4), queue=queue)
             else:
                 host_keys = keys.get()[:n_vis]
                 order = np.argsort(host_keys, kind="stable").astype(np.uint32)
