@@ -26,6 +26,11 @@
 #define TILE_U ${tile_u}
 #define LANES ${lanes}
 #define BATCH ${lanes}
+% if unrolled:
+#define ACC(r) acc[r]
+% else:
+#define ACC(r) acc_tile[r][lane]
+% endif
 
 inline ${vec} cmul(const ${vec} a, const ${vec} b)
 {
@@ -66,9 +71,15 @@ void spread(__global const unsigned int *sorted_index, __global const unsigned i
     __local ${real} s_ku[BATCH][SUPPORT];
     __local ${vec} s_kv[BATCH][SUPPORT];
 
+% if unrolled:
     ${vec} acc[TILE_U];
+% else:
+    // CPUs: the tile in local memory, [row][lane], so that a row of all lanes
+    // is one SIMD vector (a private array indexed per point would be gathered).
+    __local ${vec} acc_tile[TILE_U][LANES];
+% endif
     for (int r = 0; r < TILE_U; ++r)
-        acc[r] = (${vec})(0, 0);
+        ACC(r) = (${vec})(0, 0);
 
 % if do_w:
     const int wlo = max(plane - SUPPORT + 1, 0), whi = min(plane, n_wbins - 1);
@@ -150,14 +161,17 @@ void spread(__global const unsigned int *sorted_index, __global const unsigned i
                         acc[r] += s_ku[p][a] * kv;
                 }
 % else:
-                const int a_first = max(0, -du), a_end = min(SUPPORT, TILE_U - du);
-                for (int a = a_first; a < a_end; ++a)
-                    acc[du + a] += s_ku[p][a] * kv;
+                #pragma unroll
+                for (int a = 0; a < SUPPORT; ++a) {
+                    const int r = du + a;
+                    if (r >= 0 && r < TILE_U)
+                        ACC(r) += s_ku[p][a] * kv;
+                }
 % endif
             }
         }
     }
     __global ${vec} *out = planes + (size_t)get_global_id(1) * nu * nv + (size_t)u0 * nv + v0 + lane;
     for (int r = 0; r < TILE_U; ++r)
-        out[(size_t)r * nv] = acc[r];
+        out[(size_t)r * nv] = ACC(r);
 }
