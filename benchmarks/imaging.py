@@ -267,7 +267,8 @@ def main(argv=None) -> int:
                 rows.append(run_case(case, queue, epsilon, do_w, args.repeats))
                 print_table(rows[-1:])
     print()
-    print_table(rows)
+    keys = list(dict.fromkeys(k for row in rows for k in row))
+    print_table([{k: row.get(k, "") for k in keys} for row in rows])
     print("x ducc0 = ducc0 time / clgrid end-to-end time (above 1: clgrid faster)")
     write_json(args.json, "imaging", rows, device=profile.summary(),
                ducc0_threads=os.cpu_count() if wgridder else None)
