@@ -99,6 +99,8 @@ class Imager(Operation):
         As in ``ducc0.wgridder``.
     fft_backend
         ``'reikna'`` (device) or ``'numpy'`` (host fallback); default the best.
+    tiles
+        :class:`clgrid.core.plan.TileShape` of the spreader; default from the device.
     layout, planes
         For pieces of a larger job (several devices, Dask): the
         :class:`clgrid.core.plan.GridLayout` of the whole observation, and the
@@ -129,7 +131,7 @@ class Imager(Operation):
 
     def __init__(self, context=None, *, uvw, freq, fft_backend: str | None = None,
                  layout: GridLayout | None = None, planes: tuple[int, int] | None = None,
-                 contexts=None, **geometry):
+                 tiles=None, contexts=None, **geometry):
         super().__init__(context)
         self.geometry = ImageGeometry.from_arguments(**geometry)
         if not self.profile.fp64:
@@ -146,7 +148,7 @@ class Imager(Operation):
         if self.n_rows:
             uvw_d = cla.to_device(self.queue, self.uvw_m)
             self.engine = GriddingEngine(self.queue, self.geometry, self.layout, uvw_d,
-                                         self.freq_hz, planes, fft_backend)
+                                         self.freq_hz, planes, fft_backend, tiles)
 
     # ------------------------------------------------------------ properties
     @property

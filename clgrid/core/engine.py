@@ -50,15 +50,20 @@ class GriddingEngine:
         multi-device w-stacking job); default all.
     fft_backend
         As for :class:`clgrid.core.fft.DeviceFFT`.
+    tiles
+        Spreading tile; default :meth:`TileShape.for_device` (tests force the
+        GPU shape on CPUs with it).
     """
 
     def __init__(self, queue: cl.CommandQueue, geometry: ImageGeometry, layout: GridLayout,
                  uvw_d: cla.Array, freq_hz: np.ndarray,
-                 planes: tuple[int, int] | None = None, fft_backend: str | None = None):
+                 planes: tuple[int, int] | None = None, fft_backend: str | None = None,
+                 tiles: TileShape | None = None):
         self.queue = queue
         self.profile = DeviceProfile.from_device(queue.device)
         self.geometry, self.layout = geometry, layout
-        self.tiles = TileShape.for_device(self.profile, layout.choice.support)
+        self.tiles = tiles or TileShape.for_device(self.profile, layout.choice.support)
+        self.tiles.check(layout.choice.support)
         self.uvw_d = uvw_d
         self.freq_scale_d = cla.to_device(queue, freq_scale(freq_hz))
         self.n_chan = len(freq_hz)

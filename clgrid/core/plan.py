@@ -292,6 +292,13 @@ class TileShape:
     lanes: int
     unrolled: bool
 
+    def check(self, support: int) -> None:
+        """A tile only reads its own and its lower neighbours' bins, so a
+        footprint must not reach past one neighbour: W <= tile + 1."""
+        if support > min(self.tile_u, self.lanes) + 1:
+            raise ValueError(f"tile {self.tile_u}x{self.lanes} is too small for kernel support "
+                             f"{support} (needs support <= tile + 1)")
+
     @classmethod
     def for_device(cls, profile: DeviceProfile, support: int) -> "TileShape":
         if profile.device_type == "gpu":

@@ -1,0 +1,111 @@
+"""Where the time of one vis2dirty / dirty2vis goes, stage by stage (device seconds).
+
+Prints one line per stage as soon as it is measured, so a run cut short
+still tells where it stopped:
+
+    python benchmarks/profile_core.py --device nvidia --baselines 2016 --hours 2 --channels 64
+    python benchmarks/profile_core.py --device intel --baselines 200 --hours 0.25 --channels 8 --npix 512
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pyopencl as cl  # noqa: E402
+import pyopencl.array as cla  # noqa: E402
+
+import clgrid  # noqa: E402
+from clgrid.core.plan import SPEED_OF_LIGHT  # noqa: E402
+from clgrid.core.setpoints import SetPoints  # noqa: E402
+from clgrid.imaging import Imager, _device_count  # noqa: E402
+from clgrid.simulate import simulate_observation  # noqa: E402
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--baselines", type=int, default=2016)
+    parser.add_argument("--hours", type=float, default=2.0)
+    parser.add_argument("--channels", type=int, default=64)
+    parser.add_argument("--npix", type=int, default=4096)
+    parser.add_argument("--epsilon", type=float, default=1e-5)
+    parser.add_argument("--w", action="store_true", help="do_wgridding=True")
+    parser.add_argument("--repeats", type=int, default=3)
+    return parser.parse_args(argv)
+
+
+def timed(label: str, run, queue, repeats: int) -> float:
+    run()
+    queue.finish()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        queue.finish()
+        times.append(time.perf_counter() - start)
+    best = min(times)
+    print(f"{label:28s} {best * 1e3:10.2f} ms", flush=True)
+    return best
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    queue = cl.CommandQueue(clgrid.create_context(args.device))
+    uvw = simulate_observation("ska1_mid_meerkat_197", duration_h=args.hours, integration_s=8.0,
+                               declination_deg=-30.0, n_baselines=args.baselines)
+    freq = np.linspace(1.35e9, 1.45e9, args.channels)
+    cell = 1.0 / (3.0 * np.max(np.hypot(uvw[:, 0], uvw[:, 1])) * freq[-1] / SPEED_OF_LIGHT)
+    rng = np.random.default_rng(0)
+    vis = np.empty((uvw.shape[0], freq.size), np.complex64)
+    vis.real = rng.standard_normal(vis.shape, np.float32)
+    vis.imag = rng.standard_normal(vis.shape, np.float32)
+    print(f"device {queue.device.name.strip()}; {vis.size / 1e6:.1f} M vis, {args.npix}^2, "
+          f"eps {args.epsilon}, w {args.w}", flush=True)
+    start = time.perf_counter()
+    imager = Imager(queue, uvw=uvw, freq=freq, npix_x=args.npix, npix_y=args.npix,
+                    pixsize_x=cell, pixsize_y=cell, epsilon=args.epsilon, do_wgridding=args.w)
+    queue.finish()
+    engine = imager.engine
+    print(f"plan (first, with builds)    {(time.perf_counter() - start) * 1e3:10.2f} ms; "
+          f"W {imager.kernel_choice.support} sigma {imager.kernel_choice.sigma} "
+          f"grid {imager.nu} planes {imager.n_planes} passes {len(engine.passes())} "
+          f"tiles {engine.tiles}", flush=True)
+    setpoints = SetPoints(queue, imager.geometry, imager.layout, engine.tiles)
+    timed("set points (keys+sort+starts)", lambda: setpoints(engine.uvw_d, engine.freq_scale_d),
+          queue, args.repeats)
+    vis_d = cla.to_device(queue, vis)
+    timed("upload pageable", lambda: cla.to_device(queue, vis), queue, args.repeats)
+    timed("upload pinned (clgrid)", lambda: imager._uploader.to_device(vis, np.complex64), queue,
+          args.repeats)
+    timed("non-finite count", lambda: _device_count(queue, vis_d, "nonfinite"), queue,
+          args.repeats)
+    plane0, n_pass = engine.passes()[0]
+    timed(f"spread (one pass, {n_pass} planes)",
+          lambda: engine.grid_pass(vis_d, 1, 0, plane0, n_pass), queue, args.repeats)
+    timed("fft (one pass)", lambda: engine.fft.backward(engine.planes_d), queue, args.repeats)
+    image_d = cla.zeros(queue, (args.npix, args.npix), np.float32)
+    timed("correct (one pass)", lambda: engine.corrector.planes_to_dirty(
+        engine.planes_d, plane0, n_pass, image_d, 1.0), queue, args.repeats)
+    out_d = cla.zeros(queue, (vis.size, 1), np.complex64)
+    timed("interpolate (one pass)", lambda: engine.interpolator(
+        engine.points, engine.uvw_d, engine.freq_scale_d, out_d, 1, 0, engine.planes_d, plane0,
+        n_pass), queue, args.repeats)
+    timed("vis2dirty device-resident", lambda: imager.vis2dirty_device(vis_d), queue,
+          args.repeats)
+    timed("vis2dirty end to end", lambda: imager.vis2dirty(vis), queue, args.repeats)
+    image = image_d.get()
+    timed("dirty2vis device-resident", lambda: imager.dirty2vis_device(image_d), queue,
+          args.repeats)
+    timed("dirty2vis end to end", lambda: imager.dirty2vis(image), queue, args.repeats)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
