@@ -10,6 +10,13 @@
 ## kernel values in v times the visibility), then every lane adds what falls
 ## into its column.  Every cell of every plane is written exactly once, zeros
 ## included, so the grid needs no clearing.
+##
+## Load balance: the uv plane is far denser near its centre, so one
+## work-group per tile would leave the centre tiles working long after the
+## rest.  The work list (built at plan time from the bin sizes) cuts the
+## points of one (tile, plane) into chunks of at most chunk_points; a
+## single-chunk item writes the grid, the chunks of a split item write partial
+## tiles to scratch slots, and fold_chunks adds those in slot order.
 ## Sums: each lane adds a batch (at most LANES points) in the grid precision,
 ## then folds the batch into a double-precision total, so float32 grids keep
 ## float64-like accuracy however many points fall on one cell (long float32
@@ -66,11 +73,18 @@ void spread(__global const unsigned int *sorted_index, __global const unsigned i
             const double u_scale, const double v_scale,
             const double w_scale, const double w_offset,
             const int plane0, const int n_wbins,
-            const double shift_u, const double shift_v)
+            const double shift_u, const double shift_v,
+            __global const int4 *work, const unsigned int chunk_points,
+            __global double2 *scratch)
 {
-    const int tile = get_group_id(0);
+    const int4 item = work[get_group_id(0)];   // (tile, plane in pass, chunk, slot or -1)
+    const int tile = item.x;
     const int lane = get_local_id(0);
-    const int plane = plane0 + (int)get_global_id(1);
+    const int plane = plane0 + item.y;
+    // this chunk's share of the points of the four bins, counted in bin order
+    const unsigned int chunk_lo = (unsigned int)item.z * chunk_points;
+    const unsigned int chunk_hi = chunk_lo + chunk_points;
+    unsigned int seen = 0;
     const int tu = tile / ntiles_v, tv = tile - (tile / ntiles_v) * ntiles_v;
     const int u0 = tu * TILE_U, v0 = tv * LANES;
 
@@ -104,8 +118,15 @@ void spread(__global const unsigned int *sorted_index, __global const unsigned i
         const int bu = (tu + du_bin + ntiles_u) % ntiles_u;
         const int bv = (tv + dv_bin + ntiles_v) % ntiles_v;
         const unsigned int bin = (unsigned int)(bu * ntiles_v + bv) * (unsigned int)n_wbins;
-        const unsigned int first = (wlo <= whi) ? bin_start[bin + wlo] : 0u;
-        const unsigned int end = (wlo <= whi) ? bin_start[bin + whi + 1] : 0u;
+        const unsigned int bin_first = (wlo <= whi) ? bin_start[bin + wlo] : 0u;
+        const unsigned int bin_end = (wlo <= whi) ? bin_start[bin + whi + 1] : 0u;
+        const unsigned int size = bin_end - bin_first;
+        // the chunk's window [chunk_lo, chunk_hi) in this bin's coordinates
+        // (signed: a saturating unsigned subtract is an intrinsic Oclgrind lacks)
+        const long skip = (long)chunk_lo - (long)seen, stop = (long)chunk_hi - (long)seen;
+        const unsigned int first = bin_first + (unsigned int)(skip <= 0 ? 0 : (skip < size ? skip : size));
+        const unsigned int end = bin_first + (unsigned int)(stop <= 0 ? 0 : (stop < size ? stop : size));
+        seen += size;
         for (unsigned int base = first; base < end; base += BATCH) {
             const int n_here = (int)min((unsigned int)BATCH, end - base);
             barrier(CLK_LOCAL_MEM_FENCE);
@@ -186,7 +207,32 @@ void spread(__global const unsigned int *sorted_index, __global const unsigned i
             }
         }
     }
-    __global ${vec} *out = planes + (size_t)get_global_id(1) * nu * nv + (size_t)u0 * nv + v0 + lane;
-    for (int r = 0; r < TILE_U; ++r)
-        out[(size_t)r * nv] = convert_${vec}(TOTAL(r));
+    if (item.w < 0) {
+        __global ${vec} *out = planes + (size_t)item.y * nu * nv + (size_t)u0 * nv + v0 + lane;
+        for (int r = 0; r < TILE_U; ++r)
+            out[(size_t)r * nv] = convert_${vec}(TOTAL(r));
+    } else {
+        __global double2 *out = scratch + (size_t)item.w * TILE_U * LANES + lane;
+        for (int r = 0; r < TILE_U; ++r)
+            out[r * LANES] = TOTAL(r);
+    }
+}
+
+// The chunks of split (tile, plane) items, added in slot order (so the same
+// bits every run) and written to the grid.  One work-group per split item.
+__kernel __attribute__((reqd_work_group_size(LANES, 1, 1)))
+void fold_chunks(__global const int4 *folds, __global const double2 *scratch,
+                 __global ${vec} *planes, const int nu, const int nv, const int ntiles_v)
+{
+    const int4 item = folds[get_group_id(0)];   // (tile, plane in pass, first slot, slots)
+    const int lane = get_local_id(0);
+    const int tu = item.x / ntiles_v, tv = item.x - (item.x / ntiles_v) * ntiles_v;
+    __global ${vec} *out = planes + (size_t)item.y * nu * nv + (size_t)(tu * TILE_U) * nv
+                           + tv * LANES + lane;
+    for (int r = 0; r < TILE_U; ++r) {
+        double2 sum = (double2)(0, 0);
+        for (int s = 0; s < item.w; ++s)
+            sum += scratch[((size_t)(item.z + s) * TILE_U + r) * LANES + lane];
+        out[(size_t)r * nv] = convert_${vec}(sum);
+    }
 }

@@ -198,12 +198,13 @@ def test_bad_input_gives_clear_errors(cl_env):
 
 
 @pytest.mark.parametrize("tiles,precision,epsilon", [
-    ((8, 32, True), "single", 1e-4), ((16, 32, True), "double", 1e-9),
-    ((16, 16, False), "double", 1e-9), ((32, 16, False), "single", 1e-4)],
-    ids=["gpu-8x32", "gpu-16x32", "cpu-16x16", "cpu-32x16"])
+    ((8, 32, True, 2048), "single", 1e-4), ((16, 32, True, 16), "double", 1e-9),
+    ((16, 16, False), "double", 1e-9), ((32, 16, False, 7), "single", 1e-4)],
+    ids=["gpu-8x32", "gpu-16x32-chunks16", "cpu-16x16", "cpu-32x16-chunks7"])
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
 def test_every_tile_shape_matches_the_direct_transform(cl_env, tiles, precision, epsilon, do_w):
-    """The GPU tile variant (registers, unrolled rows) runs on CPUs too: check it here."""
+    """The GPU tile variant (registers, unrolled rows) runs on CPUs too: check it
+    here, with (tile, plane) point lists split into small chunks and folded."""
     from clgrid.core.plan import TileShape
     uvw, freq, vis = _observation(n_rows=150, seed=3)
     real = np.float32 if precision == "single" else np.float64
@@ -219,6 +220,9 @@ def test_every_tile_shape_matches_the_direct_transform(cl_env, tiles, precision,
                              pixsize_y=geometry["pixsize_y"], center_x=geometry["center_x"],
                              center_y=geometry["center_y"])
     assert np.linalg.norm(predicted - expected) / np.linalg.norm(expected) <= epsilon
+    if len(tiles) == 4 and tiles[3] < 100 and not do_w:
+        assert imager.engine.spreader.work(imager.engine.points,
+                                           *imager.engine.passes()[0]).n_folds > 0
 
 
 def test_a_tile_too_small_for_the_kernel_is_refused(cl_env):

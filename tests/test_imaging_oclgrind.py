@@ -26,12 +26,14 @@ SCRIPT = textwrap.dedent("""
     assert error < 1e-2, error
     predicted = imager.dirty2vis(dirty)
     assert np.all(np.isfinite(predicted))
-    # the other kernel variants: no w, facet centre, weights and flags
+    # the other kernel variants: no w, facet centre, weights and flags, the GPU
+    # tile shape with point lists split into chunks of 2 and folded
     wgt = rng.uniform(0.5, 2.0, (6, 1)).astype(np.float32)
     mask = np.array([[1], [0], [1], [1], [1], [1]], np.uint8)
     shifted = dict(geometry, center_x=0.01, center_y=-0.02)
+    from clgrid.core.plan import TileShape
     facet = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-2, precision="single",
-                   fft_backend="numpy", **shifted)
+                   fft_backend="numpy", tiles=TileShape(8, 32, True, 2), **shifted)
     dirty = facet.vis2dirty(vis, wgt=wgt, mask=mask)
     reference = dft_vis2dirty(uvw, freq, vis * wgt * mask, **shifted)
     error = np.linalg.norm(dirty - reference) / np.linalg.norm(reference)

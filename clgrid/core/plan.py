@@ -286,11 +286,15 @@ class GridLayout:
 class TileShape:
     """Spreading tile of one device: ``tile_u`` rows kept per lane, ``lanes``
     columns (one per work-item); ``unrolled``: fixed row loop (registers on
-    GPUs) rather than a loop clipped to the footprint (CPUs)."""
+    GPUs) rather than a loop clipped to the footprint (CPUs);
+    ``chunk_points``: most points one work-group takes of a (tile, plane)
+    before the rest goes to another (load balance where the uv plane is
+    dense; CPUs pull work-groups dynamically and need no split)."""
 
     tile_u: int
     lanes: int
     unrolled: bool
+    chunk_points: int = 2 ** 31
 
     def check(self, support: int) -> None:
         """A tile only reads its own and its lower neighbours' bins, so a
@@ -302,7 +306,7 @@ class TileShape:
     @classmethod
     def for_device(cls, profile: DeviceProfile, support: int) -> "TileShape":
         if profile.device_type == "gpu":
-            return cls(8 if support <= 8 else 16, 32, True)
+            return cls(8 if support <= 8 else 16, 32, True, 2048)
         return cls(16, 16, False)
 
 

@@ -58,6 +58,8 @@ class PointSet:
         Visibilities with a finite position, and without (left out).
     ntiles_u, ntiles_v
         Tiles along u and v.
+    bin_start_host
+        ``bin_start`` on the host, for planning the spreader's work list.
     """
 
     sorted_index: cla.Array
@@ -66,6 +68,7 @@ class PointSet:
     n_invalid: int
     ntiles_u: int
     ntiles_v: int
+    bin_start_host: np.ndarray
 
 
 def coordinate_scales(geometry: ImageGeometry, layout: GridLayout) -> tuple[float, ...]:
@@ -152,7 +155,7 @@ class SetPoints:
         self._starts(queue, (_round_up(n_vis + 1, 256),), None, keys.data, np.uint32(n_vis),
                      np.uint32(self.n_bins), bin_start.data)
         return PointSet(index, bin_start, n_vis - n_invalid, n_invalid,
-                        self.ntiles_u, self.ntiles_v)
+                        self.ntiles_u, self.ntiles_v, bin_start.get())
 
 
 def freq_scale(freq_hz: np.ndarray) -> np.ndarray:

@@ -17,6 +17,8 @@ kernel on the fly.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
@@ -52,7 +54,7 @@ class _Stage:
                  tiles: TileShape):
         self.queue = queue
         self.geometry, self.layout, self.tiles = geometry, layout, tiles
-        self._kernels: dict[tuple[bool, bool], cl.Kernel] = {}
+        self._kernels: dict = {}
         self._dummy_real = cla.empty(queue, 1, geometry.vis_real)
         self._dummy_mask = cla.empty(queue, 1, np.uint8)
         self.scales = [np.float64(s) for s in coordinate_scales(geometry, layout)]
@@ -74,15 +76,92 @@ class _Stage:
                 (mask if mask is not None else self._dummy_mask).data)
 
 
+@dataclasses.dataclass
+class WorkList:
+    """What the spreader's work-groups do in one pass (see :func:`work_list`)."""
+
+    items: cla.Array       # (n, 4) int32: tile, plane in pass, chunk, scratch slot or -1
+    folds: cla.Array | None   # (m, 4) int32: tile, plane in pass, first slot, slots
+    scratch: cla.Array | None  # (slots, tile_u, lanes) complex128 partial tiles
+    n_items: int
+    n_folds: int
+
+
+def chunk_counts(points: PointSet, layout: GridLayout, plane0: int, n_pass: int,
+                 chunk_points: int) -> np.ndarray:
+    """(n_pass, n_tiles): points each (plane, tile) reads, in chunks of
+    ``chunk_points`` (at least one chunk, which writes the zeros)."""
+    n_tiles = points.ntiles_u * points.ntiles_v
+    n_wbins, support = layout.n_wbins, layout.choice.support
+    starts = points.bin_start_host.astype(np.int64)
+    cumulative = starts[np.arange(n_tiles)[:, None] * n_wbins + np.arange(n_wbins + 1)]
+    tu, tv = np.divmod(np.arange(n_tiles), points.ntiles_v)
+    counts = np.zeros((n_pass, n_tiles), np.int64)
+    for p in range(n_pass):
+        plane = plane0 + p
+        lo, hi = (max(plane - support + 1, 0), min(plane, n_wbins - 1)) if n_wbins > 1 else (0, 0)
+        if lo > hi:
+            continue
+        per_bin = cumulative[:, hi + 1] - cumulative[:, lo]
+        for du in (-1, 0):
+            for dv in (-1, 0):
+                if (points.ntiles_u == 1 and du) or (points.ntiles_v == 1 and dv):
+                    continue
+                source = (((tu + du) % points.ntiles_u) * points.ntiles_v
+                          + (tv + dv) % points.ntiles_v)
+                counts[p] += per_bin[source]
+    return np.maximum(1, -(-counts // chunk_points))
+
+
+def work_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout, tiles: TileShape,
+              plane0: int, n_pass: int, grid_complex: np.dtype) -> WorkList:
+    """Work items of one pass: every (tile, plane) in chunks, split ones folded."""
+    chunks = chunk_counts(points, layout, plane0, n_pass, tiles.chunk_points).ravel()
+    n_tiles = points.ntiles_u * points.ntiles_v
+    pair = np.repeat(np.arange(chunks.size), chunks)
+    first_item = np.cumsum(chunks) - chunks
+    chunk = np.arange(pair.size) - first_item[pair]
+    split = chunks > 1
+    slots = np.where(split, chunks, 0)
+    first_slot = np.cumsum(slots) - slots
+    slot = np.where(split[pair], first_slot[pair] + chunk, -1)
+    items = np.stack([pair % n_tiles, pair // n_tiles, chunk, slot], axis=1).astype(np.int32)
+    # the long (split) items first: they should not start last
+    items = np.concatenate([items[split[pair]], items[~split[pair]]])
+    folded = np.flatnonzero(split)
+    folds = np.stack([folded % n_tiles, folded // n_tiles, first_slot[folded], chunks[folded]],
+                     axis=1).astype(np.int32)
+    n_slots = int(slots.sum())
+    return WorkList(
+        cla.to_device(queue, items), cla.to_device(queue, folds) if folds.size else None,
+        cla.empty(queue, (n_slots, tiles.tile_u, tiles.lanes), np.complex128)
+        if n_slots else None, items.shape[0], folds.shape[0])
+
+
 class Spreader(_Stage):
     """Visibilities -> the uv grid planes of one pass (see the module notes)."""
 
     template_name = "core_spread.cl.mako"
     kernel_name = "spread"
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._work: dict[tuple[int, int], WorkList] = {}
+        self._dummy_scratch = cla.empty(self.queue, 1, np.complex128)
+
     def _extra_params(self) -> dict:
         return {"tile_u": self.tiles.tile_u, "lanes": self.tiles.lanes,
                 "unrolled": self.tiles.unrolled}
+
+    def work(self, points: PointSet, plane0: int, n_pass: int) -> WorkList:
+        """The pass's work list, built on first use (geometry only)."""
+        key = (plane0, n_pass)
+        if key not in self._work:
+            grid_complex = np.dtype(np.complex64 if self.geometry.grid_real == np.float32
+                                    else np.complex128)
+            self._work[key] = work_list(self.queue, points, self.layout, self.tiles, plane0,
+                                        n_pass, grid_complex)
+        return self._work[key]
 
     def __call__(self, points: PointSet, uvw_d: cla.Array, freq_scale_d: cla.Array,
                  vis_d: cla.Array, npol: int, pol: int, planes_d: cla.Array,
@@ -91,16 +170,33 @@ class Spreader(_Stage):
         """Write planes ``plane0 .. plane0 + n_pass - 1`` of polarisation ``pol``
         into ``planes_d`` ((>= n_pass, nu, nv) complex)."""
         lanes = self.tiles.lanes
-        n_tiles = points.ntiles_u * points.ntiles_v
+        work = self.work(points, plane0, n_pass)
         kernel = self.kernel(wgt_d is not None, mask_d is not None)
-        return kernel(
-            self.queue, (n_tiles * lanes, n_pass), (lanes, 1),
+        scratch = work.scratch if work.scratch is not None else self._dummy_scratch
+        event = kernel(
+            self.queue, (work.n_items * lanes,), (lanes,),
             points.sorted_index.data, points.bin_start.data, uvw_d.data, freq_scale_d.data,
             np.uint32(freq_scale_d.shape[0]), vis_d.data, np.uint32(npol), np.uint32(pol),
             *self._weights(wgt_d, mask_d), planes_d.data,
             np.int32(self.layout.nu), np.int32(self.layout.nv),
             np.int32(points.ntiles_u), np.int32(points.ntiles_v), *self.scales,
-            np.int32(plane0), np.int32(self.layout.n_wbins), *_shift_args(self.geometry))
+            np.int32(plane0), np.int32(self.layout.n_wbins), *_shift_args(self.geometry),
+            work.items.data, np.uint32(min(self.tiles.chunk_points, 2 ** 32 - 1)),
+            scratch.data)
+        if work.n_folds:
+            fold = self._fold_kernel()
+            event = fold(self.queue, (work.n_folds * lanes,), (lanes,), work.folds.data,
+                         work.scratch.data, planes_d.data, np.int32(self.layout.nu),
+                         np.int32(self.layout.nv), np.int32(points.ntiles_v))
+        return event
+
+    def _fold_kernel(self) -> cl.Kernel:
+        if "fold" not in self._kernels:
+            params = _common_params(self.geometry, self.layout, False, False)
+            params.update(self._extra_params())
+            template = KernelTemplate(self.queue, self.template_name, params, need_f64=True)
+            self._kernels["fold"] = template.kernel("fold_chunks")
+        return self._kernels["fold"]
 
 
 class Interpolator(_Stage):
