@@ -18,9 +18,9 @@ Differences from ducc0's file:
   channels, weights, mask, nthreads) rotate through a fixed list, so every
   value ducc0 tries is tried, in fewer combinations.  Each test says its
   reduction.  The whole file (140 cases, about 450 Imager plans: one per
-  facet centre) took 45-90 s on this 2-core machine on the Intel CPU runtime
-  at load 3-4, 7.5 min on PoCL 3.1; when the machine is saturated it took up
-  to 6 min, nearly all in clgrid's per-plan kernel choice (numpy ``leggauss``
+  facet centre) took 43-150 s on this 2-core machine on the Intel CPU runtime
+  at load 3-5 (shared with other jobs), 7.5 min on PoCL 3.1; at load 7-8 it
+  took up to 6 min, nearly all in clgrid's per-plan kernel choice (numpy ``leggauss``
   per ``es_fourier`` call, through a threaded OpenBLAS).  None of it is marked
   ``tiny``: every case builds FFT plans and kernels, far too slow for Oclgrind
   (the kernels' race checks live in test_imaging_oclgrind.py).
