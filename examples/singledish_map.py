@@ -69,7 +69,8 @@ def main() -> None:
         i, j = np.round(wcs.world_to_pixel_values(ra0, dec0)).astype(int)
         print(f"source: {ra0} {dec0} pixel {i} {j} map {sky[j, i]:.6f} weight {weights[j, i]:.6f}")
     j, i = np.unravel_index(np.nanargmax(sky), sky.shape)
-    print(f"map_peak: {i} {j} {sky[j, i]:.6f} at RA {float(wcs.pixel_to_world_values(i, j)[0]):.3f}")
+    peak_ra, peak_dec = wcs.pixel_to_world_values(i, j)
+    print(f"map_peak: {i} {j} {sky[j, i]:.6f} at RA {peak_ra:.3f} Dec {peak_dec:.3f}")
     figure = plt.figure(figsize=(14, 4.8))
     for k, (data, title) in enumerate([(sky, "map (K)"), (weights, "weights")]):
         axis = figure.add_subplot(1, 2, k + 1, projection=wcs)
