@@ -6,7 +6,7 @@ runs a Hoegbom CLEAN minor cycle on the image (numpy), predicts the model's
 visibilities (Imager.dirty2vis) and forms the new residual on the device.
 As the API stands, dirty2vis takes a host image and returns host
 visibilities, so the prediction makes one round trip per cycle.
-About 15 s on a 2-core laptop (Intel OpenCL CPU runtime), 5 s with --small.
+About 15 s on a 2-core laptop (Intel OpenCL CPU runtime), 10 s with --small.
 
     python examples/device_resident.py [--device intel] [--small] [--png device_resident.png]
 """
