@@ -11,6 +11,7 @@ laptop (Intel OpenCL CPU runtime), 5 s with --small.
 """
 import argparse
 import dataclasses
+import os
 import time
 
 import ducc0
@@ -53,7 +54,7 @@ def main() -> None:
                 pixsize_y=pixsize, epsilon=1e-5, do_wgridding=True)
     print(f"visibilities: {vis.size}  image: {npix}^2 of {np.degrees(pixsize) * 3600:.1f} arcsec")
     start = time.perf_counter()
-    ducc_image = ducc0.wgridder.vis2dirty(**call, nthreads=2) / vis.size
+    ducc_image = ducc0.wgridder.vis2dirty(**call, nthreads=os.cpu_count()) / vis.size
     ducc_s = time.perf_counter() - start
     context = clgrid.create_context(args.device)
     seconds = []
