@@ -220,11 +220,13 @@ class PointCalibration:
                  "phase slope) per observation",
                  f"reference antenna {self.reference_antenna}; flux scale is the model's"]
         for spw, (first, second) in sorted(self.hands.items()):
-            n_int = first.gains.shape[0]
-            solved = (first.solved.sum() + second.solved.sum()) / (2 * first.solved.size)
+            solved = np.stack([first.solved, second.solved])   # (2, n_int, n_ant)
+            antennas = solved.any(axis=(0, 1))
+            share = solved[:, :, antennas].mean() if antennas.any() else 0.0
             delays = np.concatenate([first.delays_s, second.delays_s]) * 1e9
-            lines.append(f"spw {spw}: {n_int} intervals, {100 * solved:.0f}% antenna "
-                         f"solutions, |delay| <= {np.max(np.abs(delays)):.1f} ns")
+            lines.append(f"spw {spw}: {solved.shape[1]} solution intervals, "
+                         f"{int(antennas.sum())} antennas, {100 * share:.0f}% of their "
+                         f"gains solved, |delay| <= {np.max(np.abs(delays)):.1f} ns")
         return lines
 
 

@@ -166,6 +166,9 @@ def image_measurement_set(ms_path, *, npix_x: int, npix_y: int | None = None,
             parse_channels(channels, ms.spectral_windows[window].freq_hz.size)
             ms.parallel_hands(window)
         n_rows = ms.count_rows(spw)
+        if n_rows == 0 and ms.nrows > 0:
+            raise MSError(f"{ms.path}: empty selection: field {field}, spectral window(s) "
+                          f"{ms.select_spws(spw)} have no rows (the set has {ms.nrows})")
         calibration = _calibration(ms, spw, calibrate, n_rows)
         passes = 1 if weigher.scheme == "natural" else 2
         with _progress_bar(progress, n_rows * passes) as bar:
@@ -204,6 +207,53 @@ def _calibration(ms, spw, calibrate, n_rows):
         return None
     from .calibrate import solve_point
     return solve_point(ms, spw)
+
+
+@dataclasses.dataclass(frozen=True)
+class Beam:
+    """Gaussian fitted to the PSF's main lobe: FWHM major and minor axes
+    (radians) and position angle of the major axis (radians, north through
+    east)."""
+
+    major: float
+    minor: float
+    position_angle: float
+
+
+def fit_beam(psf: np.ndarray, pixsize_x: float, pixsize_y: float,
+             level: float = 0.35) -> Beam | None:
+    """Fit ``exp(-(a l^2 + b l m + c m^2))`` to the PSF's main lobe.
+
+    Least squares on ``log psf`` over the pixels above ``level`` that lie in
+    the box around the centre pixel where the PSF first falls below it (the
+    main lobe).  ``psf`` is (npix_x, npix_y) in ducc0's layout with its peak
+    1 at the centre.  Returns None when no lobe can be fitted (zero PSF).
+    """
+    npix_x, npix_y = psf.shape
+    cx, cy = npix_x // 2, npix_y // 2
+    if not psf[cx, cy] > level:
+        return None
+    half = 1
+    while half < min(cx, cy) - 1:
+        box = psf[cx - half:cx + half + 1, cy - half:cy + half + 1]
+        edge = np.concatenate([box[0], box[-1], box[:, 0], box[:, -1]])
+        if np.all(edge < level):
+            break
+        half += 1
+    box = psf[cx - half:cx + half + 1, cy - half:cy + half + 1]
+    i, j = np.meshgrid(np.arange(-half, half + 1), np.arange(-half, half + 1), indexing="ij")
+    inside = box > level
+    l, m = i[inside] * pixsize_x, j[inside] * pixsize_y
+    design = np.stack([l * l, l * m, m * m], axis=1)
+    (a, b, c), *_ = np.linalg.lstsq(design, -np.log(box[inside]), rcond=None)
+    eigenvalues, eigenvectors = np.linalg.eigh(np.array([[a, b / 2], [b / 2, c]]))
+    if not np.all(eigenvalues > 0):
+        return None
+    fwhm = 2 * np.sqrt(np.log(2) / eigenvalues)  # eigenvalues ascending: major first
+    east, north = eigenvectors[:, 0]
+    angle = np.arctan2(east, north)
+    angle = (angle + np.pi / 2) % np.pi - np.pi / 2  # an axis: angle modulo pi
+    return Beam(float(fwhm[0]), float(fwhm[1]), float(angle))
 
 
 def _grid_chunks(ms, weigher, vis2dirty, bar, passes, spw, channels, chunk_rows, make_psf,
@@ -268,4 +318,4 @@ def _progress_bar(enabled: bool, total: int):
     return tqdm(total=total, unit="row", desc="imaging", leave=False)
 
 
-__all__ = ["ImageResult", "auto_cell_rad", "image_measurement_set", "vis2dirty_backend"]
+__all__ = ["Beam", "ImageResult", "fit_beam", "auto_cell_rad", "image_measurement_set", "vis2dirty_backend"]
