@@ -86,15 +86,23 @@ def run(args: argparse.Namespace) -> int:
             return _run(args)
         except CommandError as error:
             print(f"clgrid image: {error}", file=sys.stderr)
-        except cl.Error as error:  # a driver failure: the build log only on request
-            if args.verbose:
+        except cl.Error as error:  # a driver failure, not the user's: say all
+            failed_build = _is_build_failure(error)
+            what = ("a kernel failed to build; the compiler's log follows" if failed_build
+                    else _one_line(error))
+            print(f"clgrid image: OpenCL error: {what}", file=sys.stderr)
+            if args.verbose or failed_build:
                 print(str(error), file=sys.stderr)
-            hint = "" if args.verbose else " (--verbose shows the compiler log)"
-            print(f"clgrid image: OpenCL error: {_one_line(error)}{hint}", file=sys.stderr)
         except MemoryError:
             print("clgrid image: out of host memory: use a smaller --npix or --chunk-rows",
                   file=sys.stderr)
         return 2
+
+
+def _is_build_failure(error) -> bool:
+    """A kernel that did not compile: its build log is worth showing."""
+    code = getattr(error, "code", None)
+    return code == -11 or "BuildProgram" in str(getattr(error, "routine", ""))
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -275,6 +283,7 @@ def _header_keywords(result) -> dict:
         keywords["ROBUST"] = result.robust
     if result.time_range_s[0] > 0:
         keywords["DATE-OBS"] = ms_time_to_iso(result.time_range_s[0])
+        keywords["MJD-OBS"] = result.time_range_s[0] / 86400.0  # astropy's WCS wants both
     return keywords
 
 
