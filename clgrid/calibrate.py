@@ -182,30 +182,24 @@ class PointCalibration:
     f_ref_hz: dict[int, float]
     reference_antenna: int
 
-    def antenna_factors(self, spw: int, time_s: np.ndarray, freq_hz: np.ndarray
-                        ) -> tuple[np.ndarray, np.ndarray]:
-        """The solution interval of each row and the full antenna gains
-        ``g d`` as (n_intervals, nchan, 2, n_antennas), 0 where not solved."""
-        edges = self.interval_edges_s[spw]
-        index = np.clip(np.searchsorted(edges, time_s, side="right") - 1, 0, edges.size - 1)
-        offsets = freq_hz - self.f_ref_hz[spw]
-        per_hand = []
-        for hand in self.hands[spw]:
-            delay = np.exp(2j * np.pi * np.outer(offsets, hand.delays_s))  # (nchan, nant)
-            per_hand.append(np.where(hand.solved[:, None, :],
-                                     hand.gains[:, None, :] * delay[None], 0))
-        return index, np.stack(per_hand, axis=2)
-
     def apply(self, block: HandsBlock, spw: int) -> HandsBlock:
         """``block`` with the gains divided out, weights scaled, samples of
         antennas without a solution flagged."""
         if spw not in self.hands:  # nothing was usable there: nothing is now
             return dataclasses.replace(block, weight=np.zeros_like(block.weight),
                                        usable=np.zeros_like(block.usable))
-        index, gains = self.antenna_factors(spw, block.time_s, block.freq_hz)
-        g1 = gains[index, :, :, block.antenna1] if block.time_s.size else gains[:0, ..., 0]
-        g2 = gains[index, :, :, block.antenna2] if block.time_s.size else gains[:0, ..., 0]
-        product = g1 * np.conj(g2)
+        edges = self.interval_edges_s[spw]
+        interval = np.clip(np.searchsorted(edges, block.time_s, side="right") - 1, 0,
+                           edges.size - 1)
+        offsets = block.freq_hz - self.f_ref_hz[spw]
+        a1, a2 = block.antenna1, block.antenna2
+        products = []
+        for hand in self.hands[spw]:
+            gains = np.where(hand.solved, hand.gains, 0)
+            per_row = gains[interval, a1] * np.conj(gains[interval, a2])       # (nrow,)
+            delay = hand.delays_s[a1] - hand.delays_s[a2]
+            products.append(per_row[:, None] * np.exp(2j * np.pi * np.outer(delay, offsets)))
+        product = np.stack(products, axis=2)                                  # (nrow, nchan, 2)
         usable = block.usable & (np.abs(product) > 0)
         safe = np.where(usable, product, 1)
         return dataclasses.replace(

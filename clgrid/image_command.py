@@ -119,9 +119,8 @@ def _run(args: argparse.Namespace) -> int:
             result = _image(args, ms_path, context)
         except (MSError, ValueError, TypeError) as error:
             raise CommandError(_one_line(error)) from None
-        except RuntimeError as error:  # casacore reading a damaged table
-            raise CommandError(f"{ms_path}: cannot read the Measurement Set "
-                               f"({_one_line(error)})") from None
+        except RuntimeError as error:  # a damaged table casacore trips on elsewhere
+            raise CommandError(f"{ms_path}: {_one_line(error)}") from None
     try:
         _write_outputs(args, result, outputs)
     except OSError as error:

@@ -286,10 +286,23 @@ class MeasurementSet:
             raise MSError(f"{self.path}: no weight column {choice!r}")
         return choice
 
+    def getcol(self, column: str, start: int = 0, count: int = -1) -> np.ndarray:
+        """``count`` rows of ``column`` from row ``start`` (all by default);
+        a damaged table raises :class:`MSError` naming what failed."""
+        try:
+            return self._table.getcol(column, start, count)
+        except RuntimeError as error:
+            raise MSError(f"{self.path}: cannot read column {column} "
+                          f"({_first_line(error)})") from None
+
     def longest_baseline_m(self) -> float:
         """Largest distance between two antennas of the ANTENNA table (m)."""
         tables = _require_casacore()
-        positions = self._subtable(tables, "ANTENNA").getcol("POSITION")
+        try:
+            positions = self._subtable(tables, "ANTENNA").getcol("POSITION")
+        except RuntimeError as error:
+            raise MSError(f"{self.path}: cannot read ANTENNA positions "
+                          f"({_first_line(error)})") from None
         if len(positions) < 2:
             return 0.0
         return float(np.max(np.linalg.norm(positions[:, None] - positions[None], axis=2)))
@@ -329,8 +342,8 @@ class MeasurementSet:
 
     def _rows_of(self, spw: int) -> np.ndarray:
         ddids = set(self.spectral_windows[spw].data_desc_ids)
-        desc = self._table.getcol("DATA_DESC_ID")
-        field = self._table.getcol("FIELD_ID")
+        desc = self.getcol("DATA_DESC_ID")
+        field = self.getcol("FIELD_ID")
         return np.flatnonzero(np.isin(desc, list(ddids)) & (field == self.field))
 
     def count_rows(self, spw=None) -> int:
@@ -378,7 +391,7 @@ class MeasurementSet:
             for name, column in (("uvw", "UVW"), ("data", self.column), ("flag", "FLAG"),
                                  ("flag_row", "FLAG_ROW"), ("a1", "ANTENNA1"),
                                  ("a2", "ANTENNA2"), ("time", "TIME")):
-                parts[name].append(self._table.getcol(column, start, count))
+                parts[name].append(self.getcol(column, start, count))
             parts["weight"].append(self._read_weights(start, count))
         if not rows.size:
             return HandsBlock.empty(self.spectral_windows[spw].freq_hz[channels])
@@ -415,7 +428,7 @@ class MeasurementSet:
         if self.weight_column == "NONE":
             data_shape = self._table.getcell(self.column, start).shape
             return np.ones((count,) + data_shape, np.float32)
-        return self._table.getcol(self.weight_column, start, count)
+        return self.getcol(self.weight_column, start, count)
 
     def close(self) -> None:
         self._table.close()

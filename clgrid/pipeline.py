@@ -87,7 +87,7 @@ def auto_cell_rad(ms: MeasurementSet, spw=None, channels=None, pixels_per_beam: 
     pixels: ``1 / (pixels_per_beam * max |uv| in wavelengths)``."""
     max_uv_m = 0.0
     for start in range(0, ms.nrows, DEFAULT_CHUNK_ROWS * 10):
-        uvw = ms._table.getcol("UVW", start, min(DEFAULT_CHUNK_ROWS * 10, ms.nrows - start))
+        uvw = ms.getcol("UVW", start, min(DEFAULT_CHUNK_ROWS * 10, ms.nrows - start))
         max_uv_m = max(max_uv_m, float(np.max(np.abs(uvw[:, :2]), initial=0.0)))
     max_freq = max(float(np.max(ms.spectral_windows[s].freq_hz)) for s in ms.select_spws(spw))
     if max_uv_m == 0:  # no rows: the longest baseline of the array bounds |uv|
