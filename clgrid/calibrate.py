@@ -130,12 +130,7 @@ def fit_delays(bandpass: np.ndarray, weight: np.ndarray, freq_hz: np.ndarray,
     ``bandpass`` and ``weight`` are (nchan, nant); returns (nant,).
     """
     offsets = freq_hz - f_ref
-    step = np.min(np.abs(np.diff(freq_hz))) if freq_hz.size > 1 else 1.0
-    span = np.ptp(freq_hz) + step
-    # Search +-1/(2 step) (the unambiguous range) at 1/(8 span) resolution.
-    trial = np.arange(-0.5 / step, 0.5 / step, 0.125 / span)
-    spectrum = np.abs(np.exp(-2j * np.pi * np.outer(trial, offsets)) @ (weight * bandpass))
-    delays = trial[np.argmax(spectrum, axis=0)]
+    delays = _delay_spectrum_peak(weight * bandpass, freq_hz)
     for _ in range(3):
         residual = bandpass * np.exp(-2j * np.pi * np.outer(offsets, delays))
         mean = np.sum(weight * residual, axis=0)
@@ -147,6 +142,32 @@ def fit_delays(bandpass: np.ndarray, weight: np.ndarray, freq_hz: np.ndarray,
                  / np.maximum(np.sum(w * (x - x_mean) ** 2, axis=0), 1e-300))
         delays = delays + slope / (2 * np.pi)
     return np.where(np.sum(weight, axis=0) > 0, delays, 0.0)
+
+
+def _delay_spectrum_peak(values: np.ndarray, freq_hz: np.ndarray, pad: int = 8) -> np.ndarray:
+    """Delay maximising ``|sum_c values[c] exp(-2 pi i tau f_c)|`` per column,
+    on a grid ``pad`` times finer than 1/bandwidth over the unambiguous range
+    +-1/(2 channel step).  Regular channels: one zero-padded FFT; irregular
+    ones: the same sum on that grid, evaluated in blocks."""
+    nchan = freq_hz.size
+    if nchan < 2:
+        return np.zeros(values.shape[1])
+    step = float(freq_hz[1] - freq_hz[0])
+    n = pad * nchan
+    if np.allclose(np.diff(freq_hz), step, rtol=1e-6, atol=0):
+        spectrum = np.abs(np.fft.fft(values, n=n, axis=0))
+        k = np.argmax(spectrum, axis=0)
+        return np.where(k < n // 2, k, k - n) / (n * step)
+    trials = np.arange(-(n // 2), n - n // 2) / (n * abs(np.median(np.diff(freq_hz))))
+    best, best_delay = np.full(values.shape[1], -1.0), np.zeros(values.shape[1])
+    offsets = freq_hz - freq_hz[0]
+    for start in range(0, trials.size, 256):
+        block = trials[start:start + 256]
+        power = np.abs(np.exp(-2j * np.pi * np.outer(block, offsets)) @ values)
+        better = power.max(axis=0) > best
+        best = np.where(better, power.max(axis=0), best)
+        best_delay = np.where(better, block[np.argmax(power, axis=0)], best_delay)
+    return best_delay
 
 
 @dataclasses.dataclass

@@ -91,6 +91,12 @@ def test_fit_delays_recovers_delays_beyond_a_turn():
                 * np.exp(2j * np.pi * np.outer(freq - freq.mean(), truth)))
     delays = fit_delays(bandpass, np.ones(bandpass.shape), freq, freq.mean())
     np.testing.assert_allclose(delays, truth, atol=1e-15)
+    delays = fit_delays(bandpass[::-1], np.ones(bandpass.shape), freq[::-1], freq.mean())
+    np.testing.assert_allclose(delays, truth, atol=1e-15)
+    # irregular channels (one missing) take the other path
+    keep = np.delete(np.arange(64), 20)[::-1]
+    delays = fit_delays(bandpass[keep], np.ones((63, truth.size)), freq[keep], freq.mean())
+    np.testing.assert_allclose(delays, truth, atol=1e-15)
 
 
 def test_solution_intervals_join_fragments_of_a_dump():

@@ -22,7 +22,10 @@ from clgrid.image_command import memory_needed  # noqa: E402
 from clgrid.pipeline import fit_beam  # noqa: E402
 from vla_ms import SIM_FLUX_JY, sim_ms, vla_ms  # noqa: E402,F401
 
-REPO = Path(__file__).resolve().parent.parent
+import clgrid  # noqa: E402
+
+#: Where this clgrid was imported from (the checkout, or the installed wheel under tox).
+CLGRID_ROOT = Path(clgrid.__file__).resolve().parent.parent
 
 
 def _device_spec(cl_env) -> str:
@@ -67,7 +70,7 @@ def test_example_shows_the_calibrator_at_the_centre(cl_env, tmp_path, capsys):
 def test_example_runs_without_warnings(cl_env, tmp_path):
     """A fresh process (kernels built from scratch, every warning shown):
     nothing on stderr."""
-    env = dict(os.environ, PYTHONWARNINGS="always", PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONWARNINGS="always", PYTHONPATH=str(CLGRID_ROOT))
     env.pop("PYOPENCL_COMPILER_OUTPUT", None)
     done = subprocess.run(
         [sys.executable, "-m", "clgrid.cli", "image", "--example", str(tmp_path / "v.fits"),
