@@ -275,3 +275,21 @@ def test_kernel_build_failure_shows_the_log(cl_env, vla_ms, tmp_path, capsys, mo
     assert code == 2
     assert err.startswith("clgrid image: OpenCL error: ") and err.count("\n") > 1
     assert "y" in err.split("\n", 1)[1]  # the log names the undeclared identifier
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["image", "a.ms", "b.fits", "--npix", "abc"], "invalid int value: 'abc'"),
+    (["image", "a.ms", "b.fits", "--calibrate", "gains"], "invalid choice: 'gains'"),
+    (["image"], "required: PATH"),
+])
+def test_argument_errors_are_one_line(capsys, argv, message):
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and err.count("\n") == 0 and message in err, err
+    assert err.startswith("clgrid image: ")
+
+
+def test_odd_npix(vla_ms, tmp_path, capsys):
+    code = main(["image", str(vla_ms), str(tmp_path / "x.fits"), "--npix", "33"])
+    _one_line_error(capsys, code, "--npix must be even")
