@@ -80,6 +80,20 @@ def test_example_runs_without_warnings(cl_env, tmp_path):
     assert done.stderr == ""
 
 
+def test_verbose_shows_the_build_log(cl_env, tmp_path):
+    """The Intel CPU runtime reports a log on every successful build."""
+    if cl_env.key != "intel":
+        pytest.skip("only the Intel CPU runtime is known to chat on success")
+    env = dict(os.environ, PYTHONPATH=str(CLGRID_ROOT))
+    env.pop("PYOPENCL_COMPILER_OUTPUT", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "clgrid.cli", "image", "--example", str(tmp_path / "v.fits"),
+         "--npix", "64", "--quiet", "--verbose", "--device", _device_spec(cl_env)],
+        capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "CompilerWarning" in done.stderr and "Compilation" in done.stderr
+
+
 def test_beam_fit_recovers_a_gaussian():
     """An elliptical Gaussian of known FWHM and position angle (east of north)."""
     cell = np.radians(0.5 / 3600)
