@@ -64,8 +64,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0 if error < 1e-4 else 1
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with errors on one line (no usage block), exit status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="clgrid", description=__doc__)
+    parser = OneLineParser(prog="clgrid", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     devices = commands.add_parser("devices", help="list OpenCL devices and what clgrid uses")
     devices.add_argument("--explain", action="store_true",

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import datetime
 import os
+import textwrap
+from typing import Sequence
 
 import numpy as np
 
@@ -72,7 +74,8 @@ def make_header(npix_x: int, npix_y: int, pixsize_x: float, pixsize_y: float,
 def write_image(path: "str | os.PathLike", image: np.ndarray, *, pixsize_x: float,
                 pixsize_y: float, phase_centre_rad: tuple[float, float],
                 freq_hz: float | None = None, bandwidth_hz: float | None = None,
-                bunit: str = "JY/BEAM", overwrite: bool = True, **keywords) -> None:
+                bunit: str = "JY/BEAM", overwrite: bool = True, history: "Sequence[str]" = (),
+                **keywords) -> None:
     """Write a (npix_x, npix_y) image in ducc0 layout as a FITS file.
 
     Parameters
@@ -89,6 +92,10 @@ def write_image(path: "str | os.PathLike", image: np.ndarray, *, pixsize_x: floa
         Centre frequency and bandwidth: adds FREQ and STOKES axes.
     bunit
         Brightness unit.
+    overwrite
+        Replace an existing file (else an existing file raises ``OSError``).
+    history
+        Lines written as HISTORY cards (what was done to the data).
     keywords
         Extra header cards (e.g. ``OBJECT``, ``TELESCOP``, ``WEIGHTNG``).
     """
@@ -104,6 +111,9 @@ def write_image(path: "str | os.PathLike", image: np.ndarray, *, pixsize_x: floa
     finite = image[np.isfinite(image)]
     if finite.size:
         header["DATAMIN"], header["DATAMAX"] = float(finite.min()), float(finite.max())
+    for line in history:  # HISTORY holds 72 characters a card: wrap at words
+        for part in textwrap.wrap(line, 72) or [""]:
+            header.add_history(part)
     data = image_to_fits_data(image).astype(np.float32)
     if freq_hz is not None:
         data = data[None, None]

@@ -77,9 +77,12 @@ def build_program(context: cl.Context, device: cl.Device, source: str,
     with _programs_lock:
         program = _programs.get(key)
     if program is None:
+        from os import environ
         with warnings.catch_warnings():
             # Drivers chat on success (Intel prints a build log); real errors raise.
-            warnings.simplefilter("ignore", cl.CompilerWarning)
+            # PYOPENCL_COMPILER_OUTPUT=1 (clgrid image --verbose) asks to see it.
+            if environ.get("PYOPENCL_COMPILER_OUTPUT", "").lower() not in ("1", "true", "yes"):
+                warnings.simplefilter("ignore", cl.CompilerWarning)
             program = cl.Program(context, source).build(options=list(options), devices=[device])
         with _programs_lock:
             _programs[key] = program

@@ -77,6 +77,55 @@ class VisChunk:
         return int(np.count_nonzero(self.mask))
 
 
+@dataclasses.dataclass
+class HandsBlock:
+    """The two parallel hands (XX, YY or RR, LL) of a block of rows.
+
+    Attributes
+    ----------
+    uvw_m, freq_hz
+        As in :class:`VisChunk`.
+    time_s
+        (nrow,) TIME column (MJD seconds).
+    antenna1, antenna2
+        (nrow,) antenna indices.
+    data
+        (nrow, nchan, 2) complex visibilities of the two hands.
+    weight
+        (nrow, nchan, 2) float64 weights, 0 where not usable.
+    usable
+        (nrow, nchan, 2) bool: not flagged, positive weight, finite, cross-correlation.
+    """
+
+    uvw_m: np.ndarray
+    freq_hz: np.ndarray
+    time_s: np.ndarray
+    antenna1: np.ndarray
+    antenna2: np.ndarray
+    data: np.ndarray
+    weight: np.ndarray
+    usable: np.ndarray
+
+    @classmethod
+    def empty(cls, freq_hz: np.ndarray) -> "HandsBlock":
+        nchan = freq_hz.size
+        return cls(np.zeros((0, 3)), freq_hz.copy(), np.zeros(0), np.zeros(0, np.int64),
+                   np.zeros(0, np.int64), np.zeros((0, nchan, 2), np.complex64),
+                   np.zeros((0, nchan, 2)), np.zeros((0, nchan, 2), bool))
+
+    def stokes_i(self, spw: int) -> VisChunk:
+        """Stokes I = (a + b) / 2 with weight 4 / (1/w_a + 1/w_b); unusable
+        when either hand is."""
+        usable = self.usable[..., 0] & self.usable[..., 1]
+        vis = 0.5 * (self.data[..., 0] + self.data[..., 1])
+        safe = np.where(usable[..., None], self.weight, 1.0)
+        w_i = np.where(usable, 4.0 / (1.0 / safe[..., 0] + 1.0 / safe[..., 1]), 0.0)
+        return VisChunk(uvw_m=self.uvw_m, freq_hz=self.freq_hz,
+                        vis=np.ascontiguousarray(np.where(usable, vis, 0), np.complex64),
+                        weight=np.ascontiguousarray(w_i, np.float32),
+                        mask=np.ascontiguousarray(usable, np.uint8), spw=spw)
+
+
 def _require_casacore():
     try:
         from casacore import tables
@@ -84,6 +133,11 @@ def _require_casacore():
         raise MSError("reading Measurement Sets needs python-casacore: "
                       "pip install 'clgrid[ms]'") from error
     return tables
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
 
 
 def parse_channels(spec: "str | slice | Sequence[int] | None", nchan: int) -> np.ndarray:
@@ -128,7 +182,8 @@ class MeasurementSet:
     path
         The ``.ms`` folder.
     column
-        Data column: ``DATA`` (default), ``CORRECTED_DATA``, ``MODEL_DATA``...
+        Data column: ``'auto'`` (default: CORRECTED_DATA where present and
+        filled, else DATA), ``DATA``, ``CORRECTED_DATA``, ``MODEL_DATA``...
     field
         FIELD_ID to read; its PHASE_DIR is the phase centre.
     weight_column
@@ -136,23 +191,30 @@ class MeasurementSet:
         ``'WEIGHT_SPECTRUM'``, ``'WEIGHT'`` or ``'none'`` (all ones).
     """
 
-    def __init__(self, path: "str | os.PathLike", column: str = "DATA", field: int = 0,
+    def __init__(self, path: "str | os.PathLike", column: "str | None" = "auto", field: int = 0,
                  weight_column: str = "auto"):
         tables = _require_casacore()
         self.path = os.fspath(path)
         if not os.path.isdir(self.path) or not os.path.exists(os.path.join(self.path, "table.dat")):
             raise MSError(f"{self.path}: no such Measurement Set")
-        self._table = tables.table(self.path, ack=False, readonly=True)
-        self.column = column.upper()
-        if self.column not in self._table.colnames():
-            data_columns = [c for c in self._table.colnames() if c.endswith("DATA")]
-            raise MSError(f"{self.path}: no column {self.column!r} "
-                          f"(data columns: {', '.join(data_columns) or 'none'})")
-        self.field = int(field)
-        self.phase_centre_rad, self.field_name = self._read_field(tables)
-        self.spectral_windows = self._read_spectral_windows(tables)
-        self.weight_column = self._choose_weight_column(weight_column)
-        self.telescope, self.time_range_s = self._read_observation(tables)
+        try:
+            self._table = tables.table(self.path, ack=False, readonly=True)
+        except RuntimeError as error:
+            raise MSError(f"{self.path}: not a readable Measurement Set "
+                          f"({_first_line(error)})") from None
+        try:
+            self.column = self._choose_data_column(column)
+            self.field = int(field)
+            self.phase_centre_rad, self.field_name = self._read_field(tables)
+            self.spectral_windows = self._read_spectral_windows(tables)
+            self.weight_column = self._choose_weight_column(weight_column)
+            self.telescope, self.time_range_s = self._read_observation(tables)
+        except (RuntimeError, KeyError, IndexError) as error:
+            self._table.close()
+            raise MSError(f"{self.path}: damaged Measurement Set ({_first_line(error)})") from None
+        except MSError:
+            self._table.close()
+            raise
 
     # -- metadata -------------------------------------------------------------
 
@@ -195,18 +257,55 @@ class MeasurementSet:
         except (RuntimeError, KeyError, IndexError):
             return "", (0.0, 0.0)
 
+    def _choose_data_column(self, choice: "str | None") -> str:
+        """``choice`` checked, or for ``None``/``'auto'`` CORRECTED_DATA when
+        present and filled, else DATA."""
+        names = self._table.colnames()
+        if choice is None or choice.upper() == "AUTO":
+            if ("CORRECTED_DATA" in names and self._table.nrows()
+                    and self._table.iscelldefined("CORRECTED_DATA", 0)):
+                return "CORRECTED_DATA"
+            choice = "DATA"
+        column = choice.upper()
+        if column not in names:
+            data_columns = [c for c in names if c.endswith("DATA")]
+            raise MSError(f"{self.path}: no column {column!r} "
+                          f"(data columns: {', '.join(data_columns) or 'none'})")
+        return column
+
     def _choose_weight_column(self, choice: str) -> str:
         choice = choice.upper()
         if choice == "NONE":
             return "NONE"
         if choice == "AUTO":
-            if ("WEIGHT_SPECTRUM" in self._table.colnames()
+            if ("WEIGHT_SPECTRUM" in self._table.colnames() and self._table.nrows()
                     and self._table.iscelldefined("WEIGHT_SPECTRUM", 0)):
                 return "WEIGHT_SPECTRUM"
             return "WEIGHT"
         if choice not in self._table.colnames():
             raise MSError(f"{self.path}: no weight column {choice!r}")
         return choice
+
+    def getcol(self, column: str, start: int = 0, count: int = -1) -> np.ndarray:
+        """``count`` rows of ``column`` from row ``start`` (all by default);
+        a damaged table raises :class:`MSError` naming what failed."""
+        try:
+            return self._table.getcol(column, start, count)
+        except RuntimeError as error:
+            raise MSError(f"{self.path}: cannot read column {column} "
+                          f"({_first_line(error)})") from None
+
+    def longest_baseline_m(self) -> float:
+        """Largest distance between two antennas of the ANTENNA table (m)."""
+        tables = _require_casacore()
+        try:
+            positions = self._subtable(tables, "ANTENNA").getcol("POSITION")
+        except RuntimeError as error:
+            raise MSError(f"{self.path}: cannot read ANTENNA positions "
+                          f"({_first_line(error)})") from None
+        if len(positions) < 2:
+            return 0.0
+        return float(np.max(np.linalg.norm(positions[:, None] - positions[None], axis=2)))
 
     @property
     def nrows(self) -> int:
@@ -243,16 +342,16 @@ class MeasurementSet:
 
     def _rows_of(self, spw: int) -> np.ndarray:
         ddids = set(self.spectral_windows[spw].data_desc_ids)
-        desc = self._table.getcol("DATA_DESC_ID")
-        field = self._table.getcol("FIELD_ID")
+        desc = self.getcol("DATA_DESC_ID")
+        field = self.getcol("FIELD_ID")
         return np.flatnonzero(np.isin(desc, list(ddids)) & (field == self.field))
 
     def count_rows(self, spw=None) -> int:
         """Rows that :meth:`chunks` would read for this selection."""
         return int(sum(self._rows_of(s).size for s in self.select_spws(spw)))
 
-    def chunks(self, spw=None, channels=None, chunk_rows: int = DEFAULT_CHUNK_ROWS
-               ) -> Iterator[VisChunk]:
+    def chunks(self, spw=None, channels=None, chunk_rows: int = DEFAULT_CHUNK_ROWS,
+               calibration=None) -> Iterator[VisChunk]:
         """Yield Stokes I :class:`VisChunk` objects, one block of rows at a time.
 
         Parameters
@@ -265,6 +364,10 @@ class MeasurementSet:
         chunk_rows
             Rows per chunk; rows of one chunk are contiguous runs of the
             table read with one ``getcol`` per run.
+        calibration
+            Gains to divide out of each hand before forming Stokes I: an
+            object with ``apply(block: HandsBlock, spw) -> HandsBlock``
+            (:class:`clgrid.calibrate.PointCalibration`).
         """
         if chunk_rows < 1:
             raise ValueError("chunk_rows must be >= 1")
@@ -272,51 +375,60 @@ class MeasurementSet:
             selected = parse_channels(channels, self.spectral_windows[window].freq_hz.size)
             rows = self._rows_of(window)
             for start in range(0, rows.size, chunk_rows):
-                yield self._read_rows(window, rows[start:start + chunk_rows], selected)
+                yield self._read_rows(window, rows[start:start + chunk_rows], selected,
+                                      calibration)
 
-    def _read_rows(self, spw: int, rows: np.ndarray, channels: np.ndarray) -> VisChunk:
+    def _read_block(self, spw: int, rows: np.ndarray, channels: np.ndarray) -> HandsBlock:
+        """The two parallel hands of ``rows``, with their weights and usability."""
         first, second = self.parallel_hands(spw)
-        parts = {name: [] for name in ("uvw", "data", "flag", "weight", "flag_row", "a1", "a2")}
+        parts = {name: [] for name in
+                 ("uvw", "data", "flag", "weight", "flag_row", "a1", "a2", "time")}
         # Contiguous runs of rows: one getcol call each (rows of one window
         # are usually long runs; a row-by-row read would be very slow).
         breaks = np.flatnonzero(np.diff(rows) != 1) + 1
-        for run in np.split(rows, breaks):
+        for run in np.split(rows, breaks) if rows.size else []:
             start, count = int(run[0]), int(run.size)
-            parts["uvw"].append(self._table.getcol("UVW", start, count))
-            parts["data"].append(self._table.getcol(self.column, start, count))
-            parts["flag"].append(self._table.getcol("FLAG", start, count))
-            parts["flag_row"].append(self._table.getcol("FLAG_ROW", start, count))
-            parts["a1"].append(self._table.getcol("ANTENNA1", start, count))
-            parts["a2"].append(self._table.getcol("ANTENNA2", start, count))
+            for name, column in (("uvw", "UVW"), ("data", self.column), ("flag", "FLAG"),
+                                 ("flag_row", "FLAG_ROW"), ("a1", "ANTENNA1"),
+                                 ("a2", "ANTENNA2"), ("time", "TIME")):
+                parts[name].append(self.getcol(column, start, count))
             parts["weight"].append(self._read_weights(start, count))
+        if not rows.size:
+            return HandsBlock.empty(self.spectral_windows[spw].freq_hz[channels])
         block = {name: np.concatenate(values) for name, values in parts.items()}
-        data = block["data"][:, channels]
-        flag = block["flag"][:, channels]
+        hands = [first, second]
+        data = block["data"][:, channels][..., hands]
+        flag = block["flag"][:, channels][..., hands]
         weight = block["weight"]
         weight = weight[:, channels] if weight.ndim == 3 else weight[:, None, :]
-        vis = 0.5 * (data[..., first] + data[..., second])
-        w_a = weight[..., first].astype(np.float64)
-        w_b = weight[..., second].astype(np.float64)
-        usable = (~flag[..., first] & ~flag[..., second]
-                  & (w_a > 0) & (w_b > 0) & np.isfinite(vis)
-                  & ~block["flag_row"][:, None] & (block["a1"] != block["a2"])[:, None])
-        safe_a = np.where(usable, w_a, 1.0)
-        safe_b = np.where(usable, w_b, 1.0)
-        w_i = np.where(usable, 4.0 / (1.0 / safe_a + 1.0 / safe_b), 0.0)
-        w_i = np.broadcast_to(w_i, vis.shape)
-        return VisChunk(
-            uvw_m=np.ascontiguousarray(block["uvw"], np.float64),
-            freq_hz=self.spectral_windows[spw].freq_hz[channels].copy(),
-            vis=np.ascontiguousarray(np.where(usable, vis, 0), np.complex64),
-            weight=np.ascontiguousarray(w_i, np.float32),
-            mask=np.ascontiguousarray(usable, np.uint8),
-            spw=spw)
+        weight = np.broadcast_to(weight[..., hands], data.shape).astype(np.float64)
+        usable = (~flag & (weight > 0) & np.isfinite(data)
+                  & ~block["flag_row"][:, None, None]
+                  & (block["a1"] != block["a2"])[:, None, None])
+        return HandsBlock(uvw_m=np.ascontiguousarray(block["uvw"], np.float64),
+                          freq_hz=self.spectral_windows[spw].freq_hz[channels].copy(),
+                          time_s=block["time"].astype(np.float64),
+                          antenna1=block["a1"].astype(np.int64),
+                          antenna2=block["a2"].astype(np.int64),
+                          data=data, weight=np.where(usable, weight, 0.0), usable=usable)
+
+    def read_hands(self, spw: int, channels=None) -> HandsBlock:
+        """Every selected row of spectral window ``spw`` at once (for calibration)."""
+        selected = parse_channels(channels, self.spectral_windows[spw].freq_hz.size)
+        return self._read_block(spw, self._rows_of(spw), selected)
+
+    def _read_rows(self, spw: int, rows: np.ndarray, channels: np.ndarray,
+                   calibration=None) -> VisChunk:
+        block = self._read_block(spw, rows, channels)
+        if calibration is not None:
+            block = calibration.apply(block, spw)
+        return block.stokes_i(spw)
 
     def _read_weights(self, start: int, count: int) -> np.ndarray:
         if self.weight_column == "NONE":
             data_shape = self._table.getcell(self.column, start).shape
             return np.ones((count,) + data_shape, np.float32)
-        return self._table.getcol(self.weight_column, start, count)
+        return self.getcol(self.weight_column, start, count)
 
     def close(self) -> None:
         self._table.close()
@@ -328,5 +440,5 @@ class MeasurementSet:
         self.close()
 
 
-__all__ = ["CORR_NAMES", "DEFAULT_CHUNK_ROWS", "MSError", "MeasurementSet", "SpectralWindow",
-           "VisChunk", "parse_channels"]
+__all__ = ["CORR_NAMES", "DEFAULT_CHUNK_ROWS", "HandsBlock", "MSError", "MeasurementSet",
+           "SpectralWindow", "VisChunk", "parse_channels"]

@@ -22,6 +22,8 @@ then :meth:`ImageWeighting.apply` on every chunk again.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
@@ -139,8 +141,10 @@ class ImageWeighting(Operation):
             return 0.0
         if self._briggs_f2 is None:
             wide = np.float64 if self.profile.fp64 else np.float32
-            sum_w = float(cla.sum(self.histogram, dtype=wide).get())
-            sum_w2 = float(cla.dot(self.histogram, self.histogram, dtype=wide).get())
+            with warnings.catch_warnings():  # pyopencl builds its reduction kernels here
+                warnings.simplefilter("ignore", cl.CompilerWarning)
+                sum_w = float(cla.sum(self.histogram, dtype=wide).get())
+                sum_w2 = float(cla.dot(self.histogram, self.histogram, dtype=wide).get())
             if sum_w <= 0:
                 raise ValueError("no sample with a positive weight on the grid")
             self._briggs_f2 = (BRIGGS_SCALE * 10.0 ** -self.robust) ** 2 / (sum_w2 / sum_w)
