@@ -12,6 +12,7 @@ astropy's map for every pixel (exact, slower).
 from __future__ import annotations
 
 import dataclasses
+import os
 import warnings
 
 import numpy as np
@@ -29,7 +30,7 @@ def parse_input(input_data, hdu_in):
         data, wcs = input_data
         data = data if isinstance(data, cla.Array) else np.asarray(data)
         return data, as_wcs(wcs)
-    if isinstance(input_data, str):
+    if isinstance(input_data, (str, os.PathLike)):
         from astropy.io import fits
         with fits.open(input_data) as hdulist:
             hdu = hdulist[hdu_in]
@@ -38,7 +39,10 @@ def parse_input(input_data, hdu_in):
         return parse_input(input_data[hdu_in], hdu_in)  # HDUList
     if hasattr(input_data, "data") and hasattr(input_data, "header"):
         return np.asarray(input_data.data), as_wcs(input_data.header)
-    raise TypeError("input_data must be (array, wcs), an HDU, an HDUList or a file name")
+    if hasattr(input_data, "data") and getattr(input_data, "wcs", None) is not None:
+        return np.asarray(input_data.data), as_wcs(input_data.wcs)  # NDData
+    raise TypeError("input_data must be (array, wcs), an HDU, an HDUList, NDData or a "
+                    "file name")
 
 
 def parse_output(output_projection, shape_out, output_array):
@@ -70,13 +74,16 @@ def as_wcs(wcs):
             warnings.simplefilter("ignore")  # FITSFixedWarning chatter
             return WCS(wcs)
     low = getattr(wcs, "low_level_wcs", wcs)
+    if isinstance(low, WCS):
+        return low
     inner = getattr(low, "_wcs", None)
     if isinstance(inner, WCS) and getattr(low, "pixel_n_dim", None) == inner.pixel_n_dim \
-            and all(isinstance(s, slice) and s == slice(None)
+            and all(isinstance(s, slice) and (s.start or 0) == 0 and s.step in (None, 1)
                     for s in getattr(low, "_slices_array", [slice(None)])):
-        return inner  # an unsliced wrapper of a FITS WCS
+        return inner  # a wrapper of a FITS WCS slicing nothing off its start
     if hasattr(low, "pixel_n_dim"):
-        return low
+        from astropy.wcs.wcsapi import HighLevelWCSWrapper
+        return HighLevelWCSWrapper(low)  # any other APE-14 WCS: astropy maps it
     raise TypeError(f"cannot use {type(wcs).__name__} as a WCS")
 
 
