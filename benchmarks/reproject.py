@@ -117,7 +117,7 @@ def run_peer(data, wcs_in, wcs_out, order):
             coords[axis][(coords[axis] < n - 0.5) & (coords[axis] >= n - 1)] = n - 1
         spline = {"bicubic": 3, "bilinear": 1}[order]
         result = map_coordinates(data, coords.reshape(2, -1), order=spline, cval=np.nan,
-                                 mode="constant").reshape(data.shape)
+                                 mode="constant", output=np.float64).reshape(data.shape)
         for axis, n in enumerate(data.shape):
             result[(coords[axis] < -0.5) | (coords[axis] > n - 0.5)] = np.nan
         return (time.perf_counter() - start, result,

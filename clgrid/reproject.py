@@ -189,9 +189,8 @@ class BSplinePrefilter(Operation):
         row_flags = self.scratch.get("row_flags", (ny, nx), np.uint8)
         mask = self.scratch.get("mask", (ny, nx), np.uint8)
         out = out if out is not None else self.scratch.get("coefficients", (ny, nx), self.dtype)
-        grid = (_round_up(nx, _WORK_GROUP_2D[0]), _round_up(ny, _WORK_GROUP_2D[1]))
-        self._convert_fill(self.queue, grid, _WORK_GROUP_2D, raw.base_data, work.data,
-                           flags.data, np.int32(nx), np.int32(ny),
+        self._convert_fill(self.queue, (_round_up(nx * ny, 256),), None, raw.base_data,
+                           work.data, flags.data, np.int32(nx), np.int32(ny),
                            np.int64(_element_offset(raw) + raw_offset))
         self._rows(self.queue, (_round_up(nx, _ROW_GROUP), ny), (_ROW_GROUP, 1), work.data,
                    flags.data, rows.data, row_flags.data, np.int32(nx), np.int32(ny))
@@ -439,11 +438,18 @@ class Reprojector(Operation):
         return out
 
     def map_pixels(self, params: cla.Array, shape_out, row0: int = 0,
-                   roundtrip: bool = False) -> tuple[cla.Array, cla.Array]:
-        """Input pixel positions (x, y) of output rows ``row0 ..`` on the device."""
+                   roundtrip: bool = False, scratch: bool = False
+                   ) -> tuple[cla.Array, cla.Array]:
+        """Input pixel positions (x, y) of output rows ``row0 ..`` on the device
+        (in this object's scratch arrays, overwritten by the next call, if
+        ``scratch``)."""
         shape_out = tuple(int(n) for n in shape_out)
-        x_in = cla.empty(self.queue, shape_out, self.coord_dtype)
-        y_in = cla.empty(self.queue, shape_out, self.coord_dtype)
+        if scratch:
+            x_in, y_in = (self.scratch.get(name, shape_out, self.coord_dtype)
+                          for name in ("x_map", "y_map"))
+        else:
+            x_in = cla.empty(self.queue, shape_out, self.coord_dtype)
+            y_in = cla.empty(self.queue, shape_out, self.coord_dtype)
         self.kernels()["map"](self.queue, self._global_2d(shape_out), _WORK_GROUP_2D,
                               params.data, x_in.data, y_in.data, np.int32(shape_out[1]),
                               np.int32(shape_out[0]), np.int32(row0),
@@ -759,7 +765,7 @@ def _input_window(operation, job, params, host_map, band):
     row0, row1 = band
     if params is not None:
         x_map, y_map = operation.map_pixels(params, (row1 - row0, job.shape_out[-1]), row0,
-                                            job.roundtrip)
+                                            job.roundtrip, scratch=True)
         bounds = [_nan_min_max(operation.queue, axis) for axis in (y_map, x_map)]
     else:
         with np.errstate(invalid="ignore"):

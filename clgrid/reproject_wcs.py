@@ -324,6 +324,20 @@ def _device_map(wcs_in, wcs_out, shape_out):
     plane_in, plane_out = from_astropy(wcs_in), from_astropy(wcs_out)
     if plane_in is None or plane_out is None:
         return None
+    # The planes (frozen, hashable) hold every number the map uses, frame keys included.
+    key = (plane_in, plane_out, tuple(shape_out))
+    if key not in _checked_maps:
+        if len(_checked_maps) > 64:
+            _checked_maps.clear()
+        _checked_maps[key] = _checked_device_map(plane_in, plane_out, wcs_in, wcs_out,
+                                                 shape_out)
+    return _checked_maps[key]
+
+
+_checked_maps: dict[tuple, tuple | None] = {}
+
+
+def _checked_device_map(plane_in, plane_out, wcs_in, wcs_out, shape_out):
     rotation = None
     if plane_in.frame != plane_out.frame:
         rotation = frame_rotation(wcs_out, wcs_in)

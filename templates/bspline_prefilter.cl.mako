@@ -99,14 +99,15 @@ __kernel void convert_fill(__global const raw_t *raw_base, __global value_t *out
                            __global uchar *flags, const int nx, const int ny,
                            const long raw_offset)
 {
-    const int x = get_global_id(0), y = get_global_id(1);
-    if (x >= nx || y >= ny)
+    const size_t k = get_global_id(0);
+    if (k >= (size_t)nx * ny)
         return;
     __global const raw_t *raw = raw_base + raw_offset;
-    const size_t row = (size_t)y * nx;
-    value_t v = load_raw(raw, row + x);
+    value_t v = load_raw(raw, k);
     const bool is_blank = blank(v);
     if (is_blank) {
+        const int x = (int)(k % nx);
+        const size_t row = k - x;
         v = (value_t)(0);
         for (int d = 1; d <= HALO; ++d) {
             const bool left = x - d >= 0 && !blank(load_raw(raw, row + x - d));
@@ -118,8 +119,8 @@ __kernel void convert_fill(__global const raw_t *raw_base, __global value_t *out
             }
         }
     }
-    out[row + x] = v;
-    flags[row + x] = is_blank ? 1 : 0;
+    out[k] = v;
+    flags[k] = is_blank ? 1 : 0;
 }
 
 // FIR along rows; flags_out bit 1: a blank among the row taps of the stencil.
@@ -153,6 +154,7 @@ void prefilter_rows(__global const value_t *in, __global const uchar *flags,
     out[row + x] = acc;
     flags_out[row + x] = blanks[c] | (touched << 1);
 }
+
 
 // A blank pixel's row-filtered value replaced by the nearest non-blank one
 // along its column (within the FIR reach; kept as is beyond).
