@@ -11,7 +11,7 @@ import pytest
 import scipy.ndimage as ndimage
 
 pytest.importorskip("astropy")
-reproject = pytest.importorskip("reproject")
+import reproject_peer as reproject  # noqa: E402  (reproject, or its algorithm)
 from astropy.wcs import WCS  # noqa: E402
 
 from clgrid.reproject import BSplinePrefilter, Reprojector, reproject_interp  # noqa: E402
