@@ -618,10 +618,18 @@ def reproject_interp(input_data, output_projection, shape_out=None, order="bilin
     shape_caller = job.shape_out if job.permutation_out is None else \
         tuple(job.shape_out[k] for k in np.argsort(job.permutation_out))
     out = _output(output_array, shape_caller, dtype, "output_array")
+    on_device = isinstance(out, cla.Array)
+    if on_device and job.permutation_out is not None:
+        raise ValueError("device output arrays must have the celestial axes last")
     footprint = None
     if return_footprint:
         foot_dtype = _real_of(out.dtype)
+        if output_footprint is None and on_device:
+            output_footprint = cla.empty(queue, shape_caller, foot_dtype)
         footprint = _output(output_footprint, shape_caller, foot_dtype, "output_footprint")
+        if isinstance(footprint, cla.Array) != on_device:
+            raise ValueError("output_array and output_footprint must both be host arrays "
+                             "or both device arrays")
     projections = job.projections
     operation = _reprojector(queue, dtype=dtype, order=order, sampling=sampling,
                              coord_precision=coord_precision, fast_math=fast_math,
@@ -692,7 +700,9 @@ def _run_band(operation, job, plane, params, band, planes_out, feet, index, devi
     host_map = None
     if params is None:
         host_map = job.host_map(row0, row1)
-    window = _input_window(operation, job, params, host_map, band) if windowed else \
+    # Device inputs are read whole (a window of one would not be contiguous).
+    window = _input_window(operation, job, params, host_map, band) \
+        if windowed and not isinstance(plane, cla.Array) else \
         (0, plane.shape[-2], 0, plane.shape[-1])
     if window is None:  # nothing of the input reaches this band
         _fill(planes_out, index, band, np.nan)

@@ -163,6 +163,14 @@ def test_device_arrays_in_and_out(cl_env):
     np.testing.assert_array_equal(device_out.get(), expected)
     np.testing.assert_array_equal(device_footprint.get(), expected_footprint)
     np.testing.assert_array_equal(device_in.get(), cube)  # input untouched
+    banded = reproject_interp((device_in, wcs_in), wcs_out, order="bicubic", block_size=7,
+                              output_array=cla.empty(cl_env.queue, (2,) + shape_out,
+                                                     np.float32), context=cl_env.queue)
+    np.testing.assert_array_equal(banded[0].get(), expected)  # footprint made on the device
+    with pytest.raises(ValueError, match="both be host arrays or both device"):
+        reproject_interp((device_in, wcs_in), wcs_out, output_array=device_out,
+                         output_footprint=np.empty((2,) + shape_out, np.float32),
+                         context=cl_env.queue)
 
 
 @pytest.mark.parametrize("order", ["bilinear", "bicubic"])
