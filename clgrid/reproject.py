@@ -317,7 +317,7 @@ class Reprojector(Operation):
         self._variants: dict[tuple, dict[str, cl.Kernel]] = {}
         self._preparers: dict[np.dtype, BSplinePrefilter] = {}
         self.scratch = _Scratch(self.queue)
-        self.staging = PinnedStaging(self.context, self.queue)
+        self.staging = _staging_for(self.context, self.queue)
         self._dummy = cla.zeros(self.queue, (16,), np.uint8)
         self.halo = fir_halo(self.spline_order, self.real_dtype) if self.prefilter else 0
         self.kernels()  # build the default variant now: errors show at construction
@@ -505,6 +505,16 @@ class Reprojector(Operation):
         return result.reshape(shape_out)
 
 
+_stagings: dict[int, PinnedStaging] = {}
+
+
+def _staging_for(context, queue) -> PinnedStaging:
+    """One pinned staging pair per queue (its copies are serialised by it)."""
+    if queue.int_ptr not in _stagings:
+        _stagings[queue.int_ptr] = PinnedStaging(context, queue)
+    return _stagings[queue.int_ptr]
+
+
 def _mem(source):
     return source.data if isinstance(source, cla.Array) else source
 
@@ -529,6 +539,13 @@ def _queue_for(context):
             _default_queue = resolve_queue(None)
         return _default_queue
     return resolve_queue(context)
+
+
+def release_caches() -> None:
+    """Drop the compiled Reprojectors that ``reproject_interp`` keeps, with
+    their device scratch buffers and pinned host staging."""
+    _reprojectors.clear()
+    _stagings.clear()
 
 
 def _reprojector(queue, **options) -> Reprojector:
@@ -813,4 +830,4 @@ def _nan_min_max(queue, values: cla.Array) -> tuple[float, float]:
 
 
 __all__ = ["BSplinePrefilter", "ORDERS", "PreparedInput", "Reprojector", "SAMPLINGS",
-           "reproject_interp"]
+           "release_caches", "reproject_interp"]
