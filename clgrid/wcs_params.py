@@ -1,17 +1,18 @@
-"""Host-side parameters of celestial tangent-plane WCSs for the device kernels.
+"""Host-side parameters of celestial WCSs for the device kernels.
 
 A :class:`CelestialPlane` holds what the reprojection kernel needs of one
-zenithal projection (SIN or TAN, wcslib conventions, Calabretta & Greisen
-2002): the linear pixel-to-intermediate transform, the projection code and
-the native-to-celestial rotation.  It can be built from an
+celestial projection (wcslib conventions, Calabretta & Greisen 2002): the
+linear pixel-to-intermediate transform, the projection code and the
+native-to-celestial rotation.  It can be built from an
 :class:`astropy.wcs.WCS` or written by hand (the benchmark does that where
 astropy is not installed).
 
 The spherical rotation of wcslib's ``sphx2s``/``sphs2x`` is applied as a 3x3
-matrix to unit vectors: for zenithal projections the native vector follows
-from the intermediate coordinates with one square root and no trigonometry,
-so the kernel never evaluates ``atan2``/``asin`` (same mapping, fewer
-rounding steps).
+matrix to unit vectors; a change of celestial frame that is a pure rotation
+(ICRS, FK5, Galactic, ...) joins the same matrix.  For SIN, TAN, ZEA and STG
+the native vector follows from the intermediate coordinates with square
+roots only, so the kernel evaluates no ``atan2``/``asin`` there (same mapping,
+fewer rounding steps).
 """
 
 from __future__ import annotations
@@ -20,18 +21,21 @@ import dataclasses
 
 import numpy as np
 
-#: Zenithal projections the kernel computes on the device.
-DEVICE_PROJECTIONS = ("SIN", "TAN")
+#: Projections the kernel computes on the device (no PV parameters except
+#: CEA's lambda).
+ZENITHAL = ("SIN", "TAN", "ARC", "ZEA", "STG")
+CYLINDRICAL = ("CAR", "CEA", "MER")
+DEVICE_PROJECTIONS = ZENITHAL + CYLINDRICAL
 
 
 @dataclasses.dataclass(frozen=True)
 class CelestialPlane:
-    """One zenithal celestial projection.
+    """One celestial projection.
 
     Attributes
     ----------
     projection
-        ``'SIN'`` or ``'TAN'``.
+        One of :data:`DEVICE_PROJECTIONS`.
     crval_deg
         (longitude, latitude) of the reference point, degrees.
     crpix
@@ -43,8 +47,14 @@ class CelestialPlane:
         Native longitude of the celestial pole (wcslib ``LONPOLE``); 180 for
         zenithal projections unless set.
     frame
-        Celestial frame key (e.g. ``'RA/DEC ICRS'``); both planes of a
-        device reprojection must share it.
+        Celestial frame key (e.g. ``'RA/DEC ICRS'``); planes of different
+        frames need the frame rotation passed to :func:`pixel_map_params`.
+    native_pole_deg
+        Celestial (longitude, latitude) of the native pole, wcslib's Euler
+        angles (alpha_p, 90 - euler[1]); None: ``crval_deg`` (zenithal
+        projections, where the reference point is the native pole).
+    pv_lambda
+        CEA's PV2_1 (lambda); 1 otherwise.
     """
 
     projection: str
@@ -53,12 +63,23 @@ class CelestialPlane:
     cd_deg: tuple[tuple[float, float], tuple[float, float]]
     lonpole_deg: float = 180.0
     frame: str = "RA/DEC"
+    native_pole_deg: tuple[float, float] | None = None
+    pv_lambda: float = 1.0
 
     def __post_init__(self):
         if self.projection not in DEVICE_PROJECTIONS:
             raise ValueError(f"projection {self.projection!r} not in {DEVICE_PROJECTIONS}")
+        if self.projection not in ZENITHAL and self.native_pole_deg is None:
+            raise ValueError(f"{self.projection} needs native_pole_deg (the reference point "
+                             "is not the native pole)")
         if abs(np.linalg.det(np.asarray(self.cd_deg, float))) == 0:
             raise ValueError("singular CD matrix")
+
+    @property
+    def pole_deg(self) -> tuple[float, float]:
+        """Celestial coordinates of the native pole."""
+        return tuple(self.native_pole_deg) if self.native_pole_deg is not None \
+            else tuple(self.crval_deg)
 
     @property
     def cd_rad(self) -> np.ndarray:
@@ -69,8 +90,7 @@ class CelestialPlane:
         """Rotation matrix taking native unit vectors to celestial ones.
 
         Its columns are the images of the native x, y, z axes under wcslib's
-        ``sphx2s`` formulas with theta_0 = 90 deg (zenithal), evaluated in
-        float64.
+        ``sphx2s`` formulas, evaluated in float64.
         """
         columns = [_sphx2s_vector(phi, theta, self) for phi, theta in
                    ((0.0, 0.0), (90.0, 0.0), (0.0, 90.0))]
@@ -85,9 +105,8 @@ def _sphx2s_vector(phi_deg: float, theta_deg: float, plane: CelestialPlane) -> n
 
 
 def sphx2s(phi_rad, theta_rad, plane: CelestialPlane):
-    """Native spherical to celestial (radians), wcslib ``sphx2s`` for a
-    zenithal projection (native pole at the reference point)."""
-    alpha_p, delta_p = np.deg2rad(plane.crval_deg)
+    """Native spherical to celestial (radians), wcslib ``sphx2s``."""
+    alpha_p, delta_p = np.deg2rad(plane.pole_deg)
     phi_p = np.deg2rad(plane.lonpole_deg)
     dphi = phi_rad - phi_p
     x = np.sin(theta_rad) * np.cos(delta_p) - np.cos(theta_rad) * np.sin(delta_p) * np.cos(dphi)
@@ -100,7 +119,7 @@ def sphx2s(phi_rad, theta_rad, plane: CelestialPlane):
 
 def sphs2x(alpha_rad, delta_rad, plane: CelestialPlane):
     """Celestial to native spherical (radians), wcslib ``sphs2x``."""
-    alpha_p, delta_p = np.deg2rad(plane.crval_deg)
+    alpha_p, delta_p = np.deg2rad(plane.pole_deg)
     phi_p = np.deg2rad(plane.lonpole_deg)
     dalpha = alpha_rad - alpha_p
     x = np.sin(delta_rad) * np.cos(delta_p) - np.cos(delta_rad) * np.sin(delta_p) * np.cos(dalpha)
@@ -127,31 +146,139 @@ def from_astropy(wcs) -> CelestialPlane | None:
     codes = {ctype[5:8] for ctype in core.ctype}
     if len(codes) != 1 or next(iter(codes)) not in DEVICE_PROJECTIONS:
         return None
-    if any(pv[0] == 2 and pv[2] != 0 for pv in core.get_pv()):
-        return None  # SIN with xi/eta (slant orthographic) or other PV terms
-    if any(str(unit) != "deg" for unit in core.cunit):
+    code = next(iter(codes))
+    pv_lambda = 1.0
+    for axis, index, value in core.get_pv():
+        if code == "CEA" and (axis, index) == (2, 1):
+            pv_lambda = float(value)
+        elif value != 0:
+            return None  # SIN with xi/eta (slant orthographic), offsets, other PV terms
+    if any(str(unit) != "deg" for unit in core.cunit) or core.cel.offset:
         return None
+    euler = core.cel.euler
     frame = f"{core.ctype[0][:4]}/{core.ctype[1][:4]} {core.radesys} {core.equinox}"
-    return CelestialPlane(projection=next(iter(codes)),
+    return CelestialPlane(projection=code,
                           crval_deg=(float(core.crval[0]), float(core.crval[1])),
                           crpix=(float(core.crpix[0]), float(core.crpix[1])),
                           cd_deg=tuple(map(tuple, wcs.pixel_scale_matrix.tolist())),
-                          lonpole_deg=float(core.lonpole), frame=frame)
+                          lonpole_deg=float(euler[2]), frame=frame,
+                          native_pole_deg=(float(euler[0]), 90.0 - float(euler[1])),
+                          pv_lambda=pv_lambda)
 
 
-def pixel_map_params(plane_out: CelestialPlane, plane_in: CelestialPlane) -> np.ndarray:
-    """The 21 float64 numbers the kernel's ``map_pixel`` reads.
+#: Numbers in one direction's block of :func:`pixel_map_params`.
+BLOCK = 23
 
-    [0:4] output pixel -> intermediate (radians) matrix, row-major;
-    [4:6] output reference pixel, 0-based; [6:15] rotation from output
-    native to input native vectors, row-major; [15:19] input intermediate
-    (radians) -> pixel matrix; [19:21] input reference pixel, 0-based.
-    """
-    rotation = plane_in.native_to_celestial().T @ plane_out.native_to_celestial()
+
+def _block(plane_a: CelestialPlane, plane_b: CelestialPlane, rotation: np.ndarray):
     return np.concatenate([
-        plane_out.cd_rad.ravel(), np.asarray(plane_out.crpix, float) - 1.0,
-        rotation.ravel(), np.linalg.inv(plane_in.cd_rad).ravel(),
-        np.asarray(plane_in.crpix, float) - 1.0])
+        plane_a.cd_rad.ravel(), np.asarray(plane_a.crpix, float) - 1.0, rotation.ravel(),
+        np.linalg.inv(plane_b.cd_rad).ravel(), np.asarray(plane_b.crpix, float) - 1.0,
+        [plane_a.pv_lambda, plane_b.pv_lambda]])
+
+
+def pixel_map_params(plane_out: CelestialPlane, plane_in: CelestialPlane,
+                     frame_rotation: np.ndarray | None = None) -> np.ndarray:
+    """The 46 float64 numbers the kernel's ``map_pixel`` reads.
+
+    Two blocks of 23, output -> input then input -> output (the round-trip
+    check).  Each: [0:4] pixel -> intermediate (radians) matrix, row-major;
+    [4:6] reference pixel, 0-based; [6:15] rotation from this side's native
+    vectors to the other side's, row-major; [15:19] other side's
+    intermediate (radians) -> pixel matrix; [19:21] its reference pixel,
+    0-based; [21:23] the two sides' CEA lambda.  ``frame_rotation`` takes
+    celestial vectors of the output's frame to the input's (None: same frame).
+    """
+    frame = np.eye(3) if frame_rotation is None else np.asarray(frame_rotation, float)
+    rotation = plane_in.native_to_celestial().T @ frame @ plane_out.native_to_celestial()
+    return np.concatenate([_block(plane_out, plane_in, rotation),
+                           _block(plane_in, plane_out, rotation.T)])
+
+
+def map_pixels_numpy(params: np.ndarray, projections: tuple[str, str], x, y,
+                     roundtrip: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The device kernel's pixel map in float64 numpy (same formulas):
+    input pixel (x, y) of output pixel (x, y); NaN where invalid."""
+    x_in, y_in = _map_block(params[:BLOCK], projections, np.asarray(x, float),
+                            np.asarray(y, float))
+    if roundtrip:
+        x_back, y_back = _map_block(params[BLOCK:], projections[::-1], x_in, y_in)
+        with np.errstate(invalid="ignore"):
+            bad = ~((np.abs(x_back - x) <= 1) & (np.abs(y_back - y) <= 1))
+        x_in, y_in = np.where(bad, np.nan, x_in), np.where(bad, np.nan, y_in)
+    return x_in, y_in
+
+
+def _map_block(p, projections, x, y):
+    dx, dy = x - p[4], y - p[5]
+    vector = deproject_vector(projections[0], p[0] * dx + p[1] * dy, p[2] * dx + p[3] * dy,
+                              p[21])
+    rotated = np.tensordot(p[6:15].reshape(3, 3), vector, axes=1)
+    X, Y = project_vector(projections[1], rotated, p[22])
+    return p[15] * X + p[16] * Y + p[19], p[17] * X + p[18] * Y + p[20]
+
+
+def deproject_vector(code: str, X, Y, lam: float = 1.0) -> np.ndarray:
+    """Native unit vector of intermediate (X, Y) in radians; NaN outside
+    the projection (wcslib ``x2s`` bounds)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if code in ZENITHAL:
+            r2 = X * X + Y * Y
+            r = np.sqrt(r2)
+            if code == "SIN":
+                scale, z = np.ones_like(r), np.where(r2 <= 1, np.sqrt(1 - r2), np.nan)
+            elif code == "TAN":
+                scale = 1 / np.sqrt(1 + r2)
+                z = scale
+            elif code == "ARC":
+                scale = np.where(r > 0, np.sin(r) / np.where(r > 0, r, 1), 1.0)
+                z = np.where(r <= np.pi, np.cos(r), np.nan)
+            elif code == "ZEA":
+                scale = np.sqrt(1 - r2 / 4)
+                z = np.where(r2 <= 4, 1 - r2 / 2, np.nan)
+            else:  # STG
+                scale = 1 / (1 + r2 / 4)
+                z = (1 - r2 / 4) * scale
+            return np.stack([-Y * scale, X * scale, z + 0 * X])
+        if code == "CAR":
+            sin_t, cos_t = np.sin(Y), np.cos(Y)
+            cos_t = np.where(np.abs(Y) <= np.pi / 2, cos_t, np.nan)
+        elif code == "CEA":
+            sin_t = np.where(np.abs(Y * lam) <= 1, Y * lam, np.nan)
+            cos_t = np.sqrt(1 - sin_t * sin_t)
+        else:  # MER
+            sin_t, cos_t = np.tanh(Y), 1 / np.cosh(Y)
+        cos_t = np.where(np.abs(X) <= np.pi, cos_t, np.nan)
+        return np.stack([cos_t * np.cos(X), cos_t * np.sin(X), sin_t + 0 * cos_t])
+
+
+def project_vector(code: str, v: np.ndarray, lam: float = 1.0):
+    """Intermediate (X, Y) in radians of native unit vectors ``v``; NaN
+    where wcslib's ``s2x`` rejects the point."""
+    vx, vy, vz = v
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if code in ZENITHAL:
+            rho = np.hypot(vx, vy)
+            if code == "SIN":
+                scale = np.where(vz >= 0, 1.0, np.nan)
+            elif code == "TAN":
+                scale = np.where(vz > 0, 1 / vz, np.nan)
+            elif code == "ARC":
+                r = np.arctan2(rho, vz)
+                scale = np.where(rho > 0, r / np.where(rho > 0, rho, 1), 1.0)
+            elif code == "ZEA":
+                scale = np.where(vz > -1, np.sqrt(2 / (1 + vz)), np.nan)
+            else:  # STG
+                scale = np.where(vz > -1, 2 / (1 + vz), np.nan)
+            return vy * scale, -vx * scale
+        X = np.arctan2(vy, vx)
+        if code == "CAR":
+            Y = np.arctan2(vz, np.hypot(vx, vy))
+        elif code == "CEA":
+            Y = vz / lam
+        else:  # MER
+            Y = np.where(np.abs(vz) < 1, np.arctanh(vz), np.nan)
+        return X, Y
 
 
 def pixel_map_reference(plane_out: CelestialPlane, plane_in: CelestialPlane,
@@ -192,5 +319,5 @@ def _project(code: str, phi, theta):
     return radius * np.sin(phi), -radius * np.cos(phi)
 
 
-__all__ = ["CelestialPlane", "DEVICE_PROJECTIONS", "from_astropy", "pixel_map_params",
-           "pixel_map_reference", "sphs2x", "sphx2s"]
+__all__ = ["CelestialPlane", "DEVICE_PROJECTIONS", "from_astropy", "map_pixels_numpy",
+           "pixel_map_params", "pixel_map_reference", "sphs2x", "sphx2s"]

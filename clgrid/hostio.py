@@ -1,0 +1,127 @@
+"""Host <-> device copies through pinned staging memory, overlapped.
+
+Copies from pageable numpy memory run at a fraction of the bus speed (6 GB/s
+on the H200 machine against 55 GB/s from pinned memory).  A
+:class:`PinnedStaging` keeps mapped ``ALLOC_HOST_PTR`` buffers (pinned by the
+driver) and moves an array in chunks: host threads copy chunk k into pinned
+memory while the device copies chunk k-1, and the other way round for
+downloads.  Any strides on the host side (a window of a larger image, a
+big-endian FITS array viewed as bytes) are handled by the host copy.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pyopencl as cl
+
+#: Bytes per chunk: small enough to overlap, large enough for full DMA speed.
+CHUNK_BYTES = 8 << 20
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def copy_pool() -> ThreadPoolExecutor:
+    """Threads for host copies (numpy releases the GIL while copying)."""
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=max(2, min(8, os.cpu_count() or 2)),
+                                   thread_name_prefix="clgrid-copy")
+    return _pool
+
+
+class _Pinned:
+    """One mapped ALLOC_HOST_PTR buffer, grown on demand."""
+
+    def __init__(self, context: cl.Context, queue: cl.CommandQueue):
+        self.context, self.queue = context, queue
+        self.buffer = None
+        self.host = np.empty(0, np.uint8)
+        self.pending: list[cl.Event] = []
+
+    def view(self, nbytes: int) -> np.ndarray:
+        """The first ``nbytes`` of pinned memory, once earlier copies from
+        or into it are done."""
+        cl.wait_for_events(self.pending) if self.pending else None
+        self.pending = []
+        if nbytes > self.host.size:
+            self.host = np.empty(0, np.uint8)
+            if self.buffer is not None:
+                self.buffer.release()
+            flags = cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR
+            self.buffer = cl.Buffer(self.context, flags, max(nbytes, 1))
+            self.host, _ = cl.enqueue_map_buffer(
+                self.queue, self.buffer, cl.map_flags.READ | cl.map_flags.WRITE, 0,
+                (max(nbytes, 1),), np.uint8, is_blocking=True)
+        return self.host[:nbytes]
+
+
+def _row_chunks(n_rows: int, row_bytes: int) -> list[tuple[int, int]]:
+    rows = max(1, CHUNK_BYTES // max(row_bytes, 1))
+    return [(start, min(start + rows, n_rows)) for start in range(0, n_rows, rows)]
+
+
+def _as_rows(array: np.ndarray) -> np.ndarray:
+    """2-D (rows, items) view of an array whose last axis is its row."""
+    return array.reshape((-1, array.shape[-1])) if array.ndim != 2 else array
+
+
+class PinnedStaging:
+    """Chunked, overlapped host <-> device copies for one queue."""
+
+    def __init__(self, context: cl.Context, queue: cl.CommandQueue):
+        self.queue = queue
+        self._up = _Pinned(context, queue)
+        self._down = _Pinned(context, queue)
+
+    def upload(self, array: np.ndarray, target: cl.Buffer, offset: int = 0) -> None:
+        """Copy ``array`` (any strides; its last axis a row) into ``target``
+        at byte ``offset``, C order.  Returns once the host side is copied;
+        the device copies are enqueued (in order) on the queue."""
+        rows = _as_rows(array) if array.ndim >= 2 else array.reshape(1, -1)
+        n_rows, row_items = rows.shape
+        row_bytes = row_items * array.dtype.itemsize
+        staging = self._up.view(n_rows * row_bytes)
+        chunks = _row_chunks(n_rows, row_bytes)
+
+        def copy(chunk):
+            start, stop = chunk
+            part = staging[start * row_bytes:stop * row_bytes].view(array.dtype)
+            np.copyto(part.reshape(stop - start, row_items), rows[start:stop])
+
+        events = []
+        for (start, stop), done in zip(chunks, copy_pool().map(copy, chunks)):
+            events.append(cl.enqueue_copy(
+                self.queue, target, staging[start * row_bytes:stop * row_bytes],
+                dst_offset=offset + start * row_bytes, is_blocking=False))
+        self._up.pending = events
+
+    def download(self, source: cl.Buffer, out: np.ndarray, offset: int = 0,
+                 wait_for=None) -> None:
+        """Copy ``out.nbytes`` from ``source`` at byte ``offset`` into ``out``
+        (any strides; its last axis a row); returns when ``out`` is filled."""
+        rows = _as_rows(out) if out.ndim >= 2 else out.reshape(1, -1)
+        n_rows, row_items = rows.shape
+        row_bytes = row_items * out.dtype.itemsize
+        staging = self._down.view(n_rows * row_bytes)
+        chunks = _row_chunks(n_rows, row_bytes)
+        events = [cl.enqueue_copy(self.queue, staging[start * row_bytes:stop * row_bytes],
+                                  source, src_offset=offset + start * row_bytes,
+                                  is_blocking=False, wait_for=wait_for)
+                  for start, stop in chunks]
+        self.queue.flush()
+
+        def copy(index):
+            start, stop = chunks[index]
+            events[index].wait()
+            part = staging[start * row_bytes:stop * row_bytes].view(out.dtype)
+            np.copyto(rows[start:stop], part.reshape(stop - start, row_items))
+
+        list(copy_pool().map(copy, range(len(chunks))))
+        if not np.shares_memory(rows, out):
+            out[...] = rows.reshape(out.shape)  # the row view had to be a copy
+
+
+__all__ = ["CHUNK_BYTES", "PinnedStaging", "copy_pool"]
