@@ -8,12 +8,9 @@ atomics, so gathered sums are bit-reproducible on one device.
 
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 import pyopencl as cl
-import pyopencl.array as cl_array
-from pyopencl.scan import ExclusiveScanKernel
 
 from .kernels import KernelTemplate, Operation
 
@@ -49,9 +46,7 @@ class RadixSort(Operation):
             "group_size": self.group_size})
         self._histogram = self.template.kernel("histogram")
         self._scatter = self.template.kernel("scatter")
-        with warnings.catch_warnings():  # drivers chat on success (Intel prints build logs)
-            warnings.simplefilter("ignore", cl.CompilerWarning)
-            self._scan = ExclusiveScanKernel(self.context, np.uint32, "a+b", neutral="0")
+        self._scan = self.template.kernel("scan_counts")
         units = self.queue.device.max_compute_units
         self._max_tiles = 8 * units if self.profile.device_type == "gpu" else 4 * units
 
@@ -92,7 +87,8 @@ class RadixSort(Operation):
         tile_size = -(-n // n_tiles)
         tile_size = -(-tile_size // self.group_size) * self.group_size
         n_tiles = max(1, -(-n // tile_size))
-        counts = cl_array.empty(self.queue, RADIX * n_tiles, np.uint32)
+        counts = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, RADIX * n_tiles * 4)
+        offsets = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, RADIX * n_tiles * 4)
         key_t = self.key_dtype.type
         keys_in, values_in = keys, scratch[1]
         keys_out, values_out = scratch[0], scratch[2]
@@ -103,10 +99,11 @@ class RadixSort(Operation):
             shift = np.uint32(p * RADIX_BITS)
             common = (np.uint64(n), np.uint64(tile_size), key_t(base), key_t(span), shift)
             events.append(self._histogram(self.queue, global_size, local_size, keys_in, *common,
-                                          counts.data, wait_for=wait_for if p == 0 else None))
-            events.append(self._scan(counts, queue=self.queue))
+                                          counts, wait_for=wait_for if p == 0 else None))
+            events.append(self._scan(self.queue, local_size, local_size, counts,
+                                     np.uint32(RADIX * n_tiles), offsets))
             events.append(self._scatter(self.queue, global_size, local_size, keys_in, values_in,
-                                        *common, counts.data, np.uint32(p == 0), keys_out,
+                                        *common, offsets, np.uint32(p == 0), keys_out,
                                         values_out))
             keys_in, keys_out = keys_out, keys_in
             values_in, values_out = values_out, values_in

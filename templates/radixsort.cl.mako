@@ -1,7 +1,7 @@
 ## Stable least-significant-digit radix sort of (key, index) pairs, 8 bits a pass.
 ## Each pass: `histogram` counts digits per tile of the input (one work-group
 ## per tile), an exclusive scan over the digit-major table [digit][tile]
-## (pyopencl.scan) gives every (digit, tile) its first output slot, and
+## (`scan_counts`, one work-group) gives every (digit, tile) its first output slot, and
 ## `scatter` moves the tile's items there in input order.  Within a block of
 ## GROUP items an item's rank among equal digits is counted from local
 ## memory, so the order is stable and deterministic (no atomics decide it).
@@ -40,6 +40,36 @@ void histogram(__global const key_t *keys, const ulong n, const ulong tile_size,
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint d = lid; d < RADIX; d += GROUP)
         counts[d * n_tiles + tile] = local_counts[d];
+}
+
+// Exclusive prefix sum of `n` counts by one work-group: each work-item sums
+// a contiguous segment, the segment totals are scanned in local memory
+// (Hillis-Steele), then each work-item writes its segment's offsets.
+__kernel __attribute__((reqd_work_group_size(GROUP, 1, 1)))
+void scan_counts(__global const uint *counts, const uint n, __global uint *offsets)
+{
+    __local uint totals[GROUP];
+    const uint lid = get_local_id(0);
+    const uint segment = (n + GROUP - 1) / GROUP;
+    const uint begin = min(n, lid * segment);
+    const uint end = min(n, begin + segment);
+    uint total = 0;
+    for (uint i = begin; i < end; ++i)
+        total += counts[i];
+    totals[lid] = total;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint stride = 1; stride < GROUP; stride *= 2) {
+        const uint add = (lid >= stride) ? totals[lid - stride] : 0;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        totals[lid] += add;
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    uint running = totals[lid] - total;  // exclusive: the segments before mine
+    for (uint i = begin; i < end; ++i) {
+        const uint count = counts[i];
+        offsets[i] = running;
+        running += count;
+    }
 }
 
 __kernel __attribute__((reqd_work_group_size(GROUP, 1, 1)))
