@@ -575,7 +575,9 @@ class Gridder:
             self.stats.total_s += time.perf_counter() - started
             return
         n_chan = data.shape[1]
-        data_dtype = np.dtype(np.float64 if data.dtype == np.float64 else np.float32)
+        # float64 in any byte order stays float64; everything else becomes float32.
+        data_dtype = np.dtype(np.float64 if data.dtype.kind == "f" and data.dtype.itemsize == 8
+                              else np.float32)
         chunk_len = self._chunk_len(n_chan, data_dtype.itemsize, weights is not None, lons.size)
         # Equal chunks: the last one is not a sliver.
         n_chunks = -(-lons.size // chunk_len)
