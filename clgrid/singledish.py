@@ -796,7 +796,9 @@ class Gridder:
         def make():
             context, flags = self.queue.context, cl.mem_flags.READ_ONLY
             values = max(1, rows * n_chan * data_dtype.itemsize)
-            return RawChunk(cl.Buffer(context, flags, rows * 8), cl.Buffer(context, flags, rows * 8),
+            coordinates = max(1, rows * 8)
+            return RawChunk(cl.Buffer(context, flags, coordinates),
+                            cl.Buffer(context, flags, coordinates),
                             cl.Buffer(context, flags, values),
                             cl.Buffer(context, flags, values) if has_weights else None, rows)
         raw = self._cached(f"raw{slot}", (rows, n_chan, data_dtype.str, has_weights), make)

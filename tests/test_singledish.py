@@ -5,7 +5,6 @@ sample with every cell (haversine distance, cygrid's kernel formulas), so
 it shares nothing with the HEALPix search it checks.
 """
 
-import math
 import textwrap
 
 import numpy as np
@@ -97,56 +96,6 @@ def test_ang2pix_ring_matches_healpy(nside):
     np.testing.assert_array_equal(hp.pix2ring(nside, healpix.ring_first_pixel(nside, rings)),
                                   rings)
     assert hp.max_pixrad(nside) < healpix.max_pixel_radius_rad(nside)
-
-
-def _edge_points() -> tuple[np.ndarray, np.ndarray]:
-    """Poles, the lon 0/2 pi wrap, and points next to the base-face boundaries."""
-    face_lat = math.asin(2 / 3)  # where the polar caps meet the equatorial zone
-    near = 1e-12  # far above rounding, far below any pixel at the tested nside
-    lats = [math.pi / 2, -math.pi / 2, np.nextafter(math.pi / 2, 0), 0.3, -1.2,
-            face_lat + near, face_lat - near, -face_lat + near, -face_lat - near, near, -near]
-    lons = [0.0, -0.0, 2 * math.pi, np.nextafter(2 * math.pi, 0), 1e-300]
-    lons += [k * math.pi / 4 + d for k in range(8) for d in (-near, near)]
-    lon, lat = np.meshgrid(np.array(lons), np.array(lats))
-    return lon.ravel(), lat.ravel()
-
-
-@pytest.mark.parametrize("nside", [1, 4, 1024, 2**18, 2**29])
-def test_fast_ang2pix_matches_numpy(nside):
-    pytest.importorskip("healpy")
-    assert healpix.have_healpy()
-    rng = np.random.default_rng(nside)
-    lon = np.concatenate([rng.uniform(0, 2 * np.pi, 20000), _edge_points()[0]])
-    lat = np.concatenate([np.arcsin(rng.uniform(-1, 1, 20000)), _edge_points()[1]])
-    fast = healpix.ang2pix_ring_fast(nside, lon, lat)
-    assert fast.dtype == np.int64
-    np.testing.assert_array_equal(fast, healpix.ang2pix_ring(nside, lon, lat))
-
-
-@pytest.mark.parametrize("nside", [1, 64, 2**18])
-def test_fast_ang2pix_on_exact_boundaries_picks_an_adjacent_pixel(nside):
-    """Exactly on a pixel edge healpy (from the colatitude pi/2 - lat) may round
-    to the other side than sin(lat) does; either pixel must touch the point."""
-    hp = pytest.importorskip("healpy")
-    lon, lat = np.meshgrid(np.arange(16) * math.pi / 8,
-                           [0.0, math.asin(2 / 3), -math.asin(2 / 3), math.pi / 2])
-    lon, lat = lon.ravel(), lat.ravel()
-    fast = healpix.ang2pix_ring_fast(nside, lon, lat)
-    plain = healpix.ang2pix_ring(nside, lon, lat)
-    point = np.stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)])
-    for pixels in (fast, plain):
-        centre = np.array(hp.pix2vec(nside, pixels))
-        distance = np.arccos(np.clip(np.sum(point * centre, axis=0), -1, 1))
-        assert np.all(distance <= hp.max_pixrad(nside) * (1 + 1e-9))
-
-
-def test_fast_ang2pix_falls_back_to_numpy(monkeypatch):
-    monkeypatch.setattr(healpix, "_healpy", lambda: None)
-    assert not healpix.have_healpy()
-    lon, lat = _edge_points()
-    for nside in (1, 2048):
-        np.testing.assert_array_equal(healpix.ang2pix_ring_fast(nside, lon, lat),
-                                      healpix.ang2pix_ring(nside, lon, lat))
 
 
 def test_nside_for_resolution_is_smallest_fine_enough():
