@@ -206,6 +206,22 @@ def test_weighted_kernels_are_exact(cl_env, kernel, where):
                                    rtol=1e-6)
 
 
+def test_fine_healpix_with_64_bit_pixels_across_ra_zero(cl_env):
+    """nside 2**20 (pixel indices beyond 32 bits: uint64 keys in the sort)."""
+    rng = np.random.default_rng(14)
+    lons = np.mod(rng.uniform(-0.1, 0.1, 4000), 360.0)
+    lats = rng.uniform(-0.1, 0.1, 4000)
+    data = rng.uniform(1, 2, 4000).astype(np.float32)
+    cell_lon, cell_lat = np.meshgrid(np.mod(np.linspace(-0.05, 0.05, 6), 360.0),
+                                     np.linspace(-0.05, 0.05, 6))
+    gridder = SlGrid(cell_lon.ravel(), cell_lat.ravel(), context=cl_env.queue)
+    gridder.set_kernel("gauss1d", (0.01,), 0.03, 0.0001)
+    assert gridder.nside == 2**20
+    gridder.grid(lons, lats, data)
+    _assert_matches(gridder, *gather_reference(cell_lon.ravel(), cell_lat.ravel(), lons, lats,
+                                               data, kernel_params=(0.01,), sphere_radius=0.03))
+
+
 def test_pole_with_healpix_targets(cl_env):
     """SlGrid onto HEALPix pixel centres around the north pole (the cap rings)."""
     hp = pytest.importorskip("healpy")
