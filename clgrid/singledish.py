@@ -220,7 +220,6 @@ class RawChunk:
     lat: cl.Buffer
     data: cl.Buffer
     weights: cl.Buffer | None
-    capacity: int
     events: list = field(default_factory=list)   # uploads of the current contents
     readers: list = field(default_factory=list)  # kernels that read them
 
@@ -385,7 +384,8 @@ class Staging:
         for k, start in enumerate(range(first, last, self.rows)):
             stop = min(last, start + self.rows)
             block = self.blocks[k % 2]
-            cl.wait_for_events(block["events"]) if block["events"] else None
+            if block["events"]:  # the block's last contents are on their way still
+                cl.wait_for_events(block["events"])
             tick = time.perf_counter()
             parts = np.linspace(start, stop, n_threads + 1).astype(np.int64)
             jobs = [(name, a, b) for name in sources for a, b in zip(parts[:-1], parts[1:])
@@ -800,9 +800,8 @@ class Gridder:
             return RawChunk(cl.Buffer(context, flags, coordinates),
                             cl.Buffer(context, flags, coordinates),
                             cl.Buffer(context, flags, values),
-                            cl.Buffer(context, flags, values) if has_weights else None, rows)
-        raw = self._cached(f"raw{slot}", (rows, n_chan, data_dtype.str, has_weights), make)
-        return raw
+                            cl.Buffer(context, flags, values) if has_weights else None)
+        return self._cached(f"raw{slot}", (rows, n_chan, data_dtype.str, has_weights), make)
 
     def _work_buffers(self, rows: int, n_chan: int, data_dtype: np.dtype) -> WorkBuffers:
         pix = pixel_dtype(self.nside)
