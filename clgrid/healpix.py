@@ -2,19 +2,15 @@
 
 Vectorised numpy versions of the few HEALPix formulas the pre-ordering
 needs (Gorski et al. 2005; the same arithmetic as Healpix_cxx ``loc2pix``),
-so that clgrid does not depend on healpy at run time.  When healpy is
-installed (the ``healpix`` extra), :func:`ang2pix_ring_fast` uses its C++
-ang2pix instead, several times faster; :func:`ang2pix_ring` stays the plain
-numpy reference.  The device side of the same geometry lives in
+so that clgrid does not depend on healpy at run time; :func:`ang2pix_ring`
+is the plain numpy reference the tests hold the device against.  The
+device side of the same geometry, which the gridder uses, lives in
 ``templates/healpix.cl.mako``.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-import warnings
-from types import ModuleType
 
 import numpy as np
 
@@ -91,64 +87,6 @@ def ang2pix_ring(nside: int, lon_rad: np.ndarray, lat_rad: np.ndarray) -> np.nda
     return pix
 
 
-@functools.cache
-def _healpy() -> ModuleType | None:
-    """healpy if importable, else None (imported once: the import takes a while).
-
-    A healpy that is installed but broken (built for another numpy, or
-    importing a mismatched scipy) falls back to numpy with a warning instead
-    of failing the gridding."""
-    try:
-        import healpy
-    except ImportError:
-        return None
-    except Exception as error:  # noqa: BLE001 -- any import-time failure means "not usable"
-        warnings.warn(f"healpy is installed but cannot be imported ({type(error).__name__}: "
-                      f"{error}); using clgrid's numpy ang2pix", stacklevel=2)
-        return None
-    return healpy
-
-
-def have_healpy() -> bool:
-    """Whether :func:`ang2pix_ring_fast` uses healpy."""
-    return _healpy() is not None
-
-
-def ang2pix_ring_fast(nside: int, lon_rad: np.ndarray, lat_rad: np.ndarray) -> np.ndarray:
-    """RING-scheme pixel of each (lon, lat) in radians, as int64, as fast as available.
-
-    ``healpy.ang2pix(nside, pi/2 - lat, lon)`` when healpy is importable
-    (compiled, and it releases the GIL, so threads pixelise in parallel),
-    else the numpy :func:`ang2pix_ring`.  The two agree except for points
-    within rounding of a pixel boundary: healpy starts from the colatitude
-    ``pi/2 - lat``, whose cosine can differ from ``sin(lat)`` in the last
-    bit, so such a point may land in the pixel on the other side.  Either
-    pixel is correct to rounding, and gathered sums depend on the choice
-    only through float summation order (the gather tests exact distances
-    and searches with a margin larger than the pixel radius).
-
-    Parameters
-    ----------
-    nside
-        HEALPix resolution (at most :data:`MAX_NSIDE`).
-    lon_rad, lat_rad
-        Longitudes (any value; wrapped) and latitudes in [-pi/2, pi/2].
-
-    Returns
-    -------
-    numpy.ndarray
-        int64 RING pixel indices, the shape of the broadcast inputs.
-    """
-    healpy = _healpy()
-    if healpy is None:
-        return ang2pix_ring(nside, lon_rad, lat_rad)
-    lat_rad = np.asarray(lat_rad, dtype=np.float64)
-    # healpy rejects colatitudes outside [0, pi]; |lat| <= pi/2 keeps them inside.
-    colat = np.subtract(math.pi / 2, lat_rad)
-    return np.asarray(healpy.ang2pix(nside, colat, np.asarray(lon_rad, dtype=np.float64),
-                                     nest=False), dtype=np.int64)
-
-
 def _equatorial_pixels(nside: int, z: np.ndarray, tt: np.ndarray) -> np.ndarray:
     nl4 = 4 * nside
     ncap = 2 * nside * (nside - 1)
@@ -177,6 +115,5 @@ def _cap_pixels(nside: int, z: np.ndarray, za: np.ndarray, sin_theta: np.ndarray
     return np.where(z > 0, 2 * ring * (ring - 1) + in_ring, npix - 2 * ring * (ring + 1) + in_ring)
 
 
-__all__ = ["MAX_NSIDE", "ang2pix_ring", "ang2pix_ring_fast", "have_healpy",
-           "max_pixel_radius_rad", "n_rings", "nside_for_resolution",
-           "resolution_rad", "ring_first_pixel"]
+__all__ = ["MAX_NSIDE", "ang2pix_ring", "max_pixel_radius_rad", "n_rings",
+           "nside_for_resolution", "resolution_rad", "ring_first_pixel"]

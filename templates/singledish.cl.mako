@@ -1,14 +1,17 @@
 ## Single-dish gather gridding on the sphere (HyGrid: Luo et al. 2018, Algorithm 2).
 ## Samples arrive sorted by their HEALPix RING pixel, with a per-ring table of
 ## the first sample index; one work-item owns `gamma` output cells and a block
-## of `chan_block` channels, so every output value has one writer: no atomics.
+## of `chan_block` channels, with `lanes` work-items splitting its samples
+## and summing in a fixed tree, so every output value has one writer: no atomics.
 ## Geometry and private sums are double precision (distances of arcseconds on
 ## coordinates of hundreds of degrees lose too many digits in float).
 ## Parameters: kernel_type ("gauss1d" | "gauss2d" | "tapered_sinc"),
 ##   gamma (int >= 1: cells per work-item, thread coarsening),
 ##   chan_block (int >= 1: channels per work-item),
 ##   pix_type ("uint" | "ulong"), data_real, out_real ("float" | "double"),
-##   has_weights (bool: per-value input weights given).
+##   has_weights (bool: per-value input weights given),
+##   lanes (power of two: work-items sharing a cell group, each taking every
+##   lanes-th sample), local_size (work-group size, a multiple of lanes).
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 <%include file="healpix.cl.mako"/>
 
@@ -18,6 +21,8 @@ typedef ${out_real} out_t;
 
 #define GAMMA ${gamma}
 #define CHAN_BLOCK ${chan_block}
+#define LANES ${lanes}
+#define LOCAL_SIZE ${local_size}
 
 // Kernel value at great-circle distance `dist` (rad) and bearing (rad, east of north)
 // of the sample seen from the cell; parameters as cygrid's kernels.pyx.
@@ -61,7 +66,7 @@ inline uint lower_bound(__global const pix_t *pix, uint lo, uint hi, const pix_t
 
 __kernel void gather(__global const double2 *cell_lonlat,    // (lon, lat) rad per target cell
                      const uint n_cells,
-                     __global const double2 *sample_lonlat,  // (lon, lat) rad, sorted by pixel
+                     __global const double4 *sample_xyz,     // unit vectors, sorted by pixel
                      __global const pix_t *sample_pix,       // RING pixel, non-decreasing
                      __global const data_t *data,            // [sample][channel]
                      __global const data_t *weights,         // [sample][channel] if has_weights
@@ -69,25 +74,37 @@ __kernel void gather(__global const double2 *cell_lonlat,    // (lon, lat) rad p
                      const uint nside,
                      const double radius,                    // kernel support (rad)
                      const double search_radius,             // radius + pixel radius bound (rad)
+                     const double hav_limit,                 // a little above sin^2(radius / 2)
                      const double p0, const double p1, const double p2,
                      const uint n_chan,
                      __global out_t *data_sum,               // [channel][cell], accumulated
                      __global out_t *weight_sum)             // [channel][cell], accumulated
 {
-    const uint first_cell = (uint)get_global_id(0) * GAMMA;
+    // LANES consecutive work-items share `gamma` cells and take every
+    // LANES-th sample of each run (coalesced reads, and small maps still
+    // fill a GPU); their partial sums meet in a fixed tree at the end.
+    const uint lane = (uint)get_global_id(0) % LANES;
+    const uint first_cell = (uint)(get_global_id(0) / LANES) * GAMMA;
     const uint first_chan = (uint)get_global_id(1) * CHAN_BLOCK;
-    if (first_cell >= n_cells || first_chan >= n_chan)
-        return;
-    const uint n_mine = min((uint)GAMMA, n_cells - first_cell);
-    const uint n_chan_mine = min((uint)CHAN_BLOCK, n_chan - first_chan);
+    const bool active = first_cell < n_cells && first_chan < n_chan;
+    const uint n_mine = active ? min((uint)GAMMA, n_cells - first_cell) : 0;
+    const uint n_chan_mine = active ? min((uint)CHAN_BLOCK, n_chan - first_chan) : 0;
 
     double cell_lon[GAMMA], cell_lat[GAMMA], cell_cos_lat[GAMMA];
+    double3 cell_xyz[GAMMA], cell_east[GAMMA], cell_north[GAMMA];
     double theta_min = M_PI, theta_max = 0.0;
     for (uint j = 0; j < GAMMA; ++j) {
-        const double2 lonlat = cell_lonlat[first_cell + min(j, n_mine - 1)];
+        const double2 lonlat = active ? cell_lonlat[first_cell + min(j, n_mine - 1)]
+                                      : (double2)(0.0, 0.0);
         cell_lon[j] = lonlat.x;
         cell_lat[j] = lonlat.y;
-        cell_cos_lat[j] = cos(lonlat.y);
+        const double cos_lat = cos(lonlat.y), sin_lat = sin(lonlat.y);
+        const double cos_lon = cos(lonlat.x), sin_lon = sin(lonlat.x);
+        cell_cos_lat[j] = cos_lat;
+        cell_xyz[j] = (double3)(cos_lat * cos_lon, cos_lat * sin_lon, sin_lat);
+        // Local east and north: a sample's bearing is atan2(s . east, s . north).
+        cell_east[j] = (double3)(-sin_lon, cos_lon, 0.0);
+        cell_north[j] = (double3)(-sin_lat * cos_lon, -sin_lat * sin_lon, cos_lat);
         theta_min = fmin(theta_min, M_PI_2 - lonlat.y);
         theta_max = fmax(theta_max, M_PI_2 - lonlat.y);
     }
@@ -102,9 +119,9 @@ __kernel void gather(__global const double2 *cell_lonlat,    // (lon, lat) rad p
     const ulong n_ring = 4 * (ulong)nside - 1;
     const double theta_lo = theta_min - search_radius;
     const double theta_hi = theta_max + search_radius;
-    const long ring_lo = (theta_lo <= 0.0) ? 1
+    const long ring_lo = !active ? 1 : (theta_lo <= 0.0) ? 1
         : max(1L, (long)floor(hpx_ring_coordinate(nside, cos(theta_lo))) - 1);
-    const long ring_hi = (theta_hi >= M_PI) ? (long)n_ring
+    const long ring_hi = !active ? 0 : (theta_hi >= M_PI) ? (long)n_ring
         : min((long)n_ring, (long)ceil(hpx_ring_coordinate(nside, cos(theta_hi))) + 1);
     const double cos_search = cos(search_radius);
 
@@ -164,24 +181,23 @@ __kernel void gather(__global const double2 *cell_lonlat,    // (lon, lat) rad p
         }
 
         for (uint run = 0; run < n_runs; ++run) {
-            uint i = lower_bound(sample_pix, ring_begin, ring_end, run_first[run]);
-            for (; i < ring_end && sample_pix[i] <= run_last[run]; ++i) {
-                const double2 sample = sample_lonlat[i];
-                const double cos_lat_sample = cos(sample.y);
+            uint i = lower_bound(sample_pix, ring_begin, ring_end, run_first[run]) + lane;
+            for (; i < ring_end && sample_pix[i] <= run_last[run]; i += LANES) {
+                const double3 sample = sample_xyz[i].xyz;
                 for (uint j = 0; j < n_mine; ++j) {
-                    // Haversine distance, as cygrid: accurate at small separations.
-                    const double half_dlat = sin(0.5 * (cell_lat[j] - sample.y));
-                    const double half_dlon = sin(0.5 * (cell_lon[j] - sample.x));
-                    const double hav = half_dlat * half_dlat
-                                     + cell_cos_lat[j] * cos_lat_sample * half_dlon * half_dlon;
+                    // Haversine from the chord: hav = |s - c|^2 / 4, exact to
+                    // rounding at small separations, and no trigonometry for
+                    // the samples a cheap test rejects.
+                    const double3 chord = sample - cell_xyz[j];
+                    const double hav = 0.25 * dot(chord, chord);
+                    if (!(hav < hav_limit))
+                        continue;
                     const double dist = 2.0 * asin(sqrt(fmin(1.0, hav)));
                     if (!(dist < radius))
                         continue;
 % if kernel_type == "gauss2d":
-                    const double dlon = sample.x - cell_lon[j];
-                    const double bearing = atan2(
-                        cos_lat_sample * sin(dlon),
-                        cell_cos_lat[j] * sin(sample.y) - sin(cell_lat[j]) * cos_lat_sample * cos(dlon));
+                    const double bearing = atan2(dot(sample, cell_east[j]),
+                                                 dot(sample, cell_north[j]));
 % else:
                     const double bearing = 0.0;
 % endif
@@ -203,6 +219,31 @@ __kernel void gather(__global const double2 *cell_lonlat,    // (lon, lat) rad p
         }
     }
 
+% if lanes > 1:
+    // Fixed-order tree over the lanes of each cell group (deterministic).
+    __local double partial_data[LOCAL_SIZE], partial_weight[LOCAL_SIZE];
+    const uint lid = get_local_id(0);
+    for (uint j = 0; j < GAMMA; ++j) {
+        for (uint c = 0; c < CHAN_BLOCK; ++c) {
+            partial_data[lid] = sum_data[j][c];
+            partial_weight[lid] = sum_weight[j][c];
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (uint stride = LANES / 2; stride > 0; stride /= 2) {
+                if (lane < stride) {
+                    partial_data[lid] += partial_data[lid + stride];
+                    partial_weight[lid] += partial_weight[lid + stride];
+                }
+                barrier(CLK_LOCAL_MEM_FENCE);
+            }
+            sum_data[j][c] = partial_data[lid];
+            sum_weight[j][c] = partial_weight[lid];
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+    }
+    if (lane != 0)
+        return;
+% endif
+
     // Sole writer of these cells and channels: a plain read-add-write.
     for (uint j = 0; j < n_mine; ++j) {
         for (uint c = 0; c < n_chan_mine; ++c) {
@@ -213,7 +254,7 @@ __kernel void gather(__global const double2 *cell_lonlat,    // (lon, lat) rad p
     }
 }
 
-// RING pixel of each sample: the device half of the pre-ordering (the sort stays on the host).
+// RING pixel of each sample (hpxorder.cl.mako's classify does the same while checking).
 __kernel void pixelise(__global const double2 *lonlat, const uint n, const uint nside,
                        __global pix_t *pix)
 {
