@@ -1,10 +1,9 @@
 """The same input gives the same bits, call after call (issue 19).
 
 Each operation runs twice on identical inputs and the results must be
-bitwise equal (``np.array_equal``), not merely close.  Today's interferometric
-gridder adds with float atomics in whatever order the work-items arrive, so
-``vis2dirty`` is marked xfail (not strict: a lucky run may match) until the
-new core fixes the order of accumulation.
+bitwise equal (``np.array_equal``), not merely close.  The gridding core
+adds in a fixed order (stable device sort, output-owned tiles, chunks folded
+in slot order, planes summed in order): no float atomics anywhere.
 """
 
 from __future__ import annotations
@@ -13,8 +12,6 @@ import numpy as np
 import pytest
 
 import clgrid
-
-ATOMICS = pytest.mark.xfail(strict=False, reason="atomics: issue 19")
 
 # Enough visibilities on a small grid that many work-items add to the same
 # cells at once: an unordered sum shows up in the last bits.
@@ -38,7 +35,6 @@ def _imaging_args(cl_env, do_w: bool) -> dict:
 
 
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
-@ATOMICS
 def test_vis2dirty_repeats_bitwise(cl_env, do_w):
     _, _, vis = _observation()
     arguments = dict(vis=vis, npix_x=NPIX, npix_y=NPIX, **_imaging_args(cl_env, do_w))
@@ -46,6 +42,12 @@ def test_vis2dirty_repeats_bitwise(cl_env, do_w):
     second = clgrid.vis2dirty(**arguments)
     assert first.dtype == np.float32 and np.any(first != 0)
     assert np.array_equal(first, second)
+    # a fresh plan (new device sort and work list) gives the same bits too
+    geometry = {k: v for k, v in arguments.items() if k not in ("vis", "queue", "uvw", "freq")}
+    geometry["precision"] = "single"
+    fresh = clgrid.Imager(cl_env.queue, uvw=arguments["uvw"], freq=arguments["freq"],
+                          **geometry).vis2dirty(vis)
+    assert np.array_equal(first, fresh)
 
 
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])

@@ -62,15 +62,10 @@ F0 = 1e9
 # "<test>[<id>]", with what failed.  Strict: a fix must remove the entry.
 _HORIZON = ("clgrid raises ValueError 'the image reaches beyond the horizon' for "
             "l^2 + m^2 >= 1; ducc0 images past the horizon (n = -sqrt(l^2 + m^2 - 1))")
-_FLIP_CENTER = ("flip_{} with a centre offset: clgrid keeps center_{} where ducc0 negates "
-                "it (wgridder.h: lshift = flip_u ? -center_x : center_x); l2 error ~1.4")
 KNOWN_FAILURES: dict[str, str] = {
     **{f"test_adjointness_wsclean[fov120.0-wgt{wgt}-mask{mask}]": _HORIZON
        for wgt in (True, False) for mask in (True, False)},
     **{f"test_vis2dirty_wsclean[fov{fov}]": _HORIZON for fov in (80, 90, 120)},
-    "test_flips_with_center[flipu-c0.03,-0.02]": _FLIP_CENTER.format("u", "x"),
-    "test_flips_with_center[flipv-c0.03,-0.02]": _FLIP_CENTER.format("v", "y"),
-    "test_flips_with_center[flipuvw-c0.03,-0.02]": _FLIP_CENTER.format("u/v", "x/y"),
 }
 
 

@@ -39,8 +39,9 @@ class Corrector:
 
     def _image_args(self) -> tuple:
         g = self.geometry
-        return (np.float64(g.pixsize_x), np.float64(g.pixsize_y), np.float64(g.center_x),
-                np.float64(g.center_y))
+        centre_l, centre_m = g.centre_lm
+        return (np.float64(g.pixsize_x), np.float64(g.pixsize_y), np.float64(centre_l),
+                np.float64(centre_m))
 
     def _compute_correction(self) -> cla.Array:
         g, layout, choice = self.geometry, self.layout, self.layout.choice

@@ -163,6 +163,15 @@ class ImageGeometry:
     def shifted(self) -> bool:
         return bool(self.center_x or self.center_y)
 
+    @property
+    def centre_lm(self) -> tuple[float, float]:
+        """Image centre in the (flipped) frame the grid uses: ducc0 negates the
+        centre with its axis (wgridder.h: lshift = flip_u ? -center_x : center_x),
+        so a flipped transform is the plain one of (-u, v, w) centred on
+        (-center_x, center_y)."""
+        s_u, s_v, _ = self.signs
+        return s_u * self.center_x, s_v * self.center_y
+
     def pixel_lm(self) -> tuple[np.ndarray, np.ndarray]:
         l_rad = (np.arange(self.npix_x) - self.npix_x // 2) * self.pixsize_x + self.center_x
         m_rad = (np.arange(self.npix_y) - self.npix_y // 2) * self.pixsize_y + self.center_y

@@ -39,9 +39,10 @@ def _common_params(geometry: ImageGeometry, layout: GridLayout, weighted: bool,
 
 
 def _shift_args(geometry: ImageGeometry) -> tuple[np.float64, np.float64]:
+    """2 pi (sign * centre) per metre-wavelength of (sign-flipped) u and v."""
     s_u, s_v, _ = geometry.signs
-    return (np.float64(2.0 * np.pi * s_u * geometry.center_x),
-            np.float64(2.0 * np.pi * s_v * geometry.center_y))
+    centre_l, centre_m = geometry.centre_lm
+    return np.float64(2.0 * np.pi * s_u * centre_l), np.float64(2.0 * np.pi * s_v * centre_m)
 
 
 class _Stage:
