@@ -254,3 +254,37 @@ def test_single_precision_keeps_epsilon_on_a_dense_track(cl_env):
     dirty = vis2dirty(vis=vis.astype(np.complex64), epsilon=1e-5, queue=_queue(cl_env),
                       **geometry)
     assert _rel_rms(dirty, reference) <= 1e-5
+
+
+def test_zero_rows_give_a_zero_image_as_ducc0(cl_env):
+    """An all-flagged or empty chunk is normal in pipelines: zeros, not an error."""
+    freq = np.array([1.0e9, 1.1e9])
+    empty_uvw = np.zeros((0, 3))
+    dirty = vis2dirty(uvw=empty_uvw, freq=freq, vis=np.zeros((0, 2), np.complex64),
+                      epsilon=1e-4, queue=_queue(cl_env), **GEOMETRY)
+    assert dirty.shape == (GEOMETRY["npix_x"], GEOMETRY["npix_y"]) and not np.any(dirty)
+    vis = dirty2vis(uvw=empty_uvw, freq=freq, dirty=dirty, epsilon=1e-4, queue=_queue(cl_env),
+                    pixsize_x=GEOMETRY["pixsize_x"], pixsize_y=GEOMETRY["pixsize_y"])
+    assert vis.shape == (0, 2) and vis.dtype == np.complex64
+
+
+def test_an_image_larger_than_the_device_is_refused_with_the_bytes(cl_env):
+    uvw, freq, vis = _observation(n_rows=10)
+    with pytest.raises(MemoryError, match=r"needs \d+ MiB.*allows \d+ MiB per allocation"):
+        Imager(_queue(cl_env), uvw=uvw, freq=freq, npix_x=131072, npix_y=131072,
+               pixsize_x=1e-6, pixsize_y=1e-6, epsilon=1e-4)
+
+
+def test_nonfinite_uvw_rows_are_counted_and_left_out(cl_env):
+    uvw, freq, vis = _observation(n_rows=60, seed=8)
+    bad = uvw.copy()
+    bad[7] = np.nan
+    imager = Imager(_queue(cl_env), uvw=bad, freq=freq, epsilon=1e-6, precision="double",
+                    **GEOMETRY)
+    with pytest.warns(RuntimeWarning, match=f"{freq.size} of {vis.size} visibilities"):
+        dirty = imager.vis2dirty(vis)
+    assert imager.last_counts["invalid_uvw"] == freq.size
+    keep = np.ones(60, bool)
+    keep[7] = False
+    reference = dft_vis2dirty(uvw[keep], freq, vis[keep], **GEOMETRY)
+    assert _rel_rms(dirty, reference) <= 1e-6

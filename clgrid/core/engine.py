@@ -72,13 +72,14 @@ class GriddingEngine:
         first, stop = planes if planes is not None else (0, layout.n_planes)
         self.plane_range = (int(first), int(stop))
         self.points = SetPoints(queue, geometry, layout, self.tiles)(uvw_d, self.freq_scale_d)
+        other_bytes = (self.points.sorted_index.nbytes * 2 + self.points.bin_start.nbytes
+                       + uvw_d.nbytes)
+        image_bytes = geometry.npix_x * geometry.npix_y * geometry.grid_real.itemsize
+        self.n_pass = min(planes_per_pass(self.profile, layout, self.grid_complex, other_bytes,
+                                          image_bytes), max(stop - first, 1))
         self.spreader = Spreader(queue, geometry, layout, self.tiles)
         self.interpolator = Interpolator(queue, geometry, layout, self.tiles)
         self.corrector = Corrector(queue, geometry, layout)
-        other_bytes = (self.points.sorted_index.nbytes * 2 + self.points.bin_start.nbytes
-                       + uvw_d.nbytes)
-        self.n_pass = min(planes_per_pass(self.profile, layout, self.grid_complex, other_bytes),
-                          max(stop - first, 1))
         self.planes_d = cla.empty(queue, (self.n_pass, layout.nu, layout.nv), self.grid_complex)
         self.fft = DeviceFFT(queue, self.planes_d.shape, self.grid_complex, fft_backend)
 

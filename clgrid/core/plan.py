@@ -320,14 +320,25 @@ class TileShape:
 
 
 def planes_per_pass(profile: DeviceProfile, layout: GridLayout, grid_complex: np.dtype,
-                    other_bytes: int = 0) -> int:
+                    other_bytes: int = 0, image_bytes: int = 0) -> int:
     """How many w planes the device holds at once (all of them if they fit).
+
+    ``image_bytes``: one image-sized buffer (the correction and each dirty
+    image take one); ``other_bytes``: everything else kept on the device.
 
     Raises
     ------
     MemoryError
-        When not even one plane fits, with the bytes needed and available.
+        When not even one plane (or the image) fits, with the bytes needed and
+        available.
     """
+    if image_bytes > profile.max_alloc_bytes:
+        raise MemoryError(
+            f"the image needs {image_bytes / 2**20:.0f} MiB in one buffer; "
+            f"{profile.device_name.strip()!r} allows {profile.max_alloc_bytes / 2**20:.0f} MiB "
+            "per allocation: image fewer pixels or split the field into facets "
+            "(center_x/center_y)")
+    other_bytes = int(other_bytes) + 3 * int(image_bytes)
     plane_bytes = layout.nu * layout.nv * np.dtype(grid_complex).itemsize
     budget = int(_PLANE_MEMORY_SHARE * profile.global_mem_bytes) - int(other_bytes)
     by_memory = budget // plane_bytes
