@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import re
 import warnings
 from typing import Iterable, Sequence
 
@@ -151,6 +152,7 @@ class DeviceProfile:
             "id": f"{self.platform_index}:{self.device_index}",
             "platform": self.platform_key,
             "device": self.device_name,
+            "driver": self.driver_version[:24],
             "type": self.device_type,
             "CUs": self.compute_units,
             "max WG": self.max_work_group_size,
@@ -328,10 +330,28 @@ def devices() -> list[DeviceProfile]:
     return [DeviceProfile.from_device(device) for device in all_devices()]
 
 
+def _version_tuple(text: str) -> tuple[int, ...]:
+    """Leading dotted numbers of a driver version: ``'3.1+debian'`` -> ``(3, 1)``."""
+    match = re.match(r"\s*(\d+(?:\.\d+)*)", text)
+    return tuple(int(part) for part in match.group(1).split(".")) if match else ()
+
+
 def _rank(profile: DeviceProfile) -> tuple:
+    """Sort key of devices, best last: usable first of all, so that ``"pocl"``
+    names a PoCL that builds kernels where another (PyPI's 3.0 on AMD Zen 5)
+    cannot; among equals the newer driver wins."""
     type_rank = {"gpu": 3, "accelerator": 2, "cpu": 1}.get(profile.device_type, 0)
     return (profile.usable, not profile.is_simulator, type_rank, profile.atomic_f32 != "cas",
-            profile.compute_units)
+            profile.compute_units, _version_tuple(profile.driver_version))
+
+
+def unusable_hint(profile: DeviceProfile) -> str:
+    """What to install instead of a device that cannot build kernels."""
+    if profile.platform_key == "pocl":
+        return ("on Debian/Ubuntu `apt install pocl-opencl-icd` adds a PoCL built on a newer "
+                "LLVM (clgrid finds it next to this one), or pip install 'clgrid[intel]' "
+                "for the Intel CPU runtime")
+    return "pip install 'clgrid[intel]' for the Intel CPU runtime, or another OpenCL driver"
 
 
 def _match_spec(spec: str, candidates: Iterable[cl.Device]) -> cl.Device:
@@ -392,8 +412,9 @@ def select_device(device: "str | cl.Device | DeviceProfile | None" = None) -> cl
     profile = DeviceProfile.from_device(chosen)
     if not profile.usable:
         raise RuntimeError(
-            f"OpenCL device {profile.device_name!r} ({profile.platform_key}) cannot build "
-            f"kernels on this machine: {profile.build_problem}")
+            f"OpenCL device {profile.device_name!r} ({profile.platform_key} "
+            f"{profile.driver_version}) cannot build kernels on this machine: "
+            f"{profile.build_problem}; {unusable_hint(profile)}")
     return chosen
 
 
