@@ -108,6 +108,12 @@ def selected_devices(config) -> list[tuple[cl.Device, DeviceProfile]]:
     return usable
 
 
+def pytest_sessionstart(session):
+    # Check the selection once, before collection, for one clear error
+    # rather than one per test module.
+    selected_devices(session.config)
+
+
 def pytest_report_header(config):
     try:
         chosen = _matching_devices(config)
