@@ -429,9 +429,16 @@ def create_context(device: "str | cl.Device | DeviceProfile | None" = None) -> c
     free a context whose last Python reference is gone (the Intel CPU
     runtime does).
     """
-    context = cl.Context([select_device(device)])
+    chosen = select_device(device)
+    context = cl.Context([chosen])
     _created_contexts.append(context)
+    _context_devices[context.int_ptr] = chosen
     return context
+
+
+# PoCL (3.1) reports the root device as the device of a context made on a
+# sub-device; queues on contexts made here go to the device asked for.
+_context_devices: dict[int, cl.Device] = {}
 
 
 # Some drivers (the Intel CPU runtime) free a context whose last Python
@@ -459,6 +466,7 @@ def resolve_queue(context_or_queue: "cl.Context | cl.CommandQueue | None" = None
     if not isinstance(context_or_queue, cl.Context):
         raise TypeError("expected a pyopencl Context or CommandQueue, got "
                         f"{type(context_or_queue).__name__}")
-    queue = cl.CommandQueue(context_or_queue, context_or_queue.devices[0])
+    device = _context_devices.get(context_or_queue.int_ptr, context_or_queue.devices[0])
+    queue = cl.CommandQueue(context_or_queue, device)
     _queue_contexts[queue.int_ptr] = context_or_queue
     return queue
