@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .device import DeviceProfile
 
 
 def format_table(rows: list[dict]) -> str:
@@ -21,7 +25,7 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _unusable_platform_notes(profiles: list) -> list[str]:
+def _unusable_platform_notes(profiles: "list[DeviceProfile]") -> list[str]:
     """One line per platform none of whose devices can build kernels here."""
     from .device import unusable_hint
     notes = []

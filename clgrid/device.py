@@ -391,7 +391,19 @@ def select_device(device: "str | cl.Device | DeviceProfile | None" = None) -> cl
     device
         A :class:`pyopencl.Device`, a :class:`DeviceProfile`, or a string:
         ``"platform:device"`` indices, or a case-insensitive substring of the
-        platform or device name (``"pocl"``, ``"intel"``, ``"H200"``).
+        platform or device name (``"pocl"``, ``"intel"``, ``"H200"``).  A
+        name several devices match picks the best of them by the same order,
+        devices that can build kernels first: with PyPI's PoCL 3.0 and a
+        system PoCL (Debian's ``pocl-opencl-icd``) both present, ``"pocl"``
+        gives the one that builds, the newer driver if both do.
+
+    Raises
+    ------
+    LookupError
+        When nothing matches ``device``.
+    RuntimeError
+        When the chosen device cannot build kernels on this machine, with
+        what to install instead.
     """
     if isinstance(device, cl.Device):
         return device
