@@ -6,6 +6,13 @@ itself, but the Intel CPU runtime from PyPI (``intel-opencl-rt``) installs
 The loader reads ``OCL_ICD_VENDORS`` once, when pyopencl first enumerates
 platforms, so registration has to happen before that: ``import clgrid`` does
 it.  Only this process's environment is changed, never the user's shell.
+
+Pointing ``OCL_ICD_VENDORS`` at our own folder hides the system's vendors
+folder (``/etc/OpenCL/vendors``, or ``OPENCL_VENDOR_PATH``) from the loader,
+so the folder we write repeats every driver registered there: Debian's
+``pocl-opencl-icd``, for one, which builds kernels on CPUs where PyPI's PoCL
+3.0 cannot (AMD Zen 5).  A vendors folder the user chose through
+``OCL_ICD_VENDORS`` is kept as the user's choice, as the loader does.
 """
 
 from __future__ import annotations
@@ -33,6 +40,11 @@ def find_intel_cpu_runtime() -> Path | None:
     return None
 
 
+def system_vendors_dir() -> Path:
+    """The vendors folder the ICD loader reads when ``OCL_ICD_VENDORS`` is unset."""
+    return Path(os.environ.get("OPENCL_VENDOR_PATH") or _SYSTEM_VENDORS_DIR)
+
+
 def _existing_icd_lines() -> list[str]:
     """Library paths the loader would have used without our folder."""
     sources: list[Path] = []
@@ -43,8 +55,8 @@ def _existing_icd_lines() -> list[str]:
             sources.extend(sorted(current_path.glob("*.icd")))
         elif current_path.is_file():
             sources.append(current_path)
-    elif _SYSTEM_VENDORS_DIR.is_dir():
-        sources.extend(sorted(_SYSTEM_VENDORS_DIR.glob("*.icd")))
+    elif system_vendors_dir().is_dir():
+        sources.extend(sorted(system_vendors_dir().glob("*.icd")))
     lines = []
     for source in sources:
         try:

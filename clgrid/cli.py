@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .device import DeviceProfile
 
 
 def format_table(rows: list[dict]) -> str:
@@ -21,6 +25,18 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _unusable_platform_notes(profiles: "list[DeviceProfile]") -> list[str]:
+    """One line per platform none of whose devices can build kernels here."""
+    from .device import unusable_hint
+    notes = []
+    for key in dict.fromkeys(p.platform_key for p in profiles):
+        of_platform = [p for p in profiles if p.platform_key == key]
+        if not any(p.usable for p in of_platform):
+            notes.append(f"note: no {key} device builds kernels on this machine; "
+                         f"{unusable_hint(of_platform[0])}")
+    return notes
+
+
 def _cmd_devices(args: argparse.Namespace) -> int:
     from . import devices
     profiles = devices()
@@ -28,6 +44,8 @@ def _cmd_devices(args: argparse.Namespace) -> int:
         print("no OpenCL device found; pip install 'clgrid[pocl]' for the embedded CPU device")
         return 1
     print(format_table([p.summary() for p in profiles]))
+    for line in _unusable_platform_notes(profiles):
+        print(line)
     if getattr(args, "explain", False):
         from .dispatch import explain
         print(f"\nGridder(strategy='auto') for support {args.support}, npol {args.npol}, "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import re
 import warnings
 from typing import Iterable, Sequence
 
@@ -151,6 +152,7 @@ class DeviceProfile:
             "id": f"{self.platform_index}:{self.device_index}",
             "platform": self.platform_key,
             "device": self.device_name,
+            "driver": self.driver_version[:24],
             "type": self.device_type,
             "CUs": self.compute_units,
             "max WG": self.max_work_group_size,
@@ -328,10 +330,28 @@ def devices() -> list[DeviceProfile]:
     return [DeviceProfile.from_device(device) for device in all_devices()]
 
 
+def _version_tuple(text: str) -> tuple[int, ...]:
+    """Leading dotted numbers of a driver version: ``'3.1+debian'`` -> ``(3, 1)``."""
+    match = re.match(r"\s*(\d+(?:\.\d+)*)", text)
+    return tuple(int(part) for part in match.group(1).split(".")) if match else ()
+
+
 def _rank(profile: DeviceProfile) -> tuple:
+    """Sort key of devices, best last: usable first of all, so that ``"pocl"``
+    names a PoCL that builds kernels where another (PyPI's 3.0 on AMD Zen 5)
+    cannot; among equals the newer driver wins."""
     type_rank = {"gpu": 3, "accelerator": 2, "cpu": 1}.get(profile.device_type, 0)
     return (profile.usable, not profile.is_simulator, type_rank, profile.atomic_f32 != "cas",
-            profile.compute_units)
+            profile.compute_units, _version_tuple(profile.driver_version))
+
+
+def unusable_hint(profile: DeviceProfile) -> str:
+    """What to install instead of a device that cannot build kernels."""
+    if profile.platform_key == "pocl":
+        return ("on Debian/Ubuntu `apt install pocl-opencl-icd` adds a PoCL built on a newer "
+                "LLVM (clgrid finds it next to this one), or pip install 'clgrid[intel]' "
+                "for the Intel CPU runtime")
+    return "pip install 'clgrid[intel]' for the Intel CPU runtime, or another OpenCL driver"
 
 
 def _match_spec(spec: str, candidates: Iterable[cl.Device]) -> cl.Device:
@@ -371,7 +391,19 @@ def select_device(device: "str | cl.Device | DeviceProfile | None" = None) -> cl
     device
         A :class:`pyopencl.Device`, a :class:`DeviceProfile`, or a string:
         ``"platform:device"`` indices, or a case-insensitive substring of the
-        platform or device name (``"pocl"``, ``"intel"``, ``"H200"``).
+        platform or device name (``"pocl"``, ``"intel"``, ``"H200"``).  A
+        name several devices match picks the best of them by the same order,
+        devices that can build kernels first: with PyPI's PoCL 3.0 and a
+        system PoCL (Debian's ``pocl-opencl-icd``) both present, ``"pocl"``
+        gives the one that builds, the newer driver if both do.
+
+    Raises
+    ------
+    LookupError
+        When nothing matches ``device``.
+    RuntimeError
+        When the chosen device cannot build kernels on this machine, with
+        what to install instead.
     """
     if isinstance(device, cl.Device):
         return device
@@ -392,8 +424,9 @@ def select_device(device: "str | cl.Device | DeviceProfile | None" = None) -> cl
     profile = DeviceProfile.from_device(chosen)
     if not profile.usable:
         raise RuntimeError(
-            f"OpenCL device {profile.device_name!r} ({profile.platform_key}) cannot build "
-            f"kernels on this machine: {profile.build_problem}")
+            f"OpenCL device {profile.device_name!r} ({profile.platform_key} "
+            f"{profile.driver_version}) cannot build kernels on this machine: "
+            f"{profile.build_problem}; {unusable_hint(profile)}")
     return chosen
 
 
@@ -408,9 +441,16 @@ def create_context(device: "str | cl.Device | DeviceProfile | None" = None) -> c
     free a context whose last Python reference is gone (the Intel CPU
     runtime does).
     """
-    context = cl.Context([select_device(device)])
+    chosen = select_device(device)
+    context = cl.Context([chosen])
     _created_contexts.append(context)
+    _context_devices[context.int_ptr] = chosen
     return context
+
+
+# PoCL (3.1) reports the root device as the device of a context made on a
+# sub-device; queues on contexts made here go to the device asked for.
+_context_devices: dict[int, cl.Device] = {}
 
 
 # Some drivers (the Intel CPU runtime) free a context whose last Python
@@ -438,6 +478,7 @@ def resolve_queue(context_or_queue: "cl.Context | cl.CommandQueue | None" = None
     if not isinstance(context_or_queue, cl.Context):
         raise TypeError("expected a pyopencl Context or CommandQueue, got "
                         f"{type(context_or_queue).__name__}")
-    queue = cl.CommandQueue(context_or_queue, context_or_queue.devices[0])
+    device = _context_devices.get(context_or_queue.int_ptr, context_or_queue.devices[0])
+    queue = cl.CommandQueue(context_or_queue, device)
     _queue_contexts[queue.int_ptr] = context_or_queue
     return queue

@@ -3,7 +3,12 @@ OpenCL device.
 
 Select platforms with ``--cl-platform pocl,intel`` or ``CLGRID_TEST_PLATFORM``
 (default ``all``).  Simulators (Oclgrind) only run tests marked ``tiny``.
-A platform named explicitly but not found is an error, not a skip.
+A platform named explicitly but not found, or found but with no device that
+can build kernels here (PyPI's PoCL 3.0 on AMD Zen 5), is an error, not a
+skip.  Devices that cannot build kernels are left out and listed in the
+session header.  A session in which every kernel test of a platform was
+skipped fails (``--allow-all-skipped`` to accept it), so that a platform
+cannot pass CI untested.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ import pyopencl as cl
 import pytest
 
 import clgrid  # noqa: F401  (registers the Intel CPU runtime first)
-from clgrid.device import DeviceProfile, all_devices
+from clgrid.device import DeviceProfile, all_devices, unusable_hint
+
+pytest_plugins = ("pytester",)
 
 
 @dataclasses.dataclass
@@ -40,10 +47,14 @@ class ClEnv:
 def pytest_addoption(parser):
     parser.addoption("--cl-platform", default=os.environ.get("CLGRID_TEST_PLATFORM", "all"),
                      help="comma-separated platform keys (pocl, intel, oclgrind, nvidia) or all")
+    parser.addoption("--allow-all-skipped", action="store_true",
+                     help="do not fail the session when every kernel test of a platform "
+                          "was skipped")
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "tiny: small enough for the Oclgrind simulator")
+    config.pluginmanager.register(KernelTestTally(config), "clgrid-kernel-test-tally")
 
 
 def _wanted(config) -> set[str]:
@@ -51,7 +62,17 @@ def _wanted(config) -> set[str]:
             if part.strip()}
 
 
-def selected_devices(config) -> list[tuple[cl.Device, DeviceProfile]]:
+def _device_line(profile: DeviceProfile) -> str:
+    return (f"{_ident(profile)}: {profile.device_name} ({profile.platform_name} "
+            f"{profile.driver_version})")
+
+
+def _ident(profile: DeviceProfile) -> str:
+    return f"{profile.platform_key}{profile.platform_index}.{profile.device_index}"
+
+
+def _matching_devices(config) -> list[tuple[cl.Device, DeviceProfile]]:
+    """Every device of the selected platforms, usable or not."""
     wanted = _wanted(config)
     found = [(d, DeviceProfile.from_device(d)) for d in all_devices()]
     chosen = [(d, p) for d, p in found if "all" in wanted or p.platform_key in wanted]
@@ -63,6 +84,50 @@ def selected_devices(config) -> list[tuple[cl.Device, DeviceProfile]]:
     return chosen
 
 
+def selected_devices(config) -> list[tuple[cl.Device, DeviceProfile]]:
+    """The devices kernel tests run on: those of the selected platforms that
+    build kernels.  Raises ``UsageError`` for a platform named explicitly
+    none of whose devices can, and when nothing usable is left."""
+    chosen = _matching_devices(config)
+    wanted = _wanted(config)
+    keys = wanted - {"all"} or {p.platform_key for _, p in chosen}
+    for key in sorted(keys):
+        of_key = [p for _, p in chosen if p.platform_key == key]
+        if "all" in wanted and key not in wanted:
+            continue  # with "all", a platform that cannot build is only reported
+        if not any(p.usable for p in of_key):
+            problems = "; ".join(f"{_device_line(p)}: {p.build_problem}" for p in of_key)
+            raise pytest.UsageError(
+                f"no {key} device can build kernels on this machine ({problems}); "
+                f"{unusable_hint(of_key[0])}")
+    usable = [(d, p) for d, p in chosen if p.usable]
+    if not usable:
+        raise pytest.UsageError(
+            "no selected OpenCL device can build kernels on this machine: "
+            + "; ".join(f"{_device_line(p)}: {p.build_problem}" for _, p in chosen))
+    return usable
+
+
+def pytest_sessionstart(session):
+    # Check the selection once, before collection, for one clear error
+    # rather than one per test module.
+    selected_devices(session.config)
+
+
+def pytest_report_header(config):
+    try:
+        chosen = _matching_devices(config)
+    except pytest.UsageError:
+        return None  # reported when the tests are collected
+    lines = ["OpenCL devices under test (--cl-platform "
+             f"{config.getoption('--cl-platform')}):"]
+    for _, profile in chosen:
+        status = ("tested" if profile.usable
+                  else f"NOT tested, cannot build kernels: {profile.build_problem}")
+        lines.append(f"  {_device_line(profile)}: {status}")
+    return lines
+
+
 _envs: dict[int, ClEnv] = {}
 
 
@@ -72,15 +137,9 @@ def pytest_generate_tests(metafunc):
     tiny = metafunc.definition.get_closest_marker("tiny") is not None
     params = []
     for device, profile in selected_devices(metafunc.config):
-        ident = f"{profile.platform_key}{profile.platform_index}.{profile.device_index}"
-        marks = []
         if profile.is_simulator and not tiny:
             continue
-        if not profile.usable:
-            marks.append(pytest.mark.skip(
-                reason=f"{profile.platform_key} cannot build kernels on this CPU: "
-                       f"{profile.build_problem}"))
-        params.append(pytest.param(device.int_ptr, id=ident, marks=marks))
+        params.append(pytest.param(device.int_ptr, id=_ident(profile)))
     if not params:
         params = [pytest.param(None, id="no-device", marks=pytest.mark.skip(
             reason="only simulators selected and this test is not marked tiny"))]
@@ -96,3 +155,58 @@ def cl_env(request) -> ClEnv:
         _envs[pointer] = ClEnv(device, context, cl.CommandQueue(context),
                                DeviceProfile.from_device(device))
     return _envs[pointer]
+
+
+class KernelTestTally:
+    """The all-skipped guard: kernel tests (those taking ``cl_env``) counted
+    per platform, ran versus skipped; a platform whose kernel tests were all
+    skipped fails the session."""
+
+    def __init__(self, config):
+        self.config = config
+        self.platform_of: dict[str, str] = {}
+        self.ran: dict[str, int] = {}
+        self.skipped: dict[str, int] = {}
+        self.all_skipped: list[str] = []
+
+    def pytest_collection_finish(self, session):
+        key_of_pointer = {d.int_ptr: DeviceProfile.from_device(d).platform_key
+                          for d in all_devices()}
+        for item in session.items:
+            callspec = getattr(item, "callspec", None)
+            pointer = callspec.params.get("cl_env") if callspec is not None else None
+            if pointer in key_of_pointer:  # None is the "no-device" placeholder
+                self.platform_of[item.nodeid] = key_of_pointer[pointer]
+        for key in self.platform_of.values():
+            self.ran.setdefault(key, 0)
+            self.skipped.setdefault(key, 0)
+
+    def pytest_runtest_logreport(self, report):
+        key = self.platform_of.get(report.nodeid)
+        if key is None:
+            return
+        if report.skipped:
+            self.skipped[key] += 1
+        elif report.when == "call":
+            self.ran[key] += 1
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        if (self.config.option.collectonly or self.config.getoption("--allow-all-skipped")
+                or exitstatus != pytest.ExitCode.OK):
+            return
+        self.all_skipped = sorted(key for key, ran in self.ran.items()
+                                  if ran == 0 and self.skipped[key] > 0)
+        if self.all_skipped:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if not self.ran or self.config.option.collectonly:
+            return
+        tally = ", ".join(f"{key} {self.ran[key]} ran, {self.skipped[key]} skipped"
+                          for key in sorted(self.ran))
+        terminalreporter.write_line(f"kernel tests per platform: {tally}")
+        for key in self.all_skipped:
+            terminalreporter.write_line(
+                f"FAILED: every kernel test on {key} was skipped ({self.skipped[key]}), "
+                "so that platform is untested; see the skip reasons above "
+                "(--allow-all-skipped accepts this)", red=True, bold=True)

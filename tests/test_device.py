@@ -148,3 +148,228 @@ def test_queue_made_from_a_dropped_context_still_works(cl_env):
     result = ScatterAdd(queue, np.float32)(np.array([0, 0], np.uint32),
                                            np.array([1.0, 2.0], np.float32), n_out=1)
     assert result.get()[0] == 3.0
+
+
+# Several drivers of one platform (PyPI's PoCL 3.0 and Debian's PoCL 3.1 on
+# AMD Zen 5, where only the latter builds kernels): discovery, selection and
+# the test fixture's guard.
+
+def _fake_device(platform_name: str, name: str):
+    from types import SimpleNamespace
+    return SimpleNamespace(platform=SimpleNamespace(name=platform_name), name=name)
+
+
+def _fake_profiles(monkeypatch, specs):
+    """Fake devices with profiles derived from a real one: (driver, problem)."""
+    import dataclasses
+
+    from clgrid import device as device_module
+    real = DeviceProfile.from_device(all_devices()[0])
+    fakes, profiles = [], {}
+    for index, (driver, problem) in enumerate(specs):
+        fake = _fake_device("Portable Computing Language", f"pthread-{index}")
+        fakes.append(fake)
+        profiles[id(fake)] = dataclasses.replace(
+            real, platform_name="Portable Computing Language", device_name=fake.name,
+            driver_version=driver, device_type="cpu", is_simulator=False,
+            build_problem=problem, platform_index=index, device_index=0)
+    monkeypatch.setattr(device_module, "all_devices", lambda: list(fakes))
+    monkeypatch.setattr(device_module, "_profile_of", lambda d: profiles[id(d)])
+    monkeypatch.delenv("CLGRID_DEVICE", raising=False)
+    monkeypatch.delenv("PYOPENCL_CTX", raising=False)
+    return fakes
+
+
+@pytest.mark.parametrize("order", [0, 1])
+def test_pocl_by_name_picks_the_one_that_builds(monkeypatch, order):
+    # the broken one has the newer version: usability must come first
+    specs = [("5.0", "error: unknown target CPU 'generic'"), ("3.1+debian", "")]
+    if order:
+        specs.reverse()
+    fakes = _fake_profiles(monkeypatch, specs)
+    usable = fakes[1 - order]
+    assert select_device("pocl") is usable
+    assert select_device() is usable
+    assert select_device("Portable Computing") is usable
+
+
+def test_pocl_by_name_prefers_the_newer_driver(monkeypatch):
+    fakes = _fake_profiles(monkeypatch, [("3.0-rc2", ""), ("5.0+debian", ""), ("3.1", "")])
+    assert select_device("pocl") is fakes[1]
+
+
+def test_no_usable_pocl_says_what_to_install(monkeypatch, capsys):
+    from clgrid.cli import _unusable_platform_notes
+    _fake_profiles(monkeypatch, [("3.0-rc2", "error: unknown target CPU 'generic'")])
+    with pytest.raises(RuntimeError, match="apt install pocl-opencl-icd"):
+        select_device("pocl")
+    with pytest.raises(RuntimeError, match="unknown target CPU 'generic'"):
+        select_device()
+    notes = _unusable_platform_notes(clgrid.devices())
+    assert len(notes) == 1 and "no pocl device builds kernels" in notes[0]
+    assert "apt install pocl-opencl-icd" in notes[0]
+
+
+def test_selection_by_platform_name_gives_a_usable_device():
+    """On the real devices: a platform name picks a device that builds kernels
+    whenever that platform has one (Debian's PoCL beside PyPI's on Zen 5)."""
+    profiles = [DeviceProfile.from_device(d) for d in all_devices()]
+    keys = {p.platform_key for p in profiles if p.usable and not p.is_simulator}
+    if not keys:
+        pytest.skip("no usable non-simulator device here")
+    for key in keys:
+        chosen = DeviceProfile.from_device(select_device(key))
+        assert chosen.platform_key == key and chosen.usable
+        best_driver = max(_version(p.driver_version) for p in profiles
+                          if p.platform_key == key and p.usable
+                          and p.compute_units == chosen.compute_units
+                          and p.device_type == chosen.device_type)
+        assert _version(chosen.driver_version) == best_driver
+
+
+def _version(text):
+    from clgrid.device import _version_tuple
+    return _version_tuple(text)
+
+
+def test_devices_cli_shows_every_driver_and_whether_it_builds(capsys):
+    from clgrid.cli import main
+    assert main(["devices"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    for profile in clgrid.devices():
+        ident = f"{profile.platform_index}:{profile.device_index}"
+        row = next(r for r in rows if r.startswith(ident + " "))
+        assert profile.driver_version[:24] in row
+        usable_cell = row[rows[0].index("usable"):].strip()  # the last column
+        assert usable_cell == ("yes" if profile.usable else f"no: {profile.build_problem}")
+
+
+def test_register_icd_repeats_the_system_vendors(tmp_path, monkeypatch):
+    """Our vendors folder replaces the system's for the loader, so it must
+    list the system's drivers (Debian's PoCL) too."""
+    from clgrid import _icd
+    system = tmp_path / "etc-vendors"
+    system.mkdir()
+    (system / "pocl.icd").write_text("libpocl.so.2.10.0\n")
+    monkeypatch.delenv("OCL_ICD_VENDORS", raising=False)
+    monkeypatch.setenv("OPENCL_VENDOR_PATH", str(system))
+    monkeypatch.setattr(_icd.platformdirs, "user_cache_dir", lambda name: str(tmp_path / "c"))
+    monkeypatch.setattr(_icd, "_registered", [])
+    library = tmp_path / "libintelocl.so"
+    library.write_text("")
+    assert _icd.register_icd(library)
+    folder = Path(os.environ["OCL_ICD_VENDORS"])
+    lines = sorted(p.read_text().strip() for p in folder.glob("*.icd"))
+    assert lines == sorted(["libpocl.so.2.10.0", str(library.resolve())])
+
+
+def _platforms_in_fresh_process(register: bool) -> list[str]:
+    environment = {k: v for k, v in os.environ.items() if k != "OCL_ICD_VENDORS"}
+    environment["CLGRID_NO_ICD_REGISTRATION"] = "" if register else "1"
+    code = ("import clgrid, pyopencl as cl; "
+            "print('\\n'.join(p.name.strip() + ' | ' + p.version.strip() "
+            "for p in cl.get_platforms()))")
+    output = subprocess.run([sys.executable, "-c", code], env=environment, check=True,
+                            capture_output=True, text=True).stdout
+    return output.splitlines()
+
+
+def test_registration_keeps_the_system_drivers_visible():
+    """In fresh processes: every platform the loader finds by itself (the
+    system's /etc/OpenCL/vendors and pyopencl's own) is still there after
+    clgrid registers the Intel runtime, which is added."""
+    by_itself = _platforms_in_fresh_process(register=False)
+    registered = _platforms_in_fresh_process(register=True)
+    assert set(by_itself) <= set(registered)
+    intel_installed = clgrid._icd.find_intel_cpu_runtime() is not None
+    assert any("Intel(R) OpenCL" in line for line in registered) == (
+        intel_installed or any("Intel(R) OpenCL" in line for line in by_itself))
+    system_icds = list(clgrid._icd.system_vendors_dir().glob("*.icd"))
+    assert len(registered) >= len(system_icds)
+
+
+# The fixture's guard, run on an inner pytest session with this conftest.
+
+_INNER_TESTS = """
+import pytest
+
+def test_kernel(cl_env):
+    if {skip}:
+        pytest.skip("planted skip")
+    assert cl_env.queue is not None
+
+def test_plain():
+    assert True
+"""
+
+
+def _usable_platform() -> str:
+    profiles = [DeviceProfile.from_device(d) for d in all_devices()]
+    keys = sorted({p.platform_key for p in profiles if p.usable and not p.is_simulator})
+    if not keys:
+        pytest.skip("no usable non-simulator device here")
+    return keys[0]
+
+
+def _inner_session(pytester, skip: bool, *options, platform: str | None = None):
+    pytester.makeconftest(Path(__file__).with_name("conftest.py").read_text())
+    pytester.makepyfile(test_inner=_INNER_TESTS.format(skip=skip))
+    return pytester.runpytest("-p", "no:cacheprovider",
+                              "--cl-platform", platform or _usable_platform(), *options)
+
+
+def test_guard_fails_a_platform_whose_kernel_tests_all_skipped(pytester):
+    result = _inner_session(pytester, skip=True)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed") == 1 and outcomes.get("skipped", 0) >= 1
+    assert "failed" not in outcomes
+    result.stdout.fnmatch_lines([f"*FAILED: every kernel test on {_usable_platform()} "
+                                 "was skipped*"])
+
+
+def test_guard_passes_when_kernel_tests_ran(pytester):
+    result = _inner_session(pytester, skip=False)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines([f"kernel tests per platform: {_usable_platform()} * ran, "
+                                 "0 skipped*"])
+
+
+def test_guard_can_be_switched_off_and_ignores_collection(pytester):
+    assert _inner_session(pytester, True, "--allow-all-skipped").ret == 0
+    assert _inner_session(pytester, True, "--collect-only").ret == 0
+
+
+def test_platform_that_cannot_build_is_an_error_not_a_skip(pytester, monkeypatch):
+    """A platform named explicitly whose devices all fail to build kernels
+    (PyPI's PoCL on Zen 5 with nothing else) stops the session."""
+    import dataclasses
+
+    from clgrid import device as device_module
+    key = _usable_platform()
+    real = device_module._profile_of
+
+    def broken(device):
+        profile = real(device)
+        if profile.platform_key != key:
+            return profile
+        return dataclasses.replace(profile, build_problem="error: planted build failure")
+
+    monkeypatch.setattr(device_module, "_profile_of", broken)
+    result = _inner_session(pytester, skip=False, platform=key)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    output = result.stdout.str() + result.stderr.str()
+    assert f"no {key} device can build kernels on this machine" in output
+    assert "planted build failure" in output
+
+
+def test_queue_goes_to_the_sub_device_asked_for(cl_env):
+    """PoCL 3.1 reports the root device as the device of a context made on a
+    sub-device; clgrid's queues must still go to the sub-device."""
+    from clgrid.multidevice import cpu_sub_devices
+    if cl_env.profile.device_type != "cpu" or cl_env.profile.compute_units < 2:
+        pytest.skip("needs a CPU device with 2 compute units to split")
+    subs = cpu_sub_devices(2, cl_env.device)
+    queues = [clgrid.resolve_queue(create_context(sub)) for sub in subs]
+    assert [q.device for q in queues] == subs
+    assert queues[0].device != queues[1].device
