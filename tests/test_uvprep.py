@@ -46,7 +46,10 @@ def test_compression_ratio_and_identical_grid(cl_env):
         ratios.append(gridder.last_stats["compression_ratio"])
     assert ratios[1] == 1.0 and ratios[0] > 1.5
     scale = np.max(np.abs(grids[1]))
-    assert np.max(np.abs(grids[0] - grids[1])) < 1e-5 * scale
+    # Same sums in another order (compressed records add partial sums; float32
+    # atomics land in arrival order): float32 rounding of the largest cell
+    # differs by up to ~1.3e-5 of the peak run to run, so bound at 3e-5.
+    assert np.max(np.abs(grids[0] - grids[1])) < 3e-5 * scale
 
 
 def test_offgrid_dropped_counted_and_warned(cl_env):
