@@ -244,18 +244,5 @@ def candidate_kernels(epsilon: float, ndim: int, sigma_min: float = 1.1,
     return choices
 
 
-def good_fft_size(n: int) -> int:
-    """Smallest even size >= n whose only prime factors are 2, 3 and 5."""
-    size = max(2, int(n) + (int(n) % 2))
-    while True:
-        rest = size
-        for prime in (2, 3, 5):
-            while rest % prime == 0:
-                rest //= prime
-        if rest == 1:
-            return size
-        size += 2
-
-
 __all__ = ["KERNEL_TABLE", "KernelChoice", "aliasing_error", "build_table",
-           "candidate_kernels", "correction_gain", "es_fourier", "es_kernel", "good_fft_size", "optimal_beta"]
+           "candidate_kernels", "correction_gain", "es_fourier", "es_kernel", "optimal_beta"]

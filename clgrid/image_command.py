@@ -206,12 +206,8 @@ def memory_needed(npix_x: int, npix_y: int, psf: bool) -> tuple[int, int, int]:
     uv grid, padded at least 1.1 times, complex64; all device memory: grid and
     float32 image; host memory: float64 sums of image, PSF and one chunk's
     result)."""
-    try:
-        from .eskernel import good_fft_size
-    except ImportError:  # pragma: no cover - the core moved it
-        def good_fft_size(n: int) -> int:
-            return n + n % 2
-    grid = good_fft_size(math.ceil(1.1 * npix_x)) * good_fft_size(math.ceil(1.1 * npix_y)) * 8
+    from .core.plan import good_grid_size
+    grid = good_grid_size(math.ceil(1.1 * npix_x)) * good_grid_size(math.ceil(1.1 * npix_y)) * 8
     device = grid + npix_x * npix_y * 4
     host = npix_x * npix_y * 8 * (3 if psf else 2)
     return grid, device, host
