@@ -27,6 +27,7 @@ float64, :func:`optimal_beta`) and the error reached.  The table is produced by
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -50,6 +51,15 @@ def es_kernel(s: np.ndarray, support: int, beta: float) -> np.ndarray:
     return values
 
 
+@functools.lru_cache(maxsize=8)
+def gauss_legendre(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes and weights of n-point Gauss-Legendre quadrature on [-1, 1] (cached:
+    numpy recomputes them by an eigen-solve, a visible share of planning)."""
+    nodes, weights = np.polynomial.legendre.leggauss(n)
+    nodes.flags.writeable = weights.flags.writeable = False
+    return nodes, weights
+
+
 def es_fourier(xi: np.ndarray, support: int, beta: float) -> np.ndarray:
     """Fourier transform of the ES kernel, ``int phi(s) exp(2 pi i s xi) ds``.
 
@@ -57,7 +67,7 @@ def es_fourier(xi: np.ndarray, support: int, beta: float) -> np.ndarray:
     real.  Gauss-Legendre quadrature over the support, accurate to float64
     rounding for the supports used here.
     """
-    nodes, weights = np.polynomial.legendre.leggauss(_QUADRATURE_NODES)
+    nodes, weights = gauss_legendre(_QUADRATURE_NODES)
     s = nodes * (support / 2.0)
     phi = es_kernel(s, support, beta) * weights * (support / 2.0)
     xi = np.asarray(xi, dtype=np.float64)

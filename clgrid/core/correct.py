@@ -14,7 +14,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..eskernel import es_kernel
+from ..eskernel import es_kernel, gauss_legendre
 from ..kernels import KernelTemplate, real_dtype_name
 from .plan import GridLayout, ImageGeometry
 
@@ -49,7 +49,7 @@ class Corrector:
         t_y = np.arange(g.npix_y) - g.npix_y // 2
         corr_x = 1.0 / choice.fourier(t_x / layout.nu)
         corr_y = 1.0 / choice.fourier(t_y / layout.nv)
-        nodes, weights = np.polynomial.legendre.leggauss(N_QUADRATURE)
+        nodes, weights = gauss_legendre(N_QUADRATURE)
         s_q = nodes * (choice.support / 2.0)
         phi_q = es_kernel(s_q, choice.support, choice.beta) * weights * (choice.support / 2.0)
         corr = cla.empty(self.queue, (g.npix_x, g.npix_y), g.grid_real)
