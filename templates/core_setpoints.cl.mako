@@ -4,7 +4,7 @@
 ## footprint) and, with w-stacking, the first w plane the point touches:
 ##     key = (tile_u * ntiles_v + tile_v) * n_wbins + first_plane
 ## Points whose uvw is not finite get key INVALID_KEY (sorted to the end and
-## counted).
+## counted).  The sort (clgrid.radixsort) carries the visibility index.
 ## Parameters: support (int W), tile_u, tile_v (int), do_w (bool).
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #define SUPPORT ${support}
@@ -24,13 +24,11 @@ __kernel void bin_keys(__global const double *uvw, __global const double *freq_s
                        const int nu, const int nv, const int ntiles_v,
                        const double u_scale, const double v_scale,
                        const double w_scale, const double w_offset, const int n_wbins,
-                       __global unsigned int *keys, __global unsigned int *index,
-                       volatile __global unsigned int *n_invalid)
+                       __global unsigned int *keys, volatile __global unsigned int *n_invalid)
 {
     const unsigned int k = get_global_id(0);
     if (k >= n_vis)
         return;
-    index[k] = k;
     const size_t row = k / nchan;
     const double f = freq_scale[k - row * nchan];
     const double u = uvw[3 * row] * f * u_scale;

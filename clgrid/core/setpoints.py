@@ -2,10 +2,10 @@
 
 For every visibility (row, channel) a kernel computes its bin: the spreading
 tile holding the first cell of its kernel footprint and, with w-stacking, the
-first w plane it touches (``templates/core_setpoints.cl.mako``).  pyopencl's
-radix sort (stable, so the order -- and every sum made in it -- is the same
-run after run) orders the visibility indices by bin, and a second kernel
-writes where each bin starts.  Points whose uvw is not finite are counted
+first w plane it touches (``templates/core_setpoints.cl.mako``).  clgrid's
+radix sort (:mod:`clgrid.radixsort`: stable and free of atomics, so the order
+-- and every sum made in it -- is the same run after run) orders the
+visibility indices by bin, and a second kernel writes where each bin starts.  Points whose uvw is not finite are counted
 and left out.  Nothing here reads the visibilities themselves: the result
 depends on the geometry only and is reused by every call with new data.
 """
@@ -13,33 +13,14 @@ depends on the geometry only and is reused by every call with new data.
 from __future__ import annotations
 
 import dataclasses
-import threading
 
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
-from pyopencl.algorithm import RadixSort
-from pyopencl.scan import GenericScanKernel
 
-from ..device import DeviceProfile
 from ..kernels import KernelTemplate
+from ..radixsort import RadixSort
 from .plan import SPEED_OF_LIGHT, GridLayout, ImageGeometry, TileShape
-
-_sorters: dict[int, RadixSort] = {}
-_sorters_lock = threading.Lock()
-
-
-def _radix_sort(context: cl.Context) -> RadixSort:
-    """pyopencl's radix sort of (key, index) pairs, compiled once per context."""
-    with _sorters_lock:
-        sorter = _sorters.get(context.int_ptr)
-        if sorter is None:
-            sorter = RadixSort(context, "unsigned int *keys, unsigned int *index",
-                               key_expr="keys[i]", sort_arg_names=["keys", "index"],
-                               key_dtype=np.uint32, bits_at_a_time=4,
-                               scan_kernel=GenericScanKernel)
-            _sorters[context.int_ptr] = sorter
-    return sorter
 
 
 @dataclasses.dataclass
@@ -79,13 +60,6 @@ def coordinate_scales(geometry: ImageGeometry, layout: GridLayout) -> tuple[floa
             s_w / layout.dw, layout.w0 / layout.dw)
 
 
-#: Where the (key, index) pairs are sorted: pyopencl's radix sort on the
-#: device, or numpy's stable argsort on the host (for the Oclgrind simulator,
-#: which reports false races inside pyopencl's scan kernels -- a known
-#: Oclgrind/LLVM problem with optimised scans -- and is too slow for it).
-SORTS = ("device", "host")
-
-
 class SetPoints:
     """Compile-once binning of one observation's visibilities on one device.
 
@@ -95,18 +69,12 @@ class SetPoints:
         Command queue of the device.
     geometry, layout, tiles
         From :mod:`clgrid.core.plan`.
-    sort
-        One of :data:`SORTS`; default ``'host'`` on simulators, else ``'device'``.
-        Both are stable, so both give the same order.
     """
 
     def __init__(self, queue: cl.CommandQueue, geometry: ImageGeometry, layout: GridLayout,
-                 tiles: TileShape, sort: str | None = None):
+                 tiles: TileShape):
         self.queue = queue
-        profile = DeviceProfile.from_device(queue.device)
-        self.sort = sort or ("host" if profile.is_simulator else "device")
-        if self.sort not in SORTS:
-            raise ValueError(f"sort must be one of {SORTS}, got {sort!r}")
+        self.sort = RadixSort(queue)
         self.geometry, self.layout, self.tiles = geometry, layout, tiles
         self.template = KernelTemplate(
             queue, "core_setpoints.cl.mako",
@@ -128,39 +96,42 @@ class SetPoints:
         n_chan = freq_scale_d.shape[0]
         n_vis = uvw_d.shape[0] * n_chan
         keys = cla.empty(queue, max(n_vis, 1), np.uint32)
-        index = cla.empty(queue, max(n_vis, 1), np.uint32)
         n_invalid_d = cla.zeros(queue, 1, np.uint32)
         u_scale, v_scale, w_scale, w_offset = coordinate_scales(self.geometry, self.layout)
+        sorted_keys, sorted_index = keys, cla.empty(queue, 1, np.uint32)
+        n_invalid = 0
         if n_vis:
             self._keys(queue, (_round_up(n_vis, 256),), None, uvw_d.data, freq_scale_d.data,
                        np.uint32(n_chan), np.uint32(n_vis), np.int32(self.layout.nu),
                        np.int32(self.layout.nv), np.int32(self.ntiles_v),
                        np.float64(u_scale), np.float64(v_scale), np.float64(w_scale),
                        np.float64(w_offset), np.int32(self.layout.n_wbins),
-                       keys.data, index.data, n_invalid_d.data)
-            key_bits = max(int(self.n_bins).bit_length(), 1)
+                       keys.data, n_invalid_d.data)
             n_invalid = int(n_invalid_d.get()[0])
-            if n_invalid:
-                key_bits = 32   # the INVALID_KEY sentinel sorts last
-            if self.sort == "device":
-                (keys, index), _ = _radix_sort(queue.context)(
-                    keys[:n_vis], index[:n_vis], key_bits=_round_up(key_bits, 4), queue=queue)
-            else:
-                host_keys = keys.get()[:n_vis]
-                order = np.argsort(host_keys, kind="stable").astype(np.uint32)
-                keys, index = cla.to_device(queue, host_keys[order]), cla.to_device(queue, order)
-        else:
-            n_invalid = 0
+            # keys sort as min(key, n_bins): the invalid ones (INVALID_KEY) last
+            scratch = [cla.empty(queue, n_vis, np.uint32) for _ in range(3)]
+            keys_buffer, order_buffer, _ = self.sort(
+                keys.data, n_vis, 0, self.n_bins, tuple(a.data for a in scratch))
+            sorted_keys = _array_of(keys_buffer, [keys] + scratch)
+            sorted_index = _array_of(order_buffer, scratch)
         bin_start = cla.empty(queue, self.n_bins + 1, np.uint32)
-        self._starts(queue, (_round_up(n_vis + 1, 256),), None, keys.data, np.uint32(n_vis),
-                     np.uint32(self.n_bins), bin_start.data)
-        return PointSet(index, bin_start, n_vis - n_invalid, n_invalid,
+        self._starts(queue, (_round_up(n_vis + 1, 256),), None, sorted_keys.data,
+                     np.uint32(n_vis), np.uint32(self.n_bins), bin_start.data)
+        return PointSet(sorted_index, bin_start, n_vis - n_invalid, n_invalid,
                         self.ntiles_u, self.ntiles_v, bin_start.get())
 
 
 def freq_scale(freq_hz: np.ndarray) -> np.ndarray:
     """freq / c: metres to wavelengths per channel."""
     return np.asarray(freq_hz, np.float64) / SPEED_OF_LIGHT
+
+
+def _array_of(buffer: cl.Buffer, candidates: list[cla.Array]) -> cla.Array:
+    """The device array (among ``candidates``) whose buffer the sort returned."""
+    for array in candidates:
+        if array.data.int_ptr == buffer.int_ptr:
+            return array
+    raise AssertionError("the radix sort returned a buffer it was not given")
 
 
 def _round_up(n: int, multiple: int) -> int:
