@@ -28,6 +28,10 @@
 ##             phase centre; weighted, masked (bool): wgt / mask arrays given;
 ##             unrolled (bool): fixed row loop (GPUs keep acc in registers)
 ##             rather than a loop clipped to the footprint (CPUs);
+##             vector (bool): CPUs: kernel spread_vector instead, one work-item
+##             per work item and the tile's columns as one OpenCL vector of
+##             LANES (= 16) values, so each point costs one vector exp for
+##             its v kernel and two vector FMAs per footprint row;
 ##             fast_math (bool).
 <%
     vec = real + "2"
@@ -62,6 +66,87 @@ inline int tile_offset(const int c, const int t0, const int n, const int tile)
     return d >= tile ? d - n : d;
 }
 
+// Where visibility k lands relative to the tile starting at cell (u0, v0):
+// footprint start offsets (du, dv), sub-cell offsets of the first footprint
+// cell (xu, xv), and its value times every factor but the u and v kernels.
+// False when its footprint misses the tile (a neighbour bin's point).
+inline bool locate(const unsigned int k, __global const double *uvw,
+                   __global const double *freq_scale, const unsigned int nchan,
+                   __global const ${vvec} *vis, const unsigned int npol, const unsigned int pol,
+                   __global const ${vis_real} *wgt, __global const unsigned char *mask,
+                   const int nu, const int nv, const int u0, const int v0,
+                   const double u_scale, const double v_scale,
+                   const double w_scale, const double w_offset, const int plane,
+                   const double shift_u, const double shift_v,
+                   int *du, int *dv, ${real} *xu, ${real} *xv, ${vec} *value)
+{
+    const size_t row = k / nchan;
+    const double f = freq_scale[k - row * nchan];
+    const double u = uvw[3 * row] * f * u_scale;
+    const double v = uvw[3 * row + 1] * f * v_scale;
+    const double fu = ceil(u - 0.5 * SUPPORT), fv = ceil(v - 0.5 * SUPPORT);
+    int cu = (int)fu % nu, cv = (int)fv % nv;
+    cu += cu < 0 ? nu : 0;
+    cv += cv < 0 ? nv : 0;
+    *du = tile_offset(cu, u0, nu, TILE_U);
+    *dv = tile_offset(cv, v0, nv, LANES);
+    if (!(*du > -SUPPORT && *du < TILE_U && *dv > -SUPPORT && *dv < LANES))
+        return false;
+    *xu = (${real})(fu - u);
+    *xv = (${real})(fv - v);
+    const ${vvec} raw = vis[(size_t)k * npol + pol];
+    ${vec} val = (${vec})((${real})raw.x, (${real})raw.y);
+% if weighted:
+    val *= (${real})wgt[k];
+% endif
+% if masked:
+    val = mask[k] ? val : (${vec})(0, 0);
+% endif
+% if shifted:
+    {
+        double c;
+        const double s = sincos(f * (uvw[3 * row] * shift_u + uvw[3 * row + 1] * shift_v), &c);
+        val = cmul(val, (${vec})((${real})c, (${real})s));
+    }
+% endif
+% if do_w:
+    val *= es_kernel((${real})((double)plane - (uvw[3 * row + 2] * f * w_scale - w_offset)));
+% endif
+    *value = val;
+    return true;
+}
+
+// The part of the chunk [chunk_lo, chunk_hi) (counted over the four source
+// bins in order; *seen counts the points of the bins before) that lies in
+// bin `bin`, w bins wlo..whi: positions [range.x, range.y) of the sort.
+inline uint2 chunk_range(__global const unsigned int *bin_start, const unsigned int bin,
+                         const int wlo, const int whi, const unsigned int chunk_lo,
+                         const unsigned int chunk_hi, unsigned int *seen)
+{
+    const unsigned int bin_first = (wlo <= whi) ? bin_start[bin + wlo] : 0u;
+    const unsigned int bin_end = (wlo <= whi) ? bin_start[bin + whi + 1] : 0u;
+    const unsigned int size = bin_end - bin_first;
+    // signed: a saturating unsigned subtract is an intrinsic Oclgrind lacks
+    const long skip = (long)chunk_lo - (long)*seen, stop = (long)chunk_hi - (long)*seen;
+    *seen += size;
+    return (uint2)(bin_first + (unsigned int)(skip <= 0 ? 0 : (skip < size ? skip : size)),
+                   bin_first + (unsigned int)(stop <= 0 ? 0 : (stop < size ? stop : size)));
+}
+
+// Source bin sb (0..3) of tile (tu, tv): the tile's own or a lower neighbour,
+// as the index of its first w bin; -1 where a one-tile axis would repeat it.
+inline int source_bin(const int sb, const int tu, const int tv, const int ntiles_u,
+                      const int ntiles_v, const int n_wbins)
+{
+    const int du_bin = (sb >> 1) - 1, dv_bin = (sb & 1) - 1;   // -1 or 0
+    if ((ntiles_u == 1 && du_bin) || (ntiles_v == 1 && dv_bin))
+        return -1;
+    const int bu = (tu + du_bin + ntiles_u) % ntiles_u;
+    const int bv = (tv + dv_bin + ntiles_v) % ntiles_v;
+    return (bu * ntiles_v + bv) * n_wbins;
+}
+
+% if not vector:
 __kernel __attribute__((reqd_work_group_size(LANES, 1, 1)))
 void spread(__global const unsigned int *sorted_index, __global const unsigned int *bin_start,
             __global const double *uvw, __global const double *freq_scale,
@@ -112,66 +197,26 @@ void spread(__global const unsigned int *sorted_index, __global const unsigned i
     const int wlo = 0, whi = 0;
 % endif
     for (int sb = 0; sb < 4; ++sb) {
-        const int du_bin = (sb >> 1) - 1, dv_bin = (sb & 1) - 1;   // -1 or 0
-        if ((ntiles_u == 1 && du_bin) || (ntiles_v == 1 && dv_bin))
-            continue;   // one tile on that axis: the neighbour is the tile itself
-        const int bu = (tu + du_bin + ntiles_u) % ntiles_u;
-        const int bv = (tv + dv_bin + ntiles_v) % ntiles_v;
-        const unsigned int bin = (unsigned int)(bu * ntiles_v + bv) * (unsigned int)n_wbins;
-        const unsigned int bin_first = (wlo <= whi) ? bin_start[bin + wlo] : 0u;
-        const unsigned int bin_end = (wlo <= whi) ? bin_start[bin + whi + 1] : 0u;
-        const unsigned int size = bin_end - bin_first;
-        // the chunk's window [chunk_lo, chunk_hi) in this bin's coordinates
-        // (signed: a saturating unsigned subtract is an intrinsic Oclgrind lacks)
-        const long skip = (long)chunk_lo - (long)seen, stop = (long)chunk_hi - (long)seen;
-        const unsigned int first = bin_first + (unsigned int)(skip <= 0 ? 0 : (skip < size ? skip : size));
-        const unsigned int end = bin_first + (unsigned int)(stop <= 0 ? 0 : (stop < size ? stop : size));
-        seen += size;
-        for (unsigned int base = first; base < end; base += BATCH) {
-            const int n_here = (int)min((unsigned int)BATCH, end - base);
+        const int bin = source_bin(sb, tu, tv, ntiles_u, ntiles_v, n_wbins);
+        if (bin < 0)
+            continue;
+        const uint2 range = chunk_range(bin_start, (unsigned int)bin, wlo, whi, chunk_lo,
+                                        chunk_hi, &seen);
+        for (unsigned int base = range.x; base < range.y; base += BATCH) {
+            const int n_here = (int)min((unsigned int)BATCH, range.y - base);
             barrier(CLK_LOCAL_MEM_FENCE);
             if (lane < n_here) {
-                const unsigned int k = sorted_index[base + lane];
-                const size_t row = k / nchan;
-                const double f = freq_scale[k - row * nchan];
-                const double u = uvw[3 * row] * f * u_scale;
-                const double v = uvw[3 * row + 1] * f * v_scale;
-                const double fu = ceil(u - 0.5 * SUPPORT), fv = ceil(v - 0.5 * SUPPORT);
-                int cu = (int)fu % nu, cv = (int)fv % nv;
-                cu += cu < 0 ? nu : 0;
-                cv += cv < 0 ? nv : 0;
-                const int du = tile_offset(cu, u0, nu, TILE_U), dv = tile_offset(cv, v0, nv, LANES);
-                // A point of a neighbour bin may miss this tile: park it far away.
-                const bool touches = du > -SUPPORT && du < TILE_U && dv > -SUPPORT && dv < LANES;
+                int du, dv;
+                ${real} xu, xv;
+                ${vec} value;
+                const bool touches = locate(
+                    sorted_index[base + lane], uvw, freq_scale, nchan, vis, npol, pol, wgt,
+                    mask, nu, nv, u0, v0, u_scale, v_scale, w_scale, w_offset, plane,
+                    shift_u, shift_v, &du, &dv, &xu, &xv, &value);
+                // a point that misses this tile is parked far away
                 s_du[lane] = touches ? du : -4 * SUPPORT;
                 s_dv[lane] = touches ? dv : -4 * SUPPORT;
                 if (touches) {
-                    ${vec} value;
-                    {
-                        const ${vvec} raw = vis[(size_t)k * npol + pol];
-                        value = (${vec})((${real})raw.x, (${real})raw.y);
-                    }
-% if weighted:
-                    value *= (${real})wgt[k];
-% endif
-% if masked:
-                    value = mask[k] ? value : (${vec})(0, 0);
-% endif
-% if shifted:
-                    {
-                        double c;
-                        const double s = sincos(f * (uvw[3 * row] * shift_u
-                                                     + uvw[3 * row + 1] * shift_v), &c);
-                        value = cmul(value, (${vec})((${real})c, (${real})s));
-                    }
-% endif
-% if do_w:
-                    {
-                        const double w = uvw[3 * row + 2] * f * w_scale - w_offset;
-                        value *= es_kernel((${real})((double)plane - w));
-                    }
-% endif
-                    const ${real} xu = (${real})(fu - u), xv = (${real})(fv - v);
                     for (int a = 0; a < SUPPORT; ++a) {
                         s_ku[lane][a] = es_kernel(xu + (${real})a);
                         s_kv[lane][a] = value * es_kernel(xv + (${real})a);
@@ -217,6 +262,115 @@ void spread(__global const unsigned int *sorted_index, __global const unsigned i
             out[r * LANES] = TOTAL(r);
     }
 }
+
+% endif
+% if vector:
+<%
+    vn = real + str(lanes)
+    dn = "double" + str(lanes)
+    columns = ", ".join(str(c) for c in range(lanes))
+%>
+#define FOLD_EVERY 32
+
+// The ES kernel at LANES offsets at once (zero outside the support).
+inline ${vn} es_kernel_v(const ${vn} s)
+{
+    const ${vn} z = s * INV_HALF_SUPPORT;
+    const ${vn} z2 = z * z;
+    const ${vn} inside = exp(ES_BETA * (sqrt(fmax((${real})1 - z2, (${real})0)) - (${real})1));
+    return select((${vn})0, inside, z2 < (${real})1);
+}
+
+// CPUs: one work-item per work item (tile, plane, chunk); the tile's LANES
+// columns are one vector, its TILE_U rows an array of them.  Same points in the
+// same order as `spread`; the float64 fold comes after every FOLD_EVERY points
+// that touch the tile (so the bits differ from `spread`'s, run after run alike).
+__kernel void spread_vector(
+            __global const unsigned int *sorted_index, __global const unsigned int *bin_start,
+            __global const double *uvw, __global const double *freq_scale,
+            const unsigned int nchan,
+            __global const ${vvec} *vis, const unsigned int npol, const unsigned int pol,
+            __global const ${vis_real} *wgt, __global const unsigned char *mask,
+            __global ${vec} *planes, const int nu, const int nv,
+            const int ntiles_u, const int ntiles_v,
+            const double u_scale, const double v_scale,
+            const double w_scale, const double w_offset,
+            const int plane0, const int n_wbins,
+            const double shift_u, const double shift_v,
+            __global const int4 *work, const unsigned int chunk_points,
+            __global double2 *scratch)
+{
+    const int4 item = work[get_global_id(0)];   // (tile, plane in pass, chunk, slot or -1)
+    const int tile = item.x;
+    const int plane = plane0 + item.y;
+    const int tu = tile / ntiles_v, tv = tile - (tile / ntiles_v) * ntiles_v;
+    const int u0 = tu * TILE_U, v0 = tv * LANES;
+    const unsigned int chunk_lo = (unsigned int)item.z * chunk_points;
+    const unsigned int chunk_hi = chunk_lo + chunk_points;
+    unsigned int seen = 0;
+    const ${vn} column = (${vn})(${columns});
+
+    ${vn} acc_re[TILE_U], acc_im[TILE_U];
+    ${dn} total_re[TILE_U], total_im[TILE_U];
+    for (int r = 0; r < TILE_U; ++r) {
+        acc_re[r] = acc_im[r] = (${vn})0;
+        total_re[r] = total_im[r] = (${dn})0;
+    }
+% if do_w:
+    const int wlo = max(plane - SUPPORT + 1, 0), whi = min(plane, n_wbins - 1);
+% else:
+    const int wlo = 0, whi = 0;
+% endif
+    int since_fold = 0;
+    for (int sb = 0; sb < 4; ++sb) {
+        const int bin = source_bin(sb, tu, tv, ntiles_u, ntiles_v, n_wbins);
+        if (bin < 0)
+            continue;
+        const uint2 range = chunk_range(bin_start, (unsigned int)bin, wlo, whi, chunk_lo,
+                                        chunk_hi, &seen);
+        for (unsigned int position = range.x; position < range.y; ++position) {
+            int du, dv;
+            ${real} xu, xv;
+            ${vec} value;
+            if (!locate(sorted_index[position], uvw, freq_scale, nchan, vis, npol, pol, wgt,
+                        mask, nu, nv, u0, v0, u_scale, v_scale, w_scale, w_offset, plane,
+                        shift_u, shift_v, &du, &dv, &xu, &xv, &value))
+                continue;
+            const ${vn} kv = es_kernel_v(xv - (${real})dv + column);
+            const ${vn} kv_re = kv * value.x, kv_im = kv * value.y;
+            ${real} ku[LANES];
+            vstore${lanes}(es_kernel_v(xu + column), 0, ku);
+            const int a_first = max(0, -du), a_end = min(SUPPORT, TILE_U - du);
+            for (int a = a_first; a < a_end; ++a) {
+                acc_re[du + a] += ku[a] * kv_re;
+                acc_im[du + a] += ku[a] * kv_im;
+            }
+            if (++since_fold == FOLD_EVERY) {
+                since_fold = 0;
+                for (int r = 0; r < TILE_U; ++r) {
+                    total_re[r] += convert_${dn}(acc_re[r]);
+                    total_im[r] += convert_${dn}(acc_im[r]);
+                    acc_re[r] = acc_im[r] = (${vn})0;
+                }
+            }
+        }
+    }
+    for (int r = 0; r < TILE_U; ++r) {
+        double re[LANES], im[LANES];
+        vstore${lanes}(total_re[r] + convert_${dn}(acc_re[r]), 0, re);
+        vstore${lanes}(total_im[r] + convert_${dn}(acc_im[r]), 0, im);
+        if (item.w < 0) {
+            __global ${vec} *out = planes + (size_t)item.y * nu * nv + (size_t)(u0 + r) * nv + v0;
+            for (int c = 0; c < LANES; ++c)
+                out[c] = (${vec})((${real})re[c], (${real})im[c]);
+        } else {
+            __global double2 *out = scratch + ((size_t)item.w * TILE_U + r) * LANES;
+            for (int c = 0; c < LANES; ++c)
+                out[c] = (double2)(re[c], im[c]);
+        }
+    }
+}
+% endif
 
 // The chunks of split (tile, plane) items, added in slot order (so the same
 // bits every run) and written to the grid.  One work-group per split item.

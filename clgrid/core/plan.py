@@ -298,12 +298,15 @@ class TileShape:
     GPUs) rather than a loop clipped to the footprint (CPUs);
     ``chunk_points``: most points one work-group takes of a (tile, plane)
     before the rest goes to another (load balance where the uv plane is
-    dense; CPUs pull work-groups dynamically and need no split)."""
+    dense; CPUs pull work-groups dynamically and need no split);
+    ``vector``: CPUs: one work-item per tile with its ``lanes`` (16) columns
+    as one OpenCL vector (``spread_vector``) instead of one lane per column."""
 
     tile_u: int
     lanes: int
     unrolled: bool
     chunk_points: int = 2 ** 31
+    vector: bool = False
 
     def check(self, support: int) -> None:
         """A tile only reads its own and its lower neighbours' bins, so a
@@ -311,12 +314,14 @@ class TileShape:
         if support > min(self.tile_u, self.lanes) + 1:
             raise ValueError(f"tile {self.tile_u}x{self.lanes} is too small for kernel support "
                              f"{support} (needs support <= tile + 1)")
+        if self.vector and self.lanes not in (2, 4, 8, 16):
+            raise ValueError(f"a vector tile needs 2, 4, 8 or 16 lanes, got {self.lanes}")
 
     @classmethod
     def for_device(cls, profile: DeviceProfile, support: int) -> "TileShape":
         if profile.device_type == "gpu":
             return cls(8 if support <= 8 else 16, 32, True, 2048)
-        return cls(16, 16, False)
+        return cls(16, 16, False, vector=True)
 
 
 def planes_per_pass(profile: DeviceProfile, layout: GridLayout, grid_complex: np.dtype,

@@ -143,7 +143,6 @@ class Spreader(_Stage):
     """Visibilities -> the uv grid planes of one pass (see the module notes)."""
 
     template_name = "core_spread.cl.mako"
-    kernel_name = "spread"
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -152,7 +151,11 @@ class Spreader(_Stage):
 
     def _extra_params(self) -> dict:
         return {"tile_u": self.tiles.tile_u, "lanes": self.tiles.lanes,
-                "unrolled": self.tiles.unrolled}
+                "unrolled": self.tiles.unrolled, "vector": self.tiles.vector}
+
+    @property
+    def kernel_name(self) -> str:
+        return "spread_vector" if self.tiles.vector else "spread"
 
     def work(self, points: PointSet, plane0: int, n_pass: int) -> WorkList:
         """The pass's work list, built on first use (geometry only)."""
@@ -174,8 +177,10 @@ class Spreader(_Stage):
         work = self.work(points, plane0, n_pass)
         kernel = self.kernel(wgt_d is not None, mask_d is not None)
         scratch = work.scratch if work.scratch is not None else self._dummy_scratch
+        sizes = ((work.n_items,), None) if self.tiles.vector else ((work.n_items * lanes,),
+                                                                   (lanes,))
         event = kernel(
-            self.queue, (work.n_items * lanes,), (lanes,),
+            self.queue, *sizes,
             points.sorted_index.data, points.bin_start.data, uvw_d.data, freq_scale_d.data,
             np.uint32(freq_scale_d.shape[0]), vis_d.data, np.uint32(npol), np.uint32(pol),
             *self._weights(wgt_d, mask_d), planes_d.data,
