@@ -1,5 +1,7 @@
 """DeviceFFT against numpy.fft on every device, for every backend that imports here."""
 
+import sys
+
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
@@ -89,6 +91,16 @@ def test_fft_falls_back_when_a_backend_cannot_plan(cl_env, monkeypatch):
     fft = DeviceFFT(cl_env.queue, (8, 8), np.complex64)
     assert fft.backend == order[1]
     _check_both_directions(cl_env, fft, _random((8, 8), np.complex64))
+
+
+@pytest.mark.parametrize("scipy_present", [True, False], ids=["scipy", "numpy"])
+def test_fft_host_backend_without_ducc0(cl_env, monkeypatch, scipy_present):
+    """The host backend's fallbacks (scipy.fft, else numpy.fft) give the same results."""
+    monkeypatch.setattr(core_fft, "_ducc_fft", None)
+    if not scipy_present:
+        monkeypatch.setitem(sys.modules, "scipy.fft", None)  # import now raises ImportError
+    fft = DeviceFFT(cl_env.queue, (2, 12, 10), np.complex64, "host")
+    _check_both_directions(cl_env, fft, _random((2, 12, 10), np.complex64))
 
 
 def test_fft_checks_shape(cl_env):

@@ -9,9 +9,9 @@ of four backends (each compiled or planned once per queue, shape and dtype):
     reikna's FFT (pure Python + OpenCL), on the device.
 ``'host'``
     For CPU devices, whose buffers are host memory: the buffer is mapped
-    (zero-copy there) and transformed in place by ``ducc0.fft`` (or
-    ``scipy.fft``) on every core of the process.  On a GPU the map copies
-    over the bus, so it is only a fallback there.
+    (zero-copy there) and transformed in place by ``ducc0.fft`` on every
+    core of the process (without ducc0: ``scipy.fft``, else numpy, plus one
+    copy).  On a GPU the map copies over the bus: only a fallback there.
 ``'numpy'``
     Copy to the host, :mod:`numpy.fft`, copy back: the same results, slowly
     (the fallback is for correctness, not speed).
@@ -57,11 +57,6 @@ try:  # host FFT for CPU devices: ducc0 transforms in place with no copy
 except ImportError:  # pragma: no cover - depends on the environment
     _ducc_fft = None
 
-try:
-    import scipy.fft as _scipy_fft
-except ImportError:  # pragma: no cover - depends on the environment
-    _scipy_fft = None
-
 BACKENDS = ("pyvkfft", "reikna", "host", "numpy")
 # Fastest first, measured by benchmarks/fft.py (benchmarks/RESULTS.md, "FFT backends").
 GPU_ORDER = ("pyvkfft", "reikna", "numpy")
@@ -101,6 +96,17 @@ def _host_threads() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not on Linux
         return os.cpu_count() or 1
+
+
+def _host_transform(array: np.ndarray, axes: tuple[int, int], forward: bool,
+                    threads: int) -> np.ndarray:
+    """scipy.fft (imported here: it takes ~0.2 s), else numpy.fft; a new array."""
+    try:
+        import scipy.fft as transforms
+        options = {"overwrite_x": True, "workers": threads}
+    except ImportError:
+        transforms, options = np.fft, {}
+    return (transforms.fft2 if forward else transforms.ifft2)(array, axes=axes, **options)
 
 
 class DeviceFFT:
@@ -200,6 +206,8 @@ class DeviceFFT:
 
     def _host_in_place(self, array: cla.Array, forward: bool) -> None:
         """Map the buffer and transform it where it lies (zero-copy on CPU devices)."""
+        # clgrid's queues are in order, so the blocking map waits for the kernels
+        # that filled the buffer, and kernels enqueued later wait for the unmap.
         flags = cl.map_flags.READ | cl.map_flags.WRITE
         view, _ = cl.enqueue_map_buffer(self.queue, array.base_data, flags, array.offset,
                                         self.shape, self.dtype, is_blocking=True)
@@ -208,12 +216,8 @@ class DeviceFFT:
             if _ducc_fft is not None:
                 _ducc_fft.c2c(view, axes=self._axes, forward=forward, inorm=inorm, out=view,
                               nthreads=self._threads)
-            elif _scipy_fft is not None:  # pragma: no cover - depends on the environment
-                transform = _scipy_fft.fft2 if forward else _scipy_fft.ifft2
-                view[...] = transform(view, axes=self._axes, overwrite_x=True,
-                                      workers=self._threads)
             else:  # pragma: no cover - depends on the environment
-                view[...] = np.fft.fft2(view) if forward else np.fft.ifft2(view)
+                view[...] = _host_transform(view, self._axes, forward, self._threads)
         finally:
             view.base.release(self.queue)
 
