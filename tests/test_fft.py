@@ -1,29 +1,106 @@
-"""DeviceFFT against numpy.fft on every device and on the host fallback."""
+"""DeviceFFT against numpy.fft on every device, for every backend that imports here."""
+
+import sys
 
 import numpy as np
+import pyopencl as cl
 import pyopencl.array as cla
 import pytest
 
-from clgrid.core.fft import DeviceFFT
+from clgrid.core import fft as core_fft
+from clgrid.core.fft import BACKENDS, DeviceFFT, available_backends, backend_order
+
+
+def _needs(backend: str) -> None:
+    if backend not in available_backends():
+        pytest.skip(f"{backend} is not installed here")
+
+
+def _random(shape, dtype) -> np.ndarray:
+    rng = np.random.default_rng(len(shape))
+    return (rng.normal(size=shape) + 1j * rng.normal(size=shape)).astype(dtype)
+
+
+def _check_both_directions(cl_env, fft: DeviceFFT, data: np.ndarray) -> None:
+    tolerance = 1e-5 if data.dtype == np.complex64 else 1e-12
+    axes = (-2, -1)
+    forward = fft.forward(cla.to_device(cl_env.queue, data)).get()
+    expected = np.fft.fft2(data, axes=axes)
+    np.testing.assert_allclose(forward, expected, atol=tolerance * np.abs(expected).max())
+    backward = fft.backward(cla.to_device(cl_env.queue, data)).get() * fft.backward_scale
+    expected = np.fft.ifft2(data, axes=axes) * (data.shape[-2] * data.shape[-1])
+    np.testing.assert_allclose(backward, expected, atol=tolerance * np.abs(expected).max())
 
 
 @pytest.mark.tiny
-@pytest.mark.parametrize("backend", ["reikna", "numpy"])
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
 def test_fft_matches_numpy(cl_env, backend, dtype):
+    _needs(backend)
     if dtype == np.complex128 and not cl_env.profile.fp64:
         pytest.skip("no fp64")
     shape = (8, 6) if cl_env.tiny else (48, 40)
-    rng = np.random.default_rng(0)
-    data = (rng.normal(size=shape) + 1j * rng.normal(size=shape)).astype(dtype)
     fft = DeviceFFT(cl_env.queue, shape, dtype, backend)
-    tolerance = 1e-5 if dtype == np.complex64 else 1e-12
-    array = cla.to_device(cl_env.queue, data)
-    forward = fft.forward(array).get()
-    np.testing.assert_allclose(forward, np.fft.fft2(data), atol=tolerance * np.abs(forward).max())
-    backward = fft.backward(cla.to_device(cl_env.queue, data)).get() * fft.backward_scale
-    expected = np.fft.ifft2(data) * data.size
-    np.testing.assert_allclose(backward, expected, atol=tolerance * np.abs(expected).max())
+    assert fft.backend == backend
+    _check_both_directions(cl_env, fft, _random(shape, dtype))
+
+
+@pytest.mark.tiny
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fft_batch_transforms_each_plane(cl_env, backend):
+    """(batch, n0, n1): every plane transformed over its own two axes, odd sizes too."""
+    _needs(backend)
+    shape = (3, 6, 10) if cl_env.tiny else (3, 30, 22)
+    fft = DeviceFFT(cl_env.queue, shape, np.complex64, backend)
+    _check_both_directions(cl_env, fft, _random(shape, np.complex64))
+
+
+@pytest.mark.tiny
+def test_fft_default_backend_follows_device(cl_env):
+    fft = DeviceFFT(cl_env.queue, (8, 8), np.complex64)
+    order = backend_order(cl_env.queue.device)
+    assert fft.backend == order[0]
+    is_cpu = bool(cl_env.queue.device.type & cl.device_type.CPU)
+    assert order == tuple(name for name in (core_fft.CPU_ORDER if is_cpu else core_fft.GPU_ORDER)
+                          if name in available_backends())
+    _check_both_directions(cl_env, fft, _random((8, 8), np.complex64))
+
+
+@pytest.mark.parametrize("backend", ["pyvkfft", "reikna"])
+def test_fft_plans_are_cached_per_queue_shape_dtype(cl_env, backend):
+    _needs(backend)
+    first = DeviceFFT(cl_env.queue, (16, 12), np.complex64, backend)
+    assert DeviceFFT(cl_env.queue, (16, 12), np.complex64, backend)._plan is first._plan
+    assert DeviceFFT(cl_env.queue, (16, 16), np.complex64, backend)._plan is not first._plan
+
+
+def test_fft_falls_back_when_a_backend_cannot_plan(cl_env, monkeypatch):
+    """A backend that raises while planning is skipped for the next in the order."""
+    order = backend_order(cl_env.queue.device)
+    if len(order) < 2:
+        pytest.skip("only one FFT backend here")
+    failing = order[0]
+
+    def refuse(self, backend):
+        if backend == failing:
+            raise RuntimeError("refused for the test")
+        return original(self, backend)
+
+    original = DeviceFFT._make_plan
+    monkeypatch.setattr(DeviceFFT, "_make_plan", refuse)
+    fft = DeviceFFT(cl_env.queue, (8, 8), np.complex64)
+    assert fft.backend == order[1]
+    _check_both_directions(cl_env, fft, _random((8, 8), np.complex64))
+
+
+@pytest.mark.parametrize("scipy_present", [True, False], ids=["scipy", "numpy"])
+def test_fft_host_backend_without_ducc0(cl_env, monkeypatch, scipy_present):
+    """The host backend's fallbacks (scipy.fft, else numpy.fft) give the same results."""
+    monkeypatch.setattr(core_fft, "_ducc_fft", None)
+    if not scipy_present:
+        monkeypatch.setitem(sys.modules, "scipy.fft", None)  # import now raises ImportError
+    fft = DeviceFFT(cl_env.queue, (2, 12, 10), np.complex64, "host")
+    _check_both_directions(cl_env, fft, _random((2, 12, 10), np.complex64))
 
 
 def test_fft_checks_shape(cl_env):
@@ -32,3 +109,5 @@ def test_fft_checks_shape(cl_env):
         fft.forward(cla.zeros(cl_env.queue, (8, 4), np.complex64))
     with pytest.raises(TypeError):
         DeviceFFT(cl_env.queue, (8, 8), np.float32)
+    with pytest.raises(ValueError, match="unknown FFT backend"):
+        DeviceFFT(cl_env.queue, (8, 8), np.complex64, "fftw")

@@ -1,21 +1,39 @@
-"""Gridding core, stage "FFT": 2-D complex FFTs of device arrays (reikna over pyopencl).
+"""Gridding core, stage "FFT": 2-D complex FFTs of device arrays.
 
-:class:`DeviceFFT` transforms a ``pyopencl.array.Array`` in place on its
-device with reikna's FFT (compiled once per queue, shape and dtype).  When
-reikna is not installed, or ``backend='numpy'`` is asked for, the array is
-copied to the host, transformed with :mod:`numpy.fft` and copied back: the
-same results, but slow for large grids (the fallback is for correctness, not
-speed).
+:class:`DeviceFFT` transforms a ``pyopencl.array.Array`` in place, with one
+of four backends (each compiled or planned once per queue, shape and dtype):
 
-Sign conventions, unnormalised in both directions::
+``'pyvkfft'``
+    VkFFT's OpenCL backend (the ``fft`` extra's ``pyvkfft``), on the device.
+``'reikna'``
+    reikna's FFT (pure Python + OpenCL), on the device.
+``'host'``
+    For CPU devices, whose buffers are host memory: the buffer is mapped
+    (zero-copy there) and transformed in place by ``ducc0.fft`` on every
+    core of the process (without ducc0: ``scipy.fft``, else numpy, plus one
+    copy).  On a GPU the map copies over the bus: only a fallback there.
+``'numpy'``
+    Copy to the host, :mod:`numpy.fft`, copy back: the same results, slowly
+    (the fallback is for correctness, not speed).
 
-    forward:  X[k] = sum_n x[n] exp(-2 pi i k n / N)
-    backward: x[n] = sum_k X[k] exp(+2 pi i k n / N)
+``backend=None`` picks :func:`default_backend` for the queue's device: on
+GPUs pyvkfft, then reikna; on CPUs the order measured fastest by
+``benchmarks/fft.py`` (see benchmarks/RESULTS.md, "FFT backends").  A
+backend that is importable but cannot plan this transform (VkFFT refuses a
+size, a device lacks something) is skipped for the next in that order.
+
+Sign conventions, identical for every backend::
+
+    forward:  X[k] = sum_n x[n] exp(-2 pi i k n / N)          (unnormalised)
+    backward: x[n] = (1/N) sum_k X[k] exp(+2 pi i k n / N)    (numpy's ifft2)
+
+so ``backward(a) * backward_scale`` is the unnormalised backward sum.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 
 import numpy as np
@@ -29,17 +47,66 @@ except ImportError:  # pragma: no cover - depends on the environment
     ocl_api = None
     _ReiknaFFT = None
 
-BACKENDS = ("reikna", "numpy")
-_compiled: dict[tuple, object] = {}
+try:  # pyvkfft is an optional extra ("fft"); its extension links the system's libOpenCL.so.1
+    from pyvkfft.opencl import VkFFTApp as _VkFFTApp
+except (ImportError, OSError):  # pragma: no cover - depends on the environment
+    _VkFFTApp = None
+
+try:  # host FFT for CPU devices: ducc0 transforms in place with no copy
+    import ducc0.fft as _ducc_fft
+except ImportError:  # pragma: no cover - depends on the environment
+    _ducc_fft = None
+
+BACKENDS = ("pyvkfft", "reikna", "host", "numpy")
+# Fastest first, measured by benchmarks/fft.py (benchmarks/RESULTS.md, "FFT backends").
+GPU_ORDER = ("pyvkfft", "reikna", "numpy")
+CPU_ORDER = ("host", "pyvkfft", "reikna", "numpy")
+_plans: dict[tuple, object] = {}
 _lock = threading.Lock()
-# Drop reikna's plans before interpreter shutdown: their temporary buffers'
+# Drop the plans before interpreter shutdown: reikna's temporary buffers'
 # finalisers fail noisily once module globals are gone.
-atexit.register(_compiled.clear)
+atexit.register(_plans.clear)
 
 
-def default_backend() -> str:
-    """``'reikna'`` when it is importable, else ``'numpy'``."""
-    return "reikna" if _ReiknaFFT is not None else "numpy"
+def available_backends() -> tuple[str, ...]:
+    """The backends whose libraries import here, in :data:`BACKENDS` order."""
+    present = {"pyvkfft": _VkFFTApp is not None, "reikna": _ReiknaFFT is not None,
+               "host": True, "numpy": True}
+    return tuple(name for name in BACKENDS if present[name])
+
+
+def _is_cpu(device: cl.Device | None) -> bool:
+    return device is not None and bool(device.type & cl.device_type.CPU)
+
+
+def backend_order(device: cl.Device | None = None) -> tuple[str, ...]:
+    """Available backends, fastest first, for ``device`` (a GPU when None)."""
+    order = CPU_ORDER if _is_cpu(device) else GPU_ORDER
+    available = available_backends()
+    return tuple(name for name in order if name in available)
+
+
+def default_backend(device: cl.Device | None = None) -> str:
+    """The first of :func:`backend_order` for ``device``."""
+    return backend_order(device)[0]
+
+
+def _host_threads() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+def _host_transform(array: np.ndarray, axes: tuple[int, int], forward: bool,
+                    threads: int) -> np.ndarray:
+    """scipy.fft (imported here: it takes ~0.2 s), else numpy.fft; a new array."""
+    try:
+        import scipy.fft as transforms
+        options = {"overwrite_x": True, "workers": threads}
+    except ImportError:
+        transforms, options = np.fft, {}
+    return (transforms.fft2 if forward else transforms.ifft2)(array, axes=axes, **options)
 
 
 class DeviceFFT:
@@ -55,63 +122,113 @@ class DeviceFFT:
     dtype
         complex64 or complex128.
     backend
-        ``'reikna'`` (device), ``'numpy'`` (host fallback) or None (best).
+        One of :data:`BACKENDS`, or None: the fastest that plans here (see
+        :func:`backend_order`).
     """
 
     def __init__(self, queue: cl.CommandQueue, shape: tuple[int, int], dtype=np.complex64,
                  backend: str | None = None):
         self.queue = queue
         self.shape = tuple(int(n) for n in shape)
-        if len(self.shape) not in (2, 3):
+        if len(self.shape) not in (2, 3) or min(self.shape) < 1:
             raise ValueError(f"DeviceFFT transforms (n0, n1) or (batch, n0, n1), got {shape}")
         self.dtype = np.dtype(dtype)
         if self.dtype not in (np.complex64, np.complex128):
             raise TypeError(f"DeviceFFT needs complex64 or complex128, not {self.dtype}")
-        self.backend = backend or default_backend()
-        if self.backend not in BACKENDS:
-            raise ValueError(f"unknown FFT backend {self.backend!r}; expected one of {BACKENDS}")
-        if self.backend == "reikna" and _ReiknaFFT is None:
-            raise ImportError("reikna is not installed (pip install reikna)")
+        if backend is not None and backend not in BACKENDS:
+            raise ValueError(f"unknown FFT backend {backend!r}; expected one of {BACKENDS}")
         self._size = self.shape[-2] * self.shape[-1]
-        self._compiled = self._compile() if self.backend == "reikna" else None
+        self._axes = (len(self.shape) - 2, len(self.shape) - 1)
+        self._threads = _host_threads()
+        if backend is not None:
+            self.backend, self._plan = backend, self._make_plan(backend)
+        else:
+            self.backend, self._plan = self._first_that_plans()
 
-    def _compile(self):
-        key = (self.queue.int_ptr, self.shape, self.dtype.str)
+    # ---------------------------------------------------------- planning
+    def _first_that_plans(self) -> tuple[str, object]:
+        failures = []
+        for name in backend_order(self.queue.device):
+            try:
+                return name, self._make_plan(name)
+            except (RuntimeError, cl.Error) as error:
+                failures.append(f"{name}: {error}")
+        raise RuntimeError("no FFT backend could plan "  # pragma: no cover - numpy always plans
+                           f"{self.shape} {self.dtype}: " + "; ".join(failures))
+
+    def _make_plan(self, backend: str):
+        if backend == "reikna" and _ReiknaFFT is None:
+            raise ImportError("reikna is not installed (pip install reikna)")
+        if backend == "pyvkfft" and _VkFFTApp is None:
+            raise ImportError("pyvkfft is not installed or its OpenCL library does not load "
+                              "(pip install pyvkfft; see docs/imaging.md, FFT)")
+        if backend not in ("reikna", "pyvkfft"):
+            return None
+        key = (backend, self.queue.int_ptr, self.shape, self.dtype.str)
         with _lock:
-            compiled = _compiled.get(key)
-        if compiled is None:
-            thread = ocl_api().Thread(self.queue)
-            template = cla.empty(self.queue, self.shape, self.dtype)
-            axes = (len(self.shape) - 2, len(self.shape) - 1)
-            compiled = _ReiknaFFT(template, axes=axes).compile(thread)
+            plan = _plans.get(key)
+        if plan is None:
+            plan = self._reikna_plan() if backend == "reikna" else self._vkfft_plan()
             with _lock:
-                _compiled[key] = compiled
-        return compiled
+                _plans[key] = plan
+        return plan
 
+    def _reikna_plan(self):
+        thread = ocl_api().Thread(self.queue)
+        template = cla.empty(self.queue, self.shape, self.dtype)
+        return _ReiknaFFT(template, axes=self._axes).compile(thread)
+
+    def _vkfft_plan(self):
+        # norm=1: the backward transform divides by N like numpy's ifft2 and
+        # reikna's inverse, so backward_scale is the same for every backend.
+        return _VkFFTApp(self.shape, self.dtype, self.queue, ndim=2, inplace=True, norm=1)
+
+    # ---------------------------------------------------------- transforms
     def _check(self, array: cla.Array) -> None:
         if array.shape != self.shape or array.dtype != self.dtype:
             raise ValueError(f"DeviceFFT built for {self.shape} {self.dtype}, got "
                              f"{array.shape} {array.dtype}")
 
-    def forward(self, array: cla.Array) -> cla.Array:
-        """In place, unnormalised, ``exp(-2 pi i k n / N)``."""
+    def _run(self, array: cla.Array, forward: bool) -> cla.Array:
         self._check(array)
-        if self._compiled is not None:
-            self._compiled(array, array, inverse=0)
-        else:
-            array.set(np.fft.fft2(array.get()).astype(self.dtype))
-        return array
-
-    def backward(self, array: cla.Array) -> cla.Array:
-        """In place, unnormalised, ``exp(+2 pi i k n / N)`` (N times numpy's ifft2)."""
-        self._check(array)
-        if self._compiled is not None:
+        if self.backend == "pyvkfft":
+            (self._plan.fft if forward else self._plan.ifft)(array, queue=self.queue)
+        elif self.backend == "reikna":
             # reikna's inverse divides by N; callers fold N into their own scale
             # (see backward_scale) rather than paying one more pass here.
-            self._compiled(array, array, inverse=1)
+            self._plan(array, array, inverse=0 if forward else 1)
+        elif self.backend == "host":
+            self._host_in_place(array, forward)
         else:
-            array.set((np.fft.ifft2(array.get())).astype(self.dtype))
+            host = array.get()
+            array.set((np.fft.fft2(host) if forward else np.fft.ifft2(host)).astype(self.dtype))
         return array
+
+    def _host_in_place(self, array: cla.Array, forward: bool) -> None:
+        """Map the buffer and transform it where it lies (zero-copy on CPU devices)."""
+        # clgrid's queues are in order, so the blocking map waits for the kernels
+        # that filled the buffer, and kernels enqueued later wait for the unmap.
+        flags = cl.map_flags.READ | cl.map_flags.WRITE
+        view, _ = cl.enqueue_map_buffer(self.queue, array.base_data, flags, array.offset,
+                                        self.shape, self.dtype, is_blocking=True)
+        try:
+            inorm = 0 if forward else 2
+            if _ducc_fft is not None:
+                _ducc_fft.c2c(view, axes=self._axes, forward=forward, inorm=inorm, out=view,
+                              nthreads=self._threads)
+            else:  # pragma: no cover - depends on the environment
+                view[...] = _host_transform(view, self._axes, forward, self._threads)
+        finally:
+            view.base.release(self.queue)
+
+    def forward(self, array: cla.Array) -> cla.Array:
+        """In place, unnormalised, ``exp(-2 pi i k n / N)``."""
+        return self._run(array, forward=True)
+
+    def backward(self, array: cla.Array) -> cla.Array:
+        """In place, ``exp(+2 pi i k n / N)`` divided by N (numpy's ifft2);
+        multiply by :attr:`backward_scale` for the unnormalised sum."""
+        return self._run(array, forward=False)
 
     @property
     def backward_scale(self) -> float:
@@ -119,4 +236,4 @@ class DeviceFFT:
         return float(self._size)
 
 
-__all__ = ["BACKENDS", "DeviceFFT", "default_backend"]
+__all__ = ["BACKENDS", "DeviceFFT", "available_backends", "backend_order", "default_backend"]
