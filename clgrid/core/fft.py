@@ -9,9 +9,11 @@ of four backends (each compiled or planned once per queue, shape and dtype):
     reikna's FFT (pure Python + OpenCL), on the device.
 ``'host'``
     For CPU devices, whose buffers are host memory: the buffer is mapped
-    (zero-copy there) and transformed in place by ``ducc0.fft`` on every
-    core of the process (without ducc0: ``scipy.fft``, else numpy, plus one
-    copy).  On a GPU the map copies over the bus: only a fallback there.
+    (zero-copy there) and transformed by ``scipy.fft`` (pocketfft) on every
+    core of the process (else numpy), written back into the mapped buffer.
+    On a GPU the map copies over the bus: only a fallback there.  (ducc0's
+    FFT was as fast in place, but ducc0 stays a test and benchmark
+    dependency of clgrid, never a run-time one.)
 ``'numpy'``
     Copy to the host, :mod:`numpy.fft`, copy back: the same results, slowly
     (the fallback is for correctness, not speed).
@@ -51,11 +53,6 @@ try:  # pyvkfft is an optional extra ("fft"); its extension links the system's l
     from pyvkfft.opencl import VkFFTApp as _VkFFTApp
 except (ImportError, OSError):  # pragma: no cover - depends on the environment
     _VkFFTApp = None
-
-try:  # host FFT for CPU devices: ducc0 transforms in place with no copy
-    import ducc0.fft as _ducc_fft
-except ImportError:  # pragma: no cover - depends on the environment
-    _ducc_fft = None
 
 BACKENDS = ("pyvkfft", "reikna", "host", "numpy")
 # Fastest first, measured by benchmarks/fft.py (benchmarks/RESULTS.md, "FFT backends").
@@ -212,12 +209,7 @@ class DeviceFFT:
         view, _ = cl.enqueue_map_buffer(self.queue, array.base_data, flags, array.offset,
                                         self.shape, self.dtype, is_blocking=True)
         try:
-            inorm = 0 if forward else 2
-            if _ducc_fft is not None:
-                _ducc_fft.c2c(view, axes=self._axes, forward=forward, inorm=inorm, out=view,
-                              nthreads=self._threads)
-            else:  # pragma: no cover - depends on the environment
-                view[...] = _host_transform(view, self._axes, forward, self._threads)
+            view[...] = _host_transform(view, self._axes, forward, self._threads)
         finally:
             view.base.release(self.queue)
 
