@@ -94,7 +94,7 @@ def worker_status(device: str | None = None) -> dict:
     from .core import fft
     queue = worker_queue(device)
     return {"pid": os.getpid(), "device": queue.device.name.strip(),
-            "programs": len(kernels._programs), "fft_plans": len(fft._compiled)}
+            "programs": len(kernels._programs), "fft_plans": len(fft._plans)}
 
 
 # ------------------------------------------------------------------ tasks
