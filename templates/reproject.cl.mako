@@ -6,7 +6,7 @@
 ##   foot        None | "float" | "double" | "uchar": footprint array type
 ##   coord       "float" | "double"   type of the pixel-mapping arithmetic
 ##   order       0 (nearest) | 1 (bilinear) | 2, 3 (B-spline)
-##   masked      bool: a blank mask (bspline_prefilter.cl.mako) says where
+##   masked      bool: a blank mask (reproject_bspline.cl.mako) says where
 ##               the stencil touches a blanked pixel
 ##   sampling    "buffer" (global memory, on-grid taps) | "image" (image
 ##               object, on-grid taps) | "image-linear" (image object with a

@@ -9,11 +9,11 @@ import pytest
 
 import clgrid
 
-from clgrid import multidevice
-from clgrid.device import DeviceProfile, all_devices
+from clgrid.scaleout import multidevice
+from clgrid.device.profiles import DeviceProfile, all_devices
 from oclgrind_check import run_clean
-from clgrid.imaging import dft_dirty2vis, dft_vis2dirty, dirty2vis, vis2dirty
-from clgrid.multidevice import (MultiDeviceImager, cpu_sub_devices, partition_planes,
+from clgrid.imaging.imager import dft_dirty2vis, dft_vis2dirty, dirty2vis, vis2dirty
+from clgrid.scaleout.multidevice import (MultiDeviceImager, cpu_sub_devices, partition_planes,
                                 partition_rows)
 
 GEOMETRY = dict(npix_x=48, npix_y=40, pixsize_x=5e-3, pixsize_y=6e-3)
@@ -165,7 +165,7 @@ def test_intel_and_oclgrind_side_by_side():
 
 ORACLE_SCRIPT = textwrap.dedent("""
     import numpy as np, clgrid
-    from clgrid.multidevice import MultiDeviceImager
+    from clgrid.scaleout.multidevice import MultiDeviceImager
     rng = np.random.default_rng(0)
     uvw = rng.uniform(-100, 100, (6, 3)); freq = np.array([1e9])
     vis = (rng.normal(size=(6, 1)) + 1j * rng.normal(size=(6, 1))).astype(np.complex64)

@@ -1,6 +1,6 @@
 """Single-dish gather gridding (HyGrid) against a float64 brute-force gather.
 
-The reference, :func:`clgrid.singledish.gather_reference`, compares every
+The reference, :func:`clgrid.singledish.gridding.gather_reference`, compares every
 sample with every cell (haversine distance, cygrid's kernel formulas), so
 it shares nothing with the HEALPix search it checks.
 """
@@ -10,9 +10,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from clgrid import healpix
+from clgrid.singledish import healpix
 from oclgrind_check import run_clean
-from clgrid.singledish import (MIN_CHUNK_SAMPLES, HealpixGather, ShapeError, SlGrid, WcsGrid,
+from clgrid.singledish.gridding import (MIN_CHUNK_SAMPLES, HealpixGather, ShapeError, SlGrid, WcsGrid,
                                gather_reference)
 
 SIGMA_DEG = 0.1
@@ -356,7 +356,7 @@ def test_inputs_of_any_dtype_order_and_byte_order(cl_env):
 @pytest.mark.parametrize("key_dtype", [np.uint32, np.uint64])
 def test_radix_sort_is_stable(cl_env, key_dtype):
     """Against numpy's stable argsort, with keys above base + span sorted last."""
-    from clgrid.radixsort import RadixSort
+    from clgrid.device.radixsort import RadixSort
     import pyopencl as cl
     rng = np.random.default_rng(12)
     sort = RadixSort(cl_env.queue, key_dtype=key_dtype)
@@ -473,7 +473,7 @@ def test_bad_kernel_and_header(cl_env, gridder):
 # --- Oclgrind: races and out-of-bounds accesses --------------------------------------------
 ORACLE = textwrap.dedent("""
     import numpy as np, pyopencl as cl, clgrid
-    from clgrid.singledish import SlGrid, gather_reference
+    from clgrid.singledish.gridding import SlGrid, gather_reference
     queue = cl.CommandQueue(clgrid.create_context("oclgrind"))
     rng = np.random.default_rng(0)
     lons = rng.uniform(9.8, 10.2, 60); lats = rng.uniform(9.8, 10.2, 60)

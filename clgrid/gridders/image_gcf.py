@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 import pyopencl as cl
 
-from .dispatch import ImageParams
+from .params import ImageParams
 from .gcf import GCF, KERNELS, separable_gcf
 
 #: Bits of the hardware linear-filter weight that the OpenCL spec guarantees.
@@ -43,9 +43,9 @@ class ImageGCF:
     queue
         Command queue of the device.
     gcf
-        A separable :class:`~clgrid.gcf.GCF`.
+        A separable :class:`~clgrid.gridders.gcf.GCF`.
     params
-        :class:`~clgrid.dispatch.ImageParams`; with ``image_oversample``
+        :class:`~clgrid.gridders.params.ImageParams`; with ``image_oversample``
         different from ``gcf.oversample`` the table is re-evaluated from the
         GCF's analytic kernel (``'es'`` or ``'kaiser-bessel'``).
     real_dtype

@@ -18,7 +18,7 @@ import numpy as np
 import pyopencl as cl
 from mako.lookup import TemplateLookup
 
-from .device import DeviceProfile, context_of, resolve_queue
+from .profiles import DeviceProfile, context_of, resolve_queue
 
 
 def templates_dir() -> Path:
@@ -29,7 +29,7 @@ def templates_dir() -> Path:
             return folder
     except (ModuleNotFoundError, TypeError):
         pass
-    return Path(__file__).resolve().parent.parent / "templates"
+    return Path(__file__).resolve().parents[2] / "templates"
 
 
 _lookup: TemplateLookup | None = None

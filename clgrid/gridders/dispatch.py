@@ -9,18 +9,18 @@ Three gridding strategies share one table layout and one uv preparation:
 ``'tiled'``
     Atomic-free: records bucket-sorted into tiles, one work-group per tile
     accumulating in local memory (``templates/gridder_tiled.cl.mako``,
-    :mod:`clgrid.tiled`).  Best where atomics are slow and caches large:
+    :mod:`clgrid.gridders.tiled`).  Best where atomics are slow and caches large:
     CPUs, and GPUs without native float atomics.
 ``'image'``
     The scatter kernel with the separable GCF held in an OpenCL image and
     sampled with hardware linear interpolation
-    (``templates/gridder_image.cl.mako``, :mod:`clgrid.image_gcf`): fewer
+    (``templates/gridder_image.cl.mako``, :mod:`clgrid.gridders.image_gcf`): fewer
     stored samples, interpolated rather than nearest values, so its result
     differs from the table strategies by the interpolation (see
     ``docs/dispatch.md``).  Never chosen by ``'auto'`` unless the tuning
     cache holds a measurement where it won on this device.
 
-:func:`choose` is a pure function of a :class:`~clgrid.device.DeviceProfile`
+:func:`choose` is a pure function of a :class:`~clgrid.device.profiles.DeviceProfile`
 (real or fake) and the gridder's configuration, so that the choice can be
 tested and explained (``clgrid devices --explain``) without running kernels.
 """
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .gridder import GridderParams, default_params
+from .params import GridderParams, ImageParams, default_params
 from .tiled import TILE_SIZES, TiledParams, fits_local
 
 STRATEGIES = ("auto", "scatter", "tiled", "image")
@@ -44,29 +44,6 @@ GPU_TILE = 32
 #: Smallest tile worth the sort: below it the duplication of footprints dominates.
 MIN_TILE = 16
 _TILED_BATCH = 64
-
-
-@dataclasses.dataclass(frozen=True)
-class ImageParams:
-    """Geometry of the image-GCF strategy.
-
-    image_oversample
-        Samples per cell stored in the image (the GCF's own ``oversample``
-        when None).
-    position_oversample
-        Sub-pixel resolution of visibility positions: the records carry the
-        position quantised to ``1 / position_oversample`` cell, and the
-        sampler interpolates the kernel there.
-    """
-
-    image_oversample: int | None = None
-    position_oversample: int = 256
-
-    def validate(self) -> None:
-        if self.image_oversample is not None and self.image_oversample < 1:
-            raise ValueError("image_oversample must be >= 1")
-        if not 1 <= self.position_oversample <= 4096:
-            raise ValueError("position_oversample must be in [1, 4096]")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,7 +109,7 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
     Parameters
     ----------
     profile
-        :class:`~clgrid.device.DeviceProfile` (real or fake).
+        :class:`~clgrid.device.profiles.DeviceProfile` (real or fake).
     support, npol, precision, separable
         The gridder's configuration.
     strategy
@@ -225,7 +202,7 @@ def explain(profile, support: int = 32, npol: int = 4, precision: Any = np.float
     if not profile.usable:
         return dict(row, strategy="-", geometry="-", why=f"unusable: {profile.build_problem}")
     try:
-        from .tuning import cached_strategy
+        from .tunecache import cached_strategy
         tuned = cached_strategy(profile, support, npol, precision, True)
         choice = choose(profile, support, npol, precision, tuned=tuned)
     except ValueError as error:

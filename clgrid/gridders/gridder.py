@@ -1,14 +1,14 @@
 """Table-based convolutional gridding (Romein 2012, Merry 2016) and its adjoint.
 
 :class:`Gridder` convolves visibilities onto a uv grid with an oversampled
-GCF table (:mod:`clgrid.gcf`); :class:`Degridder` predicts visibilities from
+GCF table (:mod:`clgrid.gridders.gcf`); :class:`Degridder` predicts visibilities from
 a grid with the same table and coordinate handling (its exact adjoint).
 
 Grid layout: ``(npol, ny, nx)`` complex; u runs along x (last axis), the
 grid centre (u = v = 0) is at ``[ny // 2, nx // 2]``.  The grid holds
 ``sum_k weight_k V_k GCF(x - x_k)``; to make an image, inverse-FFT it
 (``fftshift(ifft2(ifftshift(grid)))`` up to scaling) and multiply by the
-grid correction of :func:`clgrid.gcf.grid_correction`.
+grid correction of :func:`clgrid.gridders.gcf.grid_correction`.
 """
 
 from __future__ import annotations
@@ -24,55 +24,15 @@ import pyopencl.array as cla
 from tqdm.auto import tqdm
 
 from .gcf import GCF
-from .kernels import KernelTemplate, Operation, real_dtype_name
+from .params import COARSENING, MAX_COARSENING, GridderParams, ImageParams, default_params  # noqa: F401
+from ..device.kernels import KernelTemplate, Operation, real_dtype_name
 from .uvprep import UVPlan, check_finite, plan_uv
 
 POLARISATIONS = (1, 2, 4)
-COARSENING = (1, 2, 4, 8)
-MAX_COARSENING = 16
 #: Records per kernel launch: bounds a launch's run time (drivers with
 #: watchdogs) and lets a progress bar advance.
 RECORDS_PER_LAUNCH = 1 << 21
 _HEADER_BYTES = 16  # one int4 per record
-
-
-@dataclasses.dataclass(frozen=True)
-class GridderParams:
-    """Work-distribution parameters of the gridding kernel (tunable).
-
-    block_u, block_v
-        Grid points per work-item along u and v (Merry's thread coarsening).
-    wg_size
-        Work-items per work-group (one tile of the bin's blocks).
-    vis_per_group
-        Consecutive records per work-group (load balance; the papers use 1024).
-    """
-
-    block_u: int = 1
-    block_v: int = 1
-    wg_size: int = 128
-    vis_per_group: int = 1024
-
-    def validate(self) -> None:
-        if self.block_u not in COARSENING or self.block_v not in COARSENING:
-            raise ValueError(f"block_u and block_v must be in {COARSENING}")
-        if self.block_u * self.block_v > MAX_COARSENING:
-            raise ValueError(f"block_u * block_v must be <= {MAX_COARSENING}")
-        if self.wg_size < 1 or self.vis_per_group < 1:
-            raise ValueError("wg_size and vis_per_group must be >= 1")
-
-
-def default_params(profile, support: int, npol: int) -> GridderParams:
-    """Untuned defaults from the device profile (no timing runs)."""
-    if profile.device_type == "gpu":
-        block = 1 if support < 8 else (2 if support < 32 else 4)
-        bu, bv = (block, block) if block * block <= MAX_COARSENING else (4, 4)
-        wg = min(256, profile.max_work_group_size)
-        return GridderParams(bu, bv, wg, 1024)
-    # CPUs: few big work-items vectorised by the driver; coarsen to reuse loads
-    block = 1 if support < 4 else 2
-    wg = min(64, profile.max_work_group_size)
-    return GridderParams(block, block, wg, 1024)
 
 
 def _bin(support: int, block: int) -> int:
@@ -88,7 +48,7 @@ class _TableOperation(Operation):
                  npol: int, precision: Any, conjugate_negative_w: bool, compress: bool):
         super().__init__(context)
         if not isinstance(gcf, GCF):
-            raise TypeError(f"gcf must be a clgrid.gcf.GCF, got {type(gcf).__name__}")
+            raise TypeError(f"gcf must be a clgrid.gridders.gcf.GCF, got {type(gcf).__name__}")
         if npol not in POLARISATIONS:
             raise ValueError(f"npol must be one of {POLARISATIONS}, got {npol}")
         nx, ny = int(nx), int(ny)
@@ -178,8 +138,8 @@ class Gridder(_TableOperation):
     context
         :class:`pyopencl.Context`, :class:`pyopencl.CommandQueue` or None.
     gcf
-        The GCF table (:func:`clgrid.gcf.separable_gcf`,
-        :func:`clgrid.gcf.w_projection_gcf` or :func:`clgrid.gcf.user_gcf`).
+        The GCF table (:func:`clgrid.gridders.gcf.separable_gcf`,
+        :func:`clgrid.gridders.gcf.w_projection_gcf` or :func:`clgrid.gridders.gcf.user_gcf`).
     nx, ny
         Grid size (even; any even size, not only powers of two).
     cell_size_rad
@@ -196,18 +156,18 @@ class Gridder(_TableOperation):
     count_flushes
         Count grid-point flushes (statistics, slightly slower).
     conjugate_negative_w, compress
-        See :mod:`clgrid.uvprep`.
+        See :mod:`clgrid.gridders.uvprep`.
     strategy
-        ``'auto'`` (default: :func:`clgrid.dispatch.choose` picks from the
+        ``'auto'`` (default: :func:`clgrid.gridders.dispatch.choose` picks from the
         device profile and the tuning cache; explicit ``params``,
         ``atomics`` or ``count_flushes`` imply ``'scatter'``), or one of
         ``'scatter'`` (Romein/Merry with float atomics), ``'tiled'``
-        (atomic-free, :mod:`clgrid.tiled`) and ``'image'`` (GCF in an
-        OpenCL image with hardware interpolation, :mod:`clgrid.image_gcf`).
+        (atomic-free, :mod:`clgrid.gridders.tiled`) and ``'image'`` (GCF in an
+        OpenCL image with hardware interpolation, :mod:`clgrid.gridders.image_gcf`).
         The choice and its reasons are in :attr:`choice`.
     tiled_params, image_params
         Override the dispatcher's geometry of the tiled / image strategy
-        (:class:`clgrid.tiled.TiledParams`, :class:`clgrid.dispatch.ImageParams`
+        (:class:`clgrid.gridders.tiled.TiledParams`, :class:`clgrid.gridders.params.ImageParams`
         or dicts of their fields).
     """
 
@@ -239,8 +199,8 @@ class Gridder(_TableOperation):
             self._build(atomics)
 
     def _choose(self, strategy: str, params, atomics, tiled_params, image_params):
-        """Resolve ``strategy`` through :func:`clgrid.dispatch.choose`."""
-        from .dispatch import Choice, ImageParams, choose
+        """Resolve ``strategy`` through :func:`clgrid.gridders.dispatch.choose`."""
+        from .dispatch import Choice, choose
         from .tiled import TiledParams
         forced_scatter = strategy == "auto" and (
             isinstance(params, (GridderParams, dict)) or atomics is not None
@@ -253,7 +213,7 @@ class Gridder(_TableOperation):
                 "explicit scatter params, atomics= or count_flushes= given",))
         tuned = None
         if strategy == "auto":
-            from .tuning import cached_strategy
+            from .tunecache import cached_strategy
             tuned = cached_strategy(self.profile, self.gcf.support, self.npol, self.real_dtype,
                                     self.gcf.separable)
         choice = choose(self.profile, self.gcf.support, self.npol, self.real_dtype,
@@ -275,7 +235,7 @@ class Gridder(_TableOperation):
         if params is None:
             params = default_params(self.profile, self.gcf.support, self.npol)
         elif params == "auto":
-            from .tuning import cached_params
+            from .tunecache import cached_params
             params = cached_params(self.profile, self.gcf.support, self.npol, self.real_dtype,
                                    self.gcf.separable)
         elif isinstance(params, dict):
@@ -505,7 +465,7 @@ class Degridder(_TableOperation):
         while True:
             template_params = dict(self._template_params(), lanes=params.lanes, slots=slots,
                                    records_per_slot=params.records_per_slot)
-            self.template = KernelTemplate(self.queue, "degridder.cl.mako", template_params,
+            self.template = KernelTemplate(self.queue, "gridder_degrid.cl.mako", template_params,
                                            need_f64=self.need_f64)
             self._kernel = self.template.kernel("degrid_records")
             if params.lanes * slots <= self.template.max_work_group_size(self._kernel):

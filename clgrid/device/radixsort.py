@@ -1,4 +1,4 @@
-"""Stable device radix sort of (key, index) pairs (``templates/radixsort.cl.mako``).
+"""Stable device radix sort of (key, index) pairs (``templates/device_radixsort.cl.mako``).
 
 Used by the single-dish pre-ordering to sort samples by HEALPix pixel on
 the device.  The order is stable (equal keys keep their input order) and
@@ -41,7 +41,7 @@ class RadixSort(Operation):
         if group_size is None:
             group_size = 256 if self.profile.device_type == "gpu" else 16
         self.group_size = int(group_size)
-        self.template = KernelTemplate(self.queue, "radixsort.cl.mako", {
+        self.template = KernelTemplate(self.queue, "device_radixsort.cl.mako", {
             "key_type": "uint" if self.key_dtype == np.uint32 else "ulong",
             "group_size": self.group_size})
         self._histogram = self.template.kernel("histogram")

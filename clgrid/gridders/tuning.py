@@ -1,94 +1,27 @@
 """Autotuning of the gridder's work distribution, with a per-device cache.
 
-:func:`tune` times every candidate :class:`~clgrid.gridder.GridderParams`
+:func:`tune` times every candidate :class:`~clgrid.gridders.gridder.GridderParams`
 (coarsening 1, 2, 4, 8 per axis up to 16 in total, work-group sizes,
 visibilities per group) on a small synthetic observation with realistic
 tracks, checks that each variant gives the same grid, and stores the
 fastest under the user cache directory, keyed by device (platform, name,
 driver) and by parameter set (npol, precision, table kind, support bucket).
 ``Gridder(params='auto')`` reads the cache and falls back to
-:func:`clgrid.gridder.default_params`: it never tunes on its own.
+:func:`clgrid.gridders.gridder.default_params`: it never tunes on its own.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
-import os
 import time
-from pathlib import Path
 
 import numpy as np
-import platformdirs
 from tqdm.auto import tqdm
 
-from .gridder import COARSENING, MAX_COARSENING, Gridder, GridderParams, default_params
-
-_CACHE_VARIABLE = "CLGRID_TUNING_CACHE"
-
-
-def cache_path() -> Path:
-    """The tuning cache file (``CLGRID_TUNING_CACHE`` overrides)."""
-    override = os.environ.get(_CACHE_VARIABLE)
-    if override:
-        return Path(override)
-    return Path(platformdirs.user_cache_dir("clgrid")) / "gridder_tuning.json"
-
-
-def support_bucket(support: int) -> int:
-    """Supports tuned together: the next power of two."""
-    return 1 << max(0, (int(support) - 1).bit_length())
-
-
-def parameter_key(npol: int, precision, separable: bool, support: int) -> str:
-    return (f"npol={npol}|{np.dtype(precision).name}|"
-            f"{'separable' if separable else 'full'}|support<={support_bucket(support)}")
-
-
-def _load() -> dict:
-    try:
-        return json.loads(cache_path().read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def cached_params(profile, support: int, npol: int, precision, separable: bool
-                  ) -> GridderParams:
-    """Tuned parameters from the cache, else the profile's defaults."""
-    entry = _load().get(profile.cache_key, {}).get(
-        parameter_key(npol, precision, separable, support))
-    if entry:
-        return GridderParams(**entry["params"])
-    return default_params(profile, support, npol)
-
-
-def strategy_key(npol: int, precision, separable: bool, support: int) -> str:
-    return "strategy|" + parameter_key(npol, precision, separable, support)
-
-
-def cached_strategy(profile, support: int, npol: int, precision, separable: bool
-                    ) -> dict | None:
-    """A measured strategy winner ``{"strategy", "seconds"}`` for this device
-    and configuration (stored by :func:`store_strategy`), or None."""
-    return _load().get(profile.cache_key, {}).get(
-        strategy_key(npol, precision, separable, support))
-
-
-def store_strategy(profile, support: int, npol: int, precision, separable: bool,
-                   seconds: dict[str, float]) -> str:
-    """Record per-strategy times measured on this device; returns the winner.
-
-    ``Gridder(strategy='auto')`` then uses the winner (the image strategy
-    only this way: it is never picked without a measurement).
-    """
-    timed = {name: float(value) for name, value in seconds.items() if np.isfinite(value)}
-    if not timed:
-        raise ValueError("no finite strategy time to store")
-    winner = min(timed, key=timed.get)
-    _store(profile, strategy_key(npol, precision, separable, support),
-           {"strategy": winner, "seconds": timed,
-            "tuned_at": time.strftime("%Y-%m-%d %H:%M:%S")})
-    return winner
+from .gridder import Gridder
+from .params import COARSENING, MAX_COARSENING, GridderParams, default_params
+from .tunecache import (_store, cache_path, cached_params, cached_strategy,  # noqa: F401
+                        parameter_key, store_strategy, strategy_key, support_bucket)
 
 
 def candidates(profile, quick: bool = False) -> list[GridderParams]:
@@ -107,7 +40,7 @@ def candidates(profile, quick: bool = False) -> list[GridderParams]:
 
 def synthetic_tracks(n_baselines: int, nx: int, support: int, seed: int = 0):
     """A small observation with realistic tracks filling the grid's inner part."""
-    from .simulate import simulate_observation
+    from ..io.simulate import simulate_observation
     from .uvprep import SPEED_OF_LIGHT_M_S
     uvw = simulate_observation(duration_h=4.0, integration_s=10.0, n_baselines=n_baselines,
                                seed=seed)
@@ -177,22 +110,9 @@ def tune(context, gcf, npol: int = 4, precision=np.float32, *, nx: int = 512,
     return summary
 
 
-def _store(profile, key: str, entry: dict) -> None:
-    path = cache_path()
-    data = _load()
-    data.setdefault(profile.cache_key, {})[key] = entry
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(data, indent=1, sort_keys=True))
-    temporary.replace(path)
-
-
-
-
-
 def _cmd_tune(args) -> int:
     """``clgrid tune``: tune the gridder for one device and parameter set."""
-    from .device import create_context
+    from ..device.profiles import create_context
     from .gcf import separable_gcf, w_projection_gcf
     try:
         context = create_context(args.device)

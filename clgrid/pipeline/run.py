@@ -17,36 +17,12 @@ is l (east, increasing right ascension), axis 1 is m (north), pixel
 from __future__ import annotations
 
 import dataclasses
-import os
-from typing import Callable
 
 import numpy as np
 
-from .ms import DEFAULT_CHUNK_ROWS, MeasurementSet, MSError, parse_channels
-from .weighting import SPEED_OF_LIGHT_M_S, ImageWeighting
-
-
-def vis2dirty_backend() -> tuple[Callable, str]:
-    """``clgrid.vis2dirty`` where it exists, else ``ducc0.wgridder.vis2dirty``.
-
-    Returns the function and ``'clgrid'`` or ``'ducc0'``.  Both take
-    ducc0's keyword arguments; the ducc0 fallback ignores ``context``.
-    """
-    try:
-        from .imaging import vis2dirty
-        return vis2dirty, "clgrid"
-    except ImportError:
-        pass
-    try:
-        from ducc0.wgridder import vis2dirty as ducc_vis2dirty
-    except ImportError as error:
-        raise RuntimeError("no gridder: clgrid.imaging is not available and ducc0 is "
-                           "not installed") from error
-
-    def fallback(*, context=None, **kwargs):
-        kwargs.setdefault("nthreads", os.cpu_count() or 1)
-        return ducc_vis2dirty(**kwargs)
-    return fallback, "ducc0"
+from ..io.ms import DEFAULT_CHUNK_ROWS, MeasurementSet, MSError, parse_channels
+from ..imaging.weighting import SPEED_OF_LIGHT_M_S, ImageWeighting
+from ..scaleout.entry import vis2dirty as one_or_more_devices_vis2dirty
 
 
 @dataclasses.dataclass
@@ -129,7 +105,7 @@ def image_measurement_set(ms_path, *, npix_x: int, npix_y: int | None = None,
     epsilon, do_wgridding
         Accuracy and w-term treatment, as in ``ducc0.wgridder.vis2dirty``.
     column, channels, spw, field
-        Data selection, see :class:`clgrid.ms.MeasurementSet`; ``column``
+        Data selection, see :class:`clgrid.io.ms.MeasurementSet`; ``column``
         ``'auto'`` reads CORRECTED_DATA where present, else DATA.
     chunk_rows
         Rows read and gridded at a time.
@@ -140,22 +116,22 @@ def image_measurement_set(ms_path, *, npix_x: int, npix_y: int | None = None,
     progress
         Show a tqdm progress bar over chunks.
     devices, dask_scheduler
-        Grid each chunk on several devices (:mod:`clgrid.multidevice`) or on
-        the Dask cluster at this scheduler address (:mod:`clgrid.dask`).
+        Grid each chunk on several devices (:mod:`clgrid.scaleout.multidevice`) or on
+        the Dask cluster at this scheduler address (:mod:`clgrid.scaleout.dask`).
     calibrate
         ``'point'``: solve and apply gains against a point source at the
-        phase centre first (:mod:`clgrid.calibrate`); ``None``: none.
+        phase centre first (:mod:`clgrid.pipeline.calibrate`); ``None``: none.
 
     A selection whose rows are all flagged (or that has no rows) gives a
     zero image and the counts, without gridding.
     """
     npix_y = npix_x if npix_y is None else npix_y
-    vis2dirty, backend = vis2dirty_backend()
+    vis2dirty, backend = one_or_more_devices_vis2dirty, "clgrid"
     client = None
-    if dask_scheduler:  # scale-out (clgrid.dask); the MS is read here, gridded there
-        from .dask import cluster_vis2dirty
+    if dask_scheduler:  # scale-out (clgrid.scaleout.dask); the MS is read here, gridded there
+        from ..scaleout.dask import cluster_vis2dirty
         vis2dirty, client = cluster_vis2dirty(dask_scheduler)
-        backend = f"clgrid.dask@{dask_scheduler}"
+        backend = f"clgrid.scaleout.dask@{dask_scheduler}"
     with MeasurementSet(ms_path, column=column, field=field) as ms:
         if pixsize_x is None:
             pixsize_x = auto_cell_rad(ms, spw, channels)
@@ -318,4 +294,4 @@ def _progress_bar(enabled: bool, total: int):
     return tqdm(total=total, unit="row", desc="imaging", leave=False)
 
 
-__all__ = ["Beam", "ImageResult", "fit_beam", "auto_cell_rad", "image_measurement_set", "vis2dirty_backend"]
+__all__ = ["Beam", "ImageResult", "fit_beam", "auto_cell_rad", "image_measurement_set"]

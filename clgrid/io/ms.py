@@ -367,7 +367,7 @@ class MeasurementSet:
         calibration
             Gains to divide out of each hand before forming Stokes I: an
             object with ``apply(block: HandsBlock, spw) -> HandsBlock``
-            (:class:`clgrid.calibrate.PointCalibration`).
+            (:class:`clgrid.pipeline.calibrate.PointCalibration`).
         """
         if chunk_rows < 1:
             raise ValueError("chunk_rows must be >= 1")

@@ -28,7 +28,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from .kernels import KernelTemplate, Operation
+from ..device.kernels import KernelTemplate, Operation
 
 SCHEMES = ("natural", "uniform", "briggs")
 SPEED_OF_LIGHT_M_S = 299_792_458.0
@@ -73,7 +73,7 @@ class ImageWeighting(Operation):
         if self.scheme == "natural":
             return
         self.template = KernelTemplate(
-            self.queue, "weighting.cl.mako",
+            self.queue, "imaging_weighting.cl.mako",
             {"coord": "double" if self.profile.fp64 else "float",
              "scheme": self.scheme}, atomics=atomics)
         self._histogram_kernel = self.template.kernel("weight_histogram")

@@ -46,7 +46,7 @@ class ScatterAdd(Operation):
                                    else np.float64)
         self.items_per_work_item = int(items_per_work_item)
         self.template = KernelTemplate(
-            self.queue, "scatter_add.cl.mako",
+            self.queue, "device_scatter_add.cl.mako",
             {"real": real_dtype_name(self.real_dtype), "is_complex": self.is_complex,
              "items_per_work_item": self.items_per_work_item},
             atomics=atomics, need_f64=self.real_dtype == np.float64)

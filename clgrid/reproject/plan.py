@@ -3,7 +3,7 @@ checks and messages of reproject, axis order, plane broadcasting, spectral
 axes, and whether the pixel map runs on the device or in astropy.
 
 A device pixel map is used when both celestial WCSs are projections of
-:data:`clgrid.wcs_params.DEVICE_PROJECTIONS` and the frame change is a
+:data:`clgrid.reproject.wcs_params.DEVICE_PROJECTIONS` and the frame change is a
 rotation; it is checked against astropy's ``pixel_to_pixel`` on a grid of
 sample pixels (1e-6 pixel) before use, and any disagreement falls back to
 astropy's map for every pixel (exact, slower).

@@ -1,6 +1,6 @@
 ## HEALPix pre-ordering of single-dish samples on the device (HyGrid's
 ## HpxPreOrdering, Luo et al. 2018): `classify` checks every sample and
-## gives it its RING pixel, the samples are sorted by pixel (radixsort.cl.mako),
+## gives it its RING pixel, the samples are sorted by pixel (device_radixsort.cl.mako),
 ## `permute` writes them in that order as unit vectors with their data, and
 ## `ring_table` finds the first sample of every ring.  The gather
 ## (singledish.cl.mako) reads what `permute` and `ring_table` wrote.

@@ -26,7 +26,7 @@ import dataclasses
 
 import numpy as np
 
-from .ms import HandsBlock, MeasurementSet, MSError
+from ..io.ms import HandsBlock, MeasurementSet, MSError
 
 #: Fewest usable baselines an antenna needs in a solution interval.
 MIN_BASELINES = 3

@@ -17,7 +17,7 @@ position angle, which is in radians as in cygrid.
 The host only hands the arrays over: they are copied (by ``host_threads``
 threads) into pinned staging buffers and sent to the device in chunks, and
 the device checks the samples, computes their pixels, sorts them
-(:class:`clgrid.radixsort.RadixSort`, stable), builds the ring table and
+(:class:`clgrid.device.radixsort.RadixSort`, stable), builds the ring table and
 gathers, one chunk while the next is being sent.
 """
 
@@ -36,8 +36,8 @@ import pyopencl.array as cl_array
 from pyopencl.reduction import ReductionKernel
 
 from . import healpix
-from .kernels import KernelTemplate, Operation, real_dtype_name
-from .radixsort import RadixSort
+from ..device.kernels import KernelTemplate, Operation, real_dtype_name
+from ..device.radixsort import RadixSort
 
 KERNEL_TYPES = {"gauss1d": 1, "gauss2d": 3, "tapered_sinc": 3}
 #: Channels one work-item keeps in registers; more channels add work-items.
@@ -54,7 +54,7 @@ PIPELINE_CHUNKS = 4
 STAGING_ROWS = 1 << 21
 #: Longitudes are accepted in [-360, 360] degrees and wrapped.
 _LON_LIMIT_DEG = 360.0
-#: Counter slots of templates/hpxorder.cl.mako's classify kernel.
+#: Counter slots of templates/singledish_hpxorder.cl.mako's classify kernel.
 _BAD_POSITION, _BAD_VALUE, _LAT_RANGE, _LON_RANGE = range(4)
 
 
@@ -276,7 +276,7 @@ class DevicePreorder(Operation):
     def _kernels(self, has_weights: bool, write_weights: bool) -> KernelTemplate:
         key = (has_weights, write_weights)
         if key not in self._templates:
-            self._templates[key] = KernelTemplate(self.queue, "hpxorder.cl.mako", {
+            self._templates[key] = KernelTemplate(self.queue, "singledish_hpxorder.cl.mako", {
                 "pix_type": "uint" if self.pix_dtype == np.uint32 else "ulong",
                 "data_in": real_dtype_name(self.data_dtype),
                 "data_out": real_dtype_name(self.data_dtype),

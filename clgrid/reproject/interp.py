@@ -4,7 +4,7 @@ Follows SKA SDP memo 089 (GPU reprojection) and the conventions of
 ``reproject.reproject_interp``: for every output pixel the input pixel is
 found (output pixel -> intermediate -> native -> celestial [-> other frame]
 -> input native -> input intermediate -> input pixel), then the input is
-interpolated there.  The projections of :data:`clgrid.wcs_params.DEVICE_PROJECTIONS`
+interpolated there.  The projections of :data:`clgrid.reproject.wcs_params.DEVICE_PROJECTIONS`
 and frame changes that are rotations are mapped on the device; any other
 WCS is mapped on the host by astropy, and only the interpolation runs on the
 device.
@@ -27,10 +27,10 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from .device import resolve_queue
-from .hostio import PinnedStaging
-from .kernels import KernelTemplate, Operation, real_dtype_name
-from .reproject_wcs import Job, parse_input, parse_output, plan
+from ..device.profiles import resolve_queue
+from ..device.hostio import PinnedStaging
+from ..device.kernels import KernelTemplate, Operation, real_dtype_name
+from .plan import Job, parse_input, parse_output, plan
 from .wcs_params import CelestialPlane, pixel_map_params
 
 #: Interpolation orders: name -> (spline order, prefilter).
@@ -147,7 +147,7 @@ class BSplinePrefilter(Operation):
         self.col_tile = self._column_tile(self.dtype.itemsize)
         need_f64 = real == np.float64 or native == np.float64 or native == np.complex128
         self.template = KernelTemplate(
-            self.queue, "bspline_prefilter.cl.mako",
+            self.queue, "reproject_bspline.cl.mako",
             {"real": real_dtype_name(real), "channels": channels,
              "raw": RAW_TYPES[f"{native.kind}{native.itemsize}"], "swap": swap,
              "raw_bytes": native.itemsize // channels, "pole": spline_pole(self.order),
@@ -570,14 +570,14 @@ def reproject_interp(input_data, output_projection, shape_out=None, order="bilin
     ----------
     input_data
         ``(array, wcs)`` with an :class:`astropy.wcs.WCS`, a FITS header, an
-        APE-14 WCS or a :class:`~clgrid.wcs_params.CelestialPlane`; a FITS
+        APE-14 WCS or a :class:`~clgrid.reproject.wcs_params.CelestialPlane`; a FITS
         HDU, HDUList or file name.  The array may be a host numpy array of
         any integer/float/complex dtype and byte order (converted on the
         device) or a :class:`pyopencl.array.Array` (read in place).  Leading
         array axes beyond the WCS's are planes sharing one pixel map.
     output_projection
         WCS, FITS header (with NAXISn when ``shape_out`` is None) or
-        :class:`~clgrid.wcs_params.CelestialPlane`.
+        :class:`~clgrid.reproject.wcs_params.CelestialPlane`.
     shape_out
         Output shape (numpy order); default from the header or
         ``output_array``.  Leading plane axes of the input are prepended

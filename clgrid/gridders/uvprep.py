@@ -2,7 +2,7 @@
 
 Turns ``uvw_m`` (metres) and ``freq_hz`` into one *record* per kept
 (row, channel): integer footprint start ``(u0, v0)``, combined sub-pixel
-index ``fu + O * fv`` and W plane (see :mod:`clgrid.gcf` for the rounding).
+index ``fu + O * fv`` and W plane (see :mod:`clgrid.gridders.gcf` for the rounding).
 Records are ordered channel-major, then by row, so that a baseline-ordered
 observation gives slowly moving tracks (what Romein's algorithm needs).
 

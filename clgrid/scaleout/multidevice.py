@@ -1,9 +1,9 @@
 """Dirty images on several OpenCL devices of one process.
 
-:class:`MultiDeviceImager` splits the work of :class:`clgrid.imaging.Imager`
+:class:`MultiDeviceImager` splits the work of :class:`clgrid.imaging.imager.Imager`
 over devices (several GPUs, sub-devices of a CPU, or devices of different
 platforms side by side).  Every device gets its own context, queue and host
-thread, and an :class:`clgrid.imaging.Imager` over its share of the
+thread, and an :class:`clgrid.imaging.imager.Imager` over its share of the
 rows that keeps the kernel, grid size and w planes of the *whole*
 observation, so that the pieces add up to the single-device result.
 
@@ -41,11 +41,11 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from .core.plan import (FFT_COST_PER_CELL, GRID_COST_PER_TAP, SPEED_OF_LIGHT, GridLayout,
+from ..core.plan import (FFT_COST_PER_CELL, GRID_COST_PER_TAP, SPEED_OF_LIGHT, GridLayout,
                         ImageGeometry, check_freq, check_uvw, precision_of,
                         w_range_wavelengths)
-from .device import DeviceProfile, all_devices, create_context, resolve_queue, select_device
-from .imaging import Imager
+from ..device.profiles import DeviceProfile, all_devices, create_context, resolve_queue, select_device
+from ..imaging.imager import Imager
 
 PARTITIONS = ("time", "baseline")
 REDUCTIONS = ("host", "device")
@@ -120,7 +120,7 @@ def resolve_queues(devices) -> list[cl.CommandQueue]:
     seen = [q.device.int_ptr for q in queues]
     if len(set(seen)) != len(seen):
         raise ValueError("the same device is listed twice; split a CPU with "
-                         "clgrid.multidevice.cpu_sub_devices instead")
+                         "clgrid.scaleout.multidevice.cpu_sub_devices instead")
     return queues
 
 
@@ -231,7 +231,7 @@ def balance(loads: Sequence[float]) -> float:
 
 # ------------------------------------------------------------------ imager
 class MultiDeviceImager:
-    """:class:`clgrid.imaging.Imager` spread over several devices.
+    """:class:`clgrid.imaging.imager.Imager` spread over several devices.
 
     Parameters
     ----------
@@ -498,14 +498,14 @@ def cached_multi_imager(devices, uvw, freq, **geometry) -> MultiDeviceImager:
 
 
 def vis2dirty(devices, *, uvw, freq, vis, wgt=None, mask=None, **geometry) -> np.ndarray:
-    """:func:`clgrid.imaging.vis2dirty` on several devices (same arguments)."""
+    """:func:`clgrid.imaging.imager.vis2dirty` on several devices (same arguments)."""
     precision = precision_of(np.asarray(vis).dtype, "vis")
     imager = cached_multi_imager(devices, uvw, freq, precision=precision, **geometry)
     return imager.vis2dirty(vis, wgt=wgt, mask=mask)
 
 
 def dirty2vis(devices, *, uvw, freq, dirty, wgt=None, mask=None, **geometry) -> np.ndarray:
-    """:func:`clgrid.imaging.dirty2vis` on several devices (same arguments)."""
+    """:func:`clgrid.imaging.imager.dirty2vis` on several devices (same arguments)."""
     dirty = np.asarray(dirty)
     precision = precision_of(dirty.dtype, "dirty")
     imager = cached_multi_imager(devices, uvw, freq, precision=precision,
@@ -517,7 +517,7 @@ _IGNORED_DUCC_ARGUMENTS = ("nthreads", "verbosity", "allow_nshift")
 
 
 def call_from_imaging(name: str, devices, arguments: dict):
-    """``clgrid.imaging.vis2dirty/dirty2vis(..., devices=...)`` lands here."""
+    """``clgrid.imaging.imager.vis2dirty/dirty2vis(..., devices=...)`` lands here."""
     arguments = dict(arguments)
     for key in _IGNORED_DUCC_ARGUMENTS + ("devices", "call_from_imaging"):
         arguments.pop(key, None)

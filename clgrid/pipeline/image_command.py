@@ -106,7 +106,7 @@ def _is_build_failure(error) -> bool:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .ms import MSError
+    from ..io.ms import MSError
     input_ms, output = _paths(args)
     outputs = _output_paths(args, output)
     _check_outputs(outputs, args.overwrite)
@@ -172,7 +172,7 @@ def _check_outputs(paths: dict[str, Path], overwrite: bool) -> None:
 
 
 def _context(device_spec):
-    from . import create_context
+    from ..device import create_context
     try:
         return create_context(device_spec)
     except (LookupError, RuntimeError) as error:
@@ -186,7 +186,7 @@ def calibration_of(args: argparse.Namespace) -> str | None:
 
 
 def _image(args, ms_path, context):
-    from .pipeline import image_measurement_set
+    from .run import image_measurement_set
     cell_rad = None if args.cell is None else args.cell / ARCSEC_PER_RAD
     if cell_rad is not None and not (np.isfinite(cell_rad) and cell_rad > 0):
         raise CommandError(f"--cell must be a positive number of arcsec, got {args.cell}")
@@ -206,7 +206,7 @@ def memory_needed(npix_x: int, npix_y: int, psf: bool) -> tuple[int, int, int]:
     uv grid, padded at least 1.1 times, complex64; all device memory: grid and
     float32 image; host memory: float64 sums of image, PSF and one chunk's
     result)."""
-    from .core.plan import good_grid_size
+    from ..core.plan import good_grid_size
     grid = good_grid_size(math.ceil(1.1 * npix_x)) * good_grid_size(math.ceil(1.1 * npix_y)) * 8
     device = grid + npix_x * npix_y * 4
     host = npix_x * npix_y * 8 * (3 if psf else 2)
@@ -245,7 +245,7 @@ def _bytes(count: int) -> str:
 
 
 def _device_profiles(args, context) -> list:
-    from .device import DeviceProfile, devices, select_device
+    from ..device.profiles import DeviceProfile, devices, select_device
     spec = _devices(args.devices)
     if spec is None:
         return [DeviceProfile.from_device(context.devices[0])]
@@ -265,7 +265,7 @@ def _devices(spec):
 
 
 def _header_keywords(result) -> dict:
-    from .fitsio import ms_time_to_iso
+    from ..io.fitsio import ms_time_to_iso
     keywords = {"OBJECT": result.field_name, "TELESCOP": result.telescope,
                 "OBSRA": float(np.degrees(result.phase_centre_rad[0])) % 360.0,
                 "OBSDEC": float(np.degrees(result.phase_centre_rad[1])),
@@ -295,8 +295,8 @@ def _history(args, result) -> list[str]:
 
 
 def _write_outputs(args, result, outputs: dict[str, Path]) -> None:
-    from .fitsio import write_image
-    from .pipeline import fit_beam
+    from ..io.fitsio import write_image
+    from .run import fit_beam
     freq = result.freq_hz
     keywords = _header_keywords(result)
     beam = None if result.psf is None else fit_beam(result.psf, result.pixsize_x,
@@ -329,7 +329,7 @@ def write_png(path: Path, result, beam=None) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         raise CommandError("--png needs matplotlib: pip install 'clgrid[plot]'") from None
-    from .fitsio import image_to_fits_data
+    from ..io.fitsio import image_to_fits_data
     npix_x, npix_y = result.image.shape
     half_x = npix_x / 2 * result.pixsize_x * ARCSEC_PER_RAD
     half_y = npix_y / 2 * result.pixsize_y * ARCSEC_PER_RAD

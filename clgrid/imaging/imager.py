@@ -12,7 +12,7 @@ u, v, w in wavelengths (``uvw * freq / c``).  :class:`Imager` is the
 compile-once object behind them: it keeps the kernels, the FFT plan, the
 uvw on the device and the grid buffers for repeated major cycles.
 
-Method: the exponential-of-semicircle kernel (:mod:`clgrid.eskernel`) is
+Method: the exponential-of-semicircle kernel (:mod:`clgrid.core.eskernel`) is
 evaluated on the fly while gridding onto a grid padded by ``sigma``; with
 ``do_wgridding`` the visibilities are also spread over w planes with the same
 kernel (W-stacking with a kernel in w, Arras et al. 2021), each plane is
@@ -33,12 +33,12 @@ import pyopencl as cl
 import pyopencl.array as cla
 from pyopencl.reduction import ReductionKernel
 
-from .core.engine import GriddingEngine
-from .core.plan import (SPEED_OF_LIGHT, GridLayout, ImageGeometry, check_finite, check_freq,
+from ..core.engine import GriddingEngine
+from ..core.plan import (SPEED_OF_LIGHT, GridLayout, ImageGeometry, check_finite, check_freq,
                         check_uvw, precision_of, w_range_wavelengths)
-from .core.transfer import Uploader, device_array
-from .device import resolve_queue
-from .kernels import Operation
+from ..core.transfer import Uploader, device_array
+from ..device.profiles import resolve_queue
+from ..device.kernels import Operation
 
 _reductions: dict[tuple, ReductionKernel] = {}
 _reductions_lock = threading.Lock()
@@ -105,12 +105,9 @@ class Imager(Operation):
         For pieces of a larger job (several devices, Dask): the
         :class:`clgrid.core.plan.GridLayout` of the whole observation, and the
         ``(first, stop)`` w planes this piece grids.
-    contexts
-        Several devices instead of ``context``: a list of contexts, queues,
-        devices or spec strings, or ``'all'``.  Then the object made is a
-        :class:`clgrid.multidevice.MultiDeviceImager` (same methods; its
-        extra keywords ``partition``, ``baseline_ids`` and ``reduce`` are
-        accepted too).
+
+    ``clgrid.Imager`` (:class:`clgrid.scaleout.entry.Imager`) is this class
+    that also takes ``contexts=`` (several devices) instead of ``context``.
 
     Attributes
     ----------
@@ -121,17 +118,9 @@ class Imager(Operation):
         out), ``flagged`` (mask 0).
     """
 
-    def __new__(cls, context=None, *args, contexts=None, **kwargs):
-        if contexts is None:
-            return super().__new__(cls)
-        if context is not None:
-            raise ValueError("give context or contexts, not both")
-        from .multidevice import MultiDeviceImager
-        return MultiDeviceImager(contexts, **kwargs)
-
     def __init__(self, context=None, *, uvw, freq, fft_backend: str | None = None,
                  layout: GridLayout | None = None, planes: tuple[int, int] | None = None,
-                 tiles=None, contexts=None, **geometry):
+                 tiles=None, **geometry):
         super().__init__(context)
         self.geometry = ImageGeometry.from_arguments(**geometry)
         if not self.profile.fp64:
@@ -401,8 +390,8 @@ def vis2dirty(*, uvw, freq, vis, wgt=None, mask=None, npix_x: int = 0, npix_y: i
               flip_v: bool = False, flip_w: bool = False, divide_by_n: bool = True,
               sigma_min: float = 1.1, sigma_max: float = 2.6, center_x: float = 0.0,
               center_y: float = 0.0, double_precision_accumulation: bool = False,
-              allow_nshift: bool = True, context=None, queue=None, dirty=None,
-              devices=None) -> np.ndarray:
+              allow_nshift: bool = True, context=None, queue=None,
+              dirty=None) -> np.ndarray:
     """Dirty image of visibilities, with ``ducc0.wgridder.vis2dirty``'s arguments.
 
     ``nthreads``, ``verbosity`` and ``allow_nshift`` are accepted and ignored.
@@ -411,13 +400,9 @@ def vis2dirty(*, uvw, freq, vis, wgt=None, mask=None, npix_x: int = 0, npix_y: i
     ``vis``, ``wgt`` and ``mask`` may be ``pyopencl.array.Array`` s already on
     the device.  Zero rows give a zero image.  ``context``/``queue`` choose
     the device (default :func:`clgrid.create_context`).  See the module
-    docstring for the conventions.  ``devices`` (a list of devices, contexts
-    or queues, or ``'all'``) spreads the work over several devices: see
-    :mod:`clgrid.multidevice`.
+    docstring for the conventions.  One device; ``clgrid.vis2dirty`` also
+    takes ``devices=`` (:mod:`clgrid.scaleout.entry`).
     """
-    if devices is not None:
-        from .multidevice import call_from_imaging
-        return call_from_imaging("vis2dirty", devices, locals())
     vis_array = vis if isinstance(vis, cla.Array) else np.asarray(vis)
     if dirty is not None:
         npix_x = npix_x or dirty.shape[-2]
@@ -439,16 +424,14 @@ def dirty2vis(*, uvw, freq, dirty, wgt=None, mask=None, pixsize_x: float, pixsiz
               verbosity: int = 0, flip_u: bool = False, flip_v: bool = False,
               flip_w: bool = False, divide_by_n: bool = True, sigma_min: float = 1.1,
               sigma_max: float = 2.6, center_x: float = 0.0, center_y: float = 0.0,
-              allow_nshift: bool = True, context=None, queue=None, vis=None,
-              devices=None) -> np.ndarray:
+              allow_nshift: bool = True, context=None, queue=None,
+              vis=None) -> np.ndarray:
     """Visibilities of a dirty image, with ``ducc0.wgridder.dirty2vis``'s arguments.
 
     The adjoint of :func:`vis2dirty`.  ``dirty`` of shape (npol, npix_x,
     npix_y) gives (nrow, nchan, npol).  float32 images give complex64.
+    One device; ``clgrid.dirty2vis`` also takes ``devices=``.
     """
-    if devices is not None:  # several devices: see clgrid.multidevice
-        from .multidevice import call_from_imaging
-        return call_from_imaging("dirty2vis", devices, locals())
     dirty = dirty if isinstance(dirty, cla.Array) else np.asarray(dirty)
     if len(dirty.shape) not in (2, 3):
         raise ValueError(f"dirty must be 2-D or 3-D, got shape {dirty.shape}")

@@ -29,7 +29,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from .kernels import KernelTemplate
+from ..device.kernels import KernelTemplate
 
 TILE_SIZES = (8, 16, 32, 64, 128)
 #: Upper bound on (record, tile) pairs per launch: 64 Mi pairs = 256 MiB of indices.
