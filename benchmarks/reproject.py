@@ -38,7 +38,7 @@ import pyopencl as cl  # noqa: E402
 import pyopencl.array as cla  # noqa: E402
 
 import clgrid  # noqa: E402
-from clgrid.reproject.interp import Reprojector  # noqa: E402
+from clgrid.reproject import Reprojector  # noqa: E402
 from clgrid.reproject.plan import plan  # noqa: E402
 
 ORDERS = ("bicubic", "bilinear")

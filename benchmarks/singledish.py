@@ -35,7 +35,8 @@ import pyopencl as cl
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import clgrid  # noqa: E402
-from clgrid.singledish.gridding import SlGrid, usable_cores  # noqa: E402
+from clgrid.singledish import SlGrid  # noqa: E402
+from clgrid.singledish.preorder import usable_cores  # noqa: E402
 
 FIELD_DEG = 5.0
 CENTRE = (30.0, 30.0)
@@ -95,7 +96,7 @@ def time_clgrid(queue, cells, samples, kernel, gamma, lanes=None, host_threads=N
 def exact_error(cells, samples, kernel, cube, n_check: int, rng) -> float:
     """Largest |clgrid - exact float64 sum| over ``n_check`` random cells,
     over the cube's peak (a latitude band preselects each cell's samples)."""
-    from clgrid.singledish.gridding import gather_reference
+    from clgrid.singledish import gather_reference
     chosen = rng.choice(cells[0].size, min(n_check, cells[0].size), replace=False)
     radius = kernel[2]
     errors = []

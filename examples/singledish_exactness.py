@@ -4,7 +4,7 @@ Grids 30000 random samples (a 1 degree cap) onto a 60 x 60 SIN map, once
 across RA = 0 and once at the north pole, with a Gaussian of sigma 0.05
 degrees and cygrid's recommended support (3 sigma) and HEALPix resolution
 (sigma / 2).  The reference is the exact float64 sum over every sample within
-the support (:func:`clgrid.singledish.gridding.gather_reference`).  cygrid (numpy < 2
+the support (:func:`clgrid.singledish.gather_reference`).  cygrid (numpy < 2
 only) is compared too when it can be imported.
 
     python examples/singledish_exactness.py [--device intel]
@@ -17,7 +17,7 @@ import numpy as np
 import pyopencl as cl
 
 import clgrid
-from clgrid.singledish.gridding import WcsGrid, gather_reference
+from clgrid.singledish import WcsGrid, gather_reference
 
 SIGMA = 0.05  # degrees
 

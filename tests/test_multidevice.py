@@ -12,7 +12,8 @@ import clgrid
 from clgrid.scaleout import multidevice
 from clgrid.device.profiles import DeviceProfile, all_devices
 from oclgrind_check import run_clean
-from clgrid.imaging.imager import dft_dirty2vis, dft_vis2dirty, dirty2vis, vis2dirty
+from clgrid import dirty2vis, vis2dirty
+from clgrid.imaging import dft_dirty2vis, dft_vis2dirty
 from clgrid.scaleout.multidevice import (MultiDeviceImager, cpu_sub_devices, partition_planes,
                                 partition_rows)
 

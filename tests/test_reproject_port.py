@@ -44,7 +44,7 @@ from astropy.wcs.wcsapi.high_level_api import HighLevelWCSMixin  # noqa: E402
 from numpy.testing import assert_allclose  # noqa: E402
 
 import reproject  # noqa: E402
-from clgrid.reproject.interp import reproject_interp as clgrid_reproject_interp  # noqa: E402
+from clgrid.reproject import reproject_interp as clgrid_reproject_interp  # noqa: E402
 
 _QUEUE = None
 

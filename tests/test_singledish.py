@@ -1,6 +1,6 @@
 """Single-dish gather gridding (HyGrid) against a float64 brute-force gather.
 
-The reference, :func:`clgrid.singledish.gridding.gather_reference`, compares every
+The reference, :func:`clgrid.singledish.gather_reference`, compares every
 sample with every cell (haversine distance, cygrid's kernel formulas), so
 it shares nothing with the HEALPix search it checks.
 """
@@ -12,8 +12,8 @@ import pytest
 
 from clgrid.singledish import healpix
 from oclgrind_check import run_clean
-from clgrid.singledish.gridding import (MIN_CHUNK_SAMPLES, HealpixGather, ShapeError, SlGrid, WcsGrid,
-                               gather_reference)
+from clgrid.singledish import HealpixGather, ShapeError, SlGrid, WcsGrid, gather_reference
+from clgrid.singledish.preorder import MIN_CHUNK_SAMPLES
 
 SIGMA_DEG = 0.1
 RADIUS_DEG = 3 * SIGMA_DEG
@@ -473,7 +473,7 @@ def test_bad_kernel_and_header(cl_env, gridder):
 # --- Oclgrind: races and out-of-bounds accesses --------------------------------------------
 ORACLE = textwrap.dedent("""
     import numpy as np, pyopencl as cl, clgrid
-    from clgrid.singledish.gridding import SlGrid, gather_reference
+    from clgrid.singledish import SlGrid, gather_reference
     queue = cl.CommandQueue(clgrid.create_context("oclgrind"))
     rng = np.random.default_rng(0)
     lons = rng.uniform(9.8, 10.2, 60); lats = rng.uniform(9.8, 10.2, 60)

@@ -9,7 +9,7 @@ import pytest
 
 cygrid = pytest.importorskip("cygrid", reason="cygrid not importable (needs numpy<2)")
 
-from clgrid.singledish.gridding import SlGrid, WcsGrid  # noqa: E402
+from clgrid.singledish import SlGrid, WcsGrid  # noqa: E402
 
 SIGMA_DEG = 0.05
 #: Support of 5 sigma: cygrid's HEALPix disc lookup misses a few samples just

@@ -27,7 +27,7 @@ import pytest
 from numpy.testing import assert_allclose
 
 from clgrid.singledish import healpix
-from clgrid.singledish.gridding import ShapeError, SlGrid, WcsGrid, gather_reference
+from clgrid.singledish import ShapeError, SlGrid, WcsGrid, gather_reference
 
 MAPCENTER = (131.0, 50.0)
 MAPSIZE = (1.0, 1.0)  # degrees
