@@ -48,8 +48,8 @@ import clgrid  # noqa: E402
 from benchmarks._common import print_table, write_json  # noqa: E402
 from clgrid.gcf import w_projection_gcf  # noqa: E402
 from clgrid.gridders.gridder import Gridder  # noqa: E402
-from clgrid.scaleout.multidevice import (MultiDeviceImager, all_gpus_or_best,  # noqa: E402
-                                best_cpu, cpu_sub_devices)
+from clgrid.scaleout.multidevice import MultiDeviceImager  # noqa: E402
+from clgrid.scaleout.partition import all_gpus_or_best, best_cpu, cpu_sub_devices  # noqa: E402
 from clgrid.io.simulate import simulate_observation  # noqa: E402
 from clgrid.gridders.uvprep import SPEED_OF_LIGHT_M_S, plan_uv  # noqa: E402
 

@@ -26,13 +26,15 @@ from .reproject import BSplinePrefilter, CelestialPlane, Reprojector, reproject_
 from .singledish import HealpixGather, SlGrid, WcsGrid
 from .imaging import ImageWeighting
 from .gridders import gcf
-from .gridders.gridder import Degridder, Gridder, GridderParams
+from .gridders.degridder import Degridder
+from .gridders.gridder import Gridder, GridderParams
 from .gridders.streaming import StreamingGridder
 from .gridders.tiled import TiledParams
 from .gridders.params import ImageParams
 from .gridders.dispatch import choose as choose_strategy
 from .scaleout.entry import Imager, dirty2vis, vis2dirty
-from .scaleout.multidevice import MultiDeviceImager, cpu_sub_devices
+from .scaleout.multidevice import MultiDeviceImager
+from .scaleout.partition import cpu_sub_devices
 from .pipeline import image_measurement_set
 
 __version__ = "0.1.0"

@@ -18,7 +18,7 @@ import cloudpickle  # noqa: E402  (comes with distributed)
 import dask.array as da  # noqa: E402
 
 import clgrid.dask as cldask  # noqa: E402
-from clgrid.imaging.imager import dft_vis2dirty, dirty2vis, vis2dirty  # noqa: E402
+from clgrid.imaging import dft_vis2dirty, dirty2vis, vis2dirty  # noqa: E402
 
 GEOMETRY = dict(npix_x=48, npix_y=40, pixsize_x=5e-3, pixsize_y=6e-3)
 ROUNDING = 2e-6

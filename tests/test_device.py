@@ -366,7 +366,7 @@ def test_platform_that_cannot_build_is_an_error_not_a_skip(pytester, monkeypatch
 def test_queue_goes_to_the_sub_device_asked_for(cl_env):
     """PoCL 3.1 reports the root device as the device of a context made on a
     sub-device; clgrid's queues must still go to the sub-device."""
-    from clgrid.scaleout.multidevice import cpu_sub_devices
+    from clgrid.scaleout.partition import cpu_sub_devices
     if cl_env.profile.device_type != "cpu" or cl_env.profile.compute_units < 2:
         pytest.skip("needs a CPU device with 2 compute units to split")
     subs = cpu_sub_devices(2, cl_env.device)

@@ -144,7 +144,8 @@ def test_random_user_tables(cl_env, separable):
 _OCLGRIND_SCRIPT = """
 import numpy as np, pyopencl as cl, clgrid
 from clgrid.gcf import separable_gcf
-from clgrid.gridders.gridder import Gridder, GridderParams, Degridder
+from clgrid.gridders.degridder import Degridder
+from clgrid.gridders.gridder import Gridder, GridderParams
 queue = cl.CommandQueue(clgrid.create_context("oclgrind"))
 rng = np.random.default_rng(0)
 uvw = rng.uniform(-300, 300, (12, 3))

@@ -6,7 +6,7 @@ import pytest
 
 import clgrid.device.kernels as kernels
 from clgrid.core.eskernel import KERNEL_TABLE, aliasing_error, es_fourier, es_kernel
-from clgrid.imaging.imager import Imager, dft_dirty2vis, dft_vis2dirty, dirty2vis, vis2dirty
+from clgrid.imaging import Imager, dft_dirty2vis, dft_vis2dirty, dirty2vis, vis2dirty
 
 CASES = [(1e-2, np.complex64), (1e-4, np.complex64), (1e-5, np.complex64),
          (1e-7, np.complex128), (1e-10, np.complex128)]

@@ -11,7 +11,7 @@ from oclgrind_check import run_clean
 SCRIPT = textwrap.dedent("""
     import numpy as np, pyopencl as cl
     import clgrid
-    from clgrid.imaging.imager import Imager, dft_vis2dirty
+    from clgrid.imaging import Imager, dft_vis2dirty
     queue = cl.CommandQueue(clgrid.create_context("oclgrind"))
     rng = np.random.default_rng(0)
     uvw = rng.uniform(-40.0, 40.0, (6, 3))

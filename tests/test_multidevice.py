@@ -9,13 +9,13 @@ import pytest
 
 import clgrid
 
-from clgrid.scaleout import multidevice
+from clgrid.scaleout import partition
 from clgrid.device.profiles import DeviceProfile, all_devices
 from oclgrind_check import run_clean
 from clgrid import dirty2vis, vis2dirty
 from clgrid.imaging import dft_dirty2vis, dft_vis2dirty
-from clgrid.scaleout.multidevice import (MultiDeviceImager, cpu_sub_devices, partition_planes,
-                                partition_rows)
+from clgrid.scaleout.multidevice import MultiDeviceImager
+from clgrid.scaleout.partition import cpu_sub_devices, partition_planes, partition_rows
 
 GEOMETRY = dict(npix_x=48, npix_y=40, pixsize_x=5e-3, pixsize_y=6e-3)
 TINY_GEOMETRY = dict(npix_x=8, npix_y=8, pixsize_x=2e-2, pixsize_y=2e-2)
@@ -212,7 +212,7 @@ def test_plane_partition_is_contiguous_and_balanced():
     assert blocks[0][0] == 0 and blocks[-1][1] == len(rows)
     assert all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
     cost = [sum(rows[p] + 5 * (rows[p] > 0) for p in range(*b)) for b in blocks]
-    assert multidevice.balance(cost) > 0.8
+    assert partition.balance(cost) > 0.8
 
 
 def test_bad_input_is_refused(cl_env):

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from clgrid.gcf import separable_gcf
-from clgrid.gridders.gridder import Degridder, Gridder
+from clgrid.gridders.degridder import Degridder
+from clgrid.gridders.gridder import Gridder
 from clgrid.io.simulate import simulate_observation
 from clgrid.gridders.uvprep import plan_uv
 

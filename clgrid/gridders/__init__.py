@@ -13,7 +13,8 @@ module          holds
 ``tiled``       the tiled strategy (local-memory tiles, no float atomics)
 ``image_gcf``   the GCF as an OpenCL image (the ``image`` strategy)
 ``dispatch``    which strategy for which device and problem (:func:`choose`)
-``gridder``     :class:`Gridder` and :class:`Degridder`
+``gridder``     :class:`Gridder`
+``degridder``   :class:`Degridder` (the adjoint)
 ``streaming``   :class:`StreamingGridder` (records in chunks)
 ``tuning``      ``clgrid tune``: times candidates, fills the cache
 ==============  ==============================================================

@@ -21,6 +21,11 @@ the kernel's Fourier transform in u, v and w.  The work is done by the
 gridding core (:mod:`clgrid.core`): this module validates ducc0-style
 arguments, moves host arrays to and from the device and counts what it
 leaves out.  Results are bit-reproducible: the core uses no float atomics.
+
+The exact direct-Fourier references the tests compare with are in
+:mod:`clgrid.imaging.reference`.  This module is above 400 lines because
+:class:`Imager` is one compile-once object with both directions, the
+host/device moves and the counts of what was left out.
 """
 
 from __future__ import annotations
@@ -34,11 +39,11 @@ import pyopencl.array as cla
 from pyopencl.reduction import ReductionKernel
 
 from ..core.engine import GriddingEngine
-from ..core.plan import (SPEED_OF_LIGHT, GridLayout, ImageGeometry, check_finite, check_freq,
-                        check_uvw, precision_of, w_range_wavelengths)
+from ..core.plan import GridLayout, ImageGeometry, check_freq, check_uvw, precision_of
 from ..core.transfer import Uploader, device_array
 from ..device.profiles import resolve_queue
 from ..device.kernels import Operation
+
 
 _reductions: dict[tuple, ReductionKernel] = {}
 _reductions_lock = threading.Lock()
@@ -450,59 +455,4 @@ def dirty2vis(*, uvw, freq, dirty, wgt=None, mask=None, pixsize_x: float, pixsiz
     return result
 
 
-# ------------------------------------------------------------ references
-def dft_vis2dirty(uvw, freq, vis, npix_x, npix_y, pixsize_x, pixsize_y, *,
-                  do_wgridding=False, divide_by_n=True, center_x=0.0, center_y=0.0,
-                  pixels=None) -> np.ndarray:
-    """Float64 direct Fourier transform with :func:`vis2dirty`'s convention.
-
-    ``pixels``: optional (i, j) index arrays to evaluate only some pixels
-    (returns a 1-D array then).  Cost O(nvis * npix): for tests only.
-    """
-    u, v, w = _wavelengths(uvw, freq)
-    l_rad = (np.arange(npix_x) - npix_x // 2) * pixsize_x + center_x
-    m_rad = (np.arange(npix_y) - npix_y // 2) * pixsize_y + center_y
-    if pixels is None:
-        ll, mm = np.meshgrid(l_rad, m_rad, indexing="ij")
-    else:
-        ll, mm = l_rad[pixels[0]], m_rad[pixels[1]]
-    n = np.sqrt(1.0 - ll ** 2 - mm ** 2)
-    eta = (n - 1.0) if do_wgridding else np.zeros_like(n)
-    values = np.asarray(vis, np.complex128).ravel()
-    out = np.zeros(ll.shape)
-    for k in range(values.size):
-        if values[k] != 0:
-            phase = 2.0 * np.pi * (u[k] * ll + v[k] * mm - w[k] * eta)
-            out += (values[k] * np.exp(1j * phase)).real
-    if do_wgridding and divide_by_n:
-        out /= n
-    return out
-
-
-def dft_dirty2vis(uvw, freq, dirty, pixsize_x, pixsize_y, *, do_wgridding=False,
-                  divide_by_n=True, center_x=0.0, center_y=0.0) -> np.ndarray:
-    """Float64 direct Fourier transform with :func:`dirty2vis`'s convention."""
-    dirty = np.asarray(dirty, np.float64)
-    npix_x, npix_y = dirty.shape
-    u, v, w = _wavelengths(uvw, freq)
-    l_rad = (np.arange(npix_x) - npix_x // 2) * pixsize_x + center_x
-    m_rad = (np.arange(npix_y) - npix_y // 2) * pixsize_y + center_y
-    ll, mm = np.meshgrid(l_rad, m_rad, indexing="ij")
-    n = np.sqrt(1.0 - ll ** 2 - mm ** 2)
-    eta = (n - 1.0) if do_wgridding else np.zeros_like(n)
-    image = dirty / n if (do_wgridding and divide_by_n) else dirty
-    out = np.empty(u.size, np.complex128)
-    for k in range(u.size):
-        phase = -2.0 * np.pi * (u[k] * ll + v[k] * mm - w[k] * eta)
-        out[k] = np.sum(image * np.exp(1j * phase))
-    return out.reshape(np.shape(uvw)[0], -1)
-
-
-def _wavelengths(uvw, freq):
-    uvw = np.asarray(uvw, np.float64)
-    scale = np.asarray(freq, np.float64)[None, :] / SPEED_OF_LIGHT
-    return ((uvw[:, 0:1] * scale).ravel(), (uvw[:, 1:2] * scale).ravel(),
-            (uvw[:, 2:3] * scale).ravel())
-
-
-__all__ = ["Imager", "dft_dirty2vis", "dft_vis2dirty", "dirty2vis", "vis2dirty"]
+__all__ = ["Imager", "dirty2vis", "vis2dirty"]

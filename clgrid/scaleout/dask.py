@@ -44,7 +44,8 @@ from ..device.profiles import create_context, resolve_queue
 from ..core.plan import check_freq as _check_freq
 from ..core.plan import precision_of as _precision_of
 from ..imaging.imager import Imager
-from .multidevice import Layout, _grid_only, build_layout, geometry_of, grid_to_dirty
+from .multidevice import _grid_only, grid_to_dirty
+from .partition import Layout, build_layout, geometry_of
 
 try:  # distributed is optional: the threaded scheduler works without it
     from distributed import WorkerPlugin
