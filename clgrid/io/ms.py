@@ -11,6 +11,10 @@ Stokes I is formed from the parallel hands, XX/YY or RR/LL:
 ``4 / (1/w_a + 1/w_b)``, and it is flagged when either hand is flagged, the
 row is flagged (FLAG_ROW), either weight is not positive, the sample is not
 finite, or the row is an autocorrelation.
+
+Above 400 lines on purpose: one reader of one file format (metadata tables,
+selections, chunked columns, Stokes I), which splits into no independent
+pieces.
 """
 
 from __future__ import annotations
