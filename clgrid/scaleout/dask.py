@@ -9,7 +9,7 @@ visibilities as a dask array with the rows chunked like ``uvw``.
 How it runs
 -----------
 * The client computes the w range once and fixes the shared
-  :class:`clgrid.scaleout.multidevice.Layout` (kernel, grid size, w planes), so every
+  :class:`clgrid.scaleout.partition.Layout` (kernel, grid size, w planes), so every
   chunk is gridded exactly as one device would grid it.
 * Each task runs in a Dask worker and gets this process's OpenCL queue from
   :func:`worker_queue`, opened once per worker process (optionally at worker

@@ -93,7 +93,7 @@ def resolve_queues(devices) -> list[cl.CommandQueue]:
     seen = [q.device.int_ptr for q in queues]
     if len(set(seen)) != len(seen):
         raise ValueError("the same device is listed twice; split a CPU with "
-                         "clgrid.scaleout.multidevice.cpu_sub_devices instead")
+                         "clgrid.scaleout.partition.cpu_sub_devices instead")
     return queues
 
 
