@@ -30,6 +30,7 @@ host/device moves and the counts of what was left out.
 
 from __future__ import annotations
 
+import atexit
 import threading
 import warnings
 
@@ -354,6 +355,14 @@ def _planes_of(stack_d: cla.Array) -> list[cla.Array]:
 _imagers: dict[tuple, Imager] = {}
 _imagers_lock = threading.Lock()
 _MAX_CACHED_IMAGERS = 4
+
+
+@atexit.register
+def _drop_cached_imagers() -> None:
+    """Free the cached imagers (and their FFT plans) while pyopencl and reikna
+    are whole: their finalisers fail noisily once module globals are gone."""
+    with _imagers_lock:
+        _imagers.clear()
 
 
 def _fingerprint(array: np.ndarray) -> tuple:

@@ -488,8 +488,6 @@ class Gridder:
         return sums[0], sums[1]
 
 
-
-
 class WcsGrid(Gridder):
     """Grid onto the pixels of a celestial FITS/WCS map or cube (cygrid's WcsGrid).
 
