@@ -70,4 +70,7 @@ class Imager(_one_device.Imager):
         super().__init__(context, *args, **kwargs)
 
 
+Imager.__doc__ = _one_device.Imager.__doc__ + "\n    " + Imager.__doc__
+
+
 __all__ = ["Imager", "dirty2vis", "vis2dirty"]
