@@ -15,7 +15,7 @@ import pyopencl.array as cla
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import clgrid  # noqa: E402
-from clgrid.device import DeviceProfile, all_devices  # noqa: E402
+from clgrid.device.profiles import DeviceProfile, all_devices  # noqa: E402
 from _common import median_seconds, print_table, write_json  # noqa: E402
 
 PATTERNS = {"contended": 1024, "spread": None}

@@ -38,9 +38,9 @@ import pyopencl.array as cla  # noqa: E402
 import clgrid  # noqa: E402
 from benchmarks._common import fmt, print_table  # noqa: E402
 from clgrid.gcf import separable_gcf, w_projection_gcf  # noqa: E402
-from clgrid.gridder import Gridder, GridderParams  # noqa: E402
-from clgrid.simulate import simulate_observation  # noqa: E402
-from clgrid.uvprep import SPEED_OF_LIGHT_M_S, plan_uv  # noqa: E402
+from clgrid.gridders.gridder import Gridder, GridderParams  # noqa: E402
+from clgrid.io.simulate import simulate_observation  # noqa: E402
+from clgrid.gridders.uvprep import SPEED_OF_LIGHT_M_S, plan_uv  # noqa: E402
 
 
 def parse_args(argv=None):

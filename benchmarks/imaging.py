@@ -38,8 +38,8 @@ import pyopencl as cl  # noqa: E402
 
 import clgrid  # noqa: E402
 from clgrid.core.plan import SPEED_OF_LIGHT  # noqa: E402
-from clgrid.imaging import Imager  # noqa: E402
-from clgrid.simulate import simulate_observation  # noqa: E402
+from clgrid.imaging.imager import Imager  # noqa: E402
+from clgrid.io.simulate import simulate_observation  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import median_seconds, print_table, write_json  # noqa: E402

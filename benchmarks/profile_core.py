@@ -24,8 +24,8 @@ import pyopencl.array as cla  # noqa: E402
 import clgrid  # noqa: E402
 from clgrid.core.plan import SPEED_OF_LIGHT  # noqa: E402
 from clgrid.core.setpoints import SetPoints  # noqa: E402
-from clgrid.imaging import Imager, _device_count  # noqa: E402
-from clgrid.simulate import simulate_observation  # noqa: E402
+from clgrid.imaging.imager import Imager, _device_count  # noqa: E402
+from clgrid.io.simulate import simulate_observation  # noqa: E402
 
 
 def parse_args(argv=None):

@@ -39,7 +39,7 @@ import pyopencl.array as cla  # noqa: E402
 
 import clgrid  # noqa: E402
 from clgrid.reproject import Reprojector  # noqa: E402
-from clgrid.reproject_wcs import plan  # noqa: E402
+from clgrid.reproject.plan import plan  # noqa: E402
 
 ORDERS = ("bicubic", "bilinear")
 
@@ -126,7 +126,7 @@ def run_peer(data, wcs_in, wcs_out, order):
 
 def _transfers(queue, data) -> dict:
     """Seconds of the pinned, overlapped upload and download of ``data`` alone."""
-    from clgrid.hostio import PinnedStaging
+    from clgrid.device.hostio import PinnedStaging
     staging = PinnedStaging(queue.context, queue)
     device = cla.empty(queue, data.shape, data.dtype)
     back = np.empty_like(data)

@@ -11,7 +11,7 @@ For 1, 2, 4 ... devices (as many as given) the same problem is split:
   so that one device has about ``--gpa-budget`` grid-point additions of
   work.  Columns: time of the parallel gridding, efficiency t1 / (n t_n),
   and the time to sum the private grids on the host or on the first device.
-* ``vis2dirty``: :class:`clgrid.multidevice.MultiDeviceImager` at epsilon
+* ``vis2dirty``: :class:`clgrid.scaleout.multidevice.MultiDeviceImager` at epsilon
   1e-5 on benchmarks/imaging.py's SKA-mid case (2000 baselines, 2 h of 8 s,
   64 channels = 115 M visibilities, 4096^2 pixels), end to end from host
   visibilities: rows split in time or by baseline without w (grids summed
@@ -47,11 +47,11 @@ import pyopencl.array as cla  # noqa: E402
 import clgrid  # noqa: E402
 from benchmarks._common import print_table, write_json  # noqa: E402
 from clgrid.gcf import w_projection_gcf  # noqa: E402
-from clgrid.gridder import Gridder  # noqa: E402
-from clgrid.multidevice import (MultiDeviceImager, all_gpus_or_best,  # noqa: E402
-                                best_cpu, cpu_sub_devices)
-from clgrid.simulate import simulate_observation  # noqa: E402
-from clgrid.uvprep import SPEED_OF_LIGHT_M_S, plan_uv  # noqa: E402
+from clgrid.gridders.gridder import Gridder  # noqa: E402
+from clgrid.scaleout.multidevice import MultiDeviceImager  # noqa: E402
+from clgrid.scaleout.partition import all_gpus_or_best, best_cpu, cpu_sub_devices  # noqa: E402
+from clgrid.io.simulate import simulate_observation  # noqa: E402
+from clgrid.gridders.uvprep import SPEED_OF_LIGHT_M_S, plan_uv  # noqa: E402
 
 
 def parse_args(argv=None):

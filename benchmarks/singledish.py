@@ -35,7 +35,8 @@ import pyopencl as cl
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import clgrid  # noqa: E402
-from clgrid.singledish import SlGrid, usable_cores  # noqa: E402
+from clgrid.singledish import SlGrid  # noqa: E402
+from clgrid.singledish.preorder import usable_cores  # noqa: E402
 
 FIELD_DEG = 5.0
 CENTRE = (30.0, 30.0)

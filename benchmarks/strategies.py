@@ -38,9 +38,9 @@ import pyopencl.array as cla  # noqa: E402
 
 import clgrid  # noqa: E402
 from clgrid.gcf import separable_gcf  # noqa: E402
-from clgrid.gridder import Gridder  # noqa: E402
-from clgrid.streaming import StreamingGridder  # noqa: E402
-from clgrid.uvprep import SPEED_OF_LIGHT_M_S  # noqa: E402
+from clgrid.gridders.gridder import Gridder  # noqa: E402
+from clgrid.gridders.streaming import StreamingGridder  # noqa: E402
+from clgrid.gridders.uvprep import SPEED_OF_LIGHT_M_S  # noqa: E402
 
 from gridding import apply_size_defaults, observation, peer_ducc  # noqa: E402
 
@@ -162,7 +162,7 @@ def main(argv=None) -> int:
                      f"({'; '.join(auto.choice.reasons)}); fastest {fastest['strategy']}; "
                      f"auto within 10%: {'yes' if auto_ok else 'NO'}")
         if args.save_cache and seconds:
-            from clgrid.tuning import store_strategy
+            from clgrid.gridders.tuning import store_strategy
             store_strategy(profile, support, args.npol, np.float32, True, seconds)
     n_peer_rows = min(uvw.shape[0], 20_000 if args.quick else 200_000)
     peer_seconds, peer_note = peer_ducc(uvw[:n_peer_rows], freq_hz,

@@ -1,30 +1,41 @@
 """clgrid: radio-astronomy gridding on any OpenCL device.
 
+The package is layered (``docs/architecture.md``); imports point down only:
+
+==============  ==========================================================
+layer           subpackages
+==============  ==========================================================
+application     :mod:`clgrid.cli`, :mod:`clgrid.pipeline` (MS -> FITS)
+scale-out       :mod:`clgrid.scaleout` (several devices, Dask)
+missions        :mod:`clgrid.imaging`, :mod:`clgrid.gridders`,
+                :mod:`clgrid.singledish`, :mod:`clgrid.reproject`
+core            :mod:`clgrid.core` (plan, set points, spread, FFT, correct)
+device, I/O     :mod:`clgrid.device`, :mod:`clgrid.io`
+==============  ==========================================================
+
 Importing clgrid registers the Intel CPU runtime from PyPI (the ``intel``
 extra) with the OpenCL ICD loader of this process, before pyopencl first
-enumerates platforms.
+enumerates platforms (:mod:`clgrid.device` does it first thing).
 """
 
-from ._icd import register_icd, register_intel_cpu_runtime
-
-register_intel_cpu_runtime()
-
-from .device import (  # noqa: E402  (after ICD registration on purpose)
-    ATOMIC_PATHS, DeviceProfile, create_context, devices, resolve_queue, select_device)
-from .kernels import KernelTemplate, Operation, render  # noqa: E402
-from .scatter import ScatterAdd, scatter_add_reference  # noqa: E402
-from .reproject import BSplinePrefilter, Reprojector, reproject_interp  # noqa: E402
-from .wcs_params import CelestialPlane  # noqa: E402
-from .singledish import HealpixGather, SlGrid, WcsGrid  # noqa: E402
-from .weighting import ImageWeighting  # noqa: E402
-from .pipeline import image_measurement_set  # noqa: E402
-from . import gcf  # noqa: E402
-from .gridder import Degridder, Gridder, GridderParams  # noqa: E402
-from .streaming import StreamingGridder  # noqa: E402
-from .tiled import TiledParams  # noqa: E402
-from .dispatch import ImageParams, choose as choose_strategy  # noqa: E402
-from .imaging import Imager, dirty2vis, vis2dirty  # noqa: E402
-from .multidevice import MultiDeviceImager, cpu_sub_devices  # noqa: E402
+from .device import (ATOMIC_PATHS, DeviceProfile, create_context, devices, register_icd,
+                     register_intel_cpu_runtime, resolve_queue, select_device)
+from .device.kernels import KernelTemplate, Operation, render
+from .device.scatter import ScatterAdd, scatter_add_reference
+from .reproject import BSplinePrefilter, CelestialPlane, Reprojector, reproject_interp
+from .singledish import HealpixGather, SlGrid, WcsGrid
+from .imaging import ImageWeighting
+from .gridders import gcf
+from .gridders.degridder import Degridder
+from .gridders.gridder import Gridder, GridderParams
+from .gridders.streaming import StreamingGridder
+from .gridders.tiled import TiledParams
+from .gridders.params import ImageParams
+from .gridders.dispatch import choose as choose_strategy
+from .scaleout.entry import Imager, dirty2vis, vis2dirty
+from .scaleout.multidevice import MultiDeviceImager
+from .scaleout.partition import cpu_sub_devices
+from .pipeline import image_measurement_set
 
 __version__ = "0.1.0"
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from .device import DeviceProfile
+    from .device.profiles import DeviceProfile
 
 
 def format_table(rows: list[dict]) -> str:
@@ -27,7 +27,7 @@ def format_table(rows: list[dict]) -> str:
 
 def _unusable_platform_notes(profiles: "list[DeviceProfile]") -> list[str]:
     """One line per platform none of whose devices can build kernels here."""
-    from .device import unusable_hint
+    from .device.profiles import unusable_hint
     notes = []
     for key in dict.fromkeys(p.platform_key for p in profiles):
         of_platform = [p for p in profiles if p.platform_key == key]
@@ -47,7 +47,7 @@ def _cmd_devices(args: argparse.Namespace) -> int:
     for line in _unusable_platform_notes(profiles):
         print(line)
     if getattr(args, "explain", False):
-        from .dispatch import explain
+        from .gridders.dispatch import explain
         print(f"\nGridder(strategy='auto') for support {args.support}, npol {args.npol}, "
               "float32:")
         print(format_table([explain(p, args.support, args.npol) for p in profiles]))
@@ -57,7 +57,7 @@ def _cmd_devices(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     """Scatter-add a histogram on the device and check it against numpy."""
     from . import ScatterAdd, create_context, scatter_add_reference
-    from .device import DeviceProfile
+    from .device.profiles import DeviceProfile
     try:
         context = create_context(args.device)
     except (LookupError, RuntimeError) as error:
@@ -104,9 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--items", type=int, default=1_000_000)
     demo.add_argument("--bins", type=int, default=4096)
     demo.set_defaults(func=_cmd_demo)
-    from .image_command import add_parser as add_image_parser
+    from .pipeline.image_command import add_parser as add_image_parser
     add_image_parser(commands)
-    from .tuning import add_parser as add_tune_parser
+    from .gridders.tuning import add_parser as add_tune_parser
     add_tune_parser(commands)
     return parser
 

@@ -21,7 +21,7 @@ from distributed import Client, LocalCluster
 
 import clgrid
 import clgrid.dask
-from clgrid.simulate import load_layout, simulate_observation
+from clgrid.io.simulate import load_layout, simulate_observation
 
 C = 299_792_458.0
 SOURCES = [(0, 0, 1.0), (-60, 30, 0.5), (45, -75, 0.8)]   # l, m offsets (pixels), Jy

@@ -19,7 +19,7 @@ import numpy as np
 import pyopencl.array as cla
 
 import clgrid
-from clgrid.simulate import load_layout, simulate_observation
+from clgrid.io.simulate import load_layout, simulate_observation
 
 C = 299_792_458.0
 SOURCES = [(0, 0, 1.0), (-40, 25, 0.5), (30, -50, 0.8), (55, 35, 0.3)]  # offsets (pixels), Jy

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import clgrid
-from clgrid.simulate import load_layout, simulate_observation
+from clgrid.io.simulate import load_layout, simulate_observation
 
 C = 299_792_458.0
 #: (l, m) offsets in units of 1/512 degree from the phase centre, flux density in Jy

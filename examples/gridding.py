@@ -18,7 +18,7 @@ import numpy as np
 
 import clgrid
 from clgrid.gcf import footprint_distances, grid_correction, separable_gcf, w_projection_gcf
-from clgrid.ms import MeasurementSet
+from clgrid.io.ms import MeasurementSet
 
 C = 299_792_458.0  # m/s
 TARBALL = "vla_day2_TDEM0003_10s_norx_1src_1spw.ms.tar.gz"

@@ -22,7 +22,7 @@ from astropy.io import fits
 from astropy.wcs import WCS
 
 import clgrid
-import clgrid.fitsio
+import clgrid.io.fitsio
 
 TARBALL = "vla_day2_TDEM0003_10s_norx_1src_1spw.ms.tar.gz"
 
@@ -34,7 +34,7 @@ def vla_fits(path: Path, npix: int, context) -> None:
         tarfile.open(tarball).extractall(folder, filter="data")
         result = clgrid.image_measurement_set(next(Path(folder).glob("*.ms")), npix_x=npix,
                                               epsilon=1e-5, context=context)
-    clgrid.fitsio.write_image(path, result.image, pixsize_x=result.pixsize_x,
+    clgrid.io.fitsio.write_image(path, result.image, pixsize_x=result.pixsize_x,
                               pixsize_y=result.pixsize_y, phase_centre_rad=result.phase_centre_rad)
 
 

@@ -4,7 +4,7 @@
 ## footprint) and, with w-stacking, the first w plane the point touches:
 ##     key = (tile_u * ntiles_v + tile_v) * n_wbins + first_plane
 ## Points whose uvw is not finite get key INVALID_KEY (sorted to the end and
-## counted).  The sort (clgrid.radixsort) carries the visibility index.
+## counted).  The sort (clgrid.device.radixsort) carries the visibility index.
 ## Parameters: support (int W), tile_u, tile_v (int), do_w (bool).
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #define SUPPORT ${support}

@@ -6,12 +6,12 @@
 ##   foot        None | "float" | "double" | "uchar": footprint array type
 ##   coord       "float" | "double"   type of the pixel-mapping arithmetic
 ##   order       0 (nearest) | 1 (bilinear) | 2, 3 (B-spline)
-##   masked      bool: a blank mask (bspline_prefilter.cl.mako) says where
+##   masked      bool: a blank mask (reproject_bspline.cl.mako) says where
 ##               the stencil touches a blanked pixel
 ##   sampling    "buffer" (global memory, on-grid taps) | "image" (image
 ##               object, on-grid taps) | "image-linear" (image object with a
 ##               linear-filtering sampler: two fetches per 4-tap cubic pass)
-##   proj_out, proj_in  projection codes (clgrid.wcs_params.DEVICE_PROJECTIONS)
+##   proj_out, proj_in  projection codes (clgrid.reproject.wcs_params.DEVICE_PROJECTIONS)
 ##               or None (no device pixel mapping)
 ##   fast_math   bool: native_sqrt / native_divide in float coordinates
 ##   with_f64    bool: enable cl_khr_fp64
@@ -290,7 +290,7 @@ inline bool project_${code}(const coord_t *v, coord_t lam, coord_t *X, coord_t *
 % if proj_out is not None:
 <%def name="mapping(name, deproject, project)">
 // Pixel -> pixel through the native unit vectors.  p: see
-// clgrid.wcs_params.pixel_map_params (one 23-number block).
+// clgrid.reproject.wcs_params.pixel_map_params (one 23-number block).
 inline bool ${name}(__constant const coord_t *p, coord_t x, coord_t y, coord_t *x_in,
                     coord_t *y_in)
 {

@@ -254,7 +254,7 @@ __kernel void gather(__global const double2 *cell_lonlat,    // (lon, lat) rad p
     }
 }
 
-// RING pixel of each sample (hpxorder.cl.mako's classify does the same while checking).
+// RING pixel of each sample (singledish_hpxorder.cl.mako's classify does the same while checking).
 __kernel void pixelise(__global const double2 *lonlat, const uint n, const uint nside,
                        __global pix_t *pix)
 {

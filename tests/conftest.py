@@ -20,7 +20,7 @@ import pyopencl as cl
 import pytest
 
 import clgrid  # noqa: F401  (registers the Intel CPU runtime first)
-from clgrid.device import DeviceProfile, all_devices, unusable_hint
+from clgrid.device.profiles import DeviceProfile, all_devices, unusable_hint
 
 pytest_plugins = ("pytester",)
 

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from clgrid.device import DeviceProfile, all_devices
+from clgrid.device.profiles import DeviceProfile, all_devices
 
 PROBLEMS = ("data race", "invalid read", "invalid write", "uninitialized")
 

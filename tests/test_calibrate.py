@@ -5,7 +5,7 @@ Measurement Set, and the real VLA calibrator imaged to the thermal noise."""
 import numpy as np
 import pytest
 
-from clgrid.calibrate import (fit_delays, reference_phase, solution_intervals, stefcal)
+from clgrid.pipeline.calibrate import (fit_delays, reference_phase, solution_intervals, stefcal)
 
 C = 299_792_458.0
 ARCSEC = np.radians(1 / 3600)
@@ -118,9 +118,9 @@ def test_solution_intervals_join_fragments_of_a_dump():
 casacore = pytest.importorskip("casacore")
 from casacore.tables import table  # noqa: E402
 
-from clgrid.calibrate import solve_point  # noqa: E402
-from clgrid.ms import MeasurementSet  # noqa: E402
-from clgrid.pipeline import image_measurement_set  # noqa: E402
+from clgrid.pipeline.calibrate import solve_point  # noqa: E402
+from clgrid.io.ms import MeasurementSet  # noqa: E402
+from clgrid.pipeline.run import image_measurement_set  # noqa: E402
 from vla_ms import _unpack, vla_ms  # noqa: E402,F401
 
 

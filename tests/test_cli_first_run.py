@@ -17,9 +17,9 @@ from astropy.io import fits  # noqa: E402
 from casacore.tables import table  # noqa: E402
 
 from clgrid.cli import main  # noqa: E402
-from clgrid.fitsio import read_image  # noqa: E402
-from clgrid.image_command import memory_needed  # noqa: E402
-from clgrid.pipeline import fit_beam  # noqa: E402
+from clgrid.io.fitsio import read_image  # noqa: E402
+from clgrid.pipeline.image_command import memory_needed  # noqa: E402
+from clgrid.pipeline.run import fit_beam  # noqa: E402
 from vla_ms import SIM_FLUX_JY, sim_ms, vla_ms  # noqa: E402,F401
 
 import clgrid  # noqa: E402
@@ -278,7 +278,7 @@ def test_memory_needed_counts_the_padded_grid():
 def test_kernel_build_failure_shows_the_log(cl_env, vla_ms, tmp_path, capsys, monkeypatch):
     """Not a user's failure: one summary line, then the compiler's log."""
     import pyopencl as cl
-    import clgrid.image_command as image_command
+    import clgrid.pipeline.image_command as image_command
 
     def broken(args, ms_path, context):
         cl.Program(context, "__kernel void k(__global float *x) { x[0] = y; }").build()

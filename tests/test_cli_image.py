@@ -9,8 +9,8 @@ pytest.importorskip("astropy")
 from casacore.tables import table  # noqa: E402
 
 from clgrid.cli import main  # noqa: E402
-from clgrid.fitsio import image_pixel_to_world, read_image  # noqa: E402
-from clgrid.pipeline import image_measurement_set  # noqa: E402
+from clgrid.io.fitsio import image_pixel_to_world, read_image  # noqa: E402
+from clgrid.pipeline.run import image_measurement_set  # noqa: E402
 from test_weighting import weights_reference  # noqa: E402
 from vla_ms import SIM_FLUX_JY, lm_of, sim_direction, sim_ms, vla_ms  # noqa: E402,F401
 

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from clgrid.gcf import separable_gcf, user_gcf, w_projection_gcf
-from clgrid.gridder import Degridder, DegridderParams, Gridder, GridderParams
+from clgrid.gridders.degridder import Degridder, DegridderParams
+from clgrid.gridders.gridder import Gridder, GridderParams
 
 from test_gridder_reference import C, degrid_reference, random_uvw, random_vis
 

@@ -10,7 +10,7 @@ import pytest
 
 import clgrid
 from clgrid import DeviceProfile, create_context, select_device
-from clgrid.device import all_devices
+from clgrid.device.profiles import all_devices
 
 # What each platform must report (PLATFORMS.md): PoCL 3.0 and Oclgrind have
 # no float atomics, the Intel CPU runtime has cl_ext_float_atomics, NVIDIA
@@ -91,7 +91,7 @@ def test_resolve_queue_accepts_user_objects(cl_env):
 
 
 def test_register_icd_keeps_existing_drivers(tmp_path, monkeypatch):
-    from clgrid import _icd
+    from clgrid.device import _icd
     vendors = tmp_path / "vendors"
     vendors.mkdir()
     (vendors / "other.icd").write_text("/opt/other/libOther.so\n")
@@ -110,7 +110,7 @@ def test_register_icd_keeps_existing_drivers(tmp_path, monkeypatch):
 def test_intel_runtime_is_found_without_setup():
     """In a fresh process, with only the intel extra installed, import clgrid
     is enough for pyopencl to list the Intel platform."""
-    if clgrid._icd.find_intel_cpu_runtime() is None:
+    if clgrid.device._icd.find_intel_cpu_runtime() is None:
         pytest.skip("the intel extra is not installed in this environment")
     environment = {k: v for k, v in os.environ.items() if k != "OCL_ICD_VENDORS"}
     code = ("import clgrid, pyopencl as cl; "
@@ -163,7 +163,7 @@ def _fake_profiles(monkeypatch, specs):
     """Fake devices with profiles derived from a real one: (driver, problem)."""
     import dataclasses
 
-    from clgrid import device as device_module
+    from clgrid.device import profiles as device_module
     real = DeviceProfile.from_device(all_devices()[0])
     fakes, profiles = [], {}
     for index, (driver, problem) in enumerate(specs):
@@ -228,7 +228,7 @@ def test_selection_by_platform_name_gives_a_usable_device():
 
 
 def _version(text):
-    from clgrid.device import _version_tuple
+    from clgrid.device.profiles import _version_tuple
     return _version_tuple(text)
 
 
@@ -247,7 +247,7 @@ def test_devices_cli_shows_every_driver_and_whether_it_builds(capsys):
 def test_register_icd_repeats_the_system_vendors(tmp_path, monkeypatch):
     """Our vendors folder replaces the system's for the loader, so it must
     list the system's drivers (Debian's PoCL) too."""
-    from clgrid import _icd
+    from clgrid.device import _icd
     system = tmp_path / "etc-vendors"
     system.mkdir()
     (system / "pocl.icd").write_text("libpocl.so.2.10.0\n")
@@ -281,10 +281,10 @@ def test_registration_keeps_the_system_drivers_visible():
     by_itself = _platforms_in_fresh_process(register=False)
     registered = _platforms_in_fresh_process(register=True)
     assert set(by_itself) <= set(registered)
-    intel_installed = clgrid._icd.find_intel_cpu_runtime() is not None
+    intel_installed = clgrid.device._icd.find_intel_cpu_runtime() is not None
     assert any("Intel(R) OpenCL" in line for line in registered) == (
         intel_installed or any("Intel(R) OpenCL" in line for line in by_itself))
-    system_icds = list(clgrid._icd.system_vendors_dir().glob("*.icd"))
+    system_icds = list(clgrid.device._icd.system_vendors_dir().glob("*.icd"))
     assert len(registered) >= len(system_icds)
 
 
@@ -345,7 +345,7 @@ def test_platform_that_cannot_build_is_an_error_not_a_skip(pytester, monkeypatch
     (PyPI's PoCL on Zen 5 with nothing else) stops the session."""
     import dataclasses
 
-    from clgrid import device as device_module
+    from clgrid.device import profiles as device_module
     key = _usable_platform()
     real = device_module._profile_of
 
@@ -366,7 +366,7 @@ def test_platform_that_cannot_build_is_an_error_not_a_skip(pytester, monkeypatch
 def test_queue_goes_to_the_sub_device_asked_for(cl_env):
     """PoCL 3.1 reports the root device as the device of a context made on a
     sub-device; clgrid's queues must still go to the sub-device."""
-    from clgrid.multidevice import cpu_sub_devices
+    from clgrid.scaleout.partition import cpu_sub_devices
     if cl_env.profile.device_type != "cpu" or cl_env.profile.compute_units < 2:
         pytest.skip("needs a CPU device with 2 compute units to split")
     subs = cpu_sub_devices(2, cl_env.device)

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from clgrid.cli import main as cli_main
-from clgrid.device import DeviceProfile
-from clgrid.dispatch import choose, explain, image_possible
+from clgrid.device.profiles import DeviceProfile
+from clgrid.gridders.dispatch import choose, explain, image_possible
 from clgrid.gcf import separable_gcf
-from clgrid.gridder import Gridder
-from clgrid import tuning
+from clgrid.gridders.gridder import Gridder
+from clgrid.gridders import tuning
 
 BASE = DeviceProfile(
     platform_name="Fake", device_name="fake", vendor="fake", driver_version="1",

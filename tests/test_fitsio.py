@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("astropy")
-from clgrid.fitsio import (fits_data_to_image, image_pixel_to_world,  # noqa: E402
+from clgrid.io.fitsio import (fits_data_to_image, image_pixel_to_world,  # noqa: E402
                            image_to_fits_data, read_image, write_image)
 
 

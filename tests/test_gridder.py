@@ -5,8 +5,8 @@ import pytest
 
 import clgrid
 from clgrid.gcf import separable_gcf, w_projection_gcf
-from clgrid.gridder import Gridder, GridderParams
-from clgrid.simulate import simulate_observation
+from clgrid.gridders.gridder import Gridder, GridderParams
+from clgrid.io.simulate import simulate_observation
 
 from test_gridder_reference import C, grid_reference, random_uvw, random_vis
 
@@ -144,7 +144,8 @@ def test_random_user_tables(cl_env, separable):
 _OCLGRIND_SCRIPT = """
 import numpy as np, pyopencl as cl, clgrid
 from clgrid.gcf import separable_gcf
-from clgrid.gridder import Gridder, GridderParams, Degridder
+from clgrid.gridders.degridder import Degridder
+from clgrid.gridders.gridder import Gridder, GridderParams
 queue = cl.CommandQueue(clgrid.create_context("oclgrind"))
 rng = np.random.default_rng(0)
 uvw = rng.uniform(-300, 300, (12, 3))

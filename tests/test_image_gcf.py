@@ -1,15 +1,15 @@
 """Image-object GCF with hardware linear interpolation: accuracy against the
 ES kernel evaluated exactly at each visibility's true position (float64),
-within the stated bound of clgrid.image_gcf.interpolation_error_bound, and
+within the stated bound of clgrid.gridders.image_gcf.interpolation_error_bound, and
 better than a nearest-sample table with the same number of stored samples."""
 
 import numpy as np
 import pytest
 
-from clgrid.dispatch import ImageParams
+from clgrid.gridders.dispatch import ImageParams
 from clgrid.gcf import es_kernel, separable_gcf, w_projection_gcf
-from clgrid.gridder import Gridder
-from clgrid.image_gcf import image_texels, interpolation_error_bound
+from clgrid.gridders.gridder import Gridder
+from clgrid.gridders.image_gcf import image_texels, interpolation_error_bound
 
 from test_gridder_reference import C, random_uvw, random_vis
 

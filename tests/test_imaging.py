@@ -4,8 +4,8 @@ against ducc0, as each other's adjoint, and on bad input."""
 import numpy as np
 import pytest
 
-import clgrid.kernels as kernels
-from clgrid.eskernel import KERNEL_TABLE, aliasing_error, es_fourier, es_kernel
+import clgrid.device.kernels as kernels
+from clgrid.core.eskernel import KERNEL_TABLE, aliasing_error, es_fourier, es_kernel
 from clgrid.imaging import Imager, dft_dirty2vis, dft_vis2dirty, dirty2vis, vis2dirty
 
 CASES = [(1e-2, np.complex64), (1e-4, np.complex64), (1e-5, np.complex64),
@@ -242,7 +242,7 @@ def test_single_precision_keeps_epsilon_on_a_dense_track(cl_env):
     each batch into a float64 total, so epsilon 1e-5 holds (long float32 sums
     gave 3e-5 here).  Reference: ducc0 in float64 at 1e-12."""
     ducc0 = pytest.importorskip("ducc0")
-    from clgrid.simulate import simulate_observation
+    from clgrid.io.simulate import simulate_observation
     uvw = simulate_observation("ska1_mid_meerkat_197", duration_h=1.0, integration_s=60.0,
                                n_baselines=1500)
     freq = np.array([1.4e9, 1.42e9])

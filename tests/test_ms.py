@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("casacore")
 from casacore.tables import table  # noqa: E402
 
-from clgrid.ms import MeasurementSet, MSError, parse_channels  # noqa: E402
+from clgrid.io.ms import MeasurementSet, MSError, parse_channels  # noqa: E402
 from vla_ms import sim_ms, vla_ms  # noqa: E402,F401  (fixtures)
 
 

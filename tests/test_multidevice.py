@@ -9,12 +9,13 @@ import pytest
 
 import clgrid
 
-from clgrid import multidevice
-from clgrid.device import DeviceProfile, all_devices
+from clgrid.scaleout import partition
+from clgrid.device.profiles import DeviceProfile, all_devices
 from oclgrind_check import run_clean
-from clgrid.imaging import dft_dirty2vis, dft_vis2dirty, dirty2vis, vis2dirty
-from clgrid.multidevice import (MultiDeviceImager, cpu_sub_devices, partition_planes,
-                                partition_rows)
+from clgrid import dirty2vis, vis2dirty
+from clgrid.imaging import dft_dirty2vis, dft_vis2dirty
+from clgrid.scaleout.multidevice import MultiDeviceImager
+from clgrid.scaleout.partition import cpu_sub_devices, partition_planes, partition_rows
 
 GEOMETRY = dict(npix_x=48, npix_y=40, pixsize_x=5e-3, pixsize_y=6e-3)
 TINY_GEOMETRY = dict(npix_x=8, npix_y=8, pixsize_x=2e-2, pixsize_y=2e-2)
@@ -165,7 +166,7 @@ def test_intel_and_oclgrind_side_by_side():
 
 ORACLE_SCRIPT = textwrap.dedent("""
     import numpy as np, clgrid
-    from clgrid.multidevice import MultiDeviceImager
+    from clgrid.scaleout.multidevice import MultiDeviceImager
     rng = np.random.default_rng(0)
     uvw = rng.uniform(-100, 100, (6, 3)); freq = np.array([1e9])
     vis = (rng.normal(size=(6, 1)) + 1j * rng.normal(size=(6, 1))).astype(np.complex64)
@@ -211,7 +212,7 @@ def test_plane_partition_is_contiguous_and_balanced():
     assert blocks[0][0] == 0 and blocks[-1][1] == len(rows)
     assert all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
     cost = [sum(rows[p] + 5 * (rows[p] > 0) for p in range(*b)) for b in blocks]
-    assert multidevice.balance(cost) > 0.8
+    assert partition.balance(cost) > 0.8
 
 
 def test_bad_input_is_refused(cl_env):

@@ -15,7 +15,7 @@ import reproject_peer as reproject  # noqa: E402  (reproject, or its algorithm)
 from astropy.wcs import WCS  # noqa: E402
 
 from clgrid.reproject import BSplinePrefilter, Reprojector, reproject_interp  # noqa: E402
-from clgrid.wcs_params import (  # noqa: E402
+from clgrid.reproject.wcs_params import (  # noqa: E402
     CelestialPlane, from_astropy, pixel_map_params, pixel_map_reference)
 
 ORDERS = ("nearest-neighbor", "bilinear", "bicubic")

@@ -16,8 +16,8 @@ from astropy.wcs import WCS  # noqa: E402
 from astropy.wcs.utils import pixel_to_pixel  # noqa: E402
 
 from clgrid.reproject import Reprojector, reproject_interp  # noqa: E402
-from clgrid.reproject_wcs import frame_rotation, plan  # noqa: E402
-from clgrid.wcs_params import DEVICE_PROJECTIONS, from_astropy  # noqa: E402
+from clgrid.reproject.plan import frame_rotation, plan  # noqa: E402
+from clgrid.reproject.wcs_params import DEVICE_PROJECTIONS, from_astropy  # noqa: E402
 from test_reproject import case, make_wcs, random_image, relative_error  # noqa: E402
 
 needs_reproject = pytest.mark.skipif(not reproject.INSTALLED,

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from clgrid.simulate import baseline_pairs, enu_to_xyz, load_layout, simulate_observation, uvw_tracks
+from clgrid.io.simulate import baseline_pairs, enu_to_xyz, load_layout, simulate_observation, uvw_tracks
 
 
 def test_layouts_load_with_their_site():

@@ -10,10 +10,10 @@ import textwrap
 import numpy as np
 import pytest
 
-from clgrid import healpix
+from clgrid.singledish import healpix
 from oclgrind_check import run_clean
-from clgrid.singledish import (MIN_CHUNK_SAMPLES, HealpixGather, ShapeError, SlGrid, WcsGrid,
-                               gather_reference)
+from clgrid.singledish import HealpixGather, ShapeError, SlGrid, WcsGrid, gather_reference
+from clgrid.singledish.preorder import MIN_CHUNK_SAMPLES
 
 SIGMA_DEG = 0.1
 RADIUS_DEG = 3 * SIGMA_DEG
@@ -356,7 +356,7 @@ def test_inputs_of_any_dtype_order_and_byte_order(cl_env):
 @pytest.mark.parametrize("key_dtype", [np.uint32, np.uint64])
 def test_radix_sort_is_stable(cl_env, key_dtype):
     """Against numpy's stable argsort, with keys above base + span sorted last."""
-    from clgrid.radixsort import RadixSort
+    from clgrid.device.radixsort import RadixSort
     import pyopencl as cl
     rng = np.random.default_rng(12)
     sort = RadixSort(cl_env.queue, key_dtype=key_dtype)

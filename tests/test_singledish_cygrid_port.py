@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from clgrid import healpix
+from clgrid.singledish import healpix
 from clgrid.singledish import ShapeError, SlGrid, WcsGrid, gather_reference
 
 MAPCENTER = (131.0, 50.0)

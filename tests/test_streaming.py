@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from clgrid.gcf import separable_gcf
-from clgrid.gridder import Gridder
-from clgrid.streaming import StreamingGridder, chunk_records
-from clgrid.simulate import simulate_observation
+from clgrid.gridders.gridder import Gridder
+from clgrid.gridders.streaming import StreamingGridder, chunk_records
+from clgrid.io.simulate import simulate_observation
 
 from test_gridder_reference import C, grid_reference, random_vis
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from clgrid.gcf import separable_gcf, user_gcf, w_projection_gcf
-from clgrid.gridder import Gridder
-from clgrid.tiled import TiledParams
+from clgrid.gridders.gridder import Gridder
+from clgrid.gridders.tiled import TiledParams
 
 from oclgrind_check import run_clean
 from test_gridder_reference import C, grid_reference, random_uvw, random_vis
@@ -110,8 +110,8 @@ def test_tiled_refuses_flush_counting(cl_env):
 _OCLGRIND_SCRIPT = """
 import numpy as np, pyopencl as cl, clgrid
 from clgrid.gcf import separable_gcf
-from clgrid.gridder import Gridder
-from clgrid.tiled import TiledParams
+from clgrid.gridders.gridder import Gridder
+from clgrid.gridders.tiled import TiledParams
 queue = cl.CommandQueue(clgrid.create_context("oclgrind"))
 rng = np.random.default_rng(0)
 uvw = rng.uniform(-300, 300, (10, 3))

@@ -1,9 +1,9 @@
 """Autotuning: every variant agrees, the cache round-trips, 'auto' never tunes."""
 
 
-from clgrid import tuning
+from clgrid.gridders import tuning
 from clgrid.gcf import separable_gcf
-from clgrid.gridder import Gridder, GridderParams, default_params
+from clgrid.gridders.gridder import Gridder, GridderParams, default_params
 
 
 def test_tune_stores_best_and_auto_reads_it(cl_env, tmp_path, monkeypatch):

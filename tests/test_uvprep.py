@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from clgrid.gcf import separable_gcf
-from clgrid.gridder import Degridder, Gridder
-from clgrid.simulate import simulate_observation
-from clgrid.uvprep import plan_uv
+from clgrid.gridders.degridder import Degridder
+from clgrid.gridders.gridder import Gridder
+from clgrid.io.simulate import simulate_observation
+from clgrid.gridders.uvprep import plan_uv
 
 from test_gridder_reference import C, footprints, grid_reference, random_vis
 
@@ -128,7 +129,7 @@ def test_bad_input_rejected(cl_env, bad):
 def test_no_fp64_device_gives_clear_error(cl_env, monkeypatch):
     """A device without double precision refuses precision=float64 up front."""
     import dataclasses
-    from clgrid.device import DeviceProfile
+    from clgrid.device.profiles import DeviceProfile
     real = DeviceProfile.from_device(cl_env.device)
     monkeypatch.setattr(DeviceProfile, "from_device",
                         classmethod(lambda cls, device: dataclasses.replace(real, fp64=False)))

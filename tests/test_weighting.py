@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from clgrid.weighting import ImageWeighting
+from clgrid.imaging.weighting import ImageWeighting
 
 C = 299_792_458.0
 
@@ -143,7 +143,7 @@ def test_bad_inputs(cl_env):
 RACE_SCRIPT = """
 import numpy as np, pyopencl as cl
 import clgrid
-from clgrid.weighting import ImageWeighting
+from clgrid.imaging.weighting import ImageWeighting
 queue = cl.CommandQueue(clgrid.create_context("oclgrind"))
 rng = np.random.default_rng(1)
 uvw_m = rng.uniform(-2, 2, (10, 3)); uvw_m[0] *= 50

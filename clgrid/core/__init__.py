@@ -13,7 +13,7 @@ all of them               :class:`clgrid.core.engine.GriddingEngine`
 ========================  ==============================================  ================================
 
 The ES kernel helper is ``templates/es_kernel.cl.mako``.  The core depends on
-the device layer (:mod:`clgrid.device`, :mod:`clgrid.kernels`) only; the
+the device layer (:mod:`clgrid.device.profiles`, :mod:`clgrid.device.kernels`) only; the
 missions (imaging, several devices, Dask) sit on top of it.
 """
 

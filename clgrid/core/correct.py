@@ -14,8 +14,8 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..eskernel import es_kernel, gauss_legendre
-from ..kernels import KernelTemplate, real_dtype_name
+from .eskernel import es_kernel, gauss_legendre
+from ..device.kernels import KernelTemplate, real_dtype_name
 from .plan import GridLayout, ImageGeometry
 
 #: Gauss-Legendre nodes for the w kernel's Fourier transform.

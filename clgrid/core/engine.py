@@ -23,7 +23,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..device import DeviceProfile
+from ..device.profiles import DeviceProfile
 from .correct import Corrector
 from .fft import DeviceFFT
 from .plan import GridLayout, ImageGeometry, TileShape, planes_per_pass

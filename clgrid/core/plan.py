@@ -22,8 +22,8 @@ import math
 
 import numpy as np
 
-from ..device import DeviceProfile
-from ..eskernel import KernelChoice, candidate_kernels
+from ..device.profiles import DeviceProfile
+from .eskernel import KernelChoice, candidate_kernels
 
 SPEED_OF_LIGHT = 299792458.0
 #: Smallest epsilon per precision (ducc0 refuses smaller ones too).

@@ -3,7 +3,7 @@
 For every visibility (row, channel) a kernel computes its bin: the spreading
 tile holding the first cell of its kernel footprint and, with w-stacking, the
 first w plane it touches (``templates/core_setpoints.cl.mako``).  clgrid's
-radix sort (:mod:`clgrid.radixsort`: stable and free of atomics, so the order
+radix sort (:mod:`clgrid.device.radixsort`: stable and free of atomics, so the order
 -- and every sum made in it -- is the same run after run) orders the
 visibility indices by bin, and a second kernel writes where each bin starts.  Points whose uvw is not finite are counted
 and left out.  Nothing here reads the visibilities themselves: the result
@@ -18,8 +18,8 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..kernels import KernelTemplate
-from ..radixsort import RadixSort
+from ..device.kernels import KernelTemplate
+from ..device.radixsort import RadixSort
 from .plan import SPEED_OF_LIGHT, GridLayout, ImageGeometry, TileShape
 
 

@@ -27,7 +27,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..kernels import KernelTemplate, real_dtype_name
+from ..device.kernels import KernelTemplate, real_dtype_name
 from .plan import GridLayout, ImageGeometry, TileShape
 from .setpoints import PointSet, coordinate_scales
 

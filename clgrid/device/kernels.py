@@ -1,0 +1,153 @@
+"""Rendering and building of the Mako OpenCL templates.
+
+Every kernel family lives in one ``templates/*.cl.mako`` file.  A template is
+rendered with explicit, validated parameters plus the device profile and the
+resolved float-atomic paths, then built once per (context, device, source,
+options) and kept in memory; pyopencl's binary cache keeps it on disk too.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import pyopencl as cl
+from mako.lookup import TemplateLookup
+
+from .profiles import DeviceProfile, context_of, resolve_queue
+
+
+def templates_dir() -> Path:
+    """Folder of the Mako templates (installed package data, or the repo's)."""
+    try:
+        folder = Path(str(resources.files("clgrid.templates")))
+        if any(folder.glob("*.mako")):
+            return folder
+    except (ModuleNotFoundError, TypeError):
+        pass
+    return Path(__file__).resolve().parents[2] / "templates"
+
+
+_lookup: TemplateLookup | None = None
+_programs: dict[tuple, cl.Program] = {}
+_programs_lock = threading.Lock()
+
+
+def _template_lookup() -> TemplateLookup:
+    global _lookup
+    if _lookup is None:
+        _lookup = TemplateLookup(directories=[str(templates_dir())], strict_undefined=True)
+    return _lookup
+
+
+def render(template_name: str, **params: Any) -> str:
+    """Render ``templates/<template_name>`` with ``params`` (strict: every
+    name the template uses must be given)."""
+    return _template_lookup().get_template(template_name).render(**params)
+
+
+def atomic_params(profile: DeviceProfile, forced: str | None = None,
+                  need_f64: bool = False) -> dict[str, str]:
+    """Template parameters of ``atomics.cl.mako`` for this device."""
+    params = {"atomic_f32": profile.atomic_path(32, forced), "atomic_f64": "none"}
+    if need_f64:
+        if not profile.fp64:
+            raise ValueError(f"{profile.device_name!r} has no double precision (fp64)")
+        params["atomic_f64"] = profile.atomic_path(64, forced)
+    return params
+
+
+def build_options(profile: DeviceProfile, atomics: Mapping[str, str],
+                  extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Compiler options: OpenCL C 3.0 where native CL atomics need it."""
+    options = list(extra)
+    if "native-cl" in atomics.values():
+        options.append("-cl-std=CL3.0" if profile.opencl_c_version >= (3, 0) else "-cl-std=CL2.0")
+    return tuple(options)
+
+
+def build_program(context: cl.Context, device: cl.Device, source: str,
+                  options: tuple[str, ...] = ()) -> cl.Program:
+    """Build ``source`` for ``device`` once per context; cached in memory."""
+    key = (context.int_ptr, device.int_ptr, source, options)
+    with _programs_lock:
+        program = _programs.get(key)
+    if program is None:
+        from os import environ
+        with warnings.catch_warnings():
+            # Drivers chat on success (Intel prints a build log); real errors raise.
+            # PYOPENCL_COMPILER_OUTPUT=1 (clgrid image --verbose) asks to see it.
+            if environ.get("PYOPENCL_COMPILER_OUTPUT", "").lower() not in ("1", "true", "yes"):
+                warnings.simplefilter("ignore", cl.CompilerWarning)
+            program = cl.Program(context, source).build(options=list(options), devices=[device])
+        with _programs_lock:
+            _programs[key] = program
+    return program
+
+
+class KernelTemplate:
+    """One kernel family rendered and built for one device and parameter set.
+
+    Parameters
+    ----------
+    queue
+        Command queue whose device and context the program is built for.
+    template_name
+        File under ``templates/``.
+    params
+        Named template parameters (already validated by the caller).
+    atomics
+        Force an atomic path (``'cas'``...); default: the device's best,
+        or ``CLGRID_FORCE_ATOMICS``.
+    need_f64
+        Whether the kernel uses double precision (and 64-bit atomics).
+    options
+        Extra compiler options.
+    """
+
+    def __init__(self, queue: cl.CommandQueue, template_name: str,
+                 params: Mapping[str, Any], *, atomics: str | None = None,
+                 need_f64: bool = False, options: tuple[str, ...] = ()):
+        self.queue = queue
+        self.profile = DeviceProfile.from_device(queue.device)
+        self.atomics = atomic_params(self.profile, atomics, need_f64)
+        self.params = dict(params)
+        self.source = render(template_name, profile=self.profile, **self.atomics, **self.params)
+        self.options = build_options(self.profile, self.atomics, options)
+        self.program = build_program(context_of(queue), queue.device, self.source, self.options)
+
+    def kernel(self, name: str) -> cl.Kernel:
+        """A fresh kernel object (kernels hold arguments: one per caller)."""
+        return cl.Kernel(self.program, name)
+
+    def max_work_group_size(self, kernel: cl.Kernel) -> int:
+        """The largest work-group this kernel may launch with on the device."""
+        return int(kernel.get_work_group_info(
+            cl.kernel_work_group_info.WORK_GROUP_SIZE, self.queue.device))
+
+
+class Operation:
+    """Base of clgrid's compile-once operation objects.
+
+    Holds a command queue and the device profile; subclasses build their
+    :class:`KernelTemplate` in ``__init__`` and expose a light per-call method.
+    """
+
+    def __init__(self, context: "cl.Context | cl.CommandQueue | None" = None):
+        self.queue = resolve_queue(context)
+        self.context = context_of(self.queue)
+        self.profile = DeviceProfile.from_device(self.queue.device)
+
+
+def real_dtype_name(dtype: np.dtype) -> str:
+    """OpenCL C scalar type name of a real float dtype."""
+    dtype = np.dtype(dtype)
+    if dtype == np.float32:
+        return "float"
+    if dtype == np.float64:
+        return "double"
+    raise TypeError(f"expected float32 or float64, got {dtype}")

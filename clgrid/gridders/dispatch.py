@@ -1,0 +1,221 @@
+"""Strategy choice and launch geometry of :class:`clgrid.Gridder`, with reasons.
+
+Three gridding strategies share one table layout and one uv preparation:
+
+``'scatter'``
+    Romein/Merry work distribution with register accumulation and float
+    atomics for the flushes (``templates/gridder.cl.mako``).  Best where
+    float atomics are native and cheap: GPUs.
+``'tiled'``
+    Atomic-free: records bucket-sorted into tiles, one work-group per tile
+    accumulating in local memory (``templates/gridder_tiled.cl.mako``,
+    :mod:`clgrid.gridders.tiled`).  Best where atomics are slow and caches large:
+    CPUs, and GPUs without native float atomics.
+``'image'``
+    The scatter kernel with the separable GCF held in an OpenCL image and
+    sampled with hardware linear interpolation
+    (``templates/gridder_image.cl.mako``, :mod:`clgrid.gridders.image_gcf`): fewer
+    stored samples, interpolated rather than nearest values, so its result
+    differs from the table strategies by the interpolation (see
+    ``docs/dispatch.md``).  Never chosen by ``'auto'`` unless the tuning
+    cache holds a measurement where it won on this device.
+
+:func:`choose` is a pure function of a :class:`~clgrid.device.profiles.DeviceProfile`
+(real or fake) and the gridder's configuration, so that the choice can be
+tested and explained (``clgrid devices --explain``) without running kernels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from .params import GridderParams, ImageParams, default_params
+from .tiled import TILE_SIZES, TiledParams, fits_local
+
+STRATEGIES = ("auto", "scatter", "tiled", "image")
+#: Work-items per group the GPU strategies aim for (8 warps of 32, 4 wavefronts of 64).
+GPU_TARGET_WG = 256
+#: Tile edge on CPUs: a 32 x 32 quad-polarisation float32 tile is 32 KiB, an L1/L2-sized block.
+CPU_TILE = 32
+GPU_TILE = 32
+#: Smallest tile worth the sort: below it the duplication of footprints dominates.
+MIN_TILE = 16
+_TILED_BATCH = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """What :func:`choose` decided, with the reasons, for display and tests."""
+
+    strategy: str
+    scatter: GridderParams | None = None
+    tiled: TiledParams | None = None
+    image: ImageParams | None = None
+    reasons: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """One line: strategy, geometry and why."""
+        geometry = {"scatter": self.scatter, "tiled": self.tiled,
+                    "image": self.image}.get(self.strategy)
+        return f"{self.strategy} {geometry}: " + "; ".join(self.reasons)
+
+
+def _has_native_atomics(profile) -> bool:
+    return profile.atomic_f32 in ("native-ptx", "native-cl")
+
+
+def _wg_limit(profile) -> int:
+    limit = int(profile.max_work_group_size)
+    if profile.max_work_item_sizes:
+        limit = min(limit, int(profile.max_work_item_sizes[0]))
+    return max(1, limit)
+
+
+def tiled_params(profile, support: int, npol: int, complex_itemsize: int,
+                 reasons: list[str] | None = None) -> TiledParams | None:
+    """Tile geometry for this device, or None when no tile of at least
+    :data:`MIN_TILE` cells fits its local memory or work-group limit."""
+    reasons = [] if reasons is None else reasons
+    is_gpu = profile.device_type == "gpu"
+    preferred = GPU_TILE if is_gpu else CPU_TILE
+    limit = _wg_limit(profile)
+    for tile in sorted((t for t in TILE_SIZES if MIN_TILE <= t <= preferred), reverse=True):
+        if tile > limit:
+            continue
+        rows = 1
+        if is_gpu:  # enough work-items to hide latency, a multiple of the warp
+            rows = max(1, min(tile, GPU_TARGET_WG // tile, limit // tile))
+        for batch in (_TILED_BATCH, _TILED_BATCH // 4):
+            params = TiledParams(tile, tile, rows, batch)
+            if fits_local(params, profile, npol, complex_itemsize):
+                if tile != preferred:
+                    reasons.append(f"tile {tile} x {tile} (the preferred {preferred} does not "
+                                   f"fit {profile.local_mem_bytes // 1024} KiB local memory "
+                                   f"or work-group limit {limit})")
+                return params
+    reasons.append(f"no {MIN_TILE} x {MIN_TILE} tile of {npol} polarisations fits "
+                   f"{profile.local_mem_bytes} B of local memory / work-group limit {limit}")
+    return None
+
+
+def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
+           separable: bool = True, strategy: str = "auto", scatter_params=None,
+           tuned: dict | None = None) -> Choice:
+    """Pick strategy and launch geometry for one gridder configuration.
+
+    Parameters
+    ----------
+    profile
+        :class:`~clgrid.device.profiles.DeviceProfile` (real or fake).
+    support, npol, precision, separable
+        The gridder's configuration.
+    strategy
+        ``'auto'`` or a strategy to force.
+    scatter_params
+        Resolved :class:`GridderParams` for the scatter kernel (defaults
+        from the profile when None).
+    tuned
+        A tuning-cache entry ``{"strategy": ..., "seconds": {...}}`` for
+        this device and configuration, or None.
+
+    Raises
+    ------
+    ValueError
+        Unknown strategy; float64 on a device without fp64; a forced
+        strategy the device cannot run (images, local memory).
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; expected one of {STRATEGIES}")
+    precision = np.dtype(precision)
+    if precision == np.float64 and not profile.fp64:
+        raise ValueError(f"{profile.device_name!r} has no double precision (fp64): "
+                         "use precision=float32")
+    complex_itemsize = 2 * precision.itemsize
+    reasons: list[str] = []
+    scatter = scatter_params or default_params(profile, support, npol)
+    tile_notes: list[str] = []
+    tiles = tiled_params(profile, support, npol, complex_itemsize, tile_notes)
+    reasons += tile_notes
+    image_ok, image_why = image_possible(profile, support, separable)
+
+    if strategy == "auto":
+        strategy = _auto(profile, tiles, image_ok, tuned, reasons)
+    else:
+        reasons.append("forced by strategy=")
+    if strategy == "tiled" and tiles is None:
+        raise ValueError(f"tiled strategy impossible on {profile.device_name!r}: {tile_notes[-1]}")
+    if strategy == "image" and not image_ok:
+        raise ValueError(f"image strategy impossible on {profile.device_name!r}: {image_why}")
+    return Choice(strategy, scatter=scatter if strategy in ("scatter", "image") else None,
+                  tiled=tiles if strategy == "tiled" else None,
+                  image=ImageParams() if strategy == "image" else None,
+                  reasons=tuple(reasons))
+
+
+def _auto(profile, tiles, image_ok, tuned, reasons: list[str]) -> str:
+    if tuned and tuned.get("strategy") in ("scatter", "tiled", "image"):
+        measured = tuned["strategy"]
+        if (measured == "tiled" and tiles is None) or (measured == "image" and not image_ok):
+            reasons.append(f"tuning cache prefers {measured}, which this device cannot run")
+        else:
+            reasons.append(f"tuning cache: {measured} measured fastest on this device "
+                           f"({_format_seconds(tuned.get('seconds', {}))})")
+            return measured
+    if profile.device_type in ("gpu", "accelerator") and _has_native_atomics(profile):
+        reasons.append(f"{profile.device_type} with native float atomics "
+                       f"({profile.atomic_f32}): scatter with register accumulation")
+        return "scatter"
+    if tiles is None:
+        reasons.append(f"tiled impossible, so scatter with {profile.atomic_f32} atomics")
+        return "scatter"
+    if profile.device_type == "cpu":
+        reasons.append("cpu: atomics are slow and caches large, so tiled atomic-free "
+                       f"({profile.atomic_f32} atomics not needed)")
+    else:
+        reasons.append(f"{profile.device_type} without native float atomics "
+                       f"({profile.atomic_f32}): tiled atomic-free")
+    return "tiled"
+
+
+def image_possible(profile, support: int, separable: bool) -> tuple[bool, str]:
+    """Whether the image-GCF strategy can run, and if not why."""
+    if not profile.image_support:
+        return False, "the device has no image support"
+    if not separable:
+        return False, "the image strategy holds separable GCFs only (full W tables: scatter/tiled)"
+    if profile.image2d_max[0] < support * 2 + 1:
+        return False, f"image width limit {profile.image2d_max[0]} too small"
+    return True, ""
+
+
+def _format_seconds(seconds: dict) -> str:
+    return ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in sorted(seconds.items())) or "no times"
+
+
+def explain(profile, support: int = 32, npol: int = 4, precision: Any = np.float32) -> dict:
+    """One row for ``clgrid devices --explain``: what ``'auto'`` picks and why."""
+    row = {"id": f"{profile.platform_index}:{profile.device_index}",
+           "device": f"{profile.platform_key}: {profile.device_name}"}
+    if not profile.usable:
+        return dict(row, strategy="-", geometry="-", why=f"unusable: {profile.build_problem}")
+    try:
+        from .tunecache import cached_strategy
+        tuned = cached_strategy(profile, support, npol, precision, True)
+        choice = choose(profile, support, npol, precision, tuned=tuned)
+    except ValueError as error:
+        return dict(row, strategy="-", geometry="-", why=str(error))
+    geometry = {"scatter": choice.scatter, "tiled": choice.tiled,
+                "image": choice.image}[choice.strategy]
+    return dict(row, strategy=choice.strategy, geometry=_short(geometry),
+                why="; ".join(choice.reasons))
+
+
+def _short(params) -> str:
+    return " ".join(f"{k}={v}" for k, v in dataclasses.asdict(params).items())
+
+
+__all__ = ["Choice", "ImageParams", "STRATEGIES", "choose", "explain", "image_possible",
+           "tiled_params"]

@@ -1,0 +1,424 @@
+"""Table-based convolutional gridding (Romein 2012, Merry 2016) and its adjoint.
+
+:class:`Gridder` convolves visibilities onto a uv grid with an oversampled
+GCF table (:mod:`clgrid.gridders.gcf`); :class:`Degridder` predicts visibilities from
+a grid with the same table and coordinate handling (its exact adjoint).
+
+Grid layout: ``(npol, ny, nx)`` complex; u runs along x (last axis), the
+grid centre (u = v = 0) is at ``[ny // 2, nx // 2]``.  The grid holds
+``sum_k weight_k V_k GCF(x - x_k)``; to make an image, inverse-FFT it
+(``fftshift(ifft2(ifftshift(grid)))`` up to scaling) and multiply by the
+grid correction of :func:`clgrid.gridders.gcf.grid_correction`.
+
+:class:`Degridder` (the adjoint) is in :mod:`clgrid.gridders.degridder`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+from tqdm.auto import tqdm
+
+from .gcf import GCF
+from .params import GridderParams, ImageParams, default_params
+from ..device.kernels import KernelTemplate, Operation, real_dtype_name
+from .uvprep import UVPlan, check_finite, plan_uv
+
+
+POLARISATIONS = (1, 2, 4)
+#: Records per kernel launch: bounds a launch's run time (drivers with
+#: watchdogs) and lets a progress bar advance.
+RECORDS_PER_LAUNCH = 1 << 21
+_HEADER_BYTES = 16  # one int4 per record
+
+
+def _bin(support: int, block: int) -> int:
+    """Smallest multiple of ``block`` that holds any block-aligned box around
+    a ``support``-wide footprint."""
+    return -(-(support + block - 1) // block) * block
+
+
+class _TableOperation(Operation):
+    """Shared set-up of Gridder and Degridder: validation, tables, planning."""
+
+    def __init__(self, context, gcf: GCF, nx: int, ny: int, cell_size_rad: float,
+                 npol: int, precision: Any, conjugate_negative_w: bool, compress: bool):
+        super().__init__(context)
+        if not isinstance(gcf, GCF):
+            raise TypeError(f"gcf must be a clgrid.gridders.gcf.GCF, got {type(gcf).__name__}")
+        if npol not in POLARISATIONS:
+            raise ValueError(f"npol must be one of {POLARISATIONS}, got {npol}")
+        nx, ny = int(nx), int(ny)
+        if nx < 2 or ny < 2 or nx % 2 or ny % 2:
+            raise ValueError(f"grid sizes must be even and >= 2, got nx={nx}, ny={ny}")
+        if gcf.support > min(nx, ny):
+            raise ValueError(f"support {gcf.support} larger than the grid ({nx} x {ny})")
+        if not (cell_size_rad > 0 and math.isfinite(cell_size_rad)):
+            raise ValueError(f"cell_size_rad must be positive and finite, got {cell_size_rad}")
+        self.real_dtype = np.dtype(precision)
+        real_dtype_name(self.real_dtype)  # raises TypeError for anything but f32/f64
+        self.complex_dtype = np.dtype(np.complex64 if self.real_dtype == np.float32
+                                      else np.complex128)
+        self.need_f64 = self.real_dtype == np.float64
+        if self.need_f64 and not self.profile.fp64:
+            raise ValueError(f"{self.profile.device_name!r} has no fp64: use precision=float32")
+        if nx * ny * npol * self.complex_dtype.itemsize > self.profile.max_alloc_bytes:
+            raise ValueError(f"grid of {nx} x {ny} x {npol} {self.complex_dtype} exceeds the "
+                             f"device's largest allocation ({self.profile.max_alloc_bytes} B)")
+        self.gcf, self.nx, self.ny, self.npol = gcf, nx, ny, npol
+        self.cell_size_rad = float(cell_size_rad)
+        self.conjugate_negative_w = conjugate_negative_w
+        self.compress = compress
+        if gcf.separable:
+            self._tables = [cla.to_device(self.queue, gcf.table_u.astype(self.complex_dtype)),
+                            cla.to_device(self.queue, gcf.table_v.astype(self.complex_dtype))]
+        else:
+            self._tables = [cla.to_device(self.queue, gcf.table.astype(self.complex_dtype))]
+        self.last_stats: dict[str, Any] = {}
+
+    def plan(self, uvw_m, freq_hz, flags=None) -> UVPlan:
+        """Host-side preparation (positions, drops, compression); reusable."""
+        return plan_uv(uvw_m, freq_hz, self.gcf, self.nx, self.ny, self.cell_size_rad,
+                       flags=flags, npol=self.npol, compress=self.compress,
+                       conjugate_negative_w=self.conjugate_negative_w)
+
+    def _template_params(self) -> dict[str, Any]:
+        return {"real": real_dtype_name(self.real_dtype), "with_f64": self.need_f64,
+                "npol": self.npol, "support": self.gcf.support,
+                "oversample": self.gcf.oversample, "separable": self.gcf.separable}
+
+    def _check_vis(self, vis, plan: UVPlan, name: str = "vis") -> np.ndarray:
+        vis = np.asarray(vis)
+        expected = plan.shape + (self.npol,)
+        if vis.shape != expected:
+            raise ValueError(f"{name} must have shape (nrow, nchan, npol) = {expected}, "
+                             f"got {vis.shape}")
+        if vis.dtype not in (np.complex64, np.complex128):
+            raise TypeError(f"{name} must be complex64 or complex128, got {vis.dtype}")
+        check_finite(name, vis)
+        return vis
+
+    def _check_weights(self, weights, plan: UVPlan):
+        if weights is None:
+            return None
+        weights = np.asarray(weights)
+        if weights.dtype.kind not in "fiu":
+            raise TypeError(f"weights must be real, got {weights.dtype}")
+        try:
+            np.broadcast_shapes(weights.shape, plan.shape + (self.npol,))
+        except ValueError:
+            raise ValueError(f"weights of shape {weights.shape} do not broadcast to "
+                             f"{plan.shape + (self.npol,)}") from None
+        check_finite("weights", weights)
+        return weights
+
+    def _report_drops(self, plan: UVPlan) -> None:
+        if plan.n_offgrid:
+            warnings.warn(f"{plan.n_offgrid} visibilities off the grid (footprint outside "
+                          f"{self.nx} x {self.ny} or W beyond the last plane) were dropped",
+                          stacklevel=3)
+
+    def _launch_chunks(self, n_records: int, progress: bool | None,
+                       step: int = RECORDS_PER_LAUNCH):
+        n_chunks = -(-n_records // step)
+        show = progress if progress is not None else n_chunks > 4
+        starts = range(0, n_records, step)
+        return tqdm(starts, total=n_chunks, disable=not show, unit="launch",
+                    desc=type(self).__name__)
+
+
+class Gridder(_TableOperation):
+    """Compile-once table-based gridder (Romein/Merry) for one configuration.
+
+    Parameters
+    ----------
+    context
+        :class:`pyopencl.Context`, :class:`pyopencl.CommandQueue` or None.
+    gcf
+        The GCF table (:func:`clgrid.gridders.gcf.separable_gcf`,
+        :func:`clgrid.gridders.gcf.w_projection_gcf` or :func:`clgrid.gridders.gcf.user_gcf`).
+    nx, ny
+        Grid size (even; any even size, not only powers of two).
+    cell_size_rad
+        Image pixel size; uv cell = ``1 / (n * cell_size_rad)``.
+    npol
+        1, 2 or 4 polarisations, sharing one GCF, on separate grid planes.
+    precision
+        float32 (default) or float64 grid and arithmetic.
+    params
+        :class:`GridderParams`, a dict of its fields, ``'auto'`` (tuning
+        cache, else defaults; never tunes on its own) or None (defaults).
+    atomics
+        Force an atomic path (``'cas'``...); default the device's best.
+    count_flushes
+        Count grid-point flushes (statistics, slightly slower).
+    conjugate_negative_w, compress
+        See :mod:`clgrid.gridders.uvprep`.
+    strategy
+        ``'auto'`` (default: :func:`clgrid.gridders.dispatch.choose` picks from the
+        device profile and the tuning cache; explicit ``params``,
+        ``atomics`` or ``count_flushes`` imply ``'scatter'``), or one of
+        ``'scatter'`` (Romein/Merry with float atomics), ``'tiled'``
+        (atomic-free, :mod:`clgrid.gridders.tiled`) and ``'image'`` (GCF in an
+        OpenCL image with hardware interpolation, :mod:`clgrid.gridders.image_gcf`).
+        The choice and its reasons are in :attr:`choice`.
+    tiled_params, image_params
+        Override the dispatcher's geometry of the tiled / image strategy
+        (:class:`clgrid.gridders.tiled.TiledParams`, :class:`clgrid.gridders.params.ImageParams`
+        or dicts of their fields).
+    """
+
+    def __init__(self, context, gcf: GCF, nx: int, ny: int, cell_size_rad: float, *,
+                 npol: int = 1, precision=np.float32, params=None, atomics: str | None = None,
+                 count_flushes: bool = False, conjugate_negative_w: bool = True,
+                 compress: bool = True, strategy: str = "auto", tiled_params=None,
+                 image_params=None):
+        super().__init__(context, gcf, nx, ny, cell_size_rad, npol, precision,
+                         conjugate_negative_w, compress)
+        self.params = self._resolve_params(params)
+        self.count_flushes = bool(count_flushes)
+        self.choice = self._choose(strategy, params, atomics, tiled_params, image_params)
+        self.strategy = self.choice.strategy
+        self._plan_gcf = gcf
+        self._engine = None
+        if self.strategy == "tiled":
+            from .tiled import TiledEngine
+            self._engine = TiledEngine(self.queue, self._template_params(), self.choice.tiled,
+                                       self._tables, self.complex_dtype.itemsize)
+            self.atomic_path = "none"
+        elif self.strategy == "image":
+            from .image_gcf import ImageGCF
+            self._image = ImageGCF(self.queue, gcf, self.choice.image, self.real_dtype)
+            self._plan_gcf = self._image.position_gcf
+            self._build(atomics, template="gridder_image.cl.mako",
+                        extra=self._image.template_params())
+        else:
+            self._build(atomics)
+
+    def _choose(self, strategy: str, params, atomics, tiled_params, image_params):
+        """Resolve ``strategy`` through :func:`clgrid.gridders.dispatch.choose`."""
+        from .dispatch import Choice, choose
+        from .tiled import TiledParams
+        forced_scatter = strategy == "auto" and (
+            isinstance(params, (GridderParams, dict)) or atomics is not None
+            or self.count_flushes)
+        if self.count_flushes and strategy not in ("auto", "scatter"):
+            raise ValueError("count_flushes counts the scatter strategy's atomic flushes; "
+                             f"strategy {strategy!r} has none")
+        if forced_scatter:
+            return Choice("scatter", scatter=self.params, reasons=(
+                "explicit scatter params, atomics= or count_flushes= given",))
+        tuned = None
+        if strategy == "auto":
+            from .tunecache import cached_strategy
+            tuned = cached_strategy(self.profile, self.gcf.support, self.npol, self.real_dtype,
+                                    self.gcf.separable)
+        choice = choose(self.profile, self.gcf.support, self.npol, self.real_dtype,
+                        separable=self.gcf.separable, strategy=strategy,
+                        scatter_params=self.params, tuned=tuned)
+        if choice.strategy == "tiled" and tiled_params is not None:
+            if isinstance(tiled_params, dict):
+                tiled_params = TiledParams(**tiled_params)
+            tiled_params.validate()
+            choice = dataclasses.replace(choice, tiled=tiled_params)
+        if choice.strategy == "image" and image_params is not None:
+            if isinstance(image_params, dict):
+                image_params = ImageParams(**image_params)
+            image_params.validate()
+            choice = dataclasses.replace(choice, image=image_params)
+        return choice
+
+    def _resolve_params(self, params) -> GridderParams:
+        if params is None:
+            params = default_params(self.profile, self.gcf.support, self.npol)
+        elif params == "auto":
+            from .tunecache import cached_params
+            params = cached_params(self.profile, self.gcf.support, self.npol, self.real_dtype,
+                                   self.gcf.separable)
+        elif isinstance(params, dict):
+            params = GridderParams(**params)
+        if not isinstance(params, GridderParams):
+            raise TypeError("params must be GridderParams, a dict, 'auto' or None")
+        params.validate()
+        return params
+
+    def _build(self, atomics, template: str = "gridder.cl.mako", extra=None) -> None:
+        p = self.params
+        bin_u, bin_v = _bin(self.gcf.support, p.block_u), _bin(self.gcf.support, p.block_v)
+        n_blocks = (bin_u // p.block_u) * (bin_v // p.block_v)
+        wg = min(p.wg_size, self.profile.max_work_group_size)
+        record_bytes = _HEADER_BYTES + self.npol * self.complex_dtype.itemsize
+        local_budget = self.profile.local_mem_bytes - 1024   # room for the driver's own use
+        batch = max(1, min(p.vis_per_group, 1024, local_budget // record_bytes))
+        while True:
+            n_sub = max(1, wg // n_blocks)
+            params = dict(self._template_params(), block_u=p.block_u, block_v=p.block_v,
+                          bin_u=bin_u, bin_v=bin_v, wg_size=wg, n_sub=n_sub, batch=batch,
+                          vis_per_group=p.vis_per_group, count_flushes=self.count_flushes,
+                          **(extra or {}))
+            self.template = KernelTemplate(self.queue, template, params,
+                                           atomics=atomics, need_f64=self.need_f64)
+            self._kernel = self.template.kernel("grid_records")
+            limit = self.template.max_work_group_size(self._kernel)
+            if wg <= limit:
+                break
+            wg = max(1, limit)   # registers limit this variant's group size
+        self.wg_size, self.n_sub, self.batch = wg, n_sub, batch
+        self.n_tiles = -(-n_blocks // wg) if n_sub == 1 else 1
+        self.bin_size = (bin_u, bin_v)
+        self.atomic_path = self.template.atomics[
+            "atomic_f64" if self.need_f64 else "atomic_f32"]
+
+    def zeros(self) -> cla.Array:
+        """A zeroed device grid (npol, ny, nx) of this gridder's complex dtype."""
+        return cla.zeros(self.queue, (self.npol, self.ny, self.nx), self.complex_dtype)
+
+    def __call__(self, uvw_m, freq_hz, vis, weights=None, flags=None, *, out=None,
+                 return_device: bool = False, progress: bool | None = None):
+        """Grid visibilities; returns the (npol, ny, nx) grid.
+
+        Parameters
+        ----------
+        uvw_m
+            (nrow, 3) float metres, rows ordered by baseline then time.
+        freq_hz
+            (nchan,) Hz.
+        vis
+            (nrow, nchan, npol) complex64 or complex128.
+        weights
+            Real, broadcastable to ``vis``; default 1.
+        flags
+            Bool, broadcastable to ``vis``; True = not gridded.
+        out
+            Device grid to accumulate into (from :meth:`zeros`).
+        return_device
+            Return the ``pyopencl.array.Array`` instead of a numpy copy.
+        progress
+            Show a progress bar (default: only for many launches).
+
+        Statistics (drops, records, compression, flushes) land in
+        :attr:`last_stats`; off-grid drops also raise a warning.
+        """
+        plan = self.plan(uvw_m, freq_hz, flags)
+        return self.grid_plan(plan, vis, weights, out=out, return_device=return_device,
+                              progress=progress)
+
+    def grid_plan(self, plan: UVPlan, vis, weights=None, *, out=None,
+                  return_device: bool = False, progress: bool | None = None):
+        """Grid with a plan from :meth:`plan` (reuse it across major cycles)."""
+        vis = self._check_vis(vis, plan)
+        weights = self._check_weights(weights, plan)
+        records = plan.records(vis, weights, dtype=self.complex_dtype)
+        grid = self.zeros() if out is None else out
+        if grid.dtype != self.complex_dtype or grid.shape != (self.npol, self.ny, self.nx):
+            raise ValueError(f"out must be a {self.complex_dtype} device array of shape "
+                             f"{(self.npol, self.ny, self.nx)}")
+        flushes = self.grid_records(plan.header, records, grid, progress=progress)
+        support = self.gcf.support
+        self.last_stats = {
+            "n_visibilities": plan.shape[0] * plan.shape[1], "n_kept": plan.n_kept,
+            "n_offgrid": plan.n_offgrid, "n_flagged": plan.n_flagged,
+            "n_records": plan.n_records, "compression_ratio": plan.compression_ratio,
+            "grid_point_updates": plan.n_records * support * support * self.npol,
+            "flushes": flushes,
+        }
+        if flushes is not None:
+            self.last_stats["flush_fraction"] = (
+                flushes * self.npol / max(1, self.last_stats["grid_point_updates"]))
+        self._report_drops(plan)
+        return grid if return_device else grid.get()
+
+    def plan(self, uvw_m, freq_hz, flags=None) -> UVPlan:
+        """Host-side preparation (positions, drops, compression); reusable.
+
+        With ``strategy='image'`` positions are quantised to the image
+        strategy's ``position_oversample``, not to the GCF's ``oversample``.
+        """
+        return plan_uv(uvw_m, freq_hz, self._plan_gcf, self.nx, self.ny, self.cell_size_rad,
+                       flags=flags, npol=self.npol, compress=self.compress,
+                       conjugate_negative_w=self.conjugate_negative_w)
+
+    @property
+    def records_per_launch(self) -> int:
+        """Records per kernel launch of this strategy."""
+        if self._engine is not None:
+            return min(RECORDS_PER_LAUNCH, self._engine.records_per_launch)
+        return RECORDS_PER_LAUNCH
+
+    def grid_records(self, header: np.ndarray, records: np.ndarray, grid: cla.Array,
+                     progress: bool | None = None) -> int | None:
+        """Low level: add prepared records (from :class:`UVPlan`) to ``grid``.
+
+        ``header`` (n, 4) int32 and ``records`` (n, npol) may be numpy or
+        ``pyopencl.array.Array`` (then nothing is copied).
+
+        Returns the number of grid-point flushes (per polarisation group)
+        when ``count_flushes`` is on, else None.
+        """
+        on_device = isinstance(header, cla.Array) and isinstance(records, cla.Array)
+        if not on_device:
+            header = np.ascontiguousarray(header, dtype=np.int32)
+            records = np.ascontiguousarray(records, dtype=self.complex_dtype)
+        elif header.dtype != np.int32 or records.dtype != self.complex_dtype:
+            raise TypeError(f"device header must be int32 and records {self.complex_dtype}")
+        n_records = header.shape[0]
+        if header.shape != (n_records, 4) or records.shape != (n_records, self.npol):
+            raise ValueError("header must be (n, 4) and records (n, npol)")
+        counter = cla.zeros(self.queue, 1, np.uint32)
+        step = self.records_per_launch
+        for start in self._launch_chunks(n_records, progress, step):
+            stop = min(start + step, n_records)
+            if on_device and step >= n_records:   # already there: no copy
+                header_d, records_d = header, records
+            elif on_device:
+                # Kernels take whole buffers: a slice at an offset is copied
+                # on the device (cheap next to gridding it).
+                header_d, records_d = header[start:stop].copy(), records[start:stop].copy()
+            else:
+                header_d = cla.to_device(self.queue, header[start:stop])
+                records_d = cla.to_device(self.queue, records[start:stop])
+            self.enqueue_records(header_d, records_d, grid, counter=counter)
+        self.queue.finish()
+        return int(counter.get()[0]) if self.count_flushes else None
+
+    def enqueue_records(self, header_d: cla.Array, records_d: cla.Array, grid: cla.Array, *,
+                        wait_for=None, counter: cla.Array | None = None) -> cl.Event | None:
+        """Enqueue the gridding of device records on :attr:`queue`; no copy,
+        no wait (the tiled strategy blocks once to read its tile counts).
+
+        Returns the last kernel's event (None when there is nothing to do).
+        """
+        n_records = int(header_d.shape[0])
+        if n_records == 0:
+            return None
+        step = self.records_per_launch
+        if n_records > step:   # device arrays longer than one launch: slice them
+            event = None
+            for start in range(0, n_records, step):
+                stop = min(start + step, n_records)
+                event = self.enqueue_records(header_d[start:stop], records_d[start:stop], grid,
+                                             wait_for=wait_for if start == 0 else None,
+                                             counter=counter)
+            return event
+        if self._engine is not None:
+            return self._engine.enqueue(header_d, records_d, grid, self.nx, self.ny,
+                                        wait_for=wait_for)
+        if counter is None:
+            counter = cla.zeros(self.queue, 1, np.uint32)
+        n_groups = -(-n_records // self.params.vis_per_group)
+        gcf_args = ([self._image.image] if self.strategy == "image"
+                    else [t.data for t in self._tables])
+        return self._kernel(self.queue, (n_groups * self.wg_size, self.n_tiles),
+                            (self.wg_size, 1), header_d.data, records_d.data,
+                            np.int32(n_records), *gcf_args, grid.data,
+                            np.int32(self.nx), np.int32(self.ny), counter.data,
+                            wait_for=wait_for)
+
+
+__all__ = ["Gridder", "POLARISATIONS", "RECORDS_PER_LAUNCH"]

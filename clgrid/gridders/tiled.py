@@ -1,0 +1,182 @@
+"""Tiled, atomic-free gridding (strategy ``'tiled'`` of :class:`clgrid.Gridder`).
+
+The design of the NAG/Oxford KNL/GPU gridding poster: records are
+bucket-sorted into grid tiles on the device by a parallel counting sort
+(histogram with integer ``atomic_inc``, exclusive scan of the tile counts by
+one work-group, scatter of record indices), and then one work-group owns
+one tile: it accumulates the tile in local memory (cache on CPUs) and adds it
+to the grid once with plain stores.  No float atomics anywhere, which is what
+CPUs (slow atomics, large caches) want.
+
+* Footprints that span several tiles: the record is *duplicated* into every
+  tile its footprint touches (no halo); each tile adds only the footprint
+  cells inside it, so every grid point has exactly one writer.
+* Load order: the tiles' record counts are read back (one ``uint`` per tile)
+  and tiles are launched heaviest first, so the long tiles start early and
+  the short ones fill in at the end; empty tiles are not launched.
+* Chunks: the records of one call are sorted and gridded in launches of at
+  most :attr:`TiledEngine.records_per_launch`, so that the pair list stays
+  within a bounded size; launches run in order on one queue, so the plain
+  read-modify-write of the grid is safe across launches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+
+from ..device.kernels import KernelTemplate
+
+TILE_SIZES = (8, 16, 32, 64, 128)
+#: Upper bound on (record, tile) pairs per launch: 64 Mi pairs = 256 MiB of indices.
+MAX_PAIRS_PER_LAUNCH = 1 << 26
+_HEADER_BYTES = 16
+_LOCAL_RESERVE_BYTES = 1024   # left to the driver (kernel arguments, its own use)
+#: Work-items of the single-group tile-count scan (thousands of tiles: one group suffices).
+SCAN_WG = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class TiledParams:
+    """Launch geometry of the tiled gridder.
+
+    tile_u, tile_v
+        Tile size in grid cells (one work-group per tile).
+    rows_per_pass
+        Work-items per tile column; the work-group has ``tile_u *
+        rows_per_pass`` work-items, each owning every ``rows_per_pass``-th
+        row of one column.
+    batch
+        Records staged in local memory at a time.
+    """
+
+    tile_u: int = 32
+    tile_v: int = 32
+    rows_per_pass: int = 1
+    batch: int = 64
+
+    @property
+    def wg_size(self) -> int:
+        return self.tile_u * self.rows_per_pass
+
+    def validate(self) -> None:
+        if self.tile_u not in TILE_SIZES or self.tile_v not in TILE_SIZES:
+            raise ValueError(f"tile_u and tile_v must be in {TILE_SIZES}")
+        if not 1 <= self.rows_per_pass <= self.tile_v:
+            raise ValueError("rows_per_pass must be in [1, tile_v]")
+        if self.batch < 1:
+            raise ValueError("batch must be >= 1")
+
+    def local_bytes(self, npol: int, complex_itemsize: int) -> int:
+        """Local memory of one work-group: the tile accumulators and the batch."""
+        return (self.tile_u * self.tile_v * npol * complex_itemsize
+                + self.batch * (_HEADER_BYTES + npol * complex_itemsize))
+
+
+def fits_local(params: TiledParams, profile, npol: int, complex_itemsize: int) -> bool:
+    """Whether ``params`` fits the device's local memory."""
+    return params.local_bytes(npol, complex_itemsize) <= (
+        profile.local_mem_bytes - _LOCAL_RESERVE_BYTES)
+
+
+class TiledEngine:
+    """Compiled kernels of the tiled strategy for one gridder configuration.
+
+    Parameters
+    ----------
+    queue
+        Command queue (device and context of the build).
+    template_params
+        The gridder's shared template parameters (real, npol, support, ...).
+    params
+        :class:`TiledParams` (already checked against the device by the
+        dispatcher; shrunk here if the compiled kernel allows fewer
+        work-items).
+    tables
+        Device GCF tables (two separable tables or one full table).
+    """
+
+    def __init__(self, queue: cl.CommandQueue, template_params: dict[str, Any],
+                 params: TiledParams, tables: list[cla.Array], complex_itemsize: int):
+        params.validate()
+        self.queue = queue
+        self.tables = tables
+        self.support = int(template_params["support"])
+        npol = int(template_params["npol"])
+        profile_limit = queue.device.max_work_group_size
+        self.scan_wg = min(SCAN_WG, profile_limit)
+        while True:
+            self.template = KernelTemplate(queue, "gridder_tiled.cl.mako",
+                                           dict(template_params, scan_wg=self.scan_wg,
+                                                **dataclasses.asdict(params)),
+                                           need_f64=template_params["with_f64"])
+            self._grid = self.template.kernel("grid_tiles")
+            if params.wg_size <= self.template.max_work_group_size(self._grid):
+                break
+            if params.rows_per_pass == 1:
+                raise ValueError(f"tile width {params.tile_u} exceeds this device's "
+                                 "work-group limit for the tiled kernel")
+            params = dataclasses.replace(params, rows_per_pass=params.rows_per_pass // 2)
+        self.params = params
+        self.local_bytes = params.local_bytes(npol, complex_itemsize)
+        self._count = self.template.kernel("count_tiles")
+        self._scatter = self.template.kernel("scatter_pairs")
+        self._scan = self.template.kernel("exclusive_scan")
+        self.last_tile_counts: np.ndarray | None = None
+
+    def tiles(self, nx: int, ny: int) -> tuple[int, int]:
+        """Number of tiles along u and v for an ``nx`` x ``ny`` grid."""
+        return -(-nx // self.params.tile_u), -(-ny // self.params.tile_v)
+
+    @property
+    def records_per_launch(self) -> int:
+        """Records per sort-and-grid launch, bounded by the pair budget."""
+        per_record = ((self.support - 1) // self.params.tile_u + 2) * (
+            (self.support - 1) // self.params.tile_v + 2)
+        return max(1, MAX_PAIRS_PER_LAUNCH // per_record)
+
+    def enqueue(self, header: cla.Array, records: cla.Array, grid: cla.Array, nx: int,
+                ny: int, wait_for=None) -> cl.Event | None:
+        """Sort ``header``/``records`` (device arrays) into tiles and add them
+        to ``grid``.  Blocks only to read the tile counts back (to size the
+        pair list and order the tiles); returns the gridding kernel's event."""
+        n_records = int(header.shape[0])
+        if n_records == 0:
+            return None
+        queue = self.queue
+        n_tiles_u, n_tiles_v = self.tiles(nx, ny)
+        n_tiles = n_tiles_u * n_tiles_v
+        counts = cla.zeros(queue, n_tiles, np.uint32)
+        geometry = (np.int32(n_tiles_u), np.int32(n_tiles_v))
+        items = (_round_up(n_records, 64),)
+        self._count(queue, items, None, header.data, np.int32(n_records), *geometry,
+                    counts.data, wait_for=wait_for)
+        offsets = cla.empty_like(counts)
+        self._scan(queue, (self.scan_wg,), (self.scan_wg,), counts.data, offsets.data,
+                   np.int32(n_tiles))
+        counts_host = counts.get(queue)
+        n_pairs = int(counts_host.sum(dtype=np.int64))
+        pairs = cla.empty(queue, max(1, n_pairs), np.uint32)
+        cursor = cla.zeros(queue, n_tiles, np.uint32)
+        self._scatter(queue, items, None, header.data, np.int32(n_records), *geometry,
+                      offsets.data, cursor.data, pairs.data)
+        busy = np.flatnonzero(counts_host)
+        order = busy[np.argsort(-counts_host[busy], kind="stable")].astype(np.uint32)
+        self.last_tile_counts = counts_host
+        order_d = cla.to_device(queue, order)
+        wg = self.params.wg_size
+        return self._grid(queue, (order.size * wg,), (wg,), header.data, records.data,
+                          pairs.data, offsets.data, counts.data, order_d.data,
+                          *(t.data for t in self.tables), grid.data, np.int32(nx),
+                          np.int32(ny), np.int32(n_tiles_u))
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+__all__ = ["MAX_PAIRS_PER_LAUNCH", "TILE_SIZES", "TiledEngine", "TiledParams", "fits_local"]

@@ -1,0 +1,467 @@
+"""Dirty images from visibilities and back, to a stated accuracy, like ducc0.
+
+:func:`vis2dirty` and :func:`dirty2vis` take the keyword arguments and follow
+the conventions of ``ducc0.wgridder.vis2dirty`` / ``dirty2vis``::
+
+    dirty[i, j] = sum_k V_k exp(+2 pi i (u_k l_i + v_k m_j - w_k (n_ij - 1))) / n_ij
+    l_i = (i - npix_x / 2) * pixsize_x + center_x      (first axis)
+    m_j = (j - npix_y / 2) * pixsize_y + center_y
+
+(no ``w`` term and no division by ``n`` when ``do_wgridding`` is False), with
+u, v, w in wavelengths (``uvw * freq / c``).  :class:`Imager` is the
+compile-once object behind them: it keeps the kernels, the FFT plan, the
+uvw on the device and the grid buffers for repeated major cycles.
+
+Method: the exponential-of-semicircle kernel (:mod:`clgrid.core.eskernel`) is
+evaluated on the fly while gridding onto a grid padded by ``sigma``; with
+``do_wgridding`` the visibilities are also spread over w planes with the same
+kernel (W-stacking with a kernel in w, Arras et al. 2021), each plane is
+transformed and multiplied by its phase screen, and the sum is corrected by
+the kernel's Fourier transform in u, v and w.  The work is done by the
+gridding core (:mod:`clgrid.core`): this module validates ducc0-style
+arguments, moves host arrays to and from the device and counts what it
+leaves out.  Results are bit-reproducible: the core uses no float atomics.
+
+The exact direct-Fourier references the tests compare with are in
+:mod:`clgrid.imaging.reference`.  This module is above 400 lines because
+:class:`Imager` is one compile-once object with both directions, the
+host/device moves and the counts of what was left out.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import warnings
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+from pyopencl.reduction import ReductionKernel
+
+from ..core.engine import GriddingEngine
+from ..core.plan import GridLayout, ImageGeometry, check_freq, check_uvw, precision_of
+from ..core.transfer import Uploader, device_array
+from ..device.profiles import resolve_queue
+from ..device.kernels import Operation
+
+
+_reductions: dict[tuple, ReductionKernel] = {}
+_reductions_lock = threading.Lock()
+
+
+def _count_kernel(context: cl.Context, dtype: np.dtype, what: str) -> ReductionKernel:
+    """Device count of non-finite complex/real values, or of zero mask entries."""
+    key = (context.int_ptr, dtype.str, what)
+    with _reductions_lock:
+        kernel = _reductions.get(key)
+        if kernel is None:
+            if what == "zero":
+                expr, arg = "x[i] == 0 ? 1 : 0", "const unsigned char *x"
+            elif dtype.kind == "c":
+                ctype = "float" if dtype == np.complex64 else "double"
+                expr = "(isfinite(x[i].x) && isfinite(x[i].y)) ? 0 : 1"
+                arg = f"const {ctype}2 *x"
+            else:
+                ctype = "float" if dtype == np.float32 else "double"
+                expr, arg = "isfinite(x[i]) ? 0 : 1", f"const {ctype} *x"
+            preamble = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+            kernel = ReductionKernel(context, np.int64, neutral="0", reduce_expr="a+b",
+                                     map_expr=expr, arguments=arg, preamble=preamble)
+            _reductions[key] = kernel
+    return kernel
+
+
+def _device_count(queue: cl.CommandQueue, array: cla.Array, what: str) -> int:
+    if array.size == 0:
+        return 0
+    flat = array.reshape(array.size) if array.flags.c_contiguous else array
+    return int(_count_kernel(queue.context, array.dtype, what)(flat, queue=queue).get())
+
+
+class Imager(Operation):
+    """Compile-once gridder/degridder for one observation and image geometry.
+
+    Parameters
+    ----------
+    context
+        :class:`pyopencl.Context`, :class:`pyopencl.CommandQueue` or None.
+    uvw
+        (nrow, 3) baseline coordinates in metres (uploaded once); nrow may be 0.
+    freq
+        (nchan,) channel frequencies in Hz.
+    npix_x, npix_y
+        Image size (even).
+    pixsize_x, pixsize_y
+        Pixel sizes in radians (direction cosines).
+    epsilon
+        Requested relative rms accuracy against a direct Fourier transform.
+    do_wgridding
+        Treat the w term exactly (W-stacking); False ignores w.
+    precision
+        ``'single'`` (complex64 visibilities, float32 images) or ``'double'``.
+    flip_u, flip_v, flip_w, divide_by_n, sigma_min, sigma_max, center_x, center_y,
+    double_precision_accumulation
+        As in ``ducc0.wgridder``.
+    fft_backend
+        ``'reikna'`` (device) or ``'numpy'`` (host fallback); default the best.
+    tiles
+        :class:`clgrid.core.plan.TileShape` of the spreader; default from the device.
+    layout, planes
+        For pieces of a larger job (several devices, Dask): the
+        :class:`clgrid.core.plan.GridLayout` of the whole observation, and the
+        ``(first, stop)`` w planes this piece grids.
+
+    ``clgrid.Imager`` (:class:`clgrid.scaleout.entry.Imager`) is this class
+    that also takes ``contexts=`` (several devices) instead of ``context``.
+
+    Attributes
+    ----------
+    engine
+        The :class:`clgrid.core.engine.GriddingEngine` doing the work.
+    last_counts
+        Of the last call: ``n_vis``, ``invalid_uvw`` (non-finite uvw, left
+        out), ``flagged`` (mask 0).
+    """
+
+    def __init__(self, context=None, *, uvw, freq, fft_backend: str | None = None,
+                 layout: GridLayout | None = None, planes: tuple[int, int] | None = None,
+                 tiles=None, **geometry):
+        super().__init__(context)
+        self.geometry = ImageGeometry.from_arguments(**geometry)
+        if not self.profile.fp64:
+            raise ValueError(f"{self.profile.device_name!r} has no double precision (fp64); "
+                             "clgrid's imaging needs it for coordinates and phases")
+        uvw_m = check_uvw(uvw, allow_empty=True)
+        self.uvw_m = uvw_m.copy() if uvw_m is uvw else uvw_m
+        self.freq_hz = check_freq(freq)
+        self.layout = layout if layout is not None else GridLayout.of_rows(
+            self.geometry, self.uvw_m, self.freq_hz)
+        self.last_counts: dict[str, int] = {}
+        self._uploader = Uploader(self.queue)
+        self.engine = None
+        if self.n_rows:
+            uvw_d = cla.to_device(self.queue, self.uvw_m)
+            self.engine = GriddingEngine(self.queue, self.geometry, self.layout, uvw_d,
+                                         self.freq_hz, planes, fft_backend, tiles)
+
+    # ------------------------------------------------------------ properties
+    @property
+    def n_rows(self) -> int:
+        return self.uvw_m.shape[0]
+
+    @property
+    def n_chan(self) -> int:
+        return self.freq_hz.shape[0]
+
+    @property
+    def npix_x(self) -> int:
+        return self.geometry.npix_x
+
+    @property
+    def npix_y(self) -> int:
+        return self.geometry.npix_y
+
+    @property
+    def vis_real(self) -> np.dtype:
+        return self.geometry.vis_real
+
+    @property
+    def grid_real(self) -> np.dtype:
+        return self.geometry.grid_real
+
+    @property
+    def vis_complex(self) -> np.dtype:
+        return np.dtype(np.complex64 if self.vis_real == np.float32 else np.complex128)
+
+    @property
+    def kernel_choice(self):
+        return self.layout.choice
+
+    @property
+    def nu(self) -> int:
+        return self.layout.nu
+
+    @property
+    def nv(self) -> int:
+        return self.layout.nv
+
+    @property
+    def n_planes(self) -> int:
+        return self.layout.n_planes
+
+    # ------------------------------------------------------------ inputs
+    def _vis_to_device(self, vis) -> tuple[cla.Array, int, bool]:
+        shape = vis.shape
+        if len(shape) not in (2, 3) or tuple(shape[:2]) != (self.n_rows, self.n_chan):
+            raise ValueError(f"vis must be (nrow, nchan[, npol]) = ({self.n_rows}, "
+                             f"{self.n_chan}[, npol]), got {tuple(shape)}")
+        squeeze = len(shape) == 2
+        npol = 1 if squeeze else shape[2]
+        if isinstance(vis, cla.Array):
+            vis_d = device_array(self.queue, vis, shape, self.vis_complex, "vis")
+        else:
+            if vis.dtype.kind != "c":
+                raise TypeError(f"vis must be complex, got {vis.dtype}")
+            vis_d = self._uploader.to_device(vis, self.vis_complex)
+        if _device_count(self.queue, vis_d, "nonfinite"):
+            raise ValueError("vis contains NaN or Inf")
+        return vis_d, npol, squeeze
+
+    def _weights_to_device(self, wgt, mask) -> tuple[cla.Array | None, cla.Array | None]:
+        shape = (self.n_rows, self.n_chan)
+        wgt_d = mask_d = None
+        if wgt is not None:
+            if isinstance(wgt, cla.Array):
+                wgt_d = device_array(self.queue, wgt, shape, self.vis_real, "wgt")
+            else:
+                wgt = np.asarray(wgt)
+                if wgt.shape != shape:
+                    raise ValueError(f"wgt must have shape {shape}, got {wgt.shape}")
+                wgt_d = self._uploader.to_device(wgt, self.vis_real)
+            if _device_count(self.queue, wgt_d, "nonfinite"):
+                raise ValueError("wgt contains NaN or Inf")
+        if mask is not None:
+            if isinstance(mask, cla.Array):
+                mask_d = device_array(self.queue, mask, shape, np.uint8, "mask")
+            else:
+                mask = np.asarray(mask)
+                if mask.shape != shape:
+                    raise ValueError(f"mask must have shape {shape}, got {mask.shape}")
+                mask_d = self._uploader.to_device(mask != 0, np.uint8)
+        return wgt_d, mask_d
+
+    def _count(self, mask_d: cla.Array | None) -> None:
+        points = self.engine.points
+        self.last_counts = {
+            "n_vis": self.n_rows * self.n_chan, "invalid_uvw": points.n_invalid,
+            "flagged": _device_count(self.queue, mask_d, "zero") if mask_d is not None else 0}
+        if points.n_invalid:
+            warnings.warn(f"{points.n_invalid} of {self.n_rows * self.n_chan} visibilities "
+                          "have non-finite uvw and were left out", RuntimeWarning, stacklevel=3)
+
+    # ------------------------------------------------------------ vis2dirty
+    def vis2dirty_device(self, vis, wgt=None, mask=None) -> cla.Array:
+        """Dirty images on the device: (npol, npix_x, npix_y) in grid precision.
+
+        ``vis``, ``wgt`` and ``mask`` may be numpy arrays or
+        ``pyopencl.array.Array`` s on this imager's context (used without a
+        copy: complex of the imager's precision, ``vis_real`` weights,
+        uint8 mask).
+        """
+        vis_d, npol, _ = self._vis_to_device(vis)
+        wgt_d, mask_d = self._weights_to_device(wgt, mask)
+        g = self.geometry
+        if self.engine is None:
+            self.last_counts = {"n_vis": 0, "invalid_uvw": 0, "flagged": 0}
+            return cla.zeros(self.queue, (npol, g.npix_x, g.npix_y), g.grid_real)
+        self._count(mask_d)
+        dirty_d = cla.empty(self.queue, (npol, g.npix_x, g.npix_y), g.grid_real)
+        for pol in range(npol):
+            image_d = self.engine.vis2dirty(vis_d, npol, pol, wgt_d, mask_d)
+            cl.enqueue_copy(self.queue, dirty_d.data, image_d.data,
+                            dst_offset=pol * image_d.nbytes, byte_count=image_d.nbytes)
+        return dirty_d
+
+    def vis2dirty(self, vis, wgt=None, mask=None, dirty=None) -> np.ndarray:
+        """Dirty image(s) of ``vis``.
+
+        Parameters
+        ----------
+        vis
+            (nrow, nchan) or (nrow, nchan, npol) complex, numpy or device array.
+        wgt, mask
+            Optional (nrow, nchan) weights and flags (mask 0 drops a visibility).
+        dirty
+            Optional output numpy array of the result's shape and dtype.
+
+        Returns
+        -------
+        numpy.ndarray
+            (npix_x, npix_y), or (npol, npix_x, npix_y) for 3-D ``vis``.
+        """
+        squeeze = len(vis.shape) == 2
+        result = self.vis2dirty_device(vis, wgt, mask).get().astype(self.vis_real, copy=False)
+        result = result[0] if squeeze else result
+        if dirty is not None:
+            dirty[...] = result
+            return dirty
+        return result
+
+    # ------------------------------------------------------------ dirty2vis
+    def _dirty_to_device(self, dirty) -> tuple[cla.Array, bool]:
+        shape = tuple(dirty.shape)
+        squeeze = len(shape) == 2
+        if len(shape) not in (2, 3) or shape[-2:] != (self.npix_x, self.npix_y):
+            raise ValueError(f"dirty must be ({self.npix_x}, {self.npix_y}) or "
+                             f"(npol, {self.npix_x}, {self.npix_y}), got {shape}")
+        full = shape if not squeeze else (1,) + shape
+        if isinstance(dirty, cla.Array):
+            dirty_d = device_array(self.queue, dirty, shape, self.grid_real, "dirty")
+            dirty_d = dirty_d.reshape(full)
+        else:
+            dirty_d = self._uploader.to_device(np.asarray(dirty).reshape(full), self.grid_real)
+        if _device_count(self.queue, dirty_d, "nonfinite"):
+            raise ValueError("dirty contains NaN or Inf")
+        return dirty_d, squeeze
+
+    def dirty2vis_device(self, dirty, wgt=None, mask=None) -> cla.Array:
+        """Visibilities on the device: (nrow, nchan, npol) complex."""
+        dirty_d, _ = self._dirty_to_device(dirty)
+        wgt_d, mask_d = self._weights_to_device(wgt, mask)
+        npol = dirty_d.shape[0]
+        if self.engine is None:
+            self.last_counts = {"n_vis": 0, "invalid_uvw": 0, "flagged": 0}
+            return cla.zeros(self.queue, (0, self.n_chan, npol), self.vis_complex)
+        self._count(mask_d)
+        out_d = self.engine.dirty2vis(_planes_of(dirty_d), wgt_d, mask_d)
+        return out_d.reshape(self.n_rows, self.n_chan, npol)
+
+    def dirty2vis(self, dirty, wgt=None, mask=None) -> np.ndarray:
+        """Visibilities predicted from ``dirty`` (the adjoint of :meth:`vis2dirty`).
+
+        Parameters
+        ----------
+        dirty
+            (npix_x, npix_y) or (npol, npix_x, npix_y) real image (numpy or device).
+        wgt, mask
+            Optional (nrow, nchan) weights and flags applied to the output.
+
+        Returns
+        -------
+        numpy.ndarray
+            (nrow, nchan) or (nrow, nchan, npol) complex of the image's precision.
+        """
+        squeeze = len(dirty.shape) == 2
+        vis = self.dirty2vis_device(dirty, wgt, mask).get()
+        return vis[:, :, 0] if squeeze else vis
+
+
+def _planes_of(stack_d: cla.Array) -> list[cla.Array]:
+    """The 2-D planes of a (n, a, b) device array as arrays of their own
+    (kernels take buffers without offsets)."""
+    if stack_d.shape[0] == 1:
+        return [stack_d.reshape(stack_d.shape[1:])]
+    planes = []
+    for index in range(stack_d.shape[0]):
+        plane = cla.empty(stack_d.queue, stack_d.shape[1:], stack_d.dtype)
+        cl.enqueue_copy(stack_d.queue, plane.data, stack_d.data, byte_count=plane.nbytes,
+                        src_offset=index * plane.nbytes)
+        planes.append(plane)
+    return planes
+
+
+# ------------------------------------------------------------ functional API
+_imagers: dict[tuple, Imager] = {}
+_imagers_lock = threading.Lock()
+_MAX_CACHED_IMAGERS = 4
+
+
+@atexit.register
+def _drop_cached_imagers() -> None:
+    """Free the cached imagers (and their FFT plans) while pyopencl and reikna
+    are whole: their finalisers fail noisily once module globals are gone."""
+    with _imagers_lock:
+        _imagers.clear()
+
+
+def _fingerprint(array: np.ndarray) -> tuple:
+    """Cheap key of an array: shape, address and a strided sample of its values."""
+    step = max(1, array.size // 4096)
+    return (array.shape, array.__array_interface__["data"][0],
+            array.reshape(-1)[::step].tobytes())
+
+
+def _cached_imager(queue: cl.CommandQueue, uvw, freq, **geometry) -> Imager:
+    """One Imager per (queue, uvw, freq, geometry), kept for repeated calls.
+
+    A candidate is found by a cheap fingerprint, then confirmed by an exact
+    comparison of uvw and freq (a memory-speed pass over the rows, never over
+    the visibilities), so a changed uvw never reuses a stale plan.
+    """
+    uvw = check_uvw(uvw, allow_empty=True)
+    freq = check_freq(freq)
+    key = (queue.int_ptr, _fingerprint(uvw), freq.tobytes(), tuple(sorted(geometry.items())))
+    with _imagers_lock:
+        imager = _imagers.get(key)
+    if imager is not None and np.array_equal(imager.uvw_m, uvw):
+        return imager
+    imager = Imager(queue, uvw=uvw, freq=freq, **geometry)
+    with _imagers_lock:
+        if len(_imagers) >= _MAX_CACHED_IMAGERS:
+            _imagers.pop(next(iter(_imagers)))
+        _imagers[key] = imager
+    return imager
+
+
+def _queue_of(context, queue) -> cl.CommandQueue:
+    return resolve_queue(queue if queue is not None else context)
+
+
+def vis2dirty(*, uvw, freq, vis, wgt=None, mask=None, npix_x: int = 0, npix_y: int = 0,
+              pixsize_x: float, pixsize_y: float, epsilon: float, do_wgridding: bool = False,
+              nthreads: int = 1, verbosity: int = 0, flip_u: bool = False,
+              flip_v: bool = False, flip_w: bool = False, divide_by_n: bool = True,
+              sigma_min: float = 1.1, sigma_max: float = 2.6, center_x: float = 0.0,
+              center_y: float = 0.0, double_precision_accumulation: bool = False,
+              allow_nshift: bool = True, context=None, queue=None,
+              dirty=None) -> np.ndarray:
+    """Dirty image of visibilities, with ``ducc0.wgridder.vis2dirty``'s arguments.
+
+    ``nthreads``, ``verbosity`` and ``allow_nshift`` are accepted and ignored.
+    ``vis`` of shape (nrow, nchan, npol) gives (npol, npix_x, npix_y).  The
+    precision follows ``vis`` (complex64: float32 image, complex128: float64);
+    ``vis``, ``wgt`` and ``mask`` may be ``pyopencl.array.Array`` s already on
+    the device.  Zero rows give a zero image.  ``context``/``queue`` choose
+    the device (default :func:`clgrid.create_context`).  See the module
+    docstring for the conventions.  One device; ``clgrid.vis2dirty`` also
+    takes ``devices=`` (:mod:`clgrid.scaleout.entry`).
+    """
+    vis_array = vis if isinstance(vis, cla.Array) else np.asarray(vis)
+    if dirty is not None:
+        npix_x = npix_x or dirty.shape[-2]
+        npix_y = npix_y or dirty.shape[-1]
+    precision = precision_of(vis_array.dtype, "vis")
+    imager = _cached_imager(
+        _queue_of(context, queue), uvw, freq, npix_x=int(npix_x), npix_y=int(npix_y),
+        pixsize_x=float(pixsize_x), pixsize_y=float(pixsize_y), epsilon=float(epsilon),
+        do_wgridding=bool(do_wgridding), precision=precision, flip_u=bool(flip_u),
+        flip_v=bool(flip_v), flip_w=bool(flip_w), divide_by_n=bool(divide_by_n),
+        sigma_min=float(sigma_min), sigma_max=float(sigma_max), center_x=float(center_x),
+        center_y=float(center_y),
+        double_precision_accumulation=bool(double_precision_accumulation))
+    return imager.vis2dirty(vis_array, wgt=wgt, mask=mask, dirty=dirty)
+
+
+def dirty2vis(*, uvw, freq, dirty, wgt=None, mask=None, pixsize_x: float, pixsize_y: float,
+              epsilon: float, do_wgridding: bool = False, nthreads: int = 1,
+              verbosity: int = 0, flip_u: bool = False, flip_v: bool = False,
+              flip_w: bool = False, divide_by_n: bool = True, sigma_min: float = 1.1,
+              sigma_max: float = 2.6, center_x: float = 0.0, center_y: float = 0.0,
+              allow_nshift: bool = True, context=None, queue=None,
+              vis=None) -> np.ndarray:
+    """Visibilities of a dirty image, with ``ducc0.wgridder.dirty2vis``'s arguments.
+
+    The adjoint of :func:`vis2dirty`.  ``dirty`` of shape (npol, npix_x,
+    npix_y) gives (nrow, nchan, npol).  float32 images give complex64.
+    One device; ``clgrid.dirty2vis`` also takes ``devices=``.
+    """
+    dirty = dirty if isinstance(dirty, cla.Array) else np.asarray(dirty)
+    if len(dirty.shape) not in (2, 3):
+        raise ValueError(f"dirty must be 2-D or 3-D, got shape {dirty.shape}")
+    precision = precision_of(dirty.dtype, "dirty")
+    imager = _cached_imager(
+        _queue_of(context, queue), uvw, freq, npix_x=dirty.shape[-2], npix_y=dirty.shape[-1],
+        pixsize_x=float(pixsize_x), pixsize_y=float(pixsize_y), epsilon=float(epsilon),
+        do_wgridding=bool(do_wgridding), precision=precision, flip_u=bool(flip_u),
+        flip_v=bool(flip_v), flip_w=bool(flip_w), divide_by_n=bool(divide_by_n),
+        sigma_min=float(sigma_min), sigma_max=float(sigma_max), center_x=float(center_x),
+        center_y=float(center_y), double_precision_accumulation=False)
+    result = imager.dirty2vis(dirty, wgt=wgt, mask=mask)
+    if vis is not None:
+        vis[...] = result
+        return vis
+    return result
+
+
+__all__ = ["Imager", "dirty2vis", "vis2dirty"]

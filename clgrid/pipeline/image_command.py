@@ -1,0 +1,427 @@
+"""``clgrid image``: Measurement Set in, FITS (and PNG) out.
+
+Arguments, output paths, the memory check, device choice, the example
+data set and the FITS/PNG writing of one subcommand; the imaging itself is
+:func:`clgrid.pipeline.run.image_measurement_set`.  A little above 400
+lines: the parts are each short and only this command uses them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+import sys
+import tarfile
+import tempfile
+import warnings
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+EXAMPLE_TARBALL = "vla_day2_TDEM0003_10s_norx_1src_1spw.ms.tar.gz"
+ARCSEC_PER_RAD = 180.0 / np.pi * 3600.0
+
+
+class CommandError(Exception):
+    """Ends the command with one line on stderr and a non-zero exit."""
+
+
+def add_parser(commands) -> None:
+    """Register the ``image`` subcommand on ``commands`` (argparse subparsers)."""
+    parser = commands.add_parser(
+        "image", help="image a Measurement Set's Stokes I into a FITS file",
+        description="Dirty image (Jy/beam, PSF peak 1) of a Measurement Set's Stokes I.")
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="INPUT.ms OUTPUT.fits (with --example: OUTPUT.fits)")
+    parser.add_argument("--example", action="store_true",
+                        help="image the bundled VLA observation instead of INPUT.ms")
+    parser.add_argument("--npix", type=int, default=512, help="image size in pixels (even)")
+    parser.add_argument("--cell", type=float, default=None,
+                        help="pixel size in arcsec (default: 4 pixels across the beam)")
+    parser.add_argument("--weighting", default="natural",
+                        choices=["natural", "uniform", "briggs"])
+    parser.add_argument("--robust", type=float, default=0.0, help="Briggs robustness R")
+    parser.add_argument("--epsilon", type=float, default=1e-4,
+                        help="requested accuracy against a direct Fourier transform")
+    parser.add_argument("--wgridding", action=argparse.BooleanOptionalAction, default=True,
+                        help="treat the w term (default on)")
+    parser.add_argument("--device", default=None,
+                        help="OpenCL device: 'platform:device' or a name (default: best)")
+    parser.add_argument("--devices", default=None,
+                        help="grid on several OpenCL devices: comma list of specs, or 'all'")
+    parser.add_argument("--dask-scheduler", default=None, metavar="ADDRESS",
+                        help="grid on the Dask cluster at ADDRESS (tcp://host:8786)")
+    parser.add_argument("--psf", action="store_true", help="also write OUTPUT-psf.fits")
+    parser.add_argument("--png", nargs="?", const="", default=None, metavar="PATH",
+                        help="quick-look PNG (default path: OUTPUT with .png)")
+    parser.add_argument("--column", default=None,
+                        help="data column (default CORRECTED_DATA where present, else DATA)")
+    parser.add_argument("--calibrate", default=None, choices=["none", "point"],
+                        help="'point': solve and apply antenna gains and delays against a "
+                             "point source at the phase centre (for a calibrator; default "
+                             "none, point with --example)")
+    parser.add_argument("--channels", default=None,
+                        help="channels: start:stop[:step] or a comma list")
+    parser.add_argument("--spw", default=None, help="spectral window(s), comma list")
+    parser.add_argument("--field", type=int, default=0, help="FIELD_ID (default 0)")
+    parser.add_argument("--chunk-rows", type=int, default=10_000, help="rows per chunk")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace existing output files (default: refuse)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show OpenCL compiler output and full error texts")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``clgrid image``: one line on stderr and 2 on errors.
+
+    OpenCL compilers' chatter (pyopencl's ``CompilerWarning``) is hidden
+    unless ``--verbose``, which also shows it in full.
+    """
+    import pyopencl as cl
+    if args.verbose:
+        os.environ.setdefault("PYOPENCL_COMPILER_OUTPUT", "1")
+    with warnings.catch_warnings():
+        if not args.verbose:
+            warnings.simplefilter("ignore", cl.CompilerWarning)
+        try:
+            return _run(args)
+        except CommandError as error:
+            print(f"clgrid image: {error}", file=sys.stderr)
+        except cl.Error as error:  # a driver failure, not the user's: say all
+            failed_build = _is_build_failure(error)
+            what = ("a kernel failed to build; the compiler's log follows" if failed_build
+                    else _one_line(error))
+            print(f"clgrid image: OpenCL error: {what}", file=sys.stderr)
+            if args.verbose or failed_build:
+                print(str(error), file=sys.stderr)
+        except MemoryError:
+            print("clgrid image: out of host memory: use a smaller --npix or --chunk-rows",
+                  file=sys.stderr)
+        return 2
+
+
+def _is_build_failure(error) -> bool:
+    """A kernel that did not compile: its build log is worth showing."""
+    code = getattr(error, "code", None)
+    return code == -11 or "BuildProgram" in str(getattr(error, "routine", ""))
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..io.ms import MSError
+    input_ms, output = _paths(args)
+    outputs = _output_paths(args, output)
+    _check_outputs(outputs, args.overwrite)
+    with _example_ms() if args.example else contextlib.nullcontext(input_ms) as ms_path:
+        if not os.path.exists(ms_path):
+            raise CommandError(f"{ms_path}: no such file or directory")
+        context = _context(args.device)
+        _check_memory(args, context)
+        try:
+            result = _image(args, ms_path, context)
+        except (MSError, ValueError, TypeError) as error:
+            raise CommandError(_one_line(error)) from None
+        except RuntimeError as error:  # a damaged table casacore trips on elsewhere
+            raise CommandError(f"{ms_path}: {_one_line(error)}") from None
+    try:
+        _write_outputs(args, result, outputs)
+    except OSError as error:
+        raise CommandError(f"cannot write output: {_one_line(error)}") from None
+    if not args.quiet:
+        _summary(args, result, output)
+    elif result.sum_weights == 0:
+        _warn_nothing_usable(result)
+    return 0
+
+
+def _paths(args: argparse.Namespace) -> tuple[str | None, Path]:
+    expected = 1 if args.example else 2
+    if len(args.paths) != expected:
+        usage = "OUTPUT.fits" if args.example else "INPUT.ms OUTPUT.fits"
+        raise CommandError(f"expected {usage}, got {len(args.paths)} path(s)")
+    return (None if args.example else args.paths[0]), Path(args.paths[-1])
+
+
+def _output_paths(args: argparse.Namespace, output: Path) -> dict[str, Path]:
+    """Every file the command will write, by kind ('image', 'psf', 'png')."""
+    paths = {"image": output}
+    if args.psf:
+        paths["psf"] = _sibling(output, "-psf.fits")
+    if args.png is not None:
+        paths["png"] = Path(args.png) if args.png else _sibling(output, ".png")
+    return paths
+
+
+def _check_outputs(paths: dict[str, Path], overwrite: bool) -> None:
+    """Refuse before any work: existing files (unless ``overwrite``), missing
+    or unwritable folders."""
+    for path in paths.values():
+        folder = path.parent if str(path.parent) else Path(".")
+        if path.is_dir():
+            raise CommandError(f"{path}: is a folder, not an output file")
+        if path.exists() and not overwrite:
+            raise CommandError(f"{path} exists; use --overwrite to replace it")
+        if not folder.exists():
+            raise CommandError(f"{folder}: output folder does not exist")
+        if not folder.is_dir():
+            raise CommandError(f"{folder}: not a folder, cannot write {path.name} there")
+        try:  # os.access says yes to root even on read-only file systems
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+        except OSError as error:
+            raise CommandError(f"{folder}: cannot write there "
+                               f"({error.strerror or _one_line(error)})") from None
+
+
+def _context(device_spec):
+    from ..device import create_context
+    try:
+        return create_context(device_spec)
+    except (LookupError, RuntimeError) as error:
+        raise CommandError(_one_line(error)) from None
+
+
+def calibration_of(args: argparse.Namespace) -> str | None:
+    """``--calibrate``, defaulting to 'point' for the bundled calibrator."""
+    choice = args.calibrate or ("point" if args.example else "none")
+    return None if choice == "none" else choice
+
+
+def _image(args, ms_path, context):
+    from .run import image_measurement_set
+    cell_rad = None if args.cell is None else args.cell / ARCSEC_PER_RAD
+    if cell_rad is not None and not (np.isfinite(cell_rad) and cell_rad > 0):
+        raise CommandError(f"--cell must be a positive number of arcsec, got {args.cell}")
+    if not 0 < args.epsilon < 1:
+        raise CommandError(f"--epsilon must be in (0, 1), got {args.epsilon}")
+    return image_measurement_set(
+        ms_path, npix_x=args.npix, pixsize_x=cell_rad, weighting=args.weighting,
+        robust=args.robust, epsilon=args.epsilon, do_wgridding=args.wgridding,
+        column=args.column or "auto", channels=args.channels, spw=args.spw, field=args.field,
+        chunk_rows=args.chunk_rows, make_psf=args.psf or args.png is not None,
+        context=context, progress=not args.quiet, devices=_devices(args.devices),
+        dask_scheduler=args.dask_scheduler, calibrate=calibration_of(args))
+
+
+def memory_needed(npix_x: int, npix_y: int, psf: bool) -> tuple[int, int, int]:
+    """Lower bounds of the bytes an image needs: (one device allocation: the
+    uv grid, padded at least 1.1 times, complex64; all device memory: grid and
+    float32 image; host memory: float64 sums of image, PSF and one chunk's
+    result)."""
+    from ..core.plan import good_grid_size
+    grid = good_grid_size(math.ceil(1.1 * npix_x)) * good_grid_size(math.ceil(1.1 * npix_y)) * 8
+    device = grid + npix_x * npix_y * 4
+    host = npix_x * npix_y * 8 * (3 if psf else 2)
+    return grid, device, host
+
+
+def _check_memory(args, context) -> None:
+    """Refuse an image the device or host cannot hold, before allocating."""
+    from .calibrate import available_host_bytes
+    if args.npix < 2 or args.npix % 2:
+        raise CommandError(f"--npix must be even and >= 2, got {args.npix}")
+    grid, device_bytes, host = memory_needed(args.npix, args.npix,
+                                             args.psf or args.png is not None)
+    profiles = [] if args.dask_scheduler else _device_profiles(args, context)
+    for profile in profiles:
+        where = f"{profile.device_name!r}"
+        if grid > profile.max_alloc_bytes:
+            raise CommandError(
+                f"a {args.npix}x{args.npix} image needs a uv grid of at least {_bytes(grid)} "
+                f"in one allocation; {where} allows {_bytes(profile.max_alloc_bytes)} per "
+                f"allocation ({_bytes(profile.global_mem_bytes)} in all): use a smaller --npix")
+        if device_bytes > profile.global_mem_bytes:
+            raise CommandError(
+                f"a {args.npix}x{args.npix} image needs at least {_bytes(device_bytes)} of "
+                f"device memory; {where} has {_bytes(profile.global_mem_bytes)}: "
+                f"use a smaller --npix")
+    available = available_host_bytes()
+    if available and host > available:
+        raise CommandError(f"a {args.npix}x{args.npix} image needs at least {_bytes(host)} of "
+                           f"host memory; {_bytes(available)} are available: "
+                           f"use a smaller --npix")
+
+
+def _bytes(count: int) -> str:
+    return f"{count} bytes ({count / 2**30:.1f} GiB)"
+
+
+def _device_profiles(args, context) -> list:
+    from ..device.profiles import DeviceProfile, devices, select_device
+    spec = _devices(args.devices)
+    if spec is None:
+        return [DeviceProfile.from_device(context.devices[0])]
+    if spec == "all":
+        return [p for p in devices() if p.usable and not p.is_simulator]
+    try:
+        return [DeviceProfile.from_device(select_device(s)) for s in spec]
+    except (LookupError, RuntimeError) as error:
+        raise CommandError(_one_line(error)) from None
+
+
+def _devices(spec):
+    """``--devices``: None, 'all' or a list of device specs."""
+    if not spec:
+        return None
+    return "all" if spec.strip() == "all" else [p.strip() for p in spec.split(",") if p.strip()]
+
+
+def _header_keywords(result) -> dict:
+    from ..io.fitsio import ms_time_to_iso
+    keywords = {"OBJECT": result.field_name, "TELESCOP": result.telescope,
+                "OBSRA": float(np.degrees(result.phase_centre_rad[0])) % 360.0,
+                "OBSDEC": float(np.degrees(result.phase_centre_rad[1])),
+                "WEIGHTNG": result.weighting.upper(), "EPSILON": result.epsilon,
+                "WGRIDDNG": result.do_wgridding, "NVIS": result.n_samples - result.n_flagged,
+                "NFLAGGED": result.n_flagged, "NOFFGRID": result.n_outside,
+                "SUMWT": result.sum_weights, "GRIDDER": result.backend,
+                "NCHAN": int(result.freq_hz.size)}
+    if result.weighting == "briggs":
+        keywords["ROBUST"] = result.robust
+    if result.time_range_s[0] > 0:
+        keywords["DATE-OBS"] = ms_time_to_iso(result.time_range_s[0])
+        keywords["MJD-OBS"] = result.time_range_s[0] / 86400.0  # astropy's WCS wants both
+    return keywords
+
+
+def _history(args, result) -> list[str]:
+    """What was done, for the FITS HISTORY cards."""
+    lines = [f"clgrid image: Stokes I from column {result.column}, {result.n_rows} rows, "
+             f"{result.n_samples - result.n_flagged} samples used, {result.n_flagged} flagged",
+             f"{result.weighting} weighting, epsilon {result.epsilon:g}, w term "
+             f"{'on' if result.do_wgridding else 'off'}, gridder {result.backend}"]
+    lines += result.history or ["no calibration applied by clgrid"]
+    if result.sum_weights == 0:
+        lines.append("no usable visibility: the image is zero")
+    return lines
+
+
+def _write_outputs(args, result, outputs: dict[str, Path]) -> None:
+    from ..io.fitsio import write_image
+    from .run import fit_beam
+    freq = result.freq_hz
+    keywords = _header_keywords(result)
+    beam = None if result.psf is None else fit_beam(result.psf, result.pixsize_x,
+                                                    result.pixsize_y)
+    if beam is not None:
+        keywords.update(BMAJ=float(np.degrees(beam.major)), BMIN=float(np.degrees(beam.minor)),
+                        BPA=float(np.degrees(beam.position_angle)))
+    common = dict(pixsize_x=result.pixsize_x, pixsize_y=result.pixsize_y,
+                  phase_centre_rad=result.phase_centre_rad, freq_hz=float(np.mean(freq)),
+                  bandwidth_hz=float(np.ptp(freq)) or None, overwrite=args.overwrite,
+                  history=_history(args, result), **keywords)
+    write_image(outputs["image"], result.image, **common)
+    if "psf" in outputs:
+        write_image(outputs["psf"], result.psf, bunit="", **common)
+    if "png" in outputs:
+        write_png(outputs["png"], result, beam)
+
+
+def _sibling(output: Path, suffix: str) -> Path:
+    stem = output.name[:-5] if output.name.lower().endswith(".fits") else output.name
+    return output.with_name(stem + suffix)
+
+
+def write_png(path: Path, result, beam=None) -> None:
+    """Quick-look picture: RA increasing to the left, offsets in arcsec from
+    the phase centre, the fitted beam as an ellipse in the lower left."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise CommandError("--png needs matplotlib: pip install 'clgrid[plot]'") from None
+    from ..io.fitsio import image_to_fits_data
+    npix_x, npix_y = result.image.shape
+    half_x = npix_x / 2 * result.pixsize_x * ARCSEC_PER_RAD
+    half_y = npix_y / 2 * result.pixsize_y * ARCSEC_PER_RAD
+    figure, axes = plt.subplots(figsize=(6, 5))
+    shown = axes.imshow(image_to_fits_data(result.image), origin="lower", cmap="inferno",
+                        extent=(half_x, -half_x, -half_y, half_y))
+    figure.colorbar(shown, ax=axes, label="Jy/beam")
+    if beam is not None:
+        _draw_beam(axes, beam, half_x, half_y)
+    axes.set_xlabel("RA offset (arcsec, east left)")
+    axes.set_ylabel("Dec offset (arcsec)")
+    calibrated = ", calibrated on a point model" if result.history else ""
+    axes.set_title(f"{result.field_name} Stokes I, {result.weighting} weighting{calibrated}",
+                   fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def _draw_beam(axes, beam, half_x: float, half_y: float) -> None:
+    from matplotlib.patches import Ellipse
+    major, minor = beam.major * ARCSEC_PER_RAD, beam.minor * ARCSEC_PER_RAD
+    margin = 0.6 * major + 0.04 * 2 * half_x
+    # Data x is the east offset: the major axis (east, north) = (sin PA, cos PA)
+    # lies at 90 deg - PA from the x axis.
+    axes.add_patch(Ellipse((half_x - margin, -half_y + margin), width=major, height=minor,
+                           angle=90.0 - np.degrees(beam.position_angle),
+                           facecolor="none", edgecolor="white", linewidth=1.2))
+
+
+def _summary(args, result, output: Path) -> None:
+    peak = tuple(int(p) for p in np.unravel_index(np.argmax(result.image), result.image.shape))
+    centre = (result.image.shape[0] // 2, result.image.shape[1] // 2)
+    offset = ((peak[0] - centre[0]) * result.pixsize_x * ARCSEC_PER_RAD,
+              (peak[1] - centre[1]) * result.pixsize_y * ARCSEC_PER_RAD)
+    calibration = calibration_of(args) or "none"
+    print(f"read {result.n_rows} rows of column {result.column}; calibration: {calibration}; "
+          f"{result.n_samples - result.n_flagged} samples used, {result.n_flagged} flagged, "
+          f"{result.n_outside} off the grid; gridder: {result.backend}")
+    print(f"wrote {output}: {result.image.shape[0]}x{result.image.shape[1]} pixels of "
+          f"{result.pixsize_x * ARCSEC_PER_RAD:.3g} arcsec, peak {result.image[peak]:.4g} "
+          f"Jy/beam at pixel {peak} ({offset[0]:+.2f}\", {offset[1]:+.2f}\" from the phase "
+          f"centre), rms {np.std(result.image):.3g}")
+    if result.sum_weights == 0:
+        _warn_nothing_usable(result)
+    if result.n_outside:
+        print(f"warning: {result.n_outside} samples lie beyond the uv range of this cell "
+              f"size and were left out; use a smaller --cell", file=sys.stderr)
+
+
+def _warn_nothing_usable(result) -> None:
+    print(f"warning: no usable visibility ({result.n_rows} rows, {result.n_samples} samples, "
+          f"{result.n_flagged} flagged, {result.n_outside} off the grid): the image is zero",
+          file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _example_ms():
+    """Unpack the bundled VLA Measurement Set into a temporary folder."""
+    tarball = resources.files("clgrid").joinpath("data", EXAMPLE_TARBALL)
+    if not tarball.is_file():
+        raise CommandError(f"the bundled example {EXAMPLE_TARBALL} is missing from this install")
+    with tempfile.TemporaryDirectory(prefix="clgrid-example-") as folder:
+        with resources.as_file(tarball) as path, tarfile.open(path) as archive:
+            _safe_extract(archive, folder)
+        found = sorted(Path(folder).glob("*.ms"))
+        if not found:
+            raise CommandError(f"{EXAMPLE_TARBALL} holds no .ms folder")
+        yield str(found[0])
+
+
+def _safe_extract(archive: tarfile.TarFile, folder: str) -> None:
+    if hasattr(tarfile, "data_filter"):
+        archive.extractall(folder, filter="data")
+        return
+    root = os.path.realpath(folder)
+    for member in archive.getmembers():  # pragma: no cover - Python < 3.11.4
+        target = os.path.realpath(os.path.join(folder, member.name))
+        if not target.startswith(root + os.sep):
+            raise CommandError(f"unsafe path in archive: {member.name}")
+    archive.extractall(folder)
+
+
+def _one_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
+
+
+__all__ = ["add_parser", "run", "write_png"]

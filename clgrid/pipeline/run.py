@@ -1,0 +1,297 @@
+"""Measurement Set to image: weighting, chunked gridding, normalisation.
+
+The dirty image is linear in the visibilities, so it is accumulated chunk by
+chunk and a set larger than memory streams through.  With uniform or Briggs
+weighting the set is read twice: once for the weight density, once to grid.
+
+Normalisation: the image is divided by the sum of the imaging weights, so
+the PSF peaks at exactly 1 and a point source of S Jy at a pixel centre
+(``do_wgridding=False`` or at the phase centre) has a peak of S Jy/beam.
+
+Sign and axis convention: those of ``ducc0.wgridder.vis2dirty``: image axis 0
+is l (east, increasing right ascension), axis 1 is m (north), pixel
+``(npix_x/2, npix_y/2)`` is the phase centre, and
+``image[i, j] = sum_k w_k V_k exp(+2 pi i (u l + v m - w (n - 1))) / sum_k w_k``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..io.ms import DEFAULT_CHUNK_ROWS, MeasurementSet, MSError, parse_channels
+from ..imaging.weighting import SPEED_OF_LIGHT_M_S, ImageWeighting
+from ..scaleout.entry import vis2dirty as one_or_more_devices_vis2dirty
+
+
+@dataclasses.dataclass
+class ImageResult:
+    """A normalised dirty image and what went into it.
+
+    ``image`` and ``psf`` are (npix_x, npix_y) float64 in ducc0's layout;
+    both are zero when no visibility was usable (``sum_weights == 0``).
+    ``history`` holds lines saying what was done to the data (calibration).
+    """
+
+    image: np.ndarray
+    psf: np.ndarray | None
+    sum_weights: float
+    n_samples: int
+    n_flagged: int
+    n_outside: int
+    pixsize_x: float
+    pixsize_y: float
+    phase_centre_rad: tuple[float, float]
+    freq_hz: np.ndarray
+    field_name: str
+    telescope: str
+    time_range_s: tuple[float, float]
+    weighting: str
+    robust: float
+    epsilon: float
+    do_wgridding: bool
+    backend: str
+    column: str = "DATA"
+    n_rows: int = 0
+    history: list[str] = dataclasses.field(default_factory=list)
+
+
+def auto_cell_rad(ms: MeasurementSet, spw=None, channels=None, pixels_per_beam: float = 4.0
+                  ) -> float:
+    """Pixel size that samples the synthesised beam with ``pixels_per_beam``
+    pixels: ``1 / (pixels_per_beam * max |uv| in wavelengths)``."""
+    max_uv_m = 0.0
+    for start in range(0, ms.nrows, DEFAULT_CHUNK_ROWS * 10):
+        uvw = ms.getcol("UVW", start, min(DEFAULT_CHUNK_ROWS * 10, ms.nrows - start))
+        max_uv_m = max(max_uv_m, float(np.max(np.abs(uvw[:, :2]), initial=0.0)))
+    max_freq = max(float(np.max(ms.spectral_windows[s].freq_hz)) for s in ms.select_spws(spw))
+    if max_uv_m == 0:  # no rows: the longest baseline of the array bounds |uv|
+        max_uv_m = ms.longest_baseline_m()
+    if max_uv_m == 0:
+        raise MSError(f"{ms.path}: no baseline has a length; give the pixel size (--cell)")
+    return 1.0 / (pixels_per_beam * max_uv_m * max_freq / SPEED_OF_LIGHT_M_S)
+
+
+def _off_grid(uvw_m, freq_hz, npix_x, npix_y, pixsize_x, pixsize_y) -> np.ndarray:
+    """Samples whose |u| or |v| exceed the uv range the image pixels sample."""
+    scale = freq_hz[None, :] / SPEED_OF_LIGHT_M_S
+    u = np.abs(uvw_m[:, 0:1] * scale) * (npix_x * pixsize_x)
+    v = np.abs(uvw_m[:, 1:2] * scale) * (npix_y * pixsize_y)
+    return (u + 0.5 >= npix_x / 2) | (v + 0.5 >= npix_y / 2)
+
+
+def image_measurement_set(ms_path, *, npix_x: int, npix_y: int | None = None,
+                          pixsize_x: float | None = None, pixsize_y: float | None = None,
+                          weighting: str = "natural", robust: float = 0.0,
+                          epsilon: float = 1e-4, do_wgridding: bool = True,
+                          column: str | None = "auto", channels=None, spw=None,
+                          field: int = 0, chunk_rows: int = DEFAULT_CHUNK_ROWS,
+                          make_psf: bool = False, context=None, progress: bool = False,
+                          devices=None, dask_scheduler: str | None = None,
+                          calibrate: str | None = None) -> ImageResult:
+    """Image a Measurement Set's Stokes I.
+
+    Parameters
+    ----------
+    ms_path
+        The ``.ms`` folder.
+    npix_x, npix_y
+        Image size (even); ``npix_y`` defaults to ``npix_x``.
+    pixsize_x, pixsize_y
+        Pixel size in radians; default :func:`auto_cell_rad`.
+    weighting, robust
+        ``'natural'``, ``'uniform'`` or ``'briggs'`` and Briggs' R.
+    epsilon, do_wgridding
+        Accuracy and w-term treatment, as in ``ducc0.wgridder.vis2dirty``.
+    column, channels, spw, field
+        Data selection, see :class:`clgrid.io.ms.MeasurementSet`; ``column``
+        ``'auto'`` reads CORRECTED_DATA where present, else DATA.
+    chunk_rows
+        Rows read and gridded at a time.
+    make_psf
+        Also grid the PSF (unit visibilities, same weights).
+    context
+        ``pyopencl`` Context or CommandQueue for the device work.
+    progress
+        Show a tqdm progress bar over chunks.
+    devices, dask_scheduler
+        Grid each chunk on several devices (:mod:`clgrid.scaleout.multidevice`) or on
+        the Dask cluster at this scheduler address (:mod:`clgrid.scaleout.dask`).
+    calibrate
+        ``'point'``: solve and apply gains against a point source at the
+        phase centre first (:mod:`clgrid.pipeline.calibrate`); ``None``: none.
+
+    A selection whose rows are all flagged (or that has no rows) gives a
+    zero image and the counts, without gridding.
+    """
+    npix_y = npix_x if npix_y is None else npix_y
+    vis2dirty, backend = one_or_more_devices_vis2dirty, "clgrid"
+    client = None
+    if dask_scheduler:  # scale-out (clgrid.scaleout.dask); the MS is read here, gridded there
+        from ..scaleout.dask import cluster_vis2dirty
+        vis2dirty, client = cluster_vis2dirty(dask_scheduler)
+        backend = f"clgrid.scaleout.dask@{dask_scheduler}"
+    with MeasurementSet(ms_path, column=column, field=field) as ms:
+        if pixsize_x is None:
+            pixsize_x = auto_cell_rad(ms, spw, channels)
+        pixsize_y = pixsize_x if pixsize_y is None else pixsize_y
+        weigher = ImageWeighting(context, npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x,
+                                 pixsize_y=pixsize_y, scheme=weighting, robust=robust)
+        for window in ms.select_spws(spw):  # bad selections fail before any work
+            parse_channels(channels, ms.spectral_windows[window].freq_hz.size)
+            ms.parallel_hands(window)
+        n_rows = ms.count_rows(spw)
+        if n_rows == 0 and ms.nrows > 0:
+            raise MSError(f"{ms.path}: empty selection: field {field}, spectral window(s) "
+                          f"{ms.select_spws(spw)} have no rows (the set has {ms.nrows})")
+        calibration = _calibration(ms, spw, calibrate, n_rows)
+        passes = 1 if weigher.scheme == "natural" else 2
+        with _progress_bar(progress, n_rows * passes) as bar:
+            sums = _grid_chunks(ms, weigher, vis2dirty, bar, passes, spw, channels, chunk_rows,
+                                make_psf, calibration,
+                                npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x,
+                                pixsize_y=pixsize_y, epsilon=epsilon,
+                                do_wgridding=do_wgridding,
+                                **_placement(weigher.queue, devices, client))
+        if client is not None:
+            client.close()
+        dirty, psf, sum_weights, n_samples, n_flagged, n_outside, freqs = sums
+        n_outside += weigher.n_outside
+        scale = 1.0 / sum_weights if sum_weights > 0 else 0.0  # nothing usable: zero image
+        if not freqs:
+            freqs = [ms.spectral_windows[w].freq_hz[parse_channels(
+                channels, ms.spectral_windows[w].freq_hz.size)] for w in ms.select_spws(spw)]
+        return ImageResult(
+            image=dirty * scale, psf=None if psf is None else psf * scale,
+            sum_weights=sum_weights, n_samples=n_samples, n_flagged=n_flagged,
+            n_outside=n_outside, pixsize_x=float(pixsize_x), pixsize_y=float(pixsize_y),
+            phase_centre_rad=ms.phase_centre_rad, freq_hz=np.unique(np.concatenate(freqs)),
+            field_name=ms.field_name, telescope=ms.telescope, time_range_s=ms.time_range_s,
+            weighting=weigher.scheme, robust=float(robust), epsilon=float(epsilon),
+            do_wgridding=bool(do_wgridding), backend=backend, column=ms.column,
+            n_rows=n_rows, history=[] if calibration is None else calibration.history())
+
+
+def _calibration(ms, spw, calibrate, n_rows):
+    """Gains solved for ``calibrate`` (None or 'point'), or None."""
+    if calibrate is None or calibrate == "none":
+        return None
+    if calibrate != "point":
+        raise ValueError(f"unknown calibration {calibrate!r}: use 'point' or None")
+    if n_rows == 0:
+        return None
+    from .calibrate import solve_point
+    return solve_point(ms, spw)
+
+
+@dataclasses.dataclass(frozen=True)
+class Beam:
+    """Gaussian fitted to the PSF's main lobe: FWHM major and minor axes
+    (radians) and position angle of the major axis (radians, north through
+    east)."""
+
+    major: float
+    minor: float
+    position_angle: float
+
+
+def fit_beam(psf: np.ndarray, pixsize_x: float, pixsize_y: float,
+             level: float = 0.35) -> Beam | None:
+    """Fit ``exp(-(a l^2 + b l m + c m^2))`` to the PSF's main lobe.
+
+    Least squares on ``log psf`` over the pixels above ``level`` that lie in
+    the box around the centre pixel where the PSF first falls below it (the
+    main lobe).  ``psf`` is (npix_x, npix_y) in ducc0's layout with its peak
+    1 at the centre.  Returns None when no lobe can be fitted (zero PSF).
+    """
+    npix_x, npix_y = psf.shape
+    cx, cy = npix_x // 2, npix_y // 2
+    if not psf[cx, cy] > level:
+        return None
+    half = 1
+    while half < min(cx, cy) - 1:
+        box = psf[cx - half:cx + half + 1, cy - half:cy + half + 1]
+        edge = np.concatenate([box[0], box[-1], box[:, 0], box[:, -1]])
+        if np.all(edge < level):
+            break
+        half += 1
+    box = psf[cx - half:cx + half + 1, cy - half:cy + half + 1]
+    i, j = np.meshgrid(np.arange(-half, half + 1), np.arange(-half, half + 1), indexing="ij")
+    inside = box > level
+    l, m = i[inside] * pixsize_x, j[inside] * pixsize_y
+    design = np.stack([l * l, l * m, m * m], axis=1)
+    (a, b, c), *_ = np.linalg.lstsq(design, -np.log(box[inside]), rcond=None)
+    eigenvalues, eigenvectors = np.linalg.eigh(np.array([[a, b / 2], [b / 2, c]]))
+    if not np.all(eigenvalues > 0):
+        return None
+    fwhm = 2 * np.sqrt(np.log(2) / eigenvalues)  # eigenvalues ascending: major first
+    east, north = eigenvectors[:, 0]
+    angle = np.arctan2(east, north)
+    angle = (angle + np.pi / 2) % np.pi - np.pi / 2  # an axis: angle modulo pi
+    return Beam(float(fwhm[0]), float(fwhm[1]), float(angle))
+
+
+def _grid_chunks(ms, weigher, vis2dirty, bar, passes, spw, channels, chunk_rows, make_psf,
+                 calibration, **common):
+    """Weight-density pass (when needed), then the gridding pass; chunks
+    with no usable weight are counted and skipped, never gridded."""
+    npix_x, npix_y = common["npix_x"], common["npix_y"]
+    if passes == 2:
+        for chunk in ms.chunks(spw, channels, chunk_rows, calibration):
+            if chunk.n_usable:
+                weigher.add(chunk.uvw_m, chunk.freq_hz, chunk.weight)
+            bar.update(chunk.uvw_m.shape[0])
+    dirty = np.zeros((npix_x, npix_y))
+    psf = np.zeros((npix_x, npix_y)) if make_psf else None
+    sum_weights, n_samples, n_flagged, n_outside, freqs = 0.0, 0, 0, 0, []
+    for chunk in ms.chunks(spw, channels, chunk_rows, calibration):
+        bar.update(chunk.uvw_m.shape[0])
+        n_samples += chunk.mask.size
+        n_flagged += chunk.mask.size - chunk.n_usable
+        freqs.append(chunk.freq_hz)
+        if chunk.n_usable == 0:  # all flagged: nothing to weight or grid
+            continue
+        weight = weigher.apply(chunk.uvw_m, chunk.freq_hz, chunk.weight)
+        outside = _off_grid(chunk.uvw_m, chunk.freq_hz, npix_x, npix_y,
+                            common["pixsize_x"], common["pixsize_y"]) & (weight > 0)
+        n_outside += int(np.count_nonzero(outside))
+        weight = np.where(outside, 0, weight).astype(np.float32)
+        chunk_sum = float(np.sum(weight, dtype=np.float64))
+        if chunk_sum == 0:
+            continue
+        sum_weights += chunk_sum
+        dirty += vis2dirty(uvw=chunk.uvw_m, freq=chunk.freq_hz, vis=chunk.vis, wgt=weight,
+                           **common)
+        if psf is not None:
+            psf += vis2dirty(uvw=chunk.uvw_m, freq=chunk.freq_hz, vis=np.ones_like(chunk.vis),
+                             wgt=weight, **common)
+    return dirty, psf, sum_weights, n_samples, n_flagged, n_outside, freqs
+
+
+def _placement(queue, devices, client) -> dict:
+    """Where vis2dirty runs: the weighting's queue, several devices or Dask."""
+    if client is not None:
+        return {}
+    return {"devices": devices} if devices else {"context": queue}
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+    def __enter__(self) -> "_NoBar":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+def _progress_bar(enabled: bool, total: int):
+    if not enabled:
+        return _NoBar()
+    from tqdm import tqdm
+    return tqdm(total=total, unit="row", desc="imaging", leave=False)
+
+
+__all__ = ["Beam", "ImageResult", "fit_beam", "auto_cell_rad", "image_measurement_set"]

@@ -1,0 +1,361 @@
+"""Dirty images on several OpenCL devices of one process.
+
+:class:`MultiDeviceImager` splits the work of :class:`clgrid.imaging.imager.Imager`
+over devices (several GPUs, sub-devices of a CPU, or devices of different
+platforms side by side).  Every device gets its own context, queue and host
+thread, and an :class:`clgrid.imaging.imager.Imager` over its share of the
+rows that keeps the kernel, grid size and w planes of the *whole*
+observation, so that the pieces add up to the single-device result.
+
+How the work is split
+---------------------
+* Without w-gridding there is one uv grid: the rows are partitioned
+  (``partition='time'``: contiguous row blocks, MS rows being time ordered;
+  ``'baseline'``: whole baselines, balanced by row count), every device grids
+  its rows into a private grid, the grids are summed once and the first
+  device runs the one FFT and the grid correction.  ``reduce='device'``
+  (default) keeps the first device's grid where it is and adds the others
+  into it there; ``reduce='host'`` downloads every grid and adds them with
+  numpy.  OpenCL has no copies between contexts, so either way the other
+  grids cross the host; benchmarks/scaling.py times both.
+* With w-gridding (W-stacking) every w plane needs its own FFT: the planes
+  are partitioned into contiguous blocks of equal cost (gridding taps plus
+  one FFT each), each device grids, transforms and corrects only its planes
+  (the rows whose w touches them), and the partial images are summed.  Each
+  plane is transformed once in total, as on one device.
+
+``dirty2vis`` is split the same way; the partial visibilities of rows that
+two plane blocks share are added.
+
+The cutting (device lists, layouts, partitions) is in
+:mod:`clgrid.scaleout.partition`; this module runs the pieces and adds them.
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures
+import gc
+import math
+import time
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+
+from ..core.plan import FFT_COST_PER_CELL, GRID_COST_PER_TAP, check_freq, check_uvw, precision_of
+from ..imaging.imager import Imager
+from .partition import (REDUCTIONS, balance, geometry_of, layout_of_rows, partition_planes,
+                        partition_rows, plane_span_of_rows, resolve_queues)
+
+
+# ------------------------------------------------------------------ imager
+class MultiDeviceImager:
+    """:class:`clgrid.imaging.imager.Imager` spread over several devices.
+
+    Parameters
+    ----------
+    devices
+        Queues, contexts, devices or spec strings (one per device), or
+        ``'all'``.  See :func:`resolve_queues`.
+    uvw, freq
+        As for :class:`Imager` (metres, Hz).
+    partition
+        ``'time'`` (default) or ``'baseline'`` (needs ``baseline_ids``); used
+        without w-gridding.  With w-gridding the w planes are partitioned.
+    baseline_ids
+        One id per row, for ``partition='baseline'``.
+    reduce
+        Where the private grids are summed without w-gridding: ``'device'``
+        (on the first device, default) or ``'host'``.
+    **geometry
+        The other keywords of :class:`Imager` (``npix_x``, ``epsilon``...).
+
+    Attributes
+    ----------
+    layout
+        The shared kernel, grid and w planes.
+    shard_rows
+        Row indices of each device.
+    load_balance
+        Mean over maximum of the estimated work per device (1.0 = perfect).
+    last_timings
+        Wall seconds of the phases of the last :meth:`vis2dirty`: ``grid_s``
+        (parallel gridding, or gridding + FFT per plane block with w),
+        ``reduce_s`` (summing grids or images) and ``fft_s`` (the one FFT and
+        grid correction without w).
+    """
+
+    def __init__(self, devices, *, uvw, freq, partition: str = "time", baseline_ids=None,
+                 reduce: str = "device", fft_backend: str | None = None, **geometry):
+        if reduce not in REDUCTIONS:
+            raise ValueError(f"reduce must be one of {REDUCTIONS}, got {reduce!r}")
+        self.reduce = reduce
+        self.last_timings: dict[str, float] = {}
+        self.queues = resolve_queues(devices)
+        self.uvw_m = check_uvw(uvw)
+        self.freq_hz = check_freq(freq)
+        self.geometry = geometry_of(**geometry)
+        self.layout = layout_of_rows(self.geometry, self.uvw_m, self.freq_hz)
+        self.do_w = bool(self.geometry["do_wgridding"])
+        self.partition = "w-planes" if self.do_w else partition
+        n_dev = len(self.queues)
+        if self.do_w:
+            self.plane_blocks, self.shard_rows = self._plane_partition(n_dev)
+        else:
+            self.plane_blocks = [None] * n_dev
+            self.shard_rows = partition_rows(self.uvw_m.shape[0], n_dev, partition,
+                                             baseline_ids)
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=n_dev)
+        self.shards = self._map(lambda d: self._make_shard(d, fft_backend))
+
+    # ---------------------------------------------------------- construction
+    def _plane_partition(self, n_dev):
+        first, last = plane_span_of_rows(self.geometry, self.layout, self.uvw_m, self.freq_hz)
+        touches = np.zeros(self.layout.n_planes + 1, np.int64)
+        np.add.at(touches, first, 1)
+        np.add.at(touches, last + 1, -1)
+        rows_per_plane = np.cumsum(touches)[:-1]
+        support = self.layout.choice.support
+        nu, nv = self.layout.nu, self.layout.nv
+        blocks = partition_planes(rows_per_plane, n_dev,
+                                  GRID_COST_PER_TAP * len(self.freq_hz) * support ** 3,
+                                  FFT_COST_PER_CELL * nu * nv * math.log2(nu * nv))
+        shard_rows = [np.flatnonzero((first < stop) & (last >= start)) for start, stop in blocks]
+        return blocks, shard_rows
+
+    def _make_shard(self, index: int, fft_backend):
+        rows = self.shard_rows[index]
+        if rows.size == 0:
+            return None
+        return Imager(self.queues[index], layout=self.layout, planes=self.plane_blocks[index],
+                      uvw=self.uvw_m[rows], freq=self.freq_hz, fft_backend=fft_backend,
+                      **self.geometry)
+
+    def _map(self, function) -> list:
+        futures = [self._pool.submit(function, d) for d in range(len(self.queues))]
+        return [future.result() for future in futures]
+
+    @property
+    def load_balance(self) -> float:
+        return balance([rows.size for rows in self.shard_rows])
+
+    @property
+    def n_rows(self) -> int:
+        return self.uvw_m.shape[0]
+
+    def close(self) -> None:
+        """Stop the host threads."""
+        self._pool.shutdown(wait=True)
+
+    # ---------------------------------------------------------- vis2dirty
+    def vis2dirty(self, vis, wgt=None, mask=None) -> np.ndarray:
+        """Dirty image(s) of ``vis``, as :meth:`Imager.vis2dirty` on one device."""
+        vis = np.asarray(vis)
+        if vis.ndim not in (2, 3) or vis.shape[:2] != (self.n_rows, len(self.freq_hz)):
+            raise ValueError(f"vis must be (nrow, nchan[, npol]) = ({self.n_rows}, "
+                             f"{len(self.freq_hz)}[, npol]), got {vis.shape}")
+        def piece(d):   # in the device's thread: the copies run in parallel
+            rows = self.shard_rows[d]
+            return _take(vis, rows), _take(wgt, rows), _take(mask, rows)
+
+        started = time.perf_counter()
+        if self.do_w:
+            images = self._map(lambda d: None if self.shards[d] is None
+                               else self.shards[d].vis2dirty(*piece(d)))
+            gridded = time.perf_counter()
+            image = _sum([image for image in images if image is not None])
+            self.last_timings = {"grid_s": gridded - started,
+                                 "reduce_s": time.perf_counter() - gridded, "fft_s": 0.0}
+            return image
+        first = self.shards.index(self._first_shard())
+        grids = self._map(lambda d: None if self.shards[d] is None else _grid_only(
+            self.shards[d], *piece(d), on_device=self.reduce == "device" and d == first))
+        gridded = time.perf_counter()
+        others = [g for d, g in enumerate(grids) if g is not None and d != first]
+        if self.reduce == "device":
+            grid = grids[first]
+            for other in others:
+                grid += cla.to_device(grid.queue, other)
+            grid.queue.finish()
+        else:
+            grid = _sum([grids[first]] + others)
+        reduced = time.perf_counter()
+        image = grid_to_dirty(self.shards[first], grid)
+        self.last_timings = {"grid_s": gridded - started, "reduce_s": reduced - gridded,
+                             "fft_s": time.perf_counter() - reduced}
+        return image[0] if vis.ndim == 2 else image
+
+    def _first_shard(self) -> Imager:
+        return next(shard for shard in self.shards if shard is not None)
+
+    # ---------------------------------------------------------- dirty2vis
+    def dirty2vis(self, dirty, wgt=None, mask=None) -> np.ndarray:
+        """Visibilities of ``dirty``, as :meth:`Imager.dirty2vis` on one device."""
+        dirty = np.asarray(dirty)
+        parts = self._map(lambda d: None if self.shards[d] is None
+                          else self.shards[d].dirty2vis(dirty))
+        first = next(p for p in parts if p is not None)
+        out = np.zeros((self.n_rows,) + first.shape[1:], first.dtype)
+        for rows, part in zip(self.shard_rows, parts):
+            if part is not None:
+                out[rows] += part  # rows are unique within a shard
+        factor = _row_factor(wgt, mask, (self.n_rows, len(self.freq_hz)))
+        if factor is not None:
+            out *= (factor if out.ndim == 2 else factor[:, :, None]).astype(out.real.dtype)
+        return out
+
+
+def _row_factor(wgt, mask, shape) -> np.ndarray | None:
+    """Weights times the mask (validated as :class:`Imager` does), or None."""
+    factor = None
+    if wgt is not None:
+        wgt = np.asarray(wgt)
+        if wgt.shape != shape:
+            raise ValueError(f"wgt must have shape {shape}, got {wgt.shape}")
+        if not np.all(np.isfinite(wgt)):
+            raise ValueError("wgt contains NaN or Inf")
+        factor = wgt.astype(np.float64)
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.shape != shape:
+            raise ValueError(f"mask must have shape {shape}, got {mask.shape}")
+        keep = mask != 0
+        factor = keep.astype(np.float64) if factor is None else factor * keep
+    return factor
+
+
+def _take(array, rows: np.ndarray):
+    """``array[rows]``; a view, not a copy, when the rows are one contiguous block."""
+    if array is None:
+        return None
+    array = np.asarray(array)
+    if rows.size and rows[-1] - rows[0] == rows.size - 1:   # sorted and unique
+        return array[rows[0]:rows[-1] + 1]
+    return array[rows]
+
+
+def _sum(arrays: list[np.ndarray]) -> np.ndarray:
+    total = arrays[0].copy()
+    for array in arrays[1:]:
+        total += array
+    return total
+
+
+def _grid_only(shard: Imager, vis, wgt, mask, on_device: bool = False):
+    """The (npol, nu, nv) uv grid of one shard (no FFT; no w-gridding): numpy,
+    or a device array on the shard's queue with ``on_device``."""
+    vis_d, npol, _ = shard._vis_to_device(vis)
+    wgt_d, mask_d = shard._weights_to_device(wgt, mask)
+    shape = (npol, shard.nu, shard.nv)
+    grids = (cla.empty(shard.queue, shape, shard.engine.grid_complex) if on_device
+             else np.empty(shape, shard.engine.grid_complex))
+    for pol in range(npol):
+        planes_d = shard.engine.grid_pass(vis_d, npol, pol, 0, 1, wgt_d, mask_d)
+        plane_bytes = grids[0].nbytes
+        if on_device:
+            cl.enqueue_copy(shard.queue, grids.data, planes_d.data, byte_count=plane_bytes,
+                            dst_offset=pol * plane_bytes)
+        else:
+            cl.enqueue_copy(shard.queue, grids[pol], planes_d.data)   # no w: one plane
+    shard.queue.finish()
+    return grids
+
+
+def grid_to_dirty(imager: Imager, grids) -> np.ndarray:
+    """FFT and grid correction of summed uv grids (no w-gridding): (npol, nx, ny).
+
+    ``grids``: (npol, nu, nv) numpy or device array on ``imager``'s queue."""
+    engine = imager.engine
+    images = np.empty((grids.shape[0], imager.npix_x, imager.npix_y), imager.vis_real)
+    plane_bytes = imager.nu * imager.nv * np.dtype(engine.grid_complex).itemsize
+    for pol in range(grids.shape[0]):
+        if isinstance(grids, cla.Array):
+            cl.enqueue_copy(imager.queue, engine.planes_d.data, grids.data,
+                            byte_count=plane_bytes, src_offset=pol * plane_bytes)
+        else:
+            engine.planes_d.set(np.ascontiguousarray(grids[pol], engine.grid_complex)
+                                .reshape(engine.planes_d.shape))
+        image = cla.zeros(imager.queue, (imager.npix_x, imager.npix_y), imager.grid_real)
+        engine.planes_to_dirty(0, 1, image)
+        images[pol] = image.get()
+    return images
+
+
+# ------------------------------------------------------------------ functional
+_multi_imagers: dict[tuple, MultiDeviceImager] = {}
+_MAX_CACHED = 2
+
+
+@atexit.register
+def clear_cache() -> None:
+    """Drop the cached imagers (their threads and device buffers)."""
+    while _multi_imagers:
+        _multi_imagers.popitem()[1].close()
+    gc.collect()  # free device objects while pyopencl is still whole
+
+
+def _device_key(devices) -> tuple:
+    if isinstance(devices, str):
+        return (devices,)
+    if isinstance(devices, (cl.Device, cl.Context, cl.CommandQueue)):
+        devices = [devices]
+    return tuple(getattr(d, "int_ptr", d) for d in devices)
+
+
+def cached_multi_imager(devices, uvw, freq, **geometry) -> MultiDeviceImager:
+    """One :class:`MultiDeviceImager` per (devices, uvw, freq, geometry)."""
+    uvw, freq = check_uvw(uvw), check_freq(freq)
+    key = (_device_key(devices), uvw.shape, hash(uvw.tobytes()), hash(freq.tobytes()),
+           tuple(sorted(geometry.items())))
+    imager = _multi_imagers.get(key)
+    if imager is None:
+        if len(_multi_imagers) >= _MAX_CACHED:
+            _multi_imagers.pop(next(iter(_multi_imagers))).close()
+        imager = MultiDeviceImager(devices, uvw=uvw, freq=freq, **geometry)
+        _multi_imagers[key] = imager
+    return imager
+
+
+def vis2dirty(devices, *, uvw, freq, vis, wgt=None, mask=None, **geometry) -> np.ndarray:
+    """:func:`clgrid.imaging.imager.vis2dirty` on several devices (same arguments)."""
+    precision = precision_of(np.asarray(vis).dtype, "vis")
+    imager = cached_multi_imager(devices, uvw, freq, precision=precision, **geometry)
+    return imager.vis2dirty(vis, wgt=wgt, mask=mask)
+
+
+def dirty2vis(devices, *, uvw, freq, dirty, wgt=None, mask=None, **geometry) -> np.ndarray:
+    """:func:`clgrid.imaging.imager.dirty2vis` on several devices (same arguments)."""
+    dirty = np.asarray(dirty)
+    precision = precision_of(dirty.dtype, "dirty")
+    imager = cached_multi_imager(devices, uvw, freq, precision=precision,
+                                 npix_x=dirty.shape[-2], npix_y=dirty.shape[-1], **geometry)
+    return imager.dirty2vis(dirty, wgt=wgt, mask=mask)
+
+
+_IGNORED_DUCC_ARGUMENTS = ("nthreads", "verbosity", "allow_nshift")
+
+
+def call_from_imaging(name: str, devices, arguments: dict):
+    """``clgrid.vis2dirty/dirty2vis(..., devices=...)`` lands here (from :mod:`.entry`)."""
+    arguments = dict(arguments)
+    for key in _IGNORED_DUCC_ARGUMENTS + ("devices", "call_from_imaging"):
+        arguments.pop(key, None)
+    if arguments.pop("context", None) is not None or arguments.pop("queue", None) is not None:
+        raise ValueError("give either devices= or context=/queue=, not both")
+    if name == "vis2dirty":
+        out = arguments.pop("dirty")
+        if out is not None:
+            arguments["npix_x"] = arguments["npix_x"] or out.shape[-2]
+            arguments["npix_y"] = arguments["npix_y"] or out.shape[-1]
+        result = vis2dirty(devices, **arguments)
+    else:
+        out = arguments.pop("vis")
+        result = dirty2vis(devices, **arguments)
+    if out is not None:
+        out[...] = result
+        return out
+    return result
+
+
+__all__ = ["MultiDeviceImager", "cached_multi_imager", "call_from_imaging", "clear_cache", "dirty2vis", "grid_to_dirty", "vis2dirty"]

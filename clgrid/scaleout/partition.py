@@ -1,0 +1,205 @@
+"""How one imaging job is cut for several devices: devices, layouts, partitions.
+
+Device lists (:func:`cpu_sub_devices`, :func:`best_cpu`,
+:func:`all_gpus_or_best`, :func:`resolve_queues`), the whole observation's
+:class:`~clgrid.core.plan.GridLayout` that every piece keeps
+(:func:`build_layout`, :func:`layout_of_rows`), and the splits of rows
+(:func:`partition_rows`) and w planes (:func:`partition_planes`) of equal
+cost.  Used by :mod:`clgrid.scaleout.multidevice` and :mod:`clgrid.scaleout.dask`.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pyopencl as cl
+
+from ..core.plan import SPEED_OF_LIGHT, GridLayout, ImageGeometry, check_freq, w_range_wavelengths
+from ..device.profiles import (DeviceProfile, all_devices, create_context, resolve_queue,
+                               select_device)
+
+
+PARTITIONS = ("time", "baseline")
+REDUCTIONS = ("host", "device")
+
+# Keyword arguments of Imager that fix the geometry (everything but the data).
+_GEOMETRY_KEYS = ("npix_x", "npix_y", "pixsize_x", "pixsize_y", "epsilon", "do_wgridding",
+                  "precision", "flip_u", "flip_v", "flip_w", "divide_by_n", "sigma_min",
+                  "sigma_max", "center_x", "center_y", "double_precision_accumulation")
+
+
+# ------------------------------------------------------------------ devices
+def cpu_sub_devices(count: int, device: "str | cl.Device | None" = None) -> list[cl.Device]:
+    """Split a CPU device into ``count`` equal sub-devices (real OpenCL devices).
+
+    Useful to run several devices in one process on one CPU (tests, NUMA).
+    ``device``: a spec of :func:`clgrid.select_device`; default the best
+    usable CPU device that is not a simulator.
+    """
+    parent = select_device(device) if device is not None else best_cpu()
+    units = int(parent.max_compute_units)
+    if count < 1 or units < count:
+        raise ValueError(f"cannot split {parent.name.strip()!r} ({units} compute units) "
+                         f"into {count} sub-devices")
+    try:
+        subs = parent.create_sub_devices(
+            [cl.device_partition_property.EQUALLY, units // count])
+    except cl.Error as error:
+        raise ValueError(f"{parent.name.strip()!r} cannot be partitioned: {error}") from None
+    return list(subs[:count])
+
+
+def best_cpu() -> cl.Device:
+    """The usable, non-simulated CPU device with the most compute units."""
+    cpus = [d for d in all_devices() if DeviceProfile.from_device(d).device_type == "cpu"
+            and DeviceProfile.from_device(d).usable
+            and not DeviceProfile.from_device(d).is_simulator]
+    if not cpus:
+        raise LookupError("no usable OpenCL CPU device")
+    return max(cpus, key=lambda d: d.max_compute_units)
+
+
+def all_gpus_or_best() -> list[cl.Device]:
+    """``devices='all'``: every usable device of the best device's platform and type."""
+    best = select_device()
+    best_profile = DeviceProfile.from_device(best)
+    same = [d for d in all_devices() if d.platform == best.platform
+            and DeviceProfile.from_device(d).device_type == best_profile.device_type
+            and DeviceProfile.from_device(d).usable]
+    return same or [best]
+
+
+def resolve_queues(devices) -> list[cl.CommandQueue]:
+    """One command queue per entry of ``devices``, each on its own context.
+
+    Entries may be :class:`pyopencl.CommandQueue` (used as is),
+    :class:`pyopencl.Context`, :class:`pyopencl.Device` or a spec string of
+    :func:`clgrid.select_device`; ``'all'`` is :func:`all_gpus_or_best`.
+    """
+    if isinstance(devices, str) and devices == "all":
+        devices = all_gpus_or_best()
+    elif isinstance(devices, (str, cl.Device, cl.Context, cl.CommandQueue)):
+        devices = [devices]
+    devices = list(devices)
+    if not devices:
+        raise ValueError("devices is empty")
+    queues = []
+    for entry in devices:
+        if isinstance(entry, (cl.CommandQueue, cl.Context)):
+            queues.append(resolve_queue(entry))
+        else:
+            queues.append(resolve_queue(create_context(entry)))
+    seen = [q.device.int_ptr for q in queues]
+    if len(set(seen)) != len(seen):
+        raise ValueError("the same device is listed twice; split a CPU with "
+                         "clgrid.scaleout.partition.cpu_sub_devices instead")
+    return queues
+
+
+# ------------------------------------------------------------------ layout
+def geometry_of(**kwargs) -> dict:
+    """The geometry keywords of :class:`Imager`, with its defaults filled in."""
+    unknown = set(kwargs) - set(_GEOMETRY_KEYS)
+    if unknown:
+        raise TypeError(f"unknown imaging arguments {sorted(unknown)}")
+    geometry = dict(do_wgridding=False, precision="single", flip_u=False, flip_v=False,
+                    flip_w=False, divide_by_n=True, sigma_min=1.1, sigma_max=2.6,
+                    center_x=0.0, center_y=0.0, double_precision_accumulation=False)
+    geometry.update(kwargs)
+    missing = [k for k in ("npix_x", "npix_y", "pixsize_x", "pixsize_y", "epsilon")
+               if k not in geometry]
+    if missing:
+        raise TypeError(f"missing imaging arguments {missing}")
+    ImageGeometry.from_arguments(**geometry)   # validates
+    return geometry
+
+
+#: The kernel, grid and w planes every piece of one observation shares.
+Layout = GridLayout
+
+
+def build_layout(geometry: dict, freq_hz, w_min_m: float, w_max_m: float,
+                 n_vis: int) -> GridLayout:
+    """Layout of an observation whose (sign-flipped) w spans [w_min_m, w_max_m]
+    metres; built on the host from sizes only (a Dask client needs no device)."""
+    image = ImageGeometry.from_arguments(**geometry)
+    freq_hz = check_freq(freq_hz)
+    ends = np.outer([w_min_m, w_max_m], freq_hz[[0, -1]]) / SPEED_OF_LIGHT
+    return GridLayout.build(image, (float(ends.min()), float(ends.max())), int(n_vis))
+
+
+def layout_of_rows(geometry: dict, uvw_m: np.ndarray, freq_hz) -> GridLayout:
+    """Layout of the rows ``uvw_m`` (all of the observation)."""
+    image = ImageGeometry.from_arguments(**geometry)
+    freq_hz = check_freq(freq_hz)
+    return GridLayout.build(image, w_range_wavelengths(image, uvw_m, freq_hz),
+                            uvw_m.shape[0] * freq_hz.size)
+
+
+def plane_span_of_rows(geometry: dict, layout: GridLayout, uvw_m: np.ndarray,
+                       freq_hz) -> tuple[np.ndarray, np.ndarray]:
+    """First and last w plane (inclusive) each row touches over all channels."""
+    flip = -1.0 if geometry["flip_w"] else 1.0
+    freq_hz = check_freq(freq_hz)
+    w_ends = np.outer(uvw_m[:, 2] * flip, freq_hz[[0, -1]]) / SPEED_OF_LIGHT
+    pos = (w_ends - layout.w0) / layout.dw
+    half = 0.5 * layout.choice.support
+    first = np.clip(np.ceil(pos.min(axis=1) - half), 0, layout.n_planes - 1).astype(np.int64)
+    last = np.clip(np.ceil(pos.max(axis=1) - half) + layout.choice.support - 1, 0,
+                   layout.n_planes - 1).astype(np.int64)
+    return first, last
+
+
+# ------------------------------------------------------------------ partitions
+def partition_rows(n_rows: int, n_parts: int, partition: str = "time",
+                   baseline_ids=None) -> list[np.ndarray]:
+    """Row indices of each part.
+
+    ``'time'``: contiguous blocks of equal size.  ``'baseline'``: whole
+    baselines (``baseline_ids`` per row, e.g. ``ant1 * n_ant + ant2``)
+    assigned largest first to the least loaded part.
+    """
+    if partition not in PARTITIONS:
+        raise ValueError(f"partition must be one of {PARTITIONS}, got {partition!r}")
+    if partition == "time":
+        edges = np.linspace(0, n_rows, n_parts + 1).round().astype(np.int64)
+        return [np.arange(edges[i], edges[i + 1]) for i in range(n_parts)]
+    if baseline_ids is None:
+        raise ValueError("partition='baseline' needs baseline_ids (one id per row)")
+    baseline_ids = np.asarray(baseline_ids)
+    if baseline_ids.shape != (n_rows,):
+        raise ValueError(f"baseline_ids must be ({n_rows},), got {baseline_ids.shape}")
+    ids, inverse, counts = np.unique(baseline_ids, return_inverse=True, return_counts=True)
+    load = np.zeros(n_parts, np.int64)
+    owner = np.empty(ids.size, np.int64)
+    for group in np.argsort(-counts, kind="stable"):
+        part = int(np.argmin(load))
+        owner[group] = part
+        load[part] += counts[group]
+    row_owner = owner[inverse]
+    return [np.flatnonzero(row_owner == part) for part in range(n_parts)]
+
+
+def partition_planes(rows_per_plane: Sequence[int], n_parts: int, taps_per_vis: float,
+                     fft_cost: float) -> list[tuple[int, int]]:
+    """Contiguous blocks of w planes of about equal cost (gridding + FFT)."""
+    cost = np.asarray(rows_per_plane, np.float64) * taps_per_vis + fft_cost
+    cost[np.asarray(rows_per_plane) == 0] = 0.0
+    edges_cost = np.cumsum(cost)
+    total = edges_cost[-1] if edges_cost.size else 0.0
+    bounds = [0]
+    for part in range(1, n_parts):
+        bounds.append(int(np.searchsorted(edges_cost, total * part / n_parts, side="left")) + 1)
+    bounds.append(len(cost))
+    bounds = np.maximum.accumulate(np.minimum(bounds, len(cost)))
+    return [(int(bounds[i]), int(bounds[i + 1])) for i in range(n_parts)]
+
+
+def balance(loads: Sequence[float]) -> float:
+    """Mean load over the largest: 1.0 is perfect, 1/n all on one device."""
+    loads = np.asarray(loads, np.float64)
+    return float(loads.mean() / loads.max()) if loads.size and loads.max() > 0 else 1.0
+
+
+__all__ = ["Layout", "PARTITIONS", "REDUCTIONS", "all_gpus_or_best", "balance", "best_cpu", "build_layout", "cpu_sub_devices", "geometry_of", "layout_of_rows", "partition_planes", "partition_rows", "plane_span_of_rows", "resolve_queues"]
