@@ -100,6 +100,11 @@ def test_polarisations_and_threaded_scheduler(cl_env):
                              device=spec, scheduler="threads", **GEOMETRY)
     assert dirty.shape == (2, GEOMETRY["npix_x"], GEOMETRY["npix_y"])
     assert _peak_error(dirty, single) <= ROUNDING
+    # chunks are summed by a fixed tree, whichever thread finishes first
+    again = cldask.vis2dirty(uvw=da.from_array(uvw, chunks=(50, 3)), freq=freq,
+                             vis=da.from_array(vis3, chunks=(50, 2, 2)), epsilon=1e-4,
+                             device=spec, scheduler="threads", **GEOMETRY)
+    assert np.array_equal(again, dirty)
 
 
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
