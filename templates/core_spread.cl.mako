@@ -281,11 +281,15 @@ inline ${vn} es_kernel_v(const ${vn} s)
     return select((${vn})0, inside, z2 < (${real})1);
 }
 
-// CPUs: one work-item per work item (tile, plane, chunk); the tile's LANES
+// CPUs: one work-item per work item (tile, plane, chunk), alone in its
+// work-group (its private tile is several KiB: PoCL, which keeps the private
+// data of a whole work-group at once, overflowed its stack with large groups);
+// the tile's LANES
 // columns are one vector, its TILE_U rows an array of them.  Same points in the
 // same order as `spread`; the float64 fold comes after every FOLD_EVERY points
 // that touch the tile (so the bits differ from `spread`'s, run after run alike).
-__kernel void spread_vector(
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void spread_vector(
             __global const unsigned int *sorted_index, __global const unsigned int *bin_start,
             __global const double *uvw, __global const double *freq_scale,
             const unsigned int nchan,

@@ -180,7 +180,7 @@ class Spreader(_Stage):
         work = self.work(points, plane0, n_pass)
         kernel = self.kernel(wgt_d is not None, mask_d is not None)
         scratch = work.scratch if work.scratch is not None else self._dummy_scratch
-        sizes = ((work.n_items,), None) if self.tiles.vector else ((work.n_items * lanes,),
+        sizes = ((work.n_items,), (1,)) if self.tiles.vector else ((work.n_items * lanes,),
                                                                    (lanes,))
         event = kernel(
             self.queue, *sizes,
