@@ -290,3 +290,17 @@ def test_nonfinite_uvw_rows_are_counted_and_left_out(cl_env):
     keep[7] = False
     reference = dft_vis2dirty(uvw[keep], freq, vis[keep], **GEOMETRY)
     assert _rel_rms(dirty, reference) <= 1e-6
+
+
+def test_cached_imagers_make_room_on_their_device(cl_env, monkeypatch):
+    """A new geometry must not fail because earlier calls' grids are cached:
+    the oldest imagers of the device are dropped once they hold a third of it."""
+    from clgrid.imaging import imager as imager_module
+    uvw, freq, vis = _observation(n_rows=30)
+    queue = _queue(cl_env)
+    imager_module._drop_cached_imagers()
+    vis2dirty(uvw=uvw, freq=freq, vis=vis, epsilon=1e-4, queue=queue, **GEOMETRY)
+    assert len(imager_module._imagers) == 1
+    monkeypatch.setattr(imager_module, "_device_bytes", lambda imager: 2 ** 62)
+    vis2dirty(uvw=uvw, freq=freq, vis=vis, epsilon=1e-3, queue=queue, **GEOMETRY)
+    assert len(imager_module._imagers) == 1   # the first was dropped to make room

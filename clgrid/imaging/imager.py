@@ -42,7 +42,7 @@ from pyopencl.reduction import ReductionKernel
 from ..core.engine import GriddingEngine
 from ..core.plan import GridLayout, ImageGeometry, check_freq, check_uvw, precision_of
 from ..core.transfer import Uploader, device_array
-from ..device.profiles import resolve_queue
+from ..device.profiles import DeviceProfile, resolve_queue
 from ..device.kernels import Operation
 
 
@@ -386,12 +386,33 @@ def _cached_imager(queue: cl.CommandQueue, uvw, freq, **geometry) -> Imager:
         imager = _imagers.get(key)
     if imager is not None and np.array_equal(imager.uvw_m, uvw):
         return imager
+    _make_room(queue)
     imager = Imager(queue, uvw=uvw, freq=freq, **geometry)
     with _imagers_lock:
         if len(_imagers) >= _MAX_CACHED_IMAGERS:
             _imagers.pop(next(iter(_imagers)))
         _imagers[key] = imager
     return imager
+
+
+def _device_bytes(imager: Imager) -> int:
+    engine = imager.engine
+    if engine is None:
+        return 0
+    return (engine.planes_d.nbytes + engine.points.sorted_index.nbytes
+            + engine.points.bin_start.nbytes + engine.uvw_d.nbytes)
+
+
+def _make_room(queue: cl.CommandQueue) -> None:
+    """Drop the oldest cached imagers of this device while they hold more than
+    a third of its memory: a new geometry plans its w planes against the
+    whole device, and cached grids of earlier calls must not make it fail."""
+    budget = DeviceProfile.from_device(queue.device).global_mem_bytes // 3
+    with _imagers_lock:
+        same = [key for key, cached in _imagers.items()
+                if cached.queue.device.int_ptr == queue.device.int_ptr]
+        while same and sum(_device_bytes(_imagers[k]) for k in same) > budget:
+            _imagers.pop(same.pop(0))
 
 
 def _queue_of(context, queue) -> cl.CommandQueue:
