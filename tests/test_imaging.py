@@ -304,3 +304,15 @@ def test_cached_imagers_make_room_on_their_device(cl_env, monkeypatch):
     monkeypatch.setattr(imager_module, "_device_bytes", lambda imager: 2 ** 62)
     vis2dirty(uvw=uvw, freq=freq, vis=vis, epsilon=1e-3, queue=queue, **GEOMETRY)
     assert len(imager_module._imagers) == 1   # the first was dropped to make room
+
+
+@pytest.mark.parametrize("shape,dtype", [((300, 9000), np.complex64), ((100, 40, 700), np.complex128),
+                                         ((5, 7), np.complex64)])
+def test_pinned_staged_uploads_equal_the_host_data(cl_env, shape, dtype):
+    """The GPU upload path (pinned, chunked, several host threads), forced on this device."""
+    from clgrid.core.transfer import Uploader
+    rng = np.random.default_rng(9)
+    host = (rng.normal(size=shape) + 1j * rng.normal(size=shape)).astype(np.complex128)
+    uploader = Uploader(_queue(cl_env), pinned=True)
+    for _ in range(2):   # the staging memory is reused
+        assert np.array_equal(uploader.to_device(host, dtype).get(), host.astype(dtype))
