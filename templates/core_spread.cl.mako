@@ -32,6 +32,7 @@
 ##             per work item and the tile's columns as one OpenCL vector of
 ##             LANES (= 16) values, so each point costs one vector exp for
 ##             its v kernel and two vector FMAs per footprint row;
+##             plane_block (int): w planes one spread_vector item grids;
 ##             fast_math (bool).
 <%
     vec = real + "2"
@@ -68,7 +69,8 @@ inline int tile_offset(const int c, const int t0, const int n, const int tile)
 
 // Where visibility k lands relative to the tile starting at cell (u0, v0):
 // footprint start offsets (du, dv), sub-cell offsets of the first footprint
-// cell (xu, xv), and its value times every factor but the u and v kernels.
+// cell (xu, xv), its w in plane units, and its value times every factor but
+// the u and v kernels (and the w kernel at `plane`, unless plane < 0).
 // False when its footprint misses the tile (a neighbour bin's point).
 inline bool locate(const unsigned int k, __global const double *uvw,
                    __global const double *freq_scale, const unsigned int nchan,
@@ -78,7 +80,8 @@ inline bool locate(const unsigned int k, __global const double *uvw,
                    const double u_scale, const double v_scale,
                    const double w_scale, const double w_offset, const int plane,
                    const double shift_u, const double shift_v,
-                   int *du, int *dv, ${real} *xu, ${real} *xv, ${vec} *value)
+                   int *du, int *dv, ${real} *xu, ${real} *xv, double *w_pos,
+                   ${vec} *value)
 {
     const size_t row = k / nchan;
     const double f = freq_scale[k - row * nchan];
@@ -110,7 +113,9 @@ inline bool locate(const unsigned int k, __global const double *uvw,
     }
 % endif
 % if do_w:
-    val *= es_kernel((${real})((double)plane - (uvw[3 * row + 2] * f * w_scale - w_offset)));
+    *w_pos = uvw[3 * row + 2] * f * w_scale - w_offset;
+    if (plane >= 0)
+        val *= es_kernel((${real})((double)plane - *w_pos));
 % endif
     *value = val;
     return true;
@@ -208,11 +213,12 @@ void spread(__global const unsigned int *sorted_index, __global const unsigned i
             if (lane < n_here) {
                 int du, dv;
                 ${real} xu, xv;
+                double w_pos;
                 ${vec} value;
                 const bool touches = locate(
                     sorted_index[base + lane], uvw, freq_scale, nchan, vis, npol, pol, wgt,
                     mask, nu, nv, u0, v0, u_scale, v_scale, w_scale, w_offset, plane,
-                    shift_u, shift_v, &du, &dv, &xu, &xv, &value);
+                    shift_u, shift_v, &du, &dv, &xu, &xv, &w_pos, &value);
                 // a point that misses this tile is parked far away
                 s_du[lane] = touches ? du : -4 * SUPPORT;
                 s_dv[lane] = touches ? dv : -4 * SUPPORT;
@@ -271,6 +277,7 @@ void spread(__global const unsigned int *sorted_index, __global const unsigned i
     columns = ", ".join(str(c) for c in range(lanes))
 %>
 #define FOLD_EVERY 32
+#define PLANE_BLOCK ${plane_block}
 
 // The ES kernel at LANES offsets at once (zero outside the support).
 inline ${vn} es_kernel_v(const ${vn} s)
@@ -281,13 +288,15 @@ inline ${vn} es_kernel_v(const ${vn} s)
     return select((${vn})0, inside, z2 < (${real})1);
 }
 
-// CPUs: one work-item per work item (tile, plane, chunk), alone in its
-// work-group (its private tile is several KiB: PoCL, which keeps the private
-// data of a whole work-group at once, overflowed its stack with large groups);
-// the tile's LANES
-// columns are one vector, its TILE_U rows an array of them.  Same points in the
-// same order as `spread`; the float64 fold comes after every FOLD_EVERY points
-// that touch the tile (so the bits differ from `spread`'s, run after run alike).
+// CPUs: one work-item per work item, alone in its work-group (its private
+// tiles are tens of KiB: PoCL, which keeps the private data of a whole
+// work-group at once, overflowed its stack with large groups).  An item is a
+// tile and a block of up to PLANE_BLOCK w planes (tile, first plane in pass,
+// planes, -1): each point's u and v kernels are evaluated once for all the
+// planes of the block it touches.  The tile's LANES columns are one vector,
+// its TILE_U rows an array of them.  Points in the order of the sort; the
+// float64 fold comes after every FOLD_EVERY points that touch the tile (so the
+// bits differ from `spread`'s, run after run alike).
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void spread_vector(
             __global const unsigned int *sorted_index, __global const unsigned int *bin_start,
@@ -304,24 +313,24 @@ void spread_vector(
             __global const int4 *work, const unsigned int chunk_points,
             __global double2 *scratch)
 {
-    const int4 item = work[get_global_id(0)];   // (tile, plane in pass, chunk, slot or -1)
+    const int4 item = work[get_global_id(0)];
     const int tile = item.x;
-    const int plane = plane0 + item.y;
+    const int first_plane = plane0 + item.y, n_planes = item.z;
     const int tu = tile / ntiles_v, tv = tile - (tile / ntiles_v) * ntiles_v;
     const int u0 = tu * TILE_U, v0 = tv * LANES;
-    const unsigned int chunk_lo = (unsigned int)item.z * chunk_points;
-    const unsigned int chunk_hi = chunk_lo + chunk_points;
     unsigned int seen = 0;
     const ${vn} column = (${vn})(${columns});
 
-    ${vn} acc_re[TILE_U], acc_im[TILE_U];
-    ${dn} total_re[TILE_U], total_im[TILE_U];
-    for (int r = 0; r < TILE_U; ++r) {
-        acc_re[r] = acc_im[r] = (${vn})0;
-        total_re[r] = total_im[r] = (${dn})0;
-    }
+    ${vn} acc_re[PLANE_BLOCK][TILE_U], acc_im[PLANE_BLOCK][TILE_U];
+    ${dn} total_re[PLANE_BLOCK][TILE_U], total_im[PLANE_BLOCK][TILE_U];
+    for (int j = 0; j < PLANE_BLOCK; ++j)
+        for (int r = 0; r < TILE_U; ++r) {
+            acc_re[j][r] = acc_im[j][r] = (${vn})0;
+            total_re[j][r] = total_im[j][r] = (${dn})0;
+        }
 % if do_w:
-    const int wlo = max(plane - SUPPORT + 1, 0), whi = min(plane, n_wbins - 1);
+    const int wlo = max(first_plane - SUPPORT + 1, 0);
+    const int whi = min(first_plane + n_planes - 1, n_wbins - 1);
 % else:
     const int wlo = 0, whi = 0;
 % endif
@@ -330,49 +339,57 @@ void spread_vector(
         const int bin = source_bin(sb, tu, tv, ntiles_u, ntiles_v, n_wbins);
         if (bin < 0)
             continue;
-        const uint2 range = chunk_range(bin_start, (unsigned int)bin, wlo, whi, chunk_lo,
-                                        chunk_hi, &seen);
+        const uint2 range = chunk_range(bin_start, (unsigned int)bin, wlo, whi, 0u,
+                                        chunk_points, &seen);
         for (unsigned int position = range.x; position < range.y; ++position) {
             int du, dv;
             ${real} xu, xv;
+            double w_pos = 0.0;
             ${vec} value;
             if (!locate(sorted_index[position], uvw, freq_scale, nchan, vis, npol, pol, wgt,
-                        mask, nu, nv, u0, v0, u_scale, v_scale, w_scale, w_offset, plane,
-                        shift_u, shift_v, &du, &dv, &xu, &xv, &value))
+                        mask, nu, nv, u0, v0, u_scale, v_scale, w_scale, w_offset, -1,
+                        shift_u, shift_v, &du, &dv, &xu, &xv, &w_pos, &value))
                 continue;
             const ${vn} kv = es_kernel_v(xv - (${real})dv + column);
             const ${vn} kv_re = kv * value.x, kv_im = kv * value.y;
             ${real} ku[LANES];
             vstore${lanes}(es_kernel_v(xu + column), 0, ku);
             const int a_first = max(0, -du), a_end = min(SUPPORT, TILE_U - du);
-            for (int a = a_first; a < a_end; ++a) {
-                acc_re[du + a] += ku[a] * kv_re;
-                acc_im[du + a] += ku[a] * kv_im;
+            for (int j = 0; j < n_planes; ++j) {
+% if do_w:
+                const ${real} kw = es_kernel((${real})((double)(first_plane + j) - w_pos));
+                if (kw == (${real})0)
+                    continue;
+                const ${vn} kvw_re = kv_re * kw, kvw_im = kv_im * kw;
+% else:
+                const ${vn} kvw_re = kv_re, kvw_im = kv_im;
+% endif
+                for (int a = a_first; a < a_end; ++a) {
+                    acc_re[j][du + a] += ku[a] * kvw_re;
+                    acc_im[j][du + a] += ku[a] * kvw_im;
+                }
             }
             if (++since_fold == FOLD_EVERY) {
                 since_fold = 0;
-                for (int r = 0; r < TILE_U; ++r) {
-                    total_re[r] += convert_${dn}(acc_re[r]);
-                    total_im[r] += convert_${dn}(acc_im[r]);
-                    acc_re[r] = acc_im[r] = (${vn})0;
-                }
+                for (int j = 0; j < n_planes; ++j)
+                    for (int r = 0; r < TILE_U; ++r) {
+                        total_re[j][r] += convert_${dn}(acc_re[j][r]);
+                        total_im[j][r] += convert_${dn}(acc_im[j][r]);
+                        acc_re[j][r] = acc_im[j][r] = (${vn})0;
+                    }
             }
         }
     }
-    for (int r = 0; r < TILE_U; ++r) {
-        double re[LANES], im[LANES];
-        vstore${lanes}(total_re[r] + convert_${dn}(acc_re[r]), 0, re);
-        vstore${lanes}(total_im[r] + convert_${dn}(acc_im[r]), 0, im);
-        if (item.w < 0) {
-            __global ${vec} *out = planes + (size_t)item.y * nu * nv + (size_t)(u0 + r) * nv + v0;
+    for (int j = 0; j < n_planes; ++j)
+        for (int r = 0; r < TILE_U; ++r) {
+            double re[LANES], im[LANES];
+            vstore${lanes}(total_re[j][r] + convert_${dn}(acc_re[j][r]), 0, re);
+            vstore${lanes}(total_im[j][r] + convert_${dn}(acc_im[j][r]), 0, im);
+            __global ${vec} *out = planes + (size_t)(item.y + j) * nu * nv
+                                   + (size_t)(u0 + r) * nv + v0;
             for (int c = 0; c < LANES; ++c)
                 out[c] = (${vec})((${real})re[c], (${real})im[c]);
-        } else {
-            __global double2 *out = scratch + ((size_t)item.w * TILE_U + r) * LANES;
-            for (int c = 0; c < LANES; ++c)
-                out[c] = (double2)(re[c], im[c]);
         }
-    }
 }
 % endif
 

@@ -202,9 +202,11 @@ def test_bad_input_gives_clear_errors(cl_env):
 @pytest.mark.parametrize("tiles,precision,epsilon", [
     ((8, 32, True, 2048), "single", 1e-4), ((16, 32, True, 16), "double", 1e-9),
     ((16, 16, False), "double", 1e-9), ((32, 16, False, 7), "single", 1e-4),
-    ((16, 16, False, 2 ** 31, True), "double", 1e-9), ((8, 16, False, 5, True), "single", 1e-4)],
+    ((16, 16, False, 2 ** 31, True), "double", 1e-9),
+    ((8, 16, False, 2 ** 31, True, 3), "single", 1e-4),
+    ((16, 16, False, 2 ** 31, True, 5), "double", 1e-9)],
     ids=["gpu-8x32", "gpu-16x32-chunks16", "lanes-16x16", "lanes-32x16-chunks7",
-         "vector-16x16", "vector-8x16-chunks5"])
+         "vector-16x16", "vector-8x16-blocks3", "vector-16x16-blocks5"])
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
 def test_every_tile_shape_matches_the_direct_transform(cl_env, tiles, precision, epsilon, do_w):
     """The GPU tile variant (registers, unrolled rows) runs on CPUs too: check it

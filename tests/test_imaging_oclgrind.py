@@ -39,10 +39,10 @@ SCRIPT = textwrap.dedent("""
     error = np.linalg.norm(dirty - reference) / np.linalg.norm(reference)
     assert error < 1e-2, error
     assert np.all(np.isfinite(facet.dirty2vis(dirty, wgt=wgt, mask=mask)))
-    # the CPU kernel (one work-item per tile, columns as one vector), chunked
+    # the CPU kernel (one work-item per tile, columns as one vector), blocks of 3 planes
     vector = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-2, do_wgridding=True,
                     precision="single", fft_backend="numpy",
-                    tiles=TileShape(8, 16, False, 3, True), **geometry)
+                    tiles=TileShape(8, 16, False, 2 ** 31, True, 3), **geometry)
     reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=True, **geometry)
     error = np.linalg.norm(vector.vis2dirty(vis) - reference) / np.linalg.norm(reference)
     assert error < 1e-2, error

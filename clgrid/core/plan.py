@@ -300,13 +300,16 @@ class TileShape:
     before the rest goes to another (load balance where the uv plane is
     dense; CPUs pull work-groups dynamically and need no split);
     ``vector``: CPUs: one work-item per tile with its ``lanes`` (16) columns
-    as one OpenCL vector (``spread_vector``) instead of one lane per column."""
+    as one OpenCL vector (``spread_vector``) instead of one lane per column;
+    it never splits a tile, and grids ``plane_block`` w planes at once, so a
+    point's u and v kernels are evaluated once per block, not per plane."""
 
     tile_u: int
     lanes: int
     unrolled: bool
     chunk_points: int = 2 ** 31
     vector: bool = False
+    plane_block: int = 1
 
     def check(self, support: int) -> None:
         """A tile only reads its own and its lower neighbours' bins, so a
@@ -316,12 +319,14 @@ class TileShape:
                              f"{support} (needs support <= tile + 1)")
         if self.vector and self.lanes not in (2, 4, 8, 16):
             raise ValueError(f"a vector tile needs 2, 4, 8 or 16 lanes, got {self.lanes}")
+        if self.plane_block < 1 or (self.plane_block > 1 and not self.vector):
+            raise ValueError("plane_block > 1 needs a vector tile (and plane_block >= 1)")
 
     @classmethod
     def for_device(cls, profile: DeviceProfile, support: int) -> "TileShape":
         if profile.device_type == "gpu":
             return cls(8 if support <= 8 else 16, 32, True, 2048)
-        return cls(16, 16, False, vector=True)
+        return cls(16, 16, False, vector=True, plane_block=4)
 
 
 def planes_per_pass(profile: DeviceProfile, layout: GridLayout, grid_complex: np.dtype,

@@ -119,9 +119,23 @@ def chunk_counts(points: PointSet, layout: GridLayout, plane0: int, n_pass: int,
     return np.maximum(1, -(-counts // chunk_points))
 
 
+def block_list(queue: cl.CommandQueue, points: PointSet, plane_block: int,
+               n_pass: int) -> WorkList:
+    """Work items of ``spread_vector``: every tile and block of ``plane_block``
+    planes of the pass, (tile, first plane in pass, planes, -1); never split."""
+    n_tiles = points.ntiles_u * points.ntiles_v
+    starts = np.arange(0, n_pass, plane_block)
+    counts = np.minimum(plane_block, n_pass - starts)
+    tile = np.tile(np.arange(n_tiles), starts.size)
+    items = np.stack([tile, np.repeat(starts, n_tiles), np.repeat(counts, n_tiles),
+                      np.full(tile.size, -1)], axis=1).astype(np.int32)
+    return WorkList(cla.to_device(queue, items), None, None, items.shape[0], 0)
+
+
 def work_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout, tiles: TileShape,
               plane0: int, n_pass: int) -> WorkList:
-    """Work items of one pass: every (tile, plane) in chunks, split ones folded."""
+    """Work items of one pass (``spread``): every (tile, plane) in chunks,
+    split ones folded."""
     chunks = chunk_counts(points, layout, plane0, n_pass, tiles.chunk_points).ravel()
     n_tiles = points.ntiles_u * points.ntiles_v
     pair = np.repeat(np.arange(chunks.size), chunks)
@@ -156,7 +170,13 @@ class Spreader(_Stage):
 
     def _extra_params(self) -> dict:
         return {"tile_u": self.tiles.tile_u, "lanes": self.tiles.lanes,
-                "unrolled": self.tiles.unrolled, "vector": self.tiles.vector}
+                "unrolled": self.tiles.unrolled, "vector": self.tiles.vector,
+                "plane_block": self.plane_block}
+
+    @property
+    def plane_block(self) -> int:
+        """w planes per spread_vector item (1 without w-stacking)."""
+        return self.tiles.plane_block if self.geometry.do_w else 1
 
     @property
     def kernel_name(self) -> str:
@@ -166,8 +186,9 @@ class Spreader(_Stage):
         """The pass's work list, built on first use (geometry only)."""
         key = (plane0, n_pass)
         if key not in self._work:
-            self._work[key] = work_list(self.queue, points, self.layout, self.tiles, plane0,
-                                        n_pass)
+            self._work[key] = (
+                block_list(self.queue, points, self.plane_block, n_pass) if self.tiles.vector
+                else work_list(self.queue, points, self.layout, self.tiles, plane0, n_pass))
         return self._work[key]
 
     def __call__(self, points: PointSet, uvw_d: cla.Array, freq_scale_d: cla.Array,
@@ -190,7 +211,9 @@ class Spreader(_Stage):
             np.int32(self.layout.nu), np.int32(self.layout.nv),
             np.int32(points.ntiles_u), np.int32(points.ntiles_v), *self.scales,
             np.int32(plane0), np.int32(self.layout.n_wbins), *_shift_args(self.geometry),
-            work.items.data, np.uint32(min(self.tiles.chunk_points, 2 ** 32 - 1)),
+            work.items.data,
+            np.uint32(2 ** 32 - 1 if self.tiles.vector else min(self.tiles.chunk_points,
+                                                                2 ** 32 - 1)),
             scratch.data)
         if work.n_folds:
             fold = self._fold_kernel()
