@@ -110,3 +110,26 @@ def test_fft_checks_shape(cl_env):
         DeviceFFT(cl_env.queue, (8, 8), np.float32)
     with pytest.raises(ValueError, match="unknown FFT backend"):
         DeviceFFT(cl_env.queue, (8, 8), np.complex64, "fftw")
+
+
+@pytest.mark.parametrize("forward", [True, False], ids=["forward", "backward"])
+def test_pruned_host_transform_equals_the_full_one_where_it_matters(cl_env, forward):
+    """ducc0's pruning: only the rows/columns that hold data or are read."""
+    from clgrid.core.fft import Pruning
+    shape = (3, 48, 40)
+    rows = np.array([0, 1, 2, 7, 8, 30, 46, 47])     # runs, wrapping like a uv band
+    cols = np.array([0, 1, 2, 3, 36, 37, 38, 39])     # image columns around zero
+    data = _random(shape, np.complex128)
+    if forward:
+        data[..., np.setdiff1d(np.arange(shape[2]), cols)] = 0   # image: only its columns
+    else:
+        data[..., np.setdiff1d(np.arange(shape[1]), rows), :] = 0   # grid: only its rows
+    fft = DeviceFFT(cl_env.queue, shape, np.complex128, "host")
+    pruned = cla.to_device(cl_env.queue, data)
+    (fft.forward if forward else fft.backward)(pruned, Pruning(rows, cols))
+    full = np.fft.fft2(data) if forward else np.fft.ifft2(data)
+    got = pruned.get()
+    if forward:
+        np.testing.assert_allclose(got[..., rows, :], full[..., rows, :], atol=1e-12)
+    else:
+        np.testing.assert_allclose(got[..., cols], full[..., cols], atol=1e-12)

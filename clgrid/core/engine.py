@@ -25,7 +25,7 @@ import pyopencl.array as cla
 
 from ..device.profiles import DeviceProfile
 from .correct import Corrector
-from .fft import DeviceFFT
+from .fft import DeviceFFT, Pruning
 from .plan import GridLayout, ImageGeometry, TileShape, planes_per_pass
 from .setpoints import SetPoints, freq_scale
 from .spread import Interpolator, Spreader
@@ -82,6 +82,20 @@ class GriddingEngine:
         self.corrector = Corrector(queue, geometry, layout)
         self.planes_d = cla.empty(queue, (self.n_pass, layout.nu, layout.nv), self.grid_complex)
         self.fft = DeviceFFT(queue, self.planes_d.shape, self.grid_complex, fft_backend)
+        self.pruning = self._pruning()
+
+    def _pruning(self) -> Pruning:
+        """Grid rows the visibilities' kernels reach and grid columns of image
+        pixels: a pruned FFT transforms only those (ducc0's lever)."""
+        layout, tiles, points = self.layout, self.tiles, self.points
+        counts = np.diff(points.bin_start_host.astype(np.int64))
+        used = counts.reshape(points.ntiles_u, -1).sum(axis=1) > 0
+        reach = np.arange(tiles.tile_u + layout.choice.support - 1)
+        rows = np.unique((np.flatnonzero(used)[:, None] * tiles.tile_u + reach).ravel()
+                         % layout.nu) if used.any() else np.zeros(0, np.int64)
+        offsets = np.arange(self.geometry.npix_y) - self.geometry.npix_y // 2
+        cols = np.where(offsets < 0, offsets + layout.nv, offsets)
+        return Pruning(rows, cols)
 
     # ---------------------------------------------------------- passes
     def passes(self) -> list[tuple[int, int]]:
@@ -102,9 +116,12 @@ class GriddingEngine:
                       self.planes_d, plane0, n_pass, wgt_d, mask_d)
         return self.planes_d
 
-    def planes_to_dirty(self, plane0: int, n_pass: int, dirty_d: cla.Array) -> None:
-        """Backward FFT of the planes buffer and its corrected sum into ``dirty_d``."""
-        self.fft.backward(self.planes_d)
+    def planes_to_dirty(self, plane0: int, n_pass: int, dirty_d: cla.Array,
+                        prune: bool = True) -> None:
+        """Backward FFT of the planes buffer and its corrected sum into ``dirty_d``.
+        ``prune=False`` for grids holding other engines' visibilities too (a
+        multi-device sum), whose rows this engine's pruning does not know."""
+        self.fft.backward(self.planes_d, self.pruning if prune else None)
         self.corrector.planes_to_dirty(self.planes_d, plane0, n_pass, dirty_d,
                                        self.fft.backward_scale)
 
@@ -130,7 +147,7 @@ class GriddingEngine:
         for pol, image_d in enumerate(images_d):
             for plane0, n_pass in self.passes():
                 self.corrector.dirty_to_planes(image_d, plane0, n_pass, self.planes_d)
-                self.fft.forward(self.planes_d)
+                self.fft.forward(self.planes_d, self.pruning)
                 self.interpolator(self.points, self.uvw_d, self.freq_scale_d, out_d, npol, pol,
                                   self.planes_d, plane0, n_pass, wgt_d, mask_d)
         return out_d

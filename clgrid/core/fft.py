@@ -35,6 +35,7 @@ so ``backward(a) * backward_scale`` is the unnormalised backward sum.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import os
 import threading
 
@@ -104,6 +105,61 @@ def _host_transform(array: np.ndarray, axes: tuple[int, int], forward: bool,
     except ImportError:
         transforms, options = np.fft, {}
     return (transforms.fft2 if forward else transforms.ifft2)(array, axes=axes, **options)
+
+
+@dataclasses.dataclass(frozen=True)
+class Pruning:
+    """Which rows and columns of a grid plane matter (ducc0's pruned FFTs).
+
+    ``rows`` (indices on the second-last axis): the only rows a backward
+    transform's input can be non-zero in, and the only rows a forward
+    transform's output is read in (the rows the visibilities' kernels touch).
+    ``cols`` (last axis): the only columns a backward transform's output is
+    read in, and the only non-zero columns of a forward transform's input
+    (the columns of image pixels).  The other rows and columns are left
+    partly transformed.
+    """
+
+    rows: np.ndarray
+    cols: np.ndarray
+
+
+def _runs(indices: np.ndarray) -> list[slice]:
+    """Sorted indices as slices of consecutive runs."""
+    if indices.size == 0:
+        return []
+    breaks = np.flatnonzero(np.diff(indices) != 1) + 1
+    starts = np.concatenate([[0], breaks])
+    stops = np.concatenate([breaks, [indices.size]])
+    return [slice(int(indices[a]), int(indices[b - 1]) + 1) for a, b in zip(starts, stops)]
+
+
+def _pruned_transform(view: np.ndarray, forward: bool, prune: Pruning, threads: int) -> None:
+    """The 2-D transform of the last two axes of ``view`` in two 1-D passes,
+    each over only the rows or columns that matter (see :class:`Pruning`),
+    taken as runs of consecutive rows or columns (views, not copies)."""
+    try:
+        import scipy.fft as transforms
+        options = {"workers": threads, "overwrite_x": True}
+    except ImportError:  # pragma: no cover - depends on the environment
+        transforms, options = np.fft, {}
+    one_d = transforms.fft if forward else transforms.ifft
+    row_runs, col_runs = _runs(np.sort(prune.rows)), _runs(np.sort(prune.cols))
+
+    def along_v():
+        for run in row_runs:
+            view[..., run, :] = one_d(view[..., run, :], axis=-1, **options)
+
+    def along_u():
+        for run in col_runs:
+            view[..., run] = one_d(view[..., run], axis=-2, **options)
+
+    if forward:   # columns of the image along u, then the needed rows along v
+        along_u()
+        along_v()
+    else:         # non-zero rows along v, then the needed columns along u
+        along_v()
+        along_u()
 
 
 class DeviceFFT:
@@ -186,7 +242,7 @@ class DeviceFFT:
             raise ValueError(f"DeviceFFT built for {self.shape} {self.dtype}, got "
                              f"{array.shape} {array.dtype}")
 
-    def _run(self, array: cla.Array, forward: bool) -> cla.Array:
+    def _run(self, array: cla.Array, forward: bool, prune=None) -> cla.Array:
         self._check(array)
         if self.backend == "pyvkfft":
             (self._plan.fft if forward else self._plan.ifft)(array, queue=self.queue)
@@ -195,13 +251,13 @@ class DeviceFFT:
             # (see backward_scale) rather than paying one more pass here.
             self._plan(array, array, inverse=0 if forward else 1)
         elif self.backend == "host":
-            self._host_in_place(array, forward)
+            self._host_in_place(array, forward, prune)
         else:
             host = array.get()
             array.set((np.fft.fft2(host) if forward else np.fft.ifft2(host)).astype(self.dtype))
         return array
 
-    def _host_in_place(self, array: cla.Array, forward: bool) -> None:
+    def _host_in_place(self, array: cla.Array, forward: bool, prune=None) -> None:
         """Map the buffer and transform it where it lies (zero-copy on CPU devices)."""
         # clgrid's queues are in order, so the blocking map waits for the kernels
         # that filled the buffer, and kernels enqueued later wait for the unmap.
@@ -209,18 +265,22 @@ class DeviceFFT:
         view, _ = cl.enqueue_map_buffer(self.queue, array.base_data, flags, array.offset,
                                         self.shape, self.dtype, is_blocking=True)
         try:
-            view[...] = _host_transform(view, self._axes, forward, self._threads)
+            if prune is None:
+                view[...] = _host_transform(view, self._axes, forward, self._threads)
+            else:
+                _pruned_transform(view, forward, prune, self._threads)
         finally:
             view.base.release(self.queue)
 
-    def forward(self, array: cla.Array) -> cla.Array:
-        """In place, unnormalised, ``exp(-2 pi i k n / N)``."""
-        return self._run(array, forward=True)
+    def forward(self, array: cla.Array, prune: "Pruning | None" = None) -> cla.Array:
+        """In place, unnormalised, ``exp(-2 pi i k n / N)``.  ``prune``: see
+        :class:`Pruning` (used by the host backend, ignored by the others)."""
+        return self._run(array, True, prune)
 
-    def backward(self, array: cla.Array) -> cla.Array:
+    def backward(self, array: cla.Array, prune: "Pruning | None" = None) -> cla.Array:
         """In place, ``exp(+2 pi i k n / N)`` divided by N (numpy's ifft2);
         multiply by :attr:`backward_scale` for the unnormalised sum."""
-        return self._run(array, forward=False)
+        return self._run(array, False, prune)
 
     @property
     def backward_scale(self) -> float:
@@ -228,4 +288,5 @@ class DeviceFFT:
         return float(self._size)
 
 
-__all__ = ["BACKENDS", "DeviceFFT", "available_backends", "backend_order", "default_backend"]
+__all__ = ["BACKENDS", "DeviceFFT", "Pruning", "available_backends", "backend_order",
+           "default_backend"]

@@ -277,7 +277,7 @@ def grid_to_dirty(imager: Imager, grids) -> np.ndarray:
             engine.planes_d.set(np.ascontiguousarray(grids[pol], engine.grid_complex)
                                 .reshape(engine.planes_d.shape))
         image = cla.zeros(imager.queue, (imager.npix_x, imager.npix_y), imager.grid_real)
-        engine.planes_to_dirty(0, 1, image)
+        engine.planes_to_dirty(0, 1, image, prune=False)
         images[pol] = image.get()
     return images
 
