@@ -218,7 +218,7 @@ def run_case(case, queue, epsilon, do_w, repeats) -> dict:
     row.update({"spread": round(spread, 4), "fft": round(fft, 4)})
     ours = imager.vis2dirty(vis)
     row["bitwise"] = bool(np.array_equal(ours, imager.vis2dirty(vis)))
-    del vis_d
+    vis_d = image_d = None   # free the device copies before the peers run
     if wgridder is not None:
         arguments = dict(uvw=case["uvw"], freq=case["freq"], epsilon=epsilon,
                          do_wgridding=do_w, nthreads=os.cpu_count(), pixsize_x=case["cell"],

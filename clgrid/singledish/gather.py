@@ -129,7 +129,8 @@ class HealpixGather(Operation):
         cl.enqueue_copy(self.queue, pix, pix_d)
         return pix
 
-    def __call__(self, cells_d: cl.Buffer, n_cells: int, chunk: "SortedChunk", n_chan: int,
+    def __call__(self, cells_d: cl.Buffer, n_cells: int, chunk: "SortedChunk",  # noqa: F821
+                 n_chan: int,
                  radius_rad: float, search_radius_rad: float, params: tuple,
                  data_sum: cl.Buffer, weight_sum: cl.Buffer,
                  wait_for=None) -> cl.Event:
