@@ -5,7 +5,7 @@
 #   kind nvidia-h200, carry [".whl", ".whl-fftbackend", ".cufinufft"], command:
 #   bash benchmarks/h200_core.sh
 #
-# Needs here, before the call (all git-ignored):
+# Needs here, before the call (all git-ignored; `bash benchmarks/h200_prepare.sh` builds them):
 #   .whl/           cp312 wheels: pyopencl pytools siphash24 platformdirs mako
 #                   reikna funcparserlib ducc0 (see /work/.library/device/README.md)
 #   .whl-fftbackend/ pyvkfft cp312 wheel (benchmarks/RESULTS.md, "To measure on the H200")
