@@ -6,19 +6,17 @@
 ## their w-kernel weights and added to out (passes run in a fixed order).
 ## Parameters: real ("float" | "double"): grid precision; vis_real: output
 ##             precision; support (int W), beta; do_w, shifted, weighted,
-##             masked (bool); fast_math (bool).  out starts zeroed (points
+##             masked (bool); with_f64 (always True).  out starts zeroed (points
 ##             with no valid position are never visited).
 <%
+    csuffix = "f32" if real == "float" else "f64"
     vec = real + "2"
     vvec = vis_real + "2"
 %>
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 <%include file="es_kernel.cl.mako"/>
+<%include file="complex.cl.mako"/>
 
-inline ${vec} cmul(const ${vec} a, const ${vec} b)
-{
-    return (${vec})(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
-}
 
 __kernel void interpolate(__global const unsigned int *sorted_index, const unsigned int n_points,
                           __global const double *uvw, __global const double *freq_scale,
@@ -81,7 +79,7 @@ __kernel void interpolate(__global const unsigned int *sorted_index, const unsig
     {
         double c;
         const double s = sincos(-f * (uvw[3 * row] * shift_u + uvw[3 * row + 1] * shift_v), &c);
-        sum = cmul(sum, (${vec})((${real})c, (${real})s));
+        sum = cmul_${csuffix}(sum, (${vec})((${real})c, (${real})s));
     }
 % endif
 % if weighted:

@@ -33,13 +33,15 @@
 ##             LANES (= 16) values, so each point costs one vector exp for
 ##             its v kernel and two vector FMAs per footprint row;
 ##             plane_block (int): w planes one spread_vector item grids;
-##             fast_math (bool).
+##             with_f64 (bool, for complex.cl.mako: always True).
 <%
+    csuffix = "f32" if real == "float" else "f64"
     vec = real + "2"
     vvec = vis_real + "2"
 %>
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 <%include file="es_kernel.cl.mako"/>
+<%include file="complex.cl.mako"/>
 #define TILE_U ${tile_u}
 #define LANES ${lanes}
 #define BATCH ${lanes}
@@ -51,10 +53,6 @@
 #define TOTAL(r) total_tile[r][lane]
 % endif
 
-inline ${vec} cmul(const ${vec} a, const ${vec} b)
-{
-    return (${vec})(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
-}
 
 // Offset (cells) of cell c from tile start t0 on a periodic axis of n cells,
 // taken in (tile - n, tile): a footprint starting there can reach the tile only
@@ -109,7 +107,7 @@ inline bool locate(const unsigned int k, __global const double *uvw,
     {
         double c;
         const double s = sincos(f * (uvw[3 * row] * shift_u + uvw[3 * row + 1] * shift_v), &c);
-        val = cmul(val, (${vec})((${real})c, (${real})s));
+        val = cmul_${csuffix}(val, (${vec})((${real})c, (${real})s));
     }
 % endif
 % if do_w:

@@ -38,9 +38,7 @@ def _common_params(geometry: ImageGeometry, layout: GridLayout, weighted: bool,
             "vis_real": real_dtype_name(geometry.vis_real),
             "support": layout.choice.support, "beta": layout.choice.beta,
             "do_w": geometry.do_w, "shifted": geometry.shifted,
-            "weighted": weighted, "masked": masked,
-            # native_exp on the Intel runtime cost 3e-4 at epsilon 1e-5: off
-            "fast_math": False}
+            "weighted": weighted, "masked": masked, "with_f64": True}
 
 
 def _shift_args(geometry: ImageGeometry) -> tuple[np.float64, np.float64]:
