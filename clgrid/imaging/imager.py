@@ -228,7 +228,9 @@ class Imager(Operation):
                 mask = np.asarray(mask)
                 if mask.shape != shape:
                     raise ValueError(f"mask must have shape {shape}, got {mask.shape}")
-                mask_d = self._uploader.to_device(mask != 0, np.uint8)
+                # a boolean mask is already 0/1 bytes: no pass over it
+                keep = mask.view(np.uint8) if mask.dtype == bool else mask != 0
+                mask_d = self._uploader.to_device(keep, np.uint8)
         return wgt_d, mask_d
 
     def _count(self, mask_d: cla.Array | None) -> None:

@@ -193,36 +193,19 @@ class MultiDeviceImager:
     def dirty2vis(self, dirty, wgt=None, mask=None) -> np.ndarray:
         """Visibilities of ``dirty``, as :meth:`Imager.dirty2vis` on one device."""
         dirty = np.asarray(dirty)
-        parts = self._map(lambda d: None if self.shards[d] is None
-                          else self.shards[d].dirty2vis(dirty))
+        shape = (self.n_rows, len(self.freq_hz))
+        for name, array in (("wgt", wgt), ("mask", mask)):
+            if array is not None and np.shape(array) != shape:
+                raise ValueError(f"{name} must have shape {shape}, got {np.shape(array)}")
+        # each device applies the weights and flags of its rows (on the device)
+        parts = self._map(lambda d: None if self.shards[d] is None else self.shards[d].dirty2vis(
+            dirty, _take(wgt, self.shard_rows[d]), _take(mask, self.shard_rows[d])))
         first = next(p for p in parts if p is not None)
         out = np.zeros((self.n_rows,) + first.shape[1:], first.dtype)
         for rows, part in zip(self.shard_rows, parts):
             if part is not None:
                 out[rows] += part  # rows are unique within a shard
-        factor = _row_factor(wgt, mask, (self.n_rows, len(self.freq_hz)))
-        if factor is not None:
-            out *= (factor if out.ndim == 2 else factor[:, :, None]).astype(out.real.dtype)
         return out
-
-
-def _row_factor(wgt, mask, shape) -> np.ndarray | None:
-    """Weights times the mask (validated as :class:`Imager` does), or None."""
-    factor = None
-    if wgt is not None:
-        wgt = np.asarray(wgt)
-        if wgt.shape != shape:
-            raise ValueError(f"wgt must have shape {shape}, got {wgt.shape}")
-        if not np.all(np.isfinite(wgt)):
-            raise ValueError("wgt contains NaN or Inf")
-        factor = wgt.astype(np.float64)
-    if mask is not None:
-        mask = np.asarray(mask)
-        if mask.shape != shape:
-            raise ValueError(f"mask must have shape {shape}, got {mask.shape}")
-        keep = mask != 0
-        factor = keep.astype(np.float64) if factor is None else factor * keep
-    return factor
 
 
 def _take(array, rows: np.ndarray):
