@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 import pyopencl as cl
 
-from ..core.plan import SPEED_OF_LIGHT, GridLayout, ImageGeometry, check_freq, w_range_wavelengths
+from ..core.plan import SPEED_OF_LIGHT, GridLayout, ImageGeometry, check_freq
 from ..device.profiles import (DeviceProfile, all_devices, create_context, resolve_queue,
                                select_device)
 
@@ -131,10 +131,8 @@ def build_layout(geometry: dict, freq_hz, w_min_m: float, w_max_m: float,
 
 def layout_of_rows(geometry: dict, uvw_m: np.ndarray, freq_hz) -> GridLayout:
     """Layout of the rows ``uvw_m`` (all of the observation)."""
-    image = ImageGeometry.from_arguments(**geometry)
-    freq_hz = check_freq(freq_hz)
-    return GridLayout.build(image, w_range_wavelengths(image, uvw_m, freq_hz),
-                            uvw_m.shape[0] * freq_hz.size)
+    return GridLayout.of_rows(ImageGeometry.from_arguments(**geometry), uvw_m,
+                              check_freq(freq_hz))
 
 
 def plane_span_of_rows(geometry: dict, layout: GridLayout, uvw_m: np.ndarray,
