@@ -26,8 +26,6 @@
 ##             of the visibilities; support (int W), beta; tile_u, lanes (=
 ##             tile_v); do_w (bool); shifted (bool): facet centre away from the
 ##             phase centre; weighted, masked (bool): wgt / mask arrays given;
-##             unrolled (bool): fixed row loop (GPUs keep acc in registers)
-##             rather than a loop clipped to the footprint (CPUs);
 ##             vector (bool): CPUs: kernel spread_vector instead, one work-item
 ##             per work item and the tile's columns as one OpenCL vector of
 ##             LANES (= 16) values, so each point costs one vector exp for
@@ -45,13 +43,6 @@
 #define TILE_U ${tile_u}
 #define LANES ${lanes}
 #define BATCH ${lanes}
-% if unrolled:
-#define ACC(r) acc[r]
-#define TOTAL(r) total[r]
-% else:
-#define ACC(r) acc_tile[r][lane]
-#define TOTAL(r) total_tile[r][lane]
-% endif
 
 
 // Offset (cells) of cell c from tile start t0 on a periodic axis of n cells,
@@ -180,18 +171,11 @@ void spread(__global const unsigned int *sorted_index, __global const unsigned i
     __local ${real} s_ku[BATCH][SUPPORT];
     __local ${vec} s_kv[BATCH][SUPPORT];
 
-% if unrolled:
-    ${vec} acc[TILE_U];
+    ${vec} acc[TILE_U];      // this lane's column of the tile, in registers
     double2 total[TILE_U];
-% else:
-    // CPUs: the tile in local memory, [row][lane], so that a row of all lanes
-    // is one SIMD vector (a private array indexed per point would be gathered).
-    __local ${vec} acc_tile[TILE_U][LANES];
-    __local double2 total_tile[TILE_U][LANES];
-% endif
     for (int r = 0; r < TILE_U; ++r) {
-        ACC(r) = (${vec})(0, 0);
-        TOTAL(r) = (double2)(0, 0);
+        acc[r] = (${vec})(0, 0);
+        total[r] = (double2)(0, 0);
     }
 
 % if do_w:
@@ -234,36 +218,28 @@ void spread(__global const unsigned int *sorted_index, __global const unsigned i
                     continue;
                 const ${vec} kv = s_kv[p][b];
                 const int du = s_du[p];
-% if unrolled:
+                // a fixed, unrolled row loop keeps acc in registers
                 #pragma unroll
                 for (int r = 0; r < TILE_U; ++r) {
                     const int a = r - du;
                     if (a >= 0 && a < SUPPORT)
                         acc[r] += s_ku[p][a] * kv;
                 }
-% else:
-                #pragma unroll
-                for (int a = 0; a < SUPPORT; ++a) {
-                    const int r = du + a;
-                    if (r >= 0 && r < TILE_U)
-                        ACC(r) += s_ku[p][a] * kv;
-                }
-% endif
             }
             for (int r = 0; r < TILE_U; ++r) {
-                TOTAL(r) += convert_double2(ACC(r));
-                ACC(r) = (${vec})(0, 0);
+                total[r] += convert_double2(acc[r]);
+                acc[r] = (${vec})(0, 0);
             }
         }
     }
     if (item.w < 0) {
         __global ${vec} *out = planes + (size_t)item.y * nu * nv + (size_t)u0 * nv + v0 + lane;
         for (int r = 0; r < TILE_U; ++r)
-            out[(size_t)r * nv] = convert_${vec}(TOTAL(r));
+            out[(size_t)r * nv] = convert_${vec}(total[r]);
     } else {
         __global double2 *out = scratch + (size_t)item.w * TILE_U * LANES + lane;
         for (int r = 0; r < TILE_U; ++r)
-            out[r * LANES] = TOTAL(r);
+            out[r * LANES] = total[r];
     }
 }
 

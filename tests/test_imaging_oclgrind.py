@@ -33,7 +33,7 @@ SCRIPT = textwrap.dedent("""
     shifted = dict(geometry, center_x=0.01, center_y=-0.02)
     from clgrid.core.plan import TileShape
     facet = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-2, precision="single",
-                   fft_backend="numpy", tiles=TileShape(8, 32, True, 2), **shifted)
+                   fft_backend="numpy", tiles=TileShape(8, 32, 2), **shifted)
     dirty = facet.vis2dirty(vis, wgt=wgt, mask=mask)
     reference = dft_vis2dirty(uvw, freq, vis * wgt * mask, **shifted)
     error = np.linalg.norm(dirty - reference) / np.linalg.norm(reference)
@@ -42,7 +42,7 @@ SCRIPT = textwrap.dedent("""
     # the CPU kernel (one work-item per tile, columns as one vector), blocks of 3 planes
     vector = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-2, do_wgridding=True,
                     precision="single", fft_backend="numpy",
-                    tiles=TileShape(8, 16, False, 2 ** 31, True, 3), **geometry)
+                    tiles=TileShape(8, 16, 2 ** 31, True, 3), **geometry)
     reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=True, **geometry)
     error = np.linalg.norm(vector.vis2dirty(vis) - reference) / np.linalg.norm(reference)
     assert error < 1e-2, error

@@ -294,8 +294,7 @@ class GridLayout:
 @dataclasses.dataclass(frozen=True)
 class TileShape:
     """Spreading tile of one device: ``tile_u`` rows kept per lane, ``lanes``
-    columns (one per work-item); ``unrolled``: fixed row loop (registers on
-    GPUs) rather than a loop clipped to the footprint (CPUs);
+    columns (one per work-item, rows in registers);
     ``chunk_points``: most points one work-group takes of a (tile, plane)
     before the rest goes to another (load balance where the uv plane is
     dense; CPUs pull work-groups dynamically and need no split);
@@ -306,7 +305,6 @@ class TileShape:
 
     tile_u: int
     lanes: int
-    unrolled: bool
     chunk_points: int = 2 ** 31
     vector: bool = False
     plane_block: int = 1
@@ -325,8 +323,8 @@ class TileShape:
     @classmethod
     def for_device(cls, profile: DeviceProfile, support: int) -> "TileShape":
         if profile.device_type == "gpu":
-            return cls(8 if support <= 8 else 16, 32, True, 2048)
-        return cls(16, 16, False, vector=True, plane_block=4)
+            return cls(8 if support <= 8 else 16, 32, 2048)
+        return cls(16, 16, vector=True, plane_block=4)
 
 
 def planes_per_pass(profile: DeviceProfile, layout: GridLayout, grid_complex: np.dtype,

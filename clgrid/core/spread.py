@@ -168,7 +168,7 @@ class Spreader(_Stage):
 
     def _extra_params(self) -> dict:
         return {"tile_u": self.tiles.tile_u, "lanes": self.tiles.lanes,
-                "unrolled": self.tiles.unrolled, "vector": self.tiles.vector,
+                "vector": self.tiles.vector,
                 "plane_block": self.plane_block}
 
     @property
