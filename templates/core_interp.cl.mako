@@ -16,6 +16,7 @@
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 <%include file="es_kernel.cl.mako"/>
 <%include file="complex.cl.mako"/>
+<%include file="footprint.cl.mako"/>
 
 
 __kernel void interpolate(__global const unsigned int *sorted_index, const unsigned int n_points,
@@ -37,10 +38,8 @@ __kernel void interpolate(__global const unsigned int *sorted_index, const unsig
     const double f = freq_scale[k - row * nchan];
     const double u = uvw[3 * row] * f * u_scale;
     const double v = uvw[3 * row + 1] * f * v_scale;
-    const double fu = ceil(u - 0.5 * SUPPORT), fv = ceil(v - 0.5 * SUPPORT);
-    int cu = (int)fu % nu, cv = (int)fv % nv;
-    cu += cu < 0 ? nu : 0;
-    cv += cv < 0 ? nv : 0;
+    const double fu = footprint_start(u), fv = footprint_start(v);
+    const int cu = wrap_cell(fu, nu), cv = wrap_cell(fv, nv);
     const ${real} xu = (${real})(fu - u), xv = (${real})(fv - v);
     ${real} ku[SUPPORT], kv[SUPPORT];
     int iv[SUPPORT];
@@ -51,8 +50,8 @@ __kernel void interpolate(__global const unsigned int *sorted_index, const unsig
     }
 % if do_w:
     const double w = uvw[3 * row + 2] * f * w_scale - w_offset;
-    const int p_first = max((int)ceil(w - 0.5 * SUPPORT), plane0);
-    const int p_end = min((int)ceil(w - 0.5 * SUPPORT) + SUPPORT, plane0 + n_pass);
+    const int p_first = max((int)footprint_start(w), plane0);
+    const int p_end = min((int)footprint_start(w) + SUPPORT, plane0 + n_pass);
 % else:
     const int p_first = plane0, p_end = plane0 + 1;
 % endif

@@ -12,12 +12,7 @@
 #define TILE_V ${tile_v}
 #define INVALID_KEY 0xffffffffu
 
-// First cell of the footprint, wrapped into [0, n).
-inline int first_cell(const double pos, const int n)
-{
-    const int first = (int)ceil(pos - 0.5 * SUPPORT) % n;
-    return first < 0 ? first + n : first;
-}
+<%include file="footprint.cl.mako"/>
 
 __kernel void bin_keys(__global const double *uvw, __global const double *freq_scale,
                        const unsigned int nchan, const unsigned int n_vis,
@@ -39,10 +34,10 @@ __kernel void bin_keys(__global const double *uvw, __global const double *freq_s
         atomic_inc(n_invalid);
         return;
     }
-    const unsigned int tile = (unsigned int)(first_cell(u, nu) / TILE_U) * ntiles_v
-                              + (unsigned int)(first_cell(v, nv) / TILE_V);
+    const unsigned int tile = (unsigned int)(wrap_cell(footprint_start(u), nu) / TILE_U) * ntiles_v
+                              + (unsigned int)(wrap_cell(footprint_start(v), nv) / TILE_V);
 % if do_w:
-    int first_plane = (int)ceil(w - 0.5 * SUPPORT);
+    int first_plane = (int)footprint_start(w);
     first_plane = clamp(first_plane, 0, n_wbins - 1);
 % else:
     const int first_plane = 0;

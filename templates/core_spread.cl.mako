@@ -40,6 +40,7 @@
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 <%include file="es_kernel.cl.mako"/>
 <%include file="complex.cl.mako"/>
+<%include file="footprint.cl.mako"/>
 #define TILE_U ${tile_u}
 #define LANES ${lanes}
 #define BATCH ${lanes}
@@ -76,10 +77,8 @@ inline bool locate(const unsigned int k, __global const double *uvw,
     const double f = freq_scale[k - row * nchan];
     const double u = uvw[3 * row] * f * u_scale;
     const double v = uvw[3 * row + 1] * f * v_scale;
-    const double fu = ceil(u - 0.5 * SUPPORT), fv = ceil(v - 0.5 * SUPPORT);
-    int cu = (int)fu % nu, cv = (int)fv % nv;
-    cu += cu < 0 ? nu : 0;
-    cv += cv < 0 ? nv : 0;
+    const double fu = footprint_start(u), fv = footprint_start(v);
+    const int cu = wrap_cell(fu, nu), cv = wrap_cell(fv, nv);
     *du = tile_offset(cu, u0, nu, TILE_U);
     *dv = tile_offset(cv, v0, nv, LANES);
     if (!(*du > -SUPPORT && *du < TILE_U && *dv > -SUPPORT && *dv < LANES))

@@ -12,7 +12,8 @@ transfers                 :mod:`clgrid.core.transfer`                     (pinne
 all of them               :class:`clgrid.core.engine.GriddingEngine`
 ========================  ==============================================  ================================
 
-The ES kernel helper is ``templates/es_kernel.cl.mako``.  The core depends on
+The shared helpers are ``templates/es_kernel.cl.mako`` (the ES kernel) and
+``templates/footprint.cl.mako`` (where a footprint starts).  The core depends on
 the device layer (:mod:`clgrid.device.profiles`, :mod:`clgrid.device.kernels`) only; the
 missions (imaging, several devices, Dask) sit on top of it.
 """
