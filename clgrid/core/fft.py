@@ -43,6 +43,8 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
+from ..device.kernels import quiet_builds
+
 try:  # reikna is an optional extra ("fft")
     from reikna.cluda import ocl_api
     from reikna.fft import FFT as _ReiknaFFT
@@ -229,7 +231,8 @@ class DeviceFFT:
     def _reikna_plan(self):
         thread = ocl_api().Thread(self.queue)
         template = cla.empty(self.queue, self.shape, self.dtype)
-        return _ReiknaFFT(template, axes=self._axes).compile(thread)
+        with quiet_builds():
+            return _ReiknaFFT(template, axes=self._axes).compile(thread)
 
     def _vkfft_plan(self):
         # norm=1: the backward transform divides by N like numpy's ifft2 and

@@ -8,6 +8,8 @@ options) and kept in memory; pyopencl's binary cache keeps it on disk too.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 import warnings
 from importlib import resources
@@ -70,6 +72,18 @@ def build_options(profile: DeviceProfile, atomics: Mapping[str, str],
     return tuple(options)
 
 
+@contextlib.contextmanager
+def quiet_builds():
+    """Hide pyopencl's CompilerWarning for the builds inside (clgrid's own
+    programs, reikna's FFTs, pyopencl's reduction kernels): drivers chat on
+    success (Intel prints a build log) and real errors raise anyway.
+    PYOPENCL_COMPILER_OUTPUT=1 (``clgrid image --verbose``) shows them."""
+    with warnings.catch_warnings():
+        if os.environ.get("PYOPENCL_COMPILER_OUTPUT", "").lower() not in ("1", "true", "yes"):
+            warnings.simplefilter("ignore", cl.CompilerWarning)
+        yield
+
+
 def build_program(context: cl.Context, device: cl.Device, source: str,
                   options: tuple[str, ...] = ()) -> cl.Program:
     """Build ``source`` for ``device`` once per context; cached in memory."""
@@ -77,12 +91,7 @@ def build_program(context: cl.Context, device: cl.Device, source: str,
     with _programs_lock:
         program = _programs.get(key)
     if program is None:
-        from os import environ
-        with warnings.catch_warnings():
-            # Drivers chat on success (Intel prints a build log); real errors raise.
-            # PYOPENCL_COMPILER_OUTPUT=1 (clgrid image --verbose) asks to see it.
-            if environ.get("PYOPENCL_COMPILER_OUTPUT", "").lower() not in ("1", "true", "yes"):
-                warnings.simplefilter("ignore", cl.CompilerWarning)
+        with quiet_builds():
             program = cl.Program(context, source).build(options=list(options), devices=[device])
         with _programs_lock:
             _programs[key] = program

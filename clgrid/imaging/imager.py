@@ -43,7 +43,7 @@ from ..core.engine import GriddingEngine
 from ..core.plan import GridLayout, ImageGeometry, check_freq, check_uvw, precision_of
 from ..core.transfer import Uploader, device_array
 from ..device.profiles import DeviceProfile, resolve_queue
-from ..device.kernels import Operation
+from ..device.kernels import Operation, quiet_builds
 
 
 _reductions: dict[tuple, ReductionKernel] = {}
@@ -66,8 +66,9 @@ def _count_kernel(context: cl.Context, dtype: np.dtype, what: str) -> ReductionK
                 ctype = "float" if dtype == np.float32 else "double"
                 expr, arg = "isfinite(x[i]) ? 0 : 1", f"const {ctype} *x"
             preamble = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
-            kernel = ReductionKernel(context, np.int64, neutral="0", reduce_expr="a+b",
-                                     map_expr=expr, arguments=arg, preamble=preamble)
+            with quiet_builds():
+                kernel = ReductionKernel(context, np.int64, neutral="0", reduce_expr="a+b",
+                                         map_expr=expr, arguments=arg, preamble=preamble)
             _reductions[key] = kernel
     return kernel
 
