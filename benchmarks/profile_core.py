@@ -22,6 +22,7 @@ import pyopencl as cl  # noqa: E402
 import pyopencl.array as cla  # noqa: E402
 
 import clgrid  # noqa: E402
+from clgrid.core.engine import row_view  # noqa: E402
 from clgrid.core.plan import SPEED_OF_LIGHT  # noqa: E402
 from clgrid.core.setpoints import SetPoints  # noqa: E402
 from clgrid.imaging.imager import Imager, _device_count  # noqa: E402
@@ -38,6 +39,8 @@ def parse_args(argv=None):
     parser.add_argument("--epsilon", type=float, default=1e-5)
     parser.add_argument("--w", action="store_true", help="do_wgridding=True")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--vis-per-block", type=int, default=None,
+                        help="visibilities per row block (0: one block); default the device's")
     return parser.parse_args(argv)
 
 
@@ -70,19 +73,23 @@ def main(argv=None) -> int:
           f"eps {args.epsilon}, w {args.w}", flush=True)
     start = time.perf_counter()
     imager = Imager(queue, uvw=uvw, freq=freq, npix_x=args.npix, npix_y=args.npix,
-                    pixsize_x=cell, pixsize_y=cell, epsilon=args.epsilon, do_wgridding=args.w)
+                    pixsize_x=cell, pixsize_y=cell, epsilon=args.epsilon, do_wgridding=args.w,
+                    vis_per_block=args.vis_per_block)
     queue.finish()
     engine = imager.engine
     print(f"plan (first, with builds)    {(time.perf_counter() - start) * 1e3:10.2f} ms; "
           f"W {imager.kernel_choice.support} sigma {imager.kernel_choice.sigma} "
           f"grid {imager.nu} planes {imager.n_planes} passes {len(engine.passes())} "
-          f"tiles {engine.tiles}", flush=True)
+          f"tiles {engine.tiles} row blocks {len(engine.blocks)}", flush=True)
     setpoints = SetPoints(queue, imager.geometry, imager.layout, engine.tiles)
-    timed("set points (keys+sort+starts)", lambda: setpoints(engine.uvw_d, engine.freq_scale_d),
-          queue, args.repeats)
+    timed("set points (keys+sort+starts)", lambda: [
+        setpoints(block.uvw_d, engine.freq_scale_d) for block in engine.blocks], queue,
+        args.repeats)
     vis_d = cla.to_device(queue, vis)
     timed("upload pageable", lambda: cla.to_device(queue, vis), queue, args.repeats)
     timed("upload pinned (clgrid)", lambda: imager._uploader.to_device(vis, np.complex64), queue,
+          args.repeats)
+    timed("download pinned (clgrid)", lambda: imager._uploader.to_host(vis_d), queue,
           args.repeats)
     timed("non-finite count", lambda: _device_count(queue, vis_d, "nonfinite"), queue,
           args.repeats)
@@ -93,10 +100,10 @@ def main(argv=None) -> int:
     image_d = cla.zeros(queue, (args.npix, args.npix), np.float32)
     timed("correct (one pass)", lambda: engine.corrector.planes_to_dirty(
         engine.planes_d, plane0, n_pass, image_d, 1.0), queue, args.repeats)
-    out_d = cla.zeros(queue, (vis.size, 1), np.complex64)
-    timed("interpolate (one pass)", lambda: engine.interpolator(
-        engine.points, engine.uvw_d, engine.freq_scale_d, out_d, 1, 0, engine.planes_d, plane0,
-        n_pass), queue, args.repeats)
+    out_d = cla.zeros(queue, vis.shape + (1,), np.complex64)
+    timed("interpolate (one pass)", lambda: [engine.interpolator(
+        block.points, block.uvw_d, engine.freq_scale_d, row_view(out_d, block.first, block.stop),
+        1, 0, engine.planes_d, plane0, n_pass) for block in engine.blocks], queue, args.repeats)
     timed("vis2dirty device-resident", lambda: imager.vis2dirty_device(vis_d), queue,
           args.repeats)
     timed("vis2dirty end to end", lambda: imager.vis2dirty(vis), queue, args.repeats)

@@ -9,7 +9,10 @@
 ## them at a time in local memory (footprint start, kernel values in u, and
 ## kernel values in v times the visibility), then every lane adds what falls
 ## into its column.  Every cell of every plane is written exactly once, zeros
-## included, so the grid needs no clearing.
+## included, so the grid needs no clearing.  Visibilities arrive in row blocks
+## (so their upload overlaps the spreading): the first block's launch writes
+## every tile; later ones (accumulate != 0) add their tiles to the grid, in
+## block order, so the sum is still the same run after run.
 ##
 ## Load balance: the uv plane is far denser near its centre, so one
 ## work-group per tile would leave the centre tiles working long after the
@@ -153,7 +156,7 @@ void spread(__global const unsigned int *sorted_index, __global const unsigned i
             const int plane0, const int n_wbins,
             const double shift_u, const double shift_v,
             __global const int4 *work, const unsigned int chunk_points,
-            __global double2 *scratch)
+            __global double2 *scratch, const int accumulate)
 {
     const int4 item = work[get_group_id(0)];   // (tile, plane in pass, chunk, slot or -1)
     const int tile = item.x;
@@ -234,7 +237,8 @@ void spread(__global const unsigned int *sorted_index, __global const unsigned i
     if (item.w < 0) {
         __global ${vec} *out = planes + (size_t)item.y * nu * nv + (size_t)u0 * nv + v0 + lane;
         for (int r = 0; r < TILE_U; ++r)
-            out[(size_t)r * nv] = convert_${vec}(total[r]);
+            out[(size_t)r * nv] = convert_${vec}(
+                accumulate ? total[r] + convert_double2(out[(size_t)r * nv]) : total[r]);
     } else {
         __global double2 *out = scratch + (size_t)item.w * TILE_U * LANES + lane;
         for (int r = 0; r < TILE_U; ++r)
@@ -370,7 +374,8 @@ void spread_vector(
 // bits every run) and written to the grid.  One work-group per split item.
 __kernel __attribute__((reqd_work_group_size(LANES, 1, 1)))
 void fold_chunks(__global const int4 *folds, __global const double2 *scratch,
-                 __global ${vec} *planes, const int nu, const int nv, const int ntiles_v)
+                 __global ${vec} *planes, const int nu, const int nv, const int ntiles_v,
+                 const int accumulate)
 {
     const int4 item = folds[get_group_id(0)];   // (tile, plane in pass, first slot, slots)
     const int lane = get_local_id(0);
@@ -381,6 +386,7 @@ void fold_chunks(__global const int4 *folds, __global const double2 *scratch,
         double2 sum = (double2)(0, 0);
         for (int s = 0; s < item.w; ++s)
             sum += scratch[((size_t)(item.z + s) * TILE_U + r) * LANES + lane];
-        out[(size_t)r * nv] = convert_${vec}(sum);
+        out[(size_t)r * nv] = convert_${vec}(
+            accumulate ? sum + convert_double2(out[(size_t)r * nv]) : sum);
     }
 }

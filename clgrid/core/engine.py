@@ -14,10 +14,16 @@ device (all planes at once where memory allows)::
     dirty2vis:  dirty_to_planes -> batched forward FFT -> interpolate (+=)
 
 The bins (set points) depend on the geometry only and are computed once,
-at construction.
+at construction, for each row block (:func:`clgrid.core.plan.row_blocks`):
+on GPUs the visibilities are gridded in blocks of rows, so that the upload
+of one block overlaps the spreading of the one before (``ready``); the first
+block writes the planes and later ones add to them, always in block order.
 """
 
 from __future__ import annotations
+
+import dataclasses
+from typing import Callable
 
 import numpy as np
 import pyopencl as cl
@@ -26,9 +32,41 @@ import pyopencl.array as cla
 from ..device.profiles import DeviceProfile
 from .correct import Corrector
 from .fft import DeviceFFT, Pruning
-from .plan import GridLayout, ImageGeometry, TileShape, planes_per_pass
-from .setpoints import SetPoints, freq_scale
+from .plan import GridLayout, ImageGeometry, TileShape, planes_per_pass, row_blocks
+from .setpoints import PointSet, SetPoints, freq_scale
 from .spread import Interpolator, Spreader
+
+
+@dataclasses.dataclass
+class RowBlock:
+    """Rows ``first .. stop - 1`` of the observation and their bins."""
+
+    first: int
+    stop: int
+    points: PointSet
+    uvw_d: cla.Array
+
+
+def row_view(array_d: cla.Array, first: int, stop: int) -> cla.Array:
+    """Rows ``first .. stop - 1`` (first axis) of a C-contiguous device array,
+    as an array on a sub-buffer (kernels take buffers without offsets)."""
+    if first == 0 and stop == array_d.shape[0]:
+        return array_d
+    row_bytes = array_d.nbytes // max(array_d.shape[0], 1)
+    region = array_d.base_data.get_sub_region(array_d.offset + first * row_bytes,
+                                              max((stop - first) * row_bytes, 1))
+    return cla.Array(array_d.queue, (stop - first,) + array_d.shape[1:], array_d.dtype,
+                     data=region)
+
+
+def _view(array_d: cla.Array | None, block: RowBlock) -> cla.Array | None:
+    """The rows of ``block`` of a (row, ...) device array, or None."""
+    return None if array_d is None else row_view(array_d, block.first, block.stop)
+
+
+#: ``ready(block index)``: events a block's spreading must wait for (its
+#: visibilities' upload); called in block order, each index once.
+Ready = Callable[[int], list]
 
 
 class GriddingEngine:
@@ -53,12 +91,15 @@ class GriddingEngine:
     tiles
         Spreading tile; default :meth:`TileShape.for_device` (tests force the
         GPU shape on CPUs with it).
+    vis_per_block
+        Visibilities per row block (see :func:`clgrid.core.plan.row_blocks`);
+        default from the device.
     """
 
     def __init__(self, queue: cl.CommandQueue, geometry: ImageGeometry, layout: GridLayout,
                  uvw_d: cla.Array, freq_hz: np.ndarray,
                  planes: tuple[int, int] | None = None, fft_backend: str | None = None,
-                 tiles: TileShape | None = None):
+                 tiles: TileShape | None = None, vis_per_block: int | None = None):
         self.queue = queue
         self.profile = DeviceProfile.from_device(queue.device)
         self.geometry, self.layout = geometry, layout
@@ -71,9 +112,16 @@ class GriddingEngine:
                                      else np.complex128)
         first, stop = planes if planes is not None else (0, layout.n_planes)
         self.plane_range = (int(first), int(stop))
-        self.points = SetPoints(queue, geometry, layout, self.tiles)(uvw_d, self.freq_scale_d)
-        other_bytes = (self.points.sorted_index.nbytes * 2 + self.points.bin_start.nbytes
-                       + uvw_d.nbytes)
+        if self.tiles.vector:
+            vis_per_block = 0   # spread_vector writes every tile: one block
+        set_points = SetPoints(queue, geometry, layout, self.tiles)
+        self.blocks = []
+        for first, stop in row_blocks(self.profile, uvw_d.shape[0], self.n_chan, vis_per_block):
+            block_uvw_d = row_view(uvw_d, first, stop)
+            self.blocks.append(RowBlock(first, stop, set_points(block_uvw_d, self.freq_scale_d),
+                                        block_uvw_d))
+        other_bytes = uvw_d.nbytes + sum(b.points.sorted_index.nbytes * 2
+                                         + b.points.bin_start.nbytes for b in self.blocks)
         image_bytes = geometry.npix_x * geometry.npix_y * geometry.grid_real.itemsize
         self.n_pass = min(planes_per_pass(self.profile, layout, self.grid_complex, other_bytes,
                                           image_bytes), max(stop - first, 1))
@@ -87,9 +135,9 @@ class GriddingEngine:
     def _pruning(self) -> Pruning:
         """Grid rows the visibilities' kernels reach and grid columns of image
         pixels: a pruned FFT transforms only those (ducc0's lever)."""
-        layout, tiles, points = self.layout, self.tiles, self.points
-        counts = np.diff(points.bin_start_host.astype(np.int64))
-        used = counts.reshape(points.ntiles_u, -1).sum(axis=1) > 0
+        layout, tiles = self.layout, self.tiles
+        used = sum(np.diff(b.points.bin_start_host.astype(np.int64))
+                   .reshape(b.points.ntiles_u, -1).sum(axis=1) for b in self.blocks) > 0
         reach = np.arange(tiles.tile_u + layout.choice.support - 1)
         rows = np.unique((np.flatnonzero(used)[:, None] * tiles.tile_u + reach).ravel()
                          % layout.nu) if used.any() else np.zeros(0, np.int64)
@@ -107,13 +155,34 @@ class GriddingEngine:
     def n_vis(self) -> int:
         return self.uvw_d.shape[0] * self.n_chan
 
+    @property
+    def n_invalid(self) -> int:
+        """Visibilities with non-finite uvw, left out."""
+        return sum(b.points.n_invalid for b in self.blocks)
+
+    @property
+    def device_bytes(self) -> int:
+        """Device memory this engine keeps between calls."""
+        return (self.planes_d.nbytes + self.uvw_d.nbytes
+                + sum(b.points.sorted_index.nbytes + b.points.bin_start.nbytes
+                      for b in self.blocks))
+
     # ---------------------------------------------------------- gridding
     def grid_pass(self, vis_d: cla.Array, npol: int, pol: int, plane0: int, n_pass: int,
-                  wgt_d: cla.Array | None = None, mask_d: cla.Array | None = None) -> cla.Array:
+                  wgt_d: cla.Array | None = None, mask_d: cla.Array | None = None,
+                  ready: Ready | None = None) -> cla.Array:
         """Spread one polarisation into planes ``plane0 ..`` (no FFT); returns
-        the planes buffer (its first ``n_pass`` planes are valid)."""
-        self.spreader(self.points, self.uvw_d, self.freq_scale_d, vis_d, npol, pol,
-                      self.planes_d, plane0, n_pass, wgt_d, mask_d)
+        the planes buffer (its first ``n_pass`` planes are valid).  ``vis_d``,
+        ``wgt_d``, ``mask_d``: (row, chan, ...) device arrays; ``ready``: see
+        :data:`Ready` (default: the data is on the device already)."""
+        for index, block in enumerate(self.blocks):
+            if ready is not None:
+                events = ready(index)
+                if events:   # the block's spreading waits for its upload
+                    cl.enqueue_barrier(self.queue, wait_for=events)
+            self.spreader(block.points, block.uvw_d, self.freq_scale_d, _view(vis_d, block),
+                          npol, pol, self.planes_d, plane0, n_pass, _view(wgt_d, block),
+                          _view(mask_d, block), accumulate=index > 0)
         return self.planes_d
 
     def planes_to_dirty(self, plane0: int, n_pass: int, dirty_d: cla.Array,
@@ -126,13 +195,16 @@ class GriddingEngine:
                                        self.fft.backward_scale)
 
     def vis2dirty(self, vis_d: cla.Array, npol: int, pol: int,
-                  wgt_d: cla.Array | None = None, mask_d: cla.Array | None = None) -> cla.Array:
+                  wgt_d: cla.Array | None = None, mask_d: cla.Array | None = None,
+                  ready: Ready | None = None) -> cla.Array:
         """(npix_x, npix_y) dirty image of polarisation ``pol`` on the device,
-        in grid precision.  ``vis_d``: complex, (row, chan, pol) order."""
+        in grid precision.  ``vis_d``: complex, (row, chan[, pol]); ``ready``:
+        see :data:`Ready` (only the first pass waits)."""
         g = self.geometry
         dirty_d = cla.zeros(self.queue, (g.npix_x, g.npix_y), g.grid_real)
         for plane0, n_pass in self.passes():
-            self.grid_pass(vis_d, npol, pol, plane0, n_pass, wgt_d, mask_d)
+            self.grid_pass(vis_d, npol, pol, plane0, n_pass, wgt_d, mask_d, ready)
+            ready = None
             self.planes_to_dirty(plane0, n_pass, dirty_d)
         return dirty_d
 
@@ -142,15 +214,17 @@ class GriddingEngine:
         """(n_vis, npol) visibilities of npol (npix_x, npix_y) device images
         (grid precision)."""
         npol = len(images_d)
-        out_d = cla.zeros(self.queue, (self.n_vis, npol), np.dtype(
+        out_d = cla.zeros(self.queue, (self.uvw_d.shape[0], self.n_chan, npol), np.dtype(
             np.complex64 if self.geometry.vis_real == np.float32 else np.complex128))
         for pol, image_d in enumerate(images_d):
             for plane0, n_pass in self.passes():
                 self.corrector.dirty_to_planes(image_d, plane0, n_pass, self.planes_d)
                 self.fft.forward(self.planes_d, self.pruning)
-                self.interpolator(self.points, self.uvw_d, self.freq_scale_d, out_d, npol, pol,
-                                  self.planes_d, plane0, n_pass, wgt_d, mask_d)
-        return out_d
+                for block in self.blocks:
+                    self.interpolator(block.points, block.uvw_d, self.freq_scale_d,
+                                      _view(out_d, block), npol, pol, self.planes_d, plane0,
+                                      n_pass, _view(wgt_d, block), _view(mask_d, block))
+        return out_d.reshape(self.n_vis, npol)
 
 
-__all__ = ["GriddingEngine"]
+__all__ = ["GriddingEngine", "Ready", "RowBlock", "row_view"]

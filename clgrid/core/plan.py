@@ -327,6 +327,29 @@ class TileShape:
         return cls(16, 16, vector=True, plane_block=4)
 
 
+#: Visibilities per row block on GPUs: each block's upload overlaps the
+#: spreading of the one before; 2**24 complex64 are 128 MiB.
+VIS_PER_BLOCK = 2 ** 24
+
+
+def row_blocks(profile: DeviceProfile, n_rows: int, n_chan: int,
+               vis_per_block: int | None = None) -> list[tuple[int, int]]:
+    """(first row, stop row) of each block of visibilities the core grids in
+    turn.  GPUs take blocks of about ``vis_per_block`` (default
+    :data:`VIS_PER_BLOCK`) so copies overlap spreading; CPUs, whose device
+    memory is host memory, take all rows at once.  Block starts are multiples
+    of the rows that keep every per-row array's sub-buffer aligned to the
+    device's base address alignment."""
+    if vis_per_block is None:
+        vis_per_block = VIS_PER_BLOCK if profile.device_type == "gpu" else 0
+    if n_rows == 0 or vis_per_block <= 0 or n_rows * n_chan <= vis_per_block:
+        return [(0, n_rows)]
+    align = max(1, profile.base_align_bytes)   # a one-byte-per-visibility mask needs it
+    rows = max(1, vis_per_block // max(n_chan, 1))
+    rows = -(-rows // align) * align
+    return [(first, min(first + rows, n_rows)) for first in range(0, n_rows, rows)]
+
+
 def planes_per_pass(profile: DeviceProfile, layout: GridLayout, grid_complex: np.dtype,
                     other_bytes: int = 0, image_bytes: int = 0) -> int:
     """How many w planes the device holds at once (all of them if they fit).
@@ -366,6 +389,7 @@ def planes_per_pass(profile: DeviceProfile, layout: GridLayout, grid_complex: np
 
 __all__ = ["FFT_COST_PER_CELL", "GRID_COST_PER_TAP", "GRID_MULTIPLE", "GridLayout",
            "ImageGeometry", "MIN_EPSILON", "SPEED_OF_LIGHT", "TileShape", "check_epsilon",
-           "check_finite", "check_freq", "check_npix", "check_positive", "check_uvw",
+           "VIS_PER_BLOCK", "check_finite", "check_freq", "check_npix", "check_positive",
+           "check_uvw", "row_blocks",
            "choose_kernel", "good_grid_size", "n_planes_for", "plane_spacing",
            "planes_per_pass", "precision_dtype", "precision_of", "w_range_wavelengths"]

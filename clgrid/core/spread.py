@@ -84,7 +84,7 @@ class _Stage:
 class WorkList:
     """What the spreader's work-groups do in one pass (see :func:`work_list`)."""
 
-    items: cla.Array       # (n, 4) int32: tile, plane in pass, chunk, scratch slot or -1
+    items: cla.Array | None   # (n, 4) int32: tile, plane in pass, chunk, scratch slot or -1
     folds: cla.Array | None   # (m, 4) int32: tile, plane in pass, first slot, slots
     scratch: cla.Array | None  # (slots, tile_u, lanes) complex128 partial tiles
     n_items: int
@@ -92,9 +92,10 @@ class WorkList:
 
 
 def chunk_counts(points: PointSet, layout: GridLayout, plane0: int, n_pass: int,
-                 chunk_points: int) -> np.ndarray:
+                 chunk_points: int, accumulate: bool = False) -> np.ndarray:
     """(n_pass, n_tiles): points each (plane, tile) reads, in chunks of
-    ``chunk_points`` (at least one chunk, which writes the zeros)."""
+    ``chunk_points``: at least one chunk, which writes the zeros, unless
+    ``accumulate`` (a later row block adds to the grid: empty tiles skip)."""
     n_tiles = points.ntiles_u * points.ntiles_v
     n_wbins, support = layout.n_wbins, layout.choice.support
     starts = points.bin_start_host.astype(np.int64)
@@ -114,7 +115,7 @@ def chunk_counts(points: PointSet, layout: GridLayout, plane0: int, n_pass: int,
                 source = (((tu + du) % points.ntiles_u) * points.ntiles_v
                           + (tv + dv) % points.ntiles_v)
                 counts[p] += per_bin[source]
-    return np.maximum(1, -(-counts // chunk_points))
+    return -(-counts // chunk_points) if accumulate else np.maximum(1, -(-counts // chunk_points))
 
 
 def block_list(queue: cl.CommandQueue, points: PointSet, plane_block: int,
@@ -131,10 +132,11 @@ def block_list(queue: cl.CommandQueue, points: PointSet, plane_block: int,
 
 
 def work_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout, tiles: TileShape,
-              plane0: int, n_pass: int) -> WorkList:
+              plane0: int, n_pass: int, accumulate: bool = False) -> WorkList:
     """Work items of one pass (``spread``): every (tile, plane) in chunks,
-    split ones folded."""
-    chunks = chunk_counts(points, layout, plane0, n_pass, tiles.chunk_points).ravel()
+    split ones folded; with ``accumulate`` only those the points reach."""
+    chunks = chunk_counts(points, layout, plane0, n_pass, tiles.chunk_points,
+                          accumulate).ravel()
     n_tiles = points.ntiles_u * points.ntiles_v
     pair = np.repeat(np.arange(chunks.size), chunks)
     first_item = np.cumsum(chunks) - chunks
@@ -151,7 +153,8 @@ def work_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout, tile
                      axis=1).astype(np.int32)
     n_slots = int(slots.sum())
     return WorkList(
-        cla.to_device(queue, items), cla.to_device(queue, folds) if folds.size else None,
+        cla.to_device(queue, items) if items.size else None,
+        cla.to_device(queue, folds) if folds.size else None,
         cla.empty(queue, (n_slots, tiles.tile_u, tiles.lanes), np.complex128)
         if n_slots else None, items.shape[0], folds.shape[0])
 
@@ -180,27 +183,36 @@ class Spreader(_Stage):
     def kernel_name(self) -> str:
         return "spread_vector" if self.tiles.vector else "spread"
 
-    def work(self, points: PointSet, plane0: int, n_pass: int) -> WorkList:
+    def work(self, points: PointSet, plane0: int, n_pass: int,
+             accumulate: bool = False) -> WorkList:
         """The pass's work list, built on first use (geometry only)."""
-        key = (plane0, n_pass)
+        key = (id(points), plane0, n_pass, accumulate)
         if key not in self._work:
+            if self.tiles.vector and accumulate:
+                raise ValueError("spread_vector grids all rows in one block (no accumulate)")
             self._work[key] = (
                 block_list(self.queue, points, self.plane_block, n_pass) if self.tiles.vector
-                else work_list(self.queue, points, self.layout, self.tiles, plane0, n_pass))
+                else work_list(self.queue, points, self.layout, self.tiles, plane0, n_pass,
+                               accumulate))
         return self._work[key]
 
     def __call__(self, points: PointSet, uvw_d: cla.Array, freq_scale_d: cla.Array,
                  vis_d: cla.Array, npol: int, pol: int, planes_d: cla.Array,
                  plane0: int, n_pass: int, wgt_d: cla.Array | None = None,
-                 mask_d: cla.Array | None = None) -> cl.Event:
+                 mask_d: cla.Array | None = None,
+                 accumulate: bool = False) -> cl.Event | None:
         """Write planes ``plane0 .. plane0 + n_pass - 1`` of polarisation ``pol``
-        into ``planes_d`` ((>= n_pass, nu, nv) complex)."""
+        into ``planes_d`` ((>= n_pass, nu, nv) complex); ``accumulate``: add
+        to them instead (a later row block)."""
         lanes = self.tiles.lanes
-        work = self.work(points, plane0, n_pass)
+        work = self.work(points, plane0, n_pass, accumulate)
+        if work.n_items == 0:
+            return None
         kernel = self.kernel(wgt_d is not None, mask_d is not None)
         scratch = work.scratch if work.scratch is not None else self._dummy_scratch
         sizes = ((work.n_items,), (1,)) if self.tiles.vector else ((work.n_items * lanes,),
                                                                    (lanes,))
+        extra = () if self.tiles.vector else (np.int32(accumulate),)
         event = kernel(
             self.queue, *sizes,
             points.sorted_index.data, points.bin_start.data, uvw_d.data, freq_scale_d.data,
@@ -212,12 +224,13 @@ class Spreader(_Stage):
             work.items.data,
             np.uint32(2 ** 32 - 1 if self.tiles.vector else min(self.tiles.chunk_points,
                                                                 2 ** 32 - 1)),
-            scratch.data)
+            scratch.data, *extra)
         if work.n_folds:
             fold = self._fold_kernel()
             event = fold(self.queue, (work.n_folds * lanes,), (lanes,), work.folds.data,
                          work.scratch.data, planes_d.data, np.int32(self.layout.nu),
-                         np.int32(self.layout.nv), np.int32(points.ntiles_v))
+                         np.int32(self.layout.nv), np.int32(points.ntiles_v),
+                         np.int32(accumulate))
         return event
 
     def _fold_kernel(self) -> cl.Kernel:

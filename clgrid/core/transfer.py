@@ -12,6 +12,8 @@ and one plain copy is cheapest.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
@@ -23,13 +25,70 @@ _MIN_PINNED_BYTES = 8 * 2 ** 20
 
 
 class Uploader:
-    """Host -> device copies for one queue, pinned and chunked on GPUs."""
+    """Host <-> device copies for one queue, pinned and chunked on GPUs.
+
+    Row-block uploads (:meth:`rows_to_device`) go through a second queue of
+    the same device, so they run beside the kernels of the first."""
 
     def __init__(self, queue: cl.CommandQueue, pinned: bool | None = None):
         self.queue = queue
         if pinned is None:
             pinned = queue.device.type & cl.device_type.GPU != 0
+        self.pinned = bool(pinned)
         self._staging = PinnedStaging(queue.context, queue) if pinned else None
+        self._copy_queue: cl.CommandQueue | None = None
+        self._row_stagings: dict[str, PinnedStaging] = {}
+
+    def rows_to_device(self, arrays: dict[str, tuple[np.ndarray | None, np.dtype]],
+                       blocks: list[tuple[int, int]]) -> tuple[dict, Callable | None]:
+        """Device arrays for host arrays whose first axis is the row, filled
+        block by block.
+
+        ``arrays``: name -> (host array or None, device dtype).  Returns the
+        device arrays (None for None) and ``ready(block index) -> events``:
+        the first call for a block copies its rows of every array (host
+        threads into pinned memory, then the copy queue) and returns the
+        events its kernels must wait for.  Without pinned staging, or with
+        one block, everything is copied here and ``ready`` is None.
+        """
+        if not self.pinned or len(blocks) < 2:
+            return {name: None if host is None else self.to_device(host, dtype)
+                    for name, (host, dtype) in arrays.items()}, None
+        if self._copy_queue is None:
+            self._copy_queue = cl.CommandQueue(self.queue.context, self.queue.device)
+        devices, sources = {}, []
+        for name, (host, dtype) in arrays.items():
+            if host is None:
+                devices[name] = None
+                continue
+            devices[name] = cla.empty(self.queue, host.shape, dtype)
+            if name not in self._row_stagings:
+                self._row_stagings[name] = PinnedStaging(self.queue.context, self._copy_queue)
+            sources.append((self._row_stagings[name], host, devices[name], np.dtype(dtype)))
+
+        def ready(index: int) -> list:
+            first, stop = blocks[index]
+            events = [staging.upload_rows(host, device.data, first, stop, dtype)
+                      for staging, host, device, dtype in sources]
+            return [event for event in events if event is not None]
+
+        return devices, ready
+
+    def to_host(self, array_d: cla.Array, out: np.ndarray | None = None) -> np.ndarray:
+        """``array_d`` in host memory (``out``, or a new array): through
+        pinned staging on GPUs, after the queue's earlier work."""
+        if out is None:
+            out = np.empty(array_d.shape, array_d.dtype)
+        if out.size == 0:
+            return out
+        if self._staging is None or array_d.nbytes < _MIN_PINNED_BYTES:
+            if out.flags.c_contiguous and out.dtype == array_d.dtype:
+                array_d.get(ary=out)
+            else:
+                out[...] = array_d.get()
+        else:
+            self._staging.download(array_d.base_data, out, array_d.offset)
+        return out
 
     def to_device(self, host: np.ndarray, dtype) -> cla.Array:
         """A device copy of ``host`` as ``dtype`` (C order).  Data of another

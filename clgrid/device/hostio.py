@@ -98,6 +98,37 @@ class PinnedStaging:
                 dst_offset=offset + start * row_bytes, is_blocking=False))
         self._up.pending = events
 
+    def upload_rows(self, array: np.ndarray, target: cl.Buffer, first: int, stop: int,
+                    dtype=None) -> cl.Event | None:
+        """Copy rows ``first .. stop - 1`` (first axis; any strides) of
+        ``array`` into the same rows of ``target`` (C order, as ``dtype``,
+        default ``array``'s; converted by the host copy, same kind only).
+
+        One array goes in consecutive calls, in row order, the first with
+        ``first == 0`` (it waits until the staging memory's earlier copies are
+        done).  Returns once the rows are in pinned memory, with the event of
+        their last device copy (enqueued, flushed), or None for no rows."""
+        dtype = np.dtype(dtype or array.dtype)
+        row_bytes = int(np.prod(array.shape[1:], dtype=np.int64)) * dtype.itemsize
+        if first == 0:
+            self._up.view(array.shape[0] * row_bytes)
+        staging = self._up.host
+        step = max(1, CHUNK_BYTES // max(row_bytes, 1))
+        chunks = [(a, min(a + step, stop)) for a in range(first, stop, step)]
+
+        def copy(chunk):
+            a, b = chunk
+            part = staging[a * row_bytes:b * row_bytes].view(dtype)
+            np.copyto(part.reshape((b - a,) + array.shape[1:]), array[a:b],
+                      casting="same_kind")
+
+        events = [cl.enqueue_copy(self.queue, target, staging[a * row_bytes:b * row_bytes],
+                                  dst_offset=a * row_bytes, is_blocking=False)
+                  for (a, b), _ in zip(chunks, copy_pool().map(copy, chunks))]
+        self._up.pending += events
+        self.queue.flush()
+        return events[-1] if events else None
+
     def download(self, source: cl.Buffer, out: np.ndarray, offset: int = 0,
                  wait_for=None) -> None:
         """Copy ``out.nbytes`` from ``source`` at byte ``offset`` into ``out``

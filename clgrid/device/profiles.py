@@ -59,6 +59,8 @@ class DeviceProfile:
         else the ``PREFERRED_WORK_GROUP_SIZE_MULTIPLE`` of a probe kernel.
     local_mem_bytes, global_mem_bytes, max_alloc_bytes
         Memory sizes.
+    base_align_bytes
+        Alignment of a sub-buffer's origin (``MEM_BASE_ADDR_ALIGN`` in bytes).
     image_support, image2d_max, image3d_max
         Image objects and their largest sizes ((width, height) and
         (width, height, depth)).
@@ -100,6 +102,7 @@ class DeviceProfile:
     device_index: int = -1
     extensions: frozenset[str] = frozenset()
     build_problem: str = ""
+    base_align_bytes: int = 128
 
     @property
     def usable(self) -> bool:
@@ -311,6 +314,7 @@ def _profile_of(device: cl.Device) -> DeviceProfile:
         device_index=device_index,
         extensions=frozenset(device.extensions.split()),
         build_problem=build_problem,
+        base_align_bytes=max(1, int(device.mem_base_addr_align) // 8),
     )
 
 

@@ -108,6 +108,10 @@ class Imager(Operation):
         ``'reikna'`` (device) or ``'numpy'`` (host fallback); default the best.
     tiles
         :class:`clgrid.core.plan.TileShape` of the spreader; default from the device.
+    vis_per_block
+        Visibilities per row block (GPUs: each block's upload overlaps the
+        spreading of the one before); default from the device
+        (:func:`clgrid.core.plan.row_blocks`).
     layout, planes
         For pieces of a larger job (several devices, Dask): the
         :class:`clgrid.core.plan.GridLayout` of the whole observation, and the
@@ -127,7 +131,7 @@ class Imager(Operation):
 
     def __init__(self, context=None, *, uvw, freq, fft_backend: str | None = None,
                  layout: GridLayout | None = None, planes: tuple[int, int] | None = None,
-                 tiles=None, **geometry):
+                 tiles=None, vis_per_block: int | None = None, **geometry):
         super().__init__(context)
         self.geometry = ImageGeometry.from_arguments(**geometry)
         if not self.profile.fp64:
@@ -144,7 +148,8 @@ class Imager(Operation):
         if self.n_rows:
             uvw_d = cla.to_device(self.queue, self.uvw_m)
             self.engine = GriddingEngine(self.queue, self.geometry, self.layout, uvw_d,
-                                         self.freq_hz, planes, fft_backend, tiles)
+                                         self.freq_hz, planes, fft_backend, tiles,
+                                         vis_per_block)
 
     # ------------------------------------------------------------ properties
     @property
@@ -192,55 +197,70 @@ class Imager(Operation):
         return self.layout.n_planes
 
     # ------------------------------------------------------------ inputs
-    def _vis_to_device(self, vis) -> tuple[cla.Array, int, bool]:
+    def _check_vis(self, vis) -> int:
+        """``vis``'s polarisation count, after checking its shape and kind."""
         shape = vis.shape
         if len(shape) not in (2, 3) or tuple(shape[:2]) != (self.n_rows, self.n_chan):
             raise ValueError(f"vis must be (nrow, nchan[, npol]) = ({self.n_rows}, "
                              f"{self.n_chan}[, npol]), got {tuple(shape)}")
-        squeeze = len(shape) == 2
-        npol = 1 if squeeze else shape[2]
         if isinstance(vis, cla.Array):
-            vis_d = device_array(self.queue, vis, shape, self.vis_complex, "vis")
-        else:
-            if vis.dtype.kind != "c":
-                raise TypeError(f"vis must be complex, got {vis.dtype}")
-            vis_d = self._uploader.to_device(vis, self.vis_complex)
-        if _device_count(self.queue, vis_d, "nonfinite"):
-            raise ValueError("vis contains NaN or Inf")
-        return vis_d, npol, squeeze
+            device_array(self.queue, vis, shape, self.vis_complex, "vis")
+        elif vis.dtype.kind != "c":
+            raise TypeError(f"vis must be complex, got {vis.dtype}")
+        return 1 if len(shape) == 2 else shape[2]
 
-    def _weights_to_device(self, wgt, mask) -> tuple[cla.Array | None, cla.Array | None]:
+    def _check_weights(self, wgt, mask) -> tuple:
+        """``wgt`` and ``mask`` checked: device arrays as they are, host ones
+        as numpy (a mask as 0/1 bytes)."""
         shape = (self.n_rows, self.n_chan)
-        wgt_d = mask_d = None
-        if wgt is not None:
-            if isinstance(wgt, cla.Array):
-                wgt_d = device_array(self.queue, wgt, shape, self.vis_real, "wgt")
-            else:
-                wgt = np.asarray(wgt)
-                if wgt.shape != shape:
-                    raise ValueError(f"wgt must have shape {shape}, got {wgt.shape}")
-                wgt_d = self._uploader.to_device(wgt, self.vis_real)
-            if _device_count(self.queue, wgt_d, "nonfinite"):
-                raise ValueError("wgt contains NaN or Inf")
-        if mask is not None:
-            if isinstance(mask, cla.Array):
-                mask_d = device_array(self.queue, mask, shape, np.uint8, "mask")
-            else:
-                mask = np.asarray(mask)
-                if mask.shape != shape:
-                    raise ValueError(f"mask must have shape {shape}, got {mask.shape}")
-                # a boolean mask is already 0/1 bytes: no pass over it
-                keep = mask.view(np.uint8) if mask.dtype == bool else mask != 0
-                mask_d = self._uploader.to_device(keep, np.uint8)
-        return wgt_d, mask_d
+        if isinstance(wgt, cla.Array):
+            device_array(self.queue, wgt, shape, self.vis_real, "wgt")
+        elif wgt is not None:
+            wgt = np.asarray(wgt)
+            if wgt.shape != shape:
+                raise ValueError(f"wgt must have shape {shape}, got {wgt.shape}")
+        if isinstance(mask, cla.Array):
+            device_array(self.queue, mask, shape, np.uint8, "mask")
+        elif mask is not None:
+            mask = np.asarray(mask)
+            if mask.shape != shape:
+                raise ValueError(f"mask must have shape {shape}, got {mask.shape}")
+            # a boolean mask is already 0/1 bytes: no pass over it
+            mask = mask.view(np.uint8) if mask.dtype == bool else mask != 0
+        return wgt, mask
+
+    def _inputs(self, vis, wgt, mask, in_blocks: bool = True) -> tuple[dict, object, list]:
+        """Device arrays of the checked inputs (``vis`` may be None), ``ready``
+        for the engine (with ``in_blocks``, host arrays are sent in row blocks
+        beside the spreading, on GPUs) and the (name, array) pairs still to
+        be checked for NaN/Inf once sent."""
+        wanted = {"vis": (vis, self.vis_complex), "wgt": (wgt, self.vis_real),
+                  "mask": (mask, np.uint8)}
+        host = {name: (array, dtype) for name, (array, dtype) in wanted.items()
+                if not isinstance(array, cla.Array)}
+        blocks = ([(b.first, b.stop) for b in self.engine.blocks]
+                  if self.engine is not None and in_blocks else [(0, self.n_rows)])
+        arrays, ready = self._uploader.rows_to_device(host, blocks)
+        arrays.update({name: array for name, (array, _) in wanted.items()
+                       if isinstance(array, cla.Array)})
+        checks = [(name, arrays[name]) for name in ("vis", "wgt") if arrays[name] is not None]
+        if ready is None:
+            self._check_finite(checks)
+            checks = []
+        return arrays, ready, checks
+
+    def _check_finite(self, checks: list) -> None:
+        for name, array_d in checks:
+            if _device_count(self.queue, array_d, "nonfinite"):
+                raise ValueError(f"{name} contains NaN or Inf")
 
     def _count(self, mask_d: cla.Array | None) -> None:
-        points = self.engine.points
+        n_invalid = self.engine.n_invalid
         self.last_counts = {
-            "n_vis": self.n_rows * self.n_chan, "invalid_uvw": points.n_invalid,
+            "n_vis": self.n_rows * self.n_chan, "invalid_uvw": n_invalid,
             "flagged": _device_count(self.queue, mask_d, "zero") if mask_d is not None else 0}
-        if points.n_invalid:
-            warnings.warn(f"{points.n_invalid} of {self.n_rows * self.n_chan} visibilities "
+        if n_invalid:
+            warnings.warn(f"{n_invalid} of {self.n_rows * self.n_chan} visibilities "
                           "have non-finite uvw and were left out", RuntimeWarning, stacklevel=3)
 
     # ------------------------------------------------------------ vis2dirty
@@ -250,20 +270,25 @@ class Imager(Operation):
         ``vis``, ``wgt`` and ``mask`` may be numpy arrays or
         ``pyopencl.array.Array`` s on this imager's context (used without a
         copy: complex of the imager's precision, ``vis_real`` weights,
-        uint8 mask).
+        uint8 mask).  On GPUs, host arrays are sent in row blocks while the
+        blocks before are being gridded.
         """
-        vis_d, npol, _ = self._vis_to_device(vis)
-        wgt_d, mask_d = self._weights_to_device(wgt, mask)
+        npol = self._check_vis(vis)
+        wgt, mask = self._check_weights(wgt, mask)
         g = self.geometry
+        arrays, ready, checks = self._inputs(vis, wgt, mask)
         if self.engine is None:
             self.last_counts = {"n_vis": 0, "invalid_uvw": 0, "flagged": 0}
             return cla.zeros(self.queue, (npol, g.npix_x, g.npix_y), g.grid_real)
-        self._count(mask_d)
         dirty_d = cla.empty(self.queue, (npol, g.npix_x, g.npix_y), g.grid_real)
         for pol in range(npol):
-            image_d = self.engine.vis2dirty(vis_d, npol, pol, wgt_d, mask_d)
+            image_d = self.engine.vis2dirty(arrays["vis"], npol, pol, arrays["wgt"],
+                                            arrays["mask"], ready)
+            ready = None
             cl.enqueue_copy(self.queue, dirty_d.data, image_d.data,
                             dst_offset=pol * image_d.nbytes, byte_count=image_d.nbytes)
+        self._check_finite(checks)
+        self._count(arrays["mask"])
         return dirty_d
 
     def vis2dirty(self, vis, wgt=None, mask=None, dirty=None) -> np.ndarray:
@@ -284,7 +309,8 @@ class Imager(Operation):
             (npix_x, npix_y), or (npol, npix_x, npix_y) for 3-D ``vis``.
         """
         squeeze = len(vis.shape) == 2
-        result = self.vis2dirty_device(vis, wgt, mask).get().astype(self.vis_real, copy=False)
+        result = self._uploader.to_host(self.vis2dirty_device(vis, wgt, mask))
+        result = result.astype(self.vis_real, copy=False)
         result = result[0] if squeeze else result
         if dirty is not None:
             dirty[...] = result
@@ -311,13 +337,14 @@ class Imager(Operation):
     def dirty2vis_device(self, dirty, wgt=None, mask=None) -> cla.Array:
         """Visibilities on the device: (nrow, nchan, npol) complex."""
         dirty_d, _ = self._dirty_to_device(dirty)
-        wgt_d, mask_d = self._weights_to_device(wgt, mask)
+        wgt, mask = self._check_weights(wgt, mask)
         npol = dirty_d.shape[0]
+        arrays, _, _ = self._inputs(None, wgt, mask, in_blocks=False)
         if self.engine is None:
             self.last_counts = {"n_vis": 0, "invalid_uvw": 0, "flagged": 0}
             return cla.zeros(self.queue, (0, self.n_chan, npol), self.vis_complex)
-        self._count(mask_d)
-        out_d = self.engine.dirty2vis(_planes_of(dirty_d), wgt_d, mask_d)
+        self._count(arrays["mask"])
+        out_d = self.engine.dirty2vis(_planes_of(dirty_d), arrays["wgt"], arrays["mask"])
         return out_d.reshape(self.n_rows, self.n_chan, npol)
 
     def dirty2vis(self, dirty, wgt=None, mask=None) -> np.ndarray:
@@ -336,7 +363,7 @@ class Imager(Operation):
             (nrow, nchan) or (nrow, nchan, npol) complex of the image's precision.
         """
         squeeze = len(dirty.shape) == 2
-        vis = self.dirty2vis_device(dirty, wgt, mask).get()
+        vis = self._uploader.to_host(self.dirty2vis_device(dirty, wgt, mask))
         return vis[:, :, 0] if squeeze else vis
 
 
@@ -402,8 +429,7 @@ def _device_bytes(imager: Imager) -> int:
     engine = imager.engine
     if engine is None:
         return 0
-    return (engine.planes_d.nbytes + engine.points.sorted_index.nbytes
-            + engine.points.bin_start.nbytes + engine.uvw_d.nbytes)
+    return engine.device_bytes
 
 
 def _make_room(queue: cl.CommandQueue) -> None:

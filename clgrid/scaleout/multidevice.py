@@ -228,19 +228,22 @@ def _sum(arrays: list[np.ndarray]) -> np.ndarray:
 def _grid_only(shard: Imager, vis, wgt, mask, on_device: bool = False):
     """The (npol, nu, nv) uv grid of one shard (no FFT; no w-gridding): numpy,
     or a device array on the shard's queue with ``on_device``."""
-    vis_d, npol, _ = shard._vis_to_device(vis)
-    wgt_d, mask_d = shard._weights_to_device(wgt, mask)
+    npol = shard._check_vis(vis)
+    arrays, ready, checks = shard._inputs(vis, *shard._check_weights(wgt, mask))
     shape = (npol, shard.nu, shard.nv)
     grids = (cla.empty(shard.queue, shape, shard.engine.grid_complex) if on_device
              else np.empty(shape, shard.engine.grid_complex))
     for pol in range(npol):
-        planes_d = shard.engine.grid_pass(vis_d, npol, pol, 0, 1, wgt_d, mask_d)
+        planes_d = shard.engine.grid_pass(arrays["vis"], npol, pol, 0, 1, arrays["wgt"],
+                                          arrays["mask"], ready)
+        ready = None
         plane_bytes = grids[0].nbytes
         if on_device:
             cl.enqueue_copy(shard.queue, grids.data, planes_d.data, byte_count=plane_bytes,
                             dst_offset=pol * plane_bytes)
         else:
             cl.enqueue_copy(shard.queue, grids[pol], planes_d.data)   # no w: one plane
+    shard._check_finite(checks)
     shard.queue.finish()
     return grids
 
