@@ -26,7 +26,7 @@ export PYTHONWARNINGS=ignore
         timeout 120 python3 benchmarks/fft.py --device nvidia --large --json "$OUT/fft_h200.json"
     fi
     timeout 100 python3 benchmarks/profile_core.py --device nvidia --repeats 3
-    timeout 100 python3 benchmarks/profile_core.py --device nvidia --repeats 3 --vis-per-block 0
+    [[ "${1:-}" == --one-block ]] && timeout 100 python3 benchmarks/profile_core.py --device nvidia --repeats 3 --vis-per-block 0
     timeout 150 python3 benchmarks/profile_core.py --device nvidia --repeats 2 --w
     timeout 240 python3 benchmarks/imaging.py --device nvidia --no-vla --epsilon 1e-5 1e-4 \
         --repeats 3 --json "$OUT/imaging_h200.json"

@@ -60,6 +60,32 @@ inline int tile_offset(const int c, const int t0, const int n, const int tile)
     return d >= tile ? d - n : d;
 }
 
+// Visibility k (row k / nchan) times its weight, mask and facet phase, in
+// the grid precision: everything the spreader adds but the kernel.
+inline ${vec} point_value(const unsigned int k, const size_t row, const double f,
+                          __global const double *uvw, __global const ${vvec} *vis,
+                          const unsigned int npol, const unsigned int pol,
+                          __global const ${vis_real} *wgt, __global const unsigned char *mask,
+                          const double shift_u, const double shift_v)
+{
+    const ${vvec} raw = vis[(size_t)k * npol + pol];
+    ${vec} val = (${vec})((${real})raw.x, (${real})raw.y);
+% if weighted:
+    val *= (${real})wgt[k];
+% endif
+% if masked:
+    val = mask[k] ? val : (${vec})(0, 0);
+% endif
+% if shifted:
+    {
+        double c;
+        const double s = sincos(f * (uvw[3 * row] * shift_u + uvw[3 * row + 1] * shift_v), &c);
+        val = cmul_${csuffix}(val, (${vec})((${real})c, (${real})s));
+    }
+% endif
+    return val;
+}
+
 // Where visibility k lands relative to the tile starting at cell (u0, v0):
 // footprint start offsets (du, dv), sub-cell offsets of the first footprint
 // cell (xu, xv), its w in plane units, and its value times every factor but
@@ -88,21 +114,7 @@ inline bool locate(const unsigned int k, __global const double *uvw,
         return false;
     *xu = (${real})(fu - u);
     *xv = (${real})(fv - v);
-    const ${vvec} raw = vis[(size_t)k * npol + pol];
-    ${vec} val = (${vec})((${real})raw.x, (${real})raw.y);
-% if weighted:
-    val *= (${real})wgt[k];
-% endif
-% if masked:
-    val = mask[k] ? val : (${vec})(0, 0);
-% endif
-% if shifted:
-    {
-        double c;
-        const double s = sincos(f * (uvw[3 * row] * shift_u + uvw[3 * row + 1] * shift_v), &c);
-        val = cmul_${csuffix}(val, (${vec})((${real})c, (${real})s));
-    }
-% endif
+    ${vec} val = point_value(k, row, f, uvw, vis, npol, pol, wgt, mask, shift_u, shift_v);
 % if do_w:
     *w_pos = uvw[3 * row + 2] * f * w_scale - w_offset;
     if (plane >= 0)
@@ -143,18 +155,36 @@ inline int source_bin(const int sb, const int tu, const int tv, const int ntiles
 }
 
 % if not vector:
+// GPUs, once per call and polarisation: the values `spread` adds, in the
+// order of the sort (point_value of each valid point), so that the
+// work-groups, which read every point up to four times, read them in
+// sequence rather than gathering them from the visibilities' order.
+__kernel void gather_values(__global const int4 *cells, const unsigned int n_valid,
+                            __global const double *uvw, __global const double *freq_scale,
+                            const unsigned int nchan,
+                            __global const ${vvec} *vis, const unsigned int npol,
+                            const unsigned int pol,
+                            __global const ${vis_real} *wgt, __global const unsigned char *mask,
+                            const double shift_u, const double shift_v,
+                            __global ${vec} *values)
+{
+    const unsigned int i = get_global_id(0);
+    if (i >= n_valid)
+        return;
+    const unsigned int k = (unsigned int)cells[i].w;
+    const size_t row = k / nchan;
+    values[i] = point_value(k, row, freq_scale[k - row * nchan], uvw, vis, npol, pol, wgt, mask,
+                            shift_u, shift_v);
+}
+
+// GPUs: a work-group of LANES lanes per work item (tile, plane, chunk); the
+// points come from point_records (set points) and gather_values, in order.
 __kernel __attribute__((reqd_work_group_size(LANES, 1, 1)))
-void spread(__global const unsigned int *sorted_index, __global const unsigned int *bin_start,
-            __global const double *uvw, __global const double *freq_scale,
-            const unsigned int nchan,
-            __global const ${vvec} *vis, const unsigned int npol, const unsigned int pol,
-            __global const ${vis_real} *wgt, __global const unsigned char *mask,
+void spread(__global const int4 *cells, __global const ${real}4 *fracs,
+            __global const ${vec} *values, __global const unsigned int *bin_start,
             __global ${vec} *planes, const int nu, const int nv,
             const int ntiles_u, const int ntiles_v,
-            const double u_scale, const double v_scale,
-            const double w_scale, const double w_offset,
             const int plane0, const int n_wbins,
-            const double shift_u, const double shift_v,
             __global const int4 *work, const unsigned int chunk_points,
             __global double2 *scratch, const int accumulate)
 {
@@ -195,18 +225,20 @@ void spread(__global const unsigned int *sorted_index, __global const unsigned i
             const int n_here = (int)min((unsigned int)BATCH, range.y - base);
             barrier(CLK_LOCAL_MEM_FENCE);
             if (lane < n_here) {
-                int du, dv;
-                ${real} xu, xv;
-                double w_pos;
-                ${vec} value;
-                const bool touches = locate(
-                    sorted_index[base + lane], uvw, freq_scale, nchan, vis, npol, pol, wgt,
-                    mask, nu, nv, u0, v0, u_scale, v_scale, w_scale, w_offset, plane,
-                    shift_u, shift_v, &du, &dv, &xu, &xv, &w_pos, &value);
+                const int4 cell = cells[base + lane];
+                const int du = tile_offset(cell.x, u0, nu, TILE_U);
+                const int dv = tile_offset(cell.y, v0, nv, LANES);
+                const bool touches = du > -SUPPORT && du < TILE_U && dv > -SUPPORT && dv < LANES;
                 // a point that misses this tile is parked far away
                 s_du[lane] = touches ? du : -4 * SUPPORT;
                 s_dv[lane] = touches ? dv : -4 * SUPPORT;
                 if (touches) {
+                    const ${real}4 t = fracs[base + lane];
+                    const ${real} xu = t.x - HALF_SUPPORT, xv = t.y - HALF_SUPPORT;
+                    ${vec} value = values[base + lane];
+% if do_w:
+                    value *= es_kernel((${real})(plane - cell.z) - HALF_SUPPORT + t.z);
+% endif
                     for (int a = 0; a < SUPPORT; ++a) {
                         s_ku[lane][a] = es_kernel(xu + (${real})a);
                         s_kv[lane][a] = value * es_kernel(xv + (${real})a);

@@ -46,6 +46,21 @@ SCRIPT = textwrap.dedent("""
     reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=True, **geometry)
     error = np.linalg.norm(vector.vis2dirty(vis) - reference) / np.linalg.norm(reference)
     assert error < 1e-2, error
+    # the GPU kernels with w, visibilities in row blocks (sub-buffers, later
+    # blocks adding to the grid) sent through pinned memory on a second queue
+    from clgrid.core.transfer import Uploader
+    align = queue.device.mem_base_addr_align // 8
+    rows = 2 * align + 5
+    uvw_b = rng.uniform(-40.0, 40.0, (rows, 3))
+    vis_b = (rng.normal(size=(rows, 1)) + 1j * rng.normal(size=(rows, 1))).astype(np.complex64)
+    blocked = Imager(queue, uvw=uvw_b, freq=freq, epsilon=1e-2, do_wgridding=True,
+                     precision="single", fft_backend="numpy", vis_per_block=align,
+                     tiles=TileShape(8, 32, 64), **geometry)
+    blocked._uploader = Uploader(queue, pinned=True)
+    assert len(blocked.engine.blocks) == 3
+    reference = dft_vis2dirty(uvw_b, freq, vis_b, do_wgridding=True, **geometry)
+    error = np.linalg.norm(blocked.vis2dirty(vis_b) - reference) / np.linalg.norm(reference)
+    assert error < 1e-2, error
     print("done", imager.n_planes)
 """)
 

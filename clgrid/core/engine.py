@@ -114,14 +114,14 @@ class GriddingEngine:
         self.plane_range = (int(first), int(stop))
         if self.tiles.vector:
             vis_per_block = 0   # spread_vector writes every tile: one block
-        set_points = SetPoints(queue, geometry, layout, self.tiles)
+        # the GPU kernel reads positions in sorted order (records)
+        set_points = SetPoints(queue, geometry, layout, self.tiles, records=not self.tiles.vector)
         self.blocks = []
         for first, stop in row_blocks(self.profile, uvw_d.shape[0], self.n_chan, vis_per_block):
             block_uvw_d = row_view(uvw_d, first, stop)
             self.blocks.append(RowBlock(first, stop, set_points(block_uvw_d, self.freq_scale_d),
                                         block_uvw_d))
-        other_bytes = uvw_d.nbytes + sum(b.points.sorted_index.nbytes * 2
-                                         + b.points.bin_start.nbytes for b in self.blocks)
+        other_bytes = uvw_d.nbytes + sum(self._block_bytes(b) for b in self.blocks)
         image_bytes = geometry.npix_x * geometry.npix_y * geometry.grid_real.itemsize
         self.n_pass = min(planes_per_pass(self.profile, layout, self.grid_complex, other_bytes,
                                           image_bytes), max(stop - first, 1))
@@ -131,6 +131,15 @@ class GriddingEngine:
         self.planes_d = cla.empty(queue, (self.n_pass, layout.nu, layout.nv), self.grid_complex)
         self.fft = DeviceFFT(queue, self.planes_d.shape, self.grid_complex, fft_backend)
         self.pruning = self._pruning()
+
+    def _block_bytes(self, block: RowBlock) -> int:
+        """Device bytes of a block's bins, its records and (GPU, counted per
+        block to be safe) its gathered values."""
+        points = block.points
+        records = 0 if points.cells is None else (
+            points.cells.nbytes + points.fracs.nbytes
+            + points.n_valid * self.grid_complex.itemsize)
+        return points.sorted_index.nbytes * 2 + points.bin_start.nbytes + records
 
     def _pruning(self) -> Pruning:
         """Grid rows the visibilities' kernels reach and grid columns of image
@@ -164,8 +173,7 @@ class GriddingEngine:
     def device_bytes(self) -> int:
         """Device memory this engine keeps between calls."""
         return (self.planes_d.nbytes + self.uvw_d.nbytes
-                + sum(b.points.sorted_index.nbytes + b.points.bin_start.nbytes
-                      for b in self.blocks))
+                + sum(self._block_bytes(b) for b in self.blocks))
 
     # ---------------------------------------------------------- gridding
     def grid_pass(self, vis_d: cla.Array, npol: int, pol: int, plane0: int, n_pass: int,

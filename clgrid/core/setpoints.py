@@ -17,8 +17,9 @@ import dataclasses
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
+import pyopencl.cltypes as cltypes
 
-from ..device.kernels import KernelTemplate
+from ..device.kernels import KernelTemplate, real_dtype_name
 from ..device.radixsort import RadixSort
 from .plan import SPEED_OF_LIGHT, GridLayout, ImageGeometry, TileShape
 
@@ -41,6 +42,11 @@ class PointSet:
         Tiles along u and v.
     bin_start_host
         ``bin_start`` on the host, for planning the spreader's work list.
+    cells, fracs
+        Per valid point in sorted order: (n_valid,) int4 (first footprint
+        cell in u and v, first w plane, visibility index) and (n_valid,)
+        real4 offsets past those cells (``point_records``); None unless
+        asked for (``records=True``).
     """
 
     sorted_index: cla.Array
@@ -50,6 +56,8 @@ class PointSet:
     ntiles_u: int
     ntiles_v: int
     bin_start_host: np.ndarray
+    cells: cla.Array | None = None
+    fracs: cla.Array | None = None
 
 
 def coordinate_scales(geometry: ImageGeometry, layout: GridLayout) -> tuple[float, ...]:
@@ -69,19 +77,26 @@ class SetPoints:
         Command queue of the device.
     geometry, layout, tiles
         From :mod:`clgrid.core.plan`.
+    records
+        Also write every valid point's position in sorted order
+        (:attr:`PointSet.cells`, :attr:`PointSet.fracs`), which the GPU
+        spreader reads instead of uvw.
     """
 
     def __init__(self, queue: cl.CommandQueue, geometry: ImageGeometry, layout: GridLayout,
-                 tiles: TileShape):
+                 tiles: TileShape, records: bool = False):
         self.queue = queue
         self.sort = RadixSort(queue)
         self.geometry, self.layout, self.tiles = geometry, layout, tiles
+        self.records = records
         self.template = KernelTemplate(
             queue, "core_setpoints.cl.mako",
             {"support": layout.choice.support, "tile_u": tiles.tile_u,
-             "tile_v": tiles.lanes, "do_w": geometry.do_w}, need_f64=True)
+             "tile_v": tiles.lanes, "do_w": geometry.do_w,
+             "real": real_dtype_name(geometry.grid_real)}, need_f64=True)
         self._keys = self.template.kernel("bin_keys")
         self._starts = self.template.kernel("bin_starts")
+        self._records = self.template.kernel("point_records")
         self.ntiles_u = layout.nu // tiles.tile_u
         self.ntiles_v = layout.nv // tiles.lanes
         self.n_bins = self.ntiles_u * self.ntiles_v * layout.n_wbins
@@ -117,8 +132,26 @@ class SetPoints:
         bin_start = cla.empty(queue, self.n_bins + 1, np.uint32)
         self._starts(queue, (_round_up(n_vis + 1, 256),), None, sorted_keys.data,
                      np.uint32(n_vis), np.uint32(self.n_bins), bin_start.data)
-        return PointSet(sorted_index, bin_start, n_vis - n_invalid, n_invalid,
-                        self.ntiles_u, self.ntiles_v, bin_start.get())
+        points = PointSet(sorted_index, bin_start, n_vis - n_invalid, n_invalid,
+                          self.ntiles_u, self.ntiles_v, bin_start.get())
+        if self.records:
+            self._write_records(points, uvw_d, freq_scale_d)
+        return points
+
+    def _write_records(self, points: PointSet, uvw_d: cla.Array,
+                       freq_scale_d: cla.Array) -> None:
+        n_valid = points.n_valid
+        real4 = cltypes.float4 if self.geometry.grid_real == np.float32 else cltypes.double4
+        points.cells = cla.empty(self.queue, max(n_valid, 1), cltypes.int4)
+        points.fracs = cla.empty(self.queue, max(n_valid, 1), real4)
+        if n_valid:
+            u_scale, v_scale, w_scale, w_offset = coordinate_scales(self.geometry, self.layout)
+            self._records(self.queue, (_round_up(n_valid, 256),), None,
+                          points.sorted_index.data, np.uint32(n_valid), uvw_d.data,
+                          freq_scale_d.data, np.uint32(freq_scale_d.shape[0]),
+                          np.int32(self.layout.nu), np.int32(self.layout.nv),
+                          np.float64(u_scale), np.float64(v_scale), np.float64(w_scale),
+                          np.float64(w_offset), points.cells.data, points.fracs.data)
 
 
 def freq_scale(freq_hz: np.ndarray) -> np.ndarray:

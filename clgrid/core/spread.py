@@ -166,8 +166,11 @@ class Spreader(_Stage):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._work: dict[tuple[int, int], WorkList] = {}
+        self._work: dict[tuple, WorkList] = {}
         self._dummy_scratch = cla.empty(self.queue, 1, np.complex128)
+        self._values: cla.Array | None = None   # gather's output, reused
+        self._values_dtype = np.dtype(np.complex64 if self.geometry.grid_real == np.float32
+                                      else np.complex128)
 
     def _extra_params(self) -> dict:
         return {"tile_u": self.tiles.tile_u, "lanes": self.tiles.lanes,
@@ -210,21 +213,26 @@ class Spreader(_Stage):
             return None
         kernel = self.kernel(wgt_d is not None, mask_d is not None)
         scratch = work.scratch if work.scratch is not None else self._dummy_scratch
-        sizes = ((work.n_items,), (1,)) if self.tiles.vector else ((work.n_items * lanes,),
-                                                                   (lanes,))
-        extra = () if self.tiles.vector else (np.int32(accumulate),)
-        event = kernel(
-            self.queue, *sizes,
-            points.sorted_index.data, points.bin_start.data, uvw_d.data, freq_scale_d.data,
-            np.uint32(freq_scale_d.shape[0]), vis_d.data, np.uint32(npol), np.uint32(pol),
-            *self._weights(wgt_d, mask_d), planes_d.data,
-            np.int32(self.layout.nu), np.int32(self.layout.nv),
-            np.int32(points.ntiles_u), np.int32(points.ntiles_v), *self.scales,
-            np.int32(plane0), np.int32(self.layout.n_wbins), *_shift_args(self.geometry),
-            work.items.data,
-            np.uint32(2 ** 32 - 1 if self.tiles.vector else min(self.tiles.chunk_points,
-                                                                2 ** 32 - 1)),
-            scratch.data, *extra)
+        if self.tiles.vector:
+            event = kernel(
+                self.queue, (work.n_items,), (1,),
+                points.sorted_index.data, points.bin_start.data, uvw_d.data, freq_scale_d.data,
+                np.uint32(freq_scale_d.shape[0]), vis_d.data, np.uint32(npol), np.uint32(pol),
+                *self._weights(wgt_d, mask_d), planes_d.data,
+                np.int32(self.layout.nu), np.int32(self.layout.nv),
+                np.int32(points.ntiles_u), np.int32(points.ntiles_v), *self.scales,
+                np.int32(plane0), np.int32(self.layout.n_wbins), *_shift_args(self.geometry),
+                work.items.data, np.uint32(2 ** 32 - 1), scratch.data)
+        else:
+            values = self.gather(points, uvw_d, freq_scale_d, vis_d, npol, pol, wgt_d, mask_d)
+            event = kernel(
+                self.queue, (work.n_items * lanes,), (lanes,),
+                points.cells.data, points.fracs.data, values.data, points.bin_start.data,
+                planes_d.data, np.int32(self.layout.nu), np.int32(self.layout.nv),
+                np.int32(points.ntiles_u), np.int32(points.ntiles_v),
+                np.int32(plane0), np.int32(self.layout.n_wbins), work.items.data,
+                np.uint32(min(self.tiles.chunk_points, 2 ** 32 - 1)), scratch.data,
+                np.int32(accumulate))
         if work.n_folds:
             fold = self._fold_kernel()
             event = fold(self.queue, (work.n_folds * lanes,), (lanes,), work.folds.data,
@@ -232,6 +240,28 @@ class Spreader(_Stage):
                          np.int32(self.layout.nv), np.int32(points.ntiles_v),
                          np.int32(accumulate))
         return event
+
+    def gather(self, points: PointSet, uvw_d: cla.Array, freq_scale_d: cla.Array,
+               vis_d: cla.Array, npol: int, pol: int, wgt_d: cla.Array | None,
+               mask_d: cla.Array | None) -> cla.Array:
+        """The valid points' values (visibility x weight x mask x facet
+        phase) in sorted order, for ``spread`` (kernel ``gather_values``)."""
+        n_valid = points.n_valid
+        if self._values is None or self._values.size < n_valid:
+            self._values = cla.empty(self.queue, max(n_valid, 1), self._values_dtype)
+        key = ("gather", wgt_d is not None, mask_d is not None)
+        if key not in self._kernels:
+            params = _common_params(self.geometry, self.layout, *key[1:])
+            params.update(self._extra_params())
+            template = KernelTemplate(self.queue, self.template_name, params, need_f64=True)
+            self._kernels[key] = template.kernel("gather_values")
+        if n_valid:
+            self._kernels[key](
+                self.queue, (-(-n_valid // 256) * 256,), None, points.cells.data,
+                np.uint32(n_valid), uvw_d.data, freq_scale_d.data,
+                np.uint32(freq_scale_d.shape[0]), vis_d.data, np.uint32(npol), np.uint32(pol),
+                *self._weights(wgt_d, mask_d), *_shift_args(self.geometry), self._values.data)
+        return self._values
 
     def _fold_kernel(self) -> cl.Kernel:
         if "fold" not in self._kernels:
