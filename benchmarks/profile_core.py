@@ -23,7 +23,7 @@ import pyopencl.array as cla  # noqa: E402
 
 import clgrid  # noqa: E402
 from clgrid.core.engine import row_view  # noqa: E402
-from clgrid.core.plan import SPEED_OF_LIGHT  # noqa: E402
+from clgrid.core.plan import SPEED_OF_LIGHT, TileShape  # noqa: E402
 from clgrid.core.setpoints import SetPoints  # noqa: E402
 from clgrid.imaging.imager import Imager, _device_count  # noqa: E402
 from clgrid.io.simulate import simulate_observation  # noqa: E402
@@ -41,6 +41,9 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--vis-per-block", type=int, default=None,
                         help="visibilities per row block (0: one block); default the device's")
+    parser.add_argument("--tiles", default=None,
+                        help="spreading tile 'tile_u,lanes,chunk_points' (GPU kernel); "
+                             "default the device's")
     return parser.parse_args(argv)
 
 
@@ -74,7 +77,8 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     imager = Imager(queue, uvw=uvw, freq=freq, npix_x=args.npix, npix_y=args.npix,
                     pixsize_x=cell, pixsize_y=cell, epsilon=args.epsilon, do_wgridding=args.w,
-                    vis_per_block=args.vis_per_block)
+                    vis_per_block=args.vis_per_block,
+                    tiles=TileShape(*map(int, args.tiles.split(","))) if args.tiles else None)
     queue.finish()
     engine = imager.engine
     print(f"plan (first, with builds)    {(time.perf_counter() - start) * 1e3:10.2f} ms; "

@@ -27,7 +27,8 @@
 ## per batch.
 ## Parameters: real ("float" | "double"): grid precision; vis_real: precision
 ##             of the visibilities; support (int W), beta; tile_u, lanes (=
-##             tile_v); do_w (bool); shifted (bool): facet centre away from the
+##             tile_v); groups (int): GPU kernel: groups of LANES lanes, each
+##             taking every groups-th point; do_w (bool); shifted (bool): facet centre away from the
 ##             phase centre; weighted, masked (bool): wgt / mask arrays given;
 ##             vector (bool): CPUs: kernel spread_vector instead, one work-item
 ##             per work item and the tile's columns as one OpenCL vector of
@@ -46,7 +47,8 @@
 <%include file="footprint.cl.mako"/>
 #define TILE_U ${tile_u}
 #define LANES ${lanes}
-#define BATCH ${lanes}
+#define GROUPS ${groups}
+#define BATCH (LANES * GROUPS)
 
 
 // Offset (cells) of cell c from tile start t0 on a periodic axis of n cells,
@@ -177,9 +179,13 @@ __kernel void gather_values(__global const int4 *cells, const unsigned int n_val
                             shift_u, shift_v);
 }
 
-// GPUs: a work-group of LANES lanes per work item (tile, plane, chunk); the
-// points come from point_records (set points) and gather_values, in order.
-__kernel __attribute__((reqd_work_group_size(LANES, 1, 1)))
+// GPUs: a work-group of GROUPS x LANES work-items per work item (tile,
+// plane, chunk); the points come from point_records (set points) and
+// gather_values, in order.  Each group of LANES lanes keeps the whole tile
+// (lane = column) and takes every GROUPS-th point of a batch, so narrow
+// tiles keep most lanes busy; at the end group 0 adds the others' tiles in
+// group order (a fixed order: the same bits every run).
+__kernel __attribute__((reqd_work_group_size(LANES * GROUPS, 1, 1)))
 void spread(__global const int4 *cells, __global const ${real}4 *fracs,
             __global const ${vec} *values, __global const unsigned int *bin_start,
             __global ${vec} *planes, const int nu, const int nv,
@@ -190,7 +196,8 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
 {
     const int4 item = work[get_group_id(0)];   // (tile, plane in pass, chunk, slot or -1)
     const int tile = item.x;
-    const int lane = get_local_id(0);
+    const int tid = get_local_id(0);
+    const int lane = tid % LANES, group = tid / LANES;
     const int plane = plane0 + item.y;
     // this chunk's share of the points of the four bins, counted in bin order
     const unsigned int chunk_lo = (unsigned int)item.z * chunk_points;
@@ -224,29 +231,29 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
         for (unsigned int base = range.x; base < range.y; base += BATCH) {
             const int n_here = (int)min((unsigned int)BATCH, range.y - base);
             barrier(CLK_LOCAL_MEM_FENCE);
-            if (lane < n_here) {
-                const int4 cell = cells[base + lane];
+            if (tid < n_here) {
+                const int4 cell = cells[base + tid];
                 const int du = tile_offset(cell.x, u0, nu, TILE_U);
                 const int dv = tile_offset(cell.y, v0, nv, LANES);
                 const bool touches = du > -SUPPORT && du < TILE_U && dv > -SUPPORT && dv < LANES;
                 // a point that misses this tile is parked far away
-                s_du[lane] = touches ? du : -4 * SUPPORT;
-                s_dv[lane] = touches ? dv : -4 * SUPPORT;
+                s_du[tid] = touches ? du : -4 * SUPPORT;
+                s_dv[tid] = touches ? dv : -4 * SUPPORT;
                 if (touches) {
-                    const ${real}4 t = fracs[base + lane];
+                    const ${real}4 t = fracs[base + tid];
                     const ${real} xu = t.x - HALF_SUPPORT, xv = t.y - HALF_SUPPORT;
-                    ${vec} value = values[base + lane];
+                    ${vec} value = values[base + tid];
 % if do_w:
                     value *= es_kernel((${real})(plane - cell.z) - HALF_SUPPORT + t.z);
 % endif
                     for (int a = 0; a < SUPPORT; ++a) {
-                        s_ku[lane][a] = es_kernel(xu + (${real})a);
-                        s_kv[lane][a] = value * es_kernel(xv + (${real})a);
+                        s_ku[tid][a] = es_kernel(xu + (${real})a);
+                        s_kv[tid][a] = value * es_kernel(xv + (${real})a);
                     }
                 }
             }
             barrier(CLK_LOCAL_MEM_FENCE);
-            for (int p = 0; p < n_here; ++p) {
+            for (int p = group; p < n_here; p += GROUPS) {
                 const int b = lane - s_dv[p];
                 if (b < 0 || b >= SUPPORT)
                     continue;
@@ -266,6 +273,19 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
             }
         }
     }
+% if groups > 1:
+    __local double2 s_total[GROUPS - 1][TILE_U][LANES];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (group > 0)
+        for (int r = 0; r < TILE_U; ++r)
+            s_total[group - 1][r][lane] = total[r];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (group > 0)
+        return;
+    for (int g = 0; g < GROUPS - 1; ++g)
+        for (int r = 0; r < TILE_U; ++r)
+            total[r] += s_total[g][r][lane];
+% endif
     if (item.w < 0) {
         __global ${vec} *out = planes + (size_t)item.y * nu * nv + (size_t)u0 * nv + v0 + lane;
         for (int r = 0; r < TILE_U; ++r)

@@ -301,13 +301,18 @@ class TileShape:
     ``vector``: CPUs: one work-item per tile with its ``lanes`` (16) columns
     as one OpenCL vector (``spread_vector``) instead of one lane per column;
     it never splits a tile, and grids ``plane_block`` w planes at once, so a
-    point's u and v kernels are evaluated once per block, not per plane."""
+    point's u and v kernels are evaluated once per block, not per plane;
+    ``groups``: GPU kernel: work-groups of ``groups x lanes`` work-items, each
+    group of ``lanes`` taking every ``groups``-th point into its own copy of
+    the tile (copies added in group order at the end), so a tile as narrow as
+    the kernel keeps most lanes busy."""
 
     tile_u: int
     lanes: int
     chunk_points: int = 2 ** 31
     vector: bool = False
     plane_block: int = 1
+    groups: int = 1
 
     def check(self, support: int) -> None:
         """A tile only reads its own and its lower neighbours' bins, so a
@@ -319,6 +324,8 @@ class TileShape:
             raise ValueError(f"a vector tile needs 2, 4, 8 or 16 lanes, got {self.lanes}")
         if self.plane_block < 1 or (self.plane_block > 1 and not self.vector):
             raise ValueError("plane_block > 1 needs a vector tile (and plane_block >= 1)")
+        if self.groups < 1 or (self.groups > 1 and self.vector):
+            raise ValueError("groups > 1 is for the GPU kernel (not a vector tile), groups >= 1")
 
     @classmethod
     def for_device(cls, profile: DeviceProfile, support: int) -> "TileShape":

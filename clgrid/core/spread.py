@@ -174,7 +174,7 @@ class Spreader(_Stage):
 
     def _extra_params(self) -> dict:
         return {"tile_u": self.tiles.tile_u, "lanes": self.tiles.lanes,
-                "vector": self.tiles.vector,
+                "vector": self.tiles.vector, "groups": self.tiles.groups,
                 "plane_block": self.plane_block}
 
     @property
@@ -225,8 +225,9 @@ class Spreader(_Stage):
                 work.items.data, np.uint32(2 ** 32 - 1), scratch.data)
         else:
             values = self.gather(points, uvw_d, freq_scale_d, vis_d, npol, pol, wgt_d, mask_d)
+            group_size = lanes * self.tiles.groups
             event = kernel(
-                self.queue, (work.n_items * lanes,), (lanes,),
+                self.queue, (work.n_items * group_size,), (group_size,),
                 points.cells.data, points.fracs.data, values.data, points.bin_start.data,
                 planes_d.data, np.int32(self.layout.nu), np.int32(self.layout.nv),
                 np.int32(points.ntiles_u), np.int32(points.ntiles_v),
