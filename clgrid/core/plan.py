@@ -330,7 +330,9 @@ class TileShape:
     @classmethod
     def for_device(cls, profile: DeviceProfile, support: int) -> "TileShape":
         if profile.device_type == "gpu":
-            return cls(8 if support <= 8 else 16, 32, 2048)
+            # H200, 116 M points, W 7 (benchmarks/RESULTS.md): spread 41 ms with
+            # 8 x 32 tiles, 25 ms with 8 x 8 tiles in 4 groups of 8 lanes
+            return cls(8, 8, 4096, groups=4) if support <= 9 else cls(16, 32, 2048)
         return cls(16, 16, vector=True, plane_block=4)
 
 
