@@ -9,7 +9,11 @@
 ##   support S, oversample O, separable (bool),
 ##   tile_u, tile_v (tile size in grid cells), rows_per_pass R (work-items
 ##   per tile column: work-group size = tile_u * R), batch (records staged
-##   in local memory at a time), scan_wg (work-items of the one-group scan).
+##   in local memory at a time), scan_wg (work-items of the one-group scan),
+##   pair_stride (1: scatter_pairs places the pairs with an atomic cursor, in
+##   an order that varies run to run; K > 1, deterministic: tile_keys writes K
+##   slot keys per record, clgrid's stable radix sort orders the slots, and a
+##   pair holds a slot position, record * K + slot, in record order per tile).
 ## Grid layout: (npol, ny, nx) complex, real and imaginary interleaved.
 <%
     vec = real + "2"
@@ -27,6 +31,7 @@
 #define WG_SIZE ${wg_size}
 #define BATCH ${batch}
 #define SCAN_WG ${scan_wg}
+#define PAIR_STRIDE ${pair_stride}
 
 // Tiles touched by the footprint [x0, x0 + SUPPORT) on one axis, clamped to
 // the grid so that a malformed header can never index past the tile arrays.
@@ -101,10 +106,36 @@ __kernel void scatter_pairs(__global const int4 *header, const int n_records,
         }
 }
 
+% if pair_stride > 1:
+// Deterministic binning: record i owns the PAIR_STRIDE key slots
+// [i * PAIR_STRIDE, (i + 1) * PAIR_STRIDE); each tile its footprint touches
+// takes one, the rest hold the sentinel n_tiles (sorted last, never read).
+// Sorted stably by key, the slot positions come out grouped by tile and in
+// record order within a tile, the same order on every run and device.
+__kernel void tile_keys(__global const int4 *header, const int n_records,
+                        const int n_tiles_u, const int n_tiles_v,
+                        __global uint *keys)
+{
+    const int i = get_global_id(0);
+    if (i >= n_records)
+        return;
+    const int4 h = header[i];
+    const int2 ru = tile_range(h.x, TILE_U, n_tiles_u);
+    const int2 rv = tile_range(h.y, TILE_V, n_tiles_v);
+    __global uint *slot = keys + (size_t)i * PAIR_STRIDE;
+    int k = 0;
+    for (int tv = rv.x; tv <= rv.y; ++tv)
+        for (int tu = ru.x; tu <= ru.y; ++tu)
+            slot[k++] = (uint)(tv * n_tiles_u + tu);
+    for (; k < PAIR_STRIDE; ++k)
+        slot[k] = (uint)(n_tiles_u * n_tiles_v);
+}
+
+% endif
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void grid_tiles(__global const int4 *header,          // u0, v0, fu + O fv, W plane
                 __global const ${vec} *vis,           // (n_records, npol), pre-weighted
-                __global const uint *pairs,           // record indices grouped by tile
+                __global const uint *pairs,           // record (slot) indices grouped by tile
                 __global const uint *offsets,         // first pair of each tile
                 __global const uint *counts,          // pairs per tile
                 __global const uint *tile_order,      // tiles, heaviest first
@@ -140,7 +171,7 @@ void grid_tiles(__global const int4 *header,          // u0, v0, fu + O fv, W pl
         const int batch_n = min((uint)BATCH, n_pairs - batch_first);
         barrier(CLK_LOCAL_MEM_FENCE);  // previous batch fully consumed
         for (int i = lid; i < batch_n; i += WG_SIZE) {
-            const uint record = pairs[first_pair + batch_first + i];
+            const uint record = pairs[first_pair + batch_first + i] / PAIR_STRIDE;
             l_header[i] = header[record];
             for (int p = 0; p < NPOL; ++p)
                 l_vis[i * NPOL + p] = vis[(size_t)record * NPOL + p];

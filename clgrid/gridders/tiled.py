@@ -18,6 +18,16 @@ CPUs (slow atomics, large caches) want.
   most :attr:`TiledEngine.records_per_launch`, so that the pair list stays
   within a bounded size; launches run in order on one queue, so the plain
   read-modify-write of the grid is safe across launches.
+* Determinism (``deterministic=True``): the counting sort's scatter places a
+  tile's records with an ``atomic_inc`` cursor, so their order inside the
+  tile -- and the order of the float additions into a cell -- varies run to
+  run.  The deterministic variant gives every record ``K`` key slots (``K``:
+  the most tiles a footprint can touch), writes the tile of each slot
+  (``tile_keys``) and orders the slots with clgrid's stable radix sort
+  (:mod:`clgrid.device.radixsort`, no atomics decide its order): each tile
+  then adds its records in record order, and the grid is bitwise the same
+  run after run.  Tile counts and offsets are integers (exact whatever the
+  order).
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from ..device.kernels import KernelTemplate
+from ..device.radixsort import RadixSort
 
 TILE_SIZES = (8, 16, 32, 64, 128)
 #: Upper bound on (record, tile) pairs per launch: 64 Mi pairs = 256 MiB of indices.
@@ -98,20 +109,30 @@ class TiledEngine:
         work-items).
     tables
         Device GCF tables (two separable tables or one full table).
+    complex_itemsize
+        Bytes of one complex grid value.
+    deterministic
+        Bin the records with the stable radix sort instead of the atomic
+        cursor: bitwise-reproducible grids (module docstring).
     """
 
     def __init__(self, queue: cl.CommandQueue, template_params: dict[str, Any],
-                 params: TiledParams, tables: list[cla.Array], complex_itemsize: int):
+                 params: TiledParams, tables: list[cla.Array], complex_itemsize: int,
+                 deterministic: bool = False):
         params.validate()
         self.queue = queue
         self.tables = tables
         self.support = int(template_params["support"])
+        self.deterministic = bool(deterministic)
         npol = int(template_params["npol"])
         profile_limit = queue.device.max_work_group_size
         self.scan_wg = min(SCAN_WG, profile_limit)
         while True:
+            self.pair_stride = (tiles_per_footprint(self.support, params)
+                                if self.deterministic else 1)
             self.template = KernelTemplate(queue, "gridder_tiled.cl.mako",
                                            dict(template_params, scan_wg=self.scan_wg,
+                                                pair_stride=self.pair_stride,
                                                 **dataclasses.asdict(params)),
                                            need_f64=template_params["with_f64"])
             self._grid = self.template.kernel("grid_tiles")
@@ -126,6 +147,10 @@ class TiledEngine:
         self._count = self.template.kernel("count_tiles")
         self._scatter = self.template.kernel("scatter_pairs")
         self._scan = self.template.kernel("exclusive_scan")
+        self._sort = None
+        if self.deterministic:
+            self._keys = self.template.kernel("tile_keys")
+            self._sort = RadixSort(queue)
         self.last_tile_counts: np.ndarray | None = None
 
     def tiles(self, nx: int, ny: int) -> tuple[int, int]:
@@ -135,9 +160,7 @@ class TiledEngine:
     @property
     def records_per_launch(self) -> int:
         """Records per sort-and-grid launch, bounded by the pair budget."""
-        per_record = ((self.support - 1) // self.params.tile_u + 2) * (
-            (self.support - 1) // self.params.tile_v + 2)
-        return max(1, MAX_PAIRS_PER_LAUNCH // per_record)
+        return max(1, MAX_PAIRS_PER_LAUNCH // tiles_per_footprint(self.support, self.params))
 
     def enqueue(self, header: cla.Array, records: cla.Array, grid: cla.Array, nx: int,
                 ny: int, wait_for=None) -> cl.Event | None:
@@ -159,24 +182,48 @@ class TiledEngine:
         self._scan(queue, (self.scan_wg,), (self.scan_wg,), counts.data, offsets.data,
                    np.int32(n_tiles))
         counts_host = counts.get(queue)
-        n_pairs = int(counts_host.sum(dtype=np.int64))
-        pairs = cla.empty(queue, max(1, n_pairs), np.uint32)
-        cursor = cla.zeros(queue, n_tiles, np.uint32)
-        self._scatter(queue, items, None, header.data, np.int32(n_records), *geometry,
-                      offsets.data, cursor.data, pairs.data)
+        if self.deterministic:
+            pairs = self._sorted_pairs(header, n_records, geometry, n_tiles)
+        else:   # atomic cursor: the order inside a tile varies run to run
+            n_pairs = int(counts_host.sum(dtype=np.int64))
+            pairs = cla.empty(queue, max(1, n_pairs), np.uint32).data
+            cursor = cla.zeros(queue, n_tiles, np.uint32)
+            self._scatter(queue, items, None, header.data, np.int32(n_records), *geometry,
+                          offsets.data, cursor.data, pairs)
         busy = np.flatnonzero(counts_host)
         order = busy[np.argsort(-counts_host[busy], kind="stable")].astype(np.uint32)
         self.last_tile_counts = counts_host
         order_d = cla.to_device(queue, order)
         wg = self.params.wg_size
         return self._grid(queue, (order.size * wg,), (wg,), header.data, records.data,
-                          pairs.data, offsets.data, counts.data, order_d.data,
+                          pairs, offsets.data, counts.data, order_d.data,
                           *(t.data for t in self.tables), grid.data, np.int32(nx),
                           np.int32(ny), np.int32(n_tiles_u))
+
+    def _sorted_pairs(self, header: cla.Array, n_records: int, geometry: tuple,
+                      n_tiles: int) -> cl.Buffer:
+        """Slot positions grouped by tile, in record order (stable radix sort);
+        the first ``sum(counts)`` are the pairs, the sentinel slots follow."""
+        queue = self.queue
+        n_slots = n_records * self.pair_stride
+        keys = cla.empty(queue, n_slots, np.uint32)
+        self._keys(queue, (_round_up(n_records, 64),), None, header.data, np.int32(n_records),
+                   *geometry, keys.data)
+        scratch = tuple(cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, n_slots * 4)
+                        for _ in range(3))
+        _, order, _ = self._sort(keys.data, n_slots, 0, n_tiles, scratch)
+        return order
+
+
+def tiles_per_footprint(support: int, params: TiledParams) -> int:
+    """Most tiles one ``support``-wide footprint can touch (a bound: the
+    deterministic binning's key slots per record)."""
+    return ((support - 1) // params.tile_u + 2) * ((support - 1) // params.tile_v + 2)
 
 
 def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
-__all__ = ["MAX_PAIRS_PER_LAUNCH", "TILE_SIZES", "TiledEngine", "TiledParams", "fits_local"]
+__all__ = ["MAX_PAIRS_PER_LAUNCH", "TILE_SIZES", "TiledEngine", "TiledParams", "fits_local",
+           "tiles_per_footprint"]
