@@ -50,7 +50,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..device.kernels import KernelTemplate, Operation
+from ..device.kernels import KernelTemplate, Operation, quiet_builds
 from ..device.radixsort import RadixSort
 
 SCHEMES = ("natural", "uniform", "briggs")
@@ -124,7 +124,9 @@ class ImageWeighting(Operation):
         if self.histogram_method == "fixed":
             self._fixed_kernel = self.template.kernel("weight_histogram_fixed")
             self._fold_kernel = self.template.kernel("fixed_to_histogram")
-            self._histogram_fixed = cla.zeros(self.queue, self.npix_x * self.npix_y, np.int64)
+            with quiet_builds():   # pyopencl builds its fill kernel for int64 here
+                self._histogram_fixed = cla.zeros(self.queue, self.npix_x * self.npix_y,
+                                                  np.int64)
         elif self.histogram_method == "sorted":
             self._keys_kernel = self.template.kernel("cell_keys")
             self._sums_kernel = self.template.kernel("cell_sums")
@@ -158,9 +160,10 @@ class ImageWeighting(Operation):
         """Forget the samples added so far."""
         self._briggs_f2 = None
         if self.scheme != "natural":
-            self.histogram.fill(0)
-            self._outside.fill(0)
-            self._outside_applied.fill(0)
+            with quiet_builds():   # pyopencl builds its fill kernels on first use
+                self.histogram.fill(0)
+                self._outside.fill(0)
+                self._outside_applied.fill(0)
 
     def add(self, uvw_m, freq_hz, weight) -> None:
         """Add one chunk's natural weights to the density histogram.
@@ -205,8 +208,7 @@ class ImageWeighting(Operation):
         """Sum of a chunk's weights (a fixed-order device reduction)."""
         if weight_d.size == 0:
             return 0.0
-        with warnings.catch_warnings():  # pyopencl builds its reduction kernel here
-            warnings.simplefilter("ignore", cl.CompilerWarning)
+        with quiet_builds():  # pyopencl builds its reduction kernel here
             return float(cla.sum(weight_d, dtype=self.coord_dtype).get())
 
     def _add_sorted(self, args) -> None:
