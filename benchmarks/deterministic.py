@@ -1,0 +1,211 @@
+"""Cost of ``deterministic=True`` against the default paths (issue 19).
+
+Two measurements on one device, each beside its non-deterministic twin:
+
+1. ``Gridder`` (table gridding, separable ES GCF, 8x oversampled): the
+   auto strategy with ``deterministic=False`` (scatter on GPUs with native
+   float atomics, tiled with its atomic cursor on CPUs), the tiled strategy
+   with the atomic cursor, and ``deterministic=True`` (tiled, records binned
+   by the stable radix sort).  Device-only (records already on the device,
+   ``Gridder.grid_records``) and end to end (host uvw/vis in, host grid out).
+2. ``vis2dirty`` with Briggs weights, end to end: ``ImageWeighting``
+   (histogram by float atomics, by exact 64-bit fixed point -- the
+   deterministic default --, or by the stable-sort fallback) then
+   ``clgrid.vis2dirty`` with the weights; the peer ``ducc0.wgridder.vis2dirty``
+   on the same weights for scale (ducc0 has no weighting of its own).
+
+Every deterministic row also checks that two calls give identical bits.
+
+    python benchmarks/deterministic.py --device intel --quick --json det_intel.json
+    python benchmarks/deterministic.py --device nvidia --json det_h200.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import pyopencl as cl  # noqa: E402
+import pyopencl.array as cla  # noqa: E402
+
+import clgrid  # noqa: E402
+from clgrid.gcf import separable_gcf  # noqa: E402
+from clgrid.imaging.weighting import ImageWeighting  # noqa: E402
+from clgrid.io.simulate import simulate_observation  # noqa: E402
+
+from _common import fmt, median_seconds, print_table, write_json  # noqa: E402
+
+C = 299_792_458.0
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default=None, help="passed to clgrid.create_context")
+    parser.add_argument("--quick", action="store_true", help="small sizes (CPU, CI)")
+    parser.add_argument("--json", default=None, help="write the results here")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--supports", type=int, nargs="+", default=None)
+    parser.add_argument("--skip-imaging", action="store_true")
+    return parser.parse_args(argv)
+
+
+def sizes(quick: bool) -> dict:
+    if quick:   # ~0.5 M visibilities: minutes on 2 shared CPU cores
+        return dict(hours=1.0, integration=30.0, baselines=2000, channels=8, npix=1024,
+                    npol=1, supports=[8])
+    return dict(hours=1.0, integration=60.0, baselines=19000, channels=8, npix=4096,
+                npol=4, supports=[8, 16])   # ~9 M visibilities
+
+
+def observation(size: dict):
+    uvw = simulate_observation(duration_h=size["hours"], integration_s=size["integration"],
+                               n_baselines=size["baselines"])
+    freq = 1.0e9 + np.arange(size["channels"]) * 1.0e6
+    return uvw, freq
+
+
+def gridder_rows(context, queue, uvw, freq, npix, npol, support, repeats) -> list[dict]:
+    """Gridder: auto (non-deterministic), tiled (atomic cursor), deterministic."""
+    rng = np.random.default_rng(1)
+    nvis = uvw.shape[0] * freq.size
+    vis = (rng.standard_normal((uvw.shape[0], freq.size, npol))
+           + 1j * rng.standard_normal((uvw.shape[0], freq.size, npol))).astype(np.complex64)
+    uv_max = np.max(np.abs(uvw[:, :2])) * freq.max() / C
+    cell = 0.4 / uv_max   # the longest baseline 0.4 * npix cells from the centre
+    gcf = separable_gcf(support, 8)
+    configs = [("auto, deterministic=False", dict(deterministic=False)),
+               ("tiled, deterministic=False", dict(strategy="tiled", deterministic=False)),
+               ("deterministic=True", dict(deterministic=True))]
+    rows, baseline = [], {}
+    for name, options in configs:
+        gridder = clgrid.Gridder(queue, gcf, npix, npix, cell, npol=npol, **options)
+        plan = gridder.plan(uvw, freq)
+        records = plan.records(vis, None, dtype=gridder.complex_dtype)
+        header_d = cla.to_device(queue, plan.header)
+        records_d = cla.to_device(queue, records)
+        grid = gridder.zeros()
+
+        def device_only():
+            grid.fill(0)
+            gridder.grid_records(header_d, records_d, grid)
+
+        device_s = median_seconds(device_only, queue, repeats)
+        first = grid.get()
+        device_only()
+        same_bits = bool(np.array_equal(first, grid.get()))
+        end_to_end_s = median_seconds(lambda: gridder(uvw, freq, vis), queue, repeats)
+        if not baseline:
+            baseline = {"device": device_s, "end_to_end": end_to_end_s, "grid": first}
+        rows.append({
+            "part": "Gridder", "support": support, "config": name,
+            "strategy": gridder.strategy, "deterministic": gridder.deterministic,
+            "nvis": nvis, "npix": npix, "npol": npol,
+            "device_s": device_s, "end_to_end_s": end_to_end_s,
+            "ratio_device": device_s / baseline["device"],
+            "ratio_end_to_end": end_to_end_s / baseline["end_to_end"],
+            "repeat_bitwise": same_bits,
+            "rel_diff_to_first": float(np.max(np.abs(first - baseline["grid"]))
+                                       / np.max(np.abs(baseline["grid"]))),
+        })
+    return rows
+
+
+def imaging_rows(queue, uvw, freq, npix, repeats) -> list[dict]:
+    """ImageWeighting (Briggs) + vis2dirty, per histogram method; ducc0 beside."""
+    rng = np.random.default_rng(2)
+    vis = (rng.standard_normal((uvw.shape[0], freq.size))
+           + 1j * rng.standard_normal((uvw.shape[0], freq.size))).astype(np.complex64)
+    natural = rng.uniform(0.5, 2.0, vis.shape).astype(np.float32)
+    uv_max = np.max(np.abs(uvw[:, :2])) * freq.max() / C
+    pixsize = 0.9 / (2 * uv_max)   # Nyquist-ish, longest baseline inside the grid
+    geometry = dict(npix_x=npix, npix_y=npix, pixsize_x=pixsize, pixsize_y=pixsize)
+    rows, baseline, reference_image = [], None, None
+    for method, deterministic in (("atomic", False), ("fixed", True), ("sorted", True)):
+        weighting = ImageWeighting(queue, scheme="briggs", robust=0.0, method=method,
+                                   deterministic=deterministic, **geometry)
+
+        def weights():
+            return weighting(uvw, freq, natural)
+
+        def image():
+            return clgrid.vis2dirty(uvw=uvw, freq=freq, vis=vis, wgt=weights(), epsilon=1e-4,
+                                    do_wgridding=True, queue=queue, **geometry)
+
+        weighting_s = median_seconds(weights, queue, repeats)
+        total_s = median_seconds(image, queue, repeats)
+        first, second = image(), image()
+        if baseline is None:
+            baseline, reference_image = total_s, first
+        rows.append({
+            "part": "vis2dirty+Briggs", "config": f"weights {method}",
+            "deterministic": weighting.deterministic, "nvis": vis.size, "npix": npix,
+            "weighting_s": weighting_s, "end_to_end_s": total_s,
+            "ratio_end_to_end": total_s / baseline,
+            "repeat_bitwise": bool(np.array_equal(first, second)),
+            "rel_diff_to_first": float(np.max(np.abs(first - reference_image))
+                                       / np.max(np.abs(reference_image))),
+        })
+    rows.append(_ducc_row(uvw, freq, vis, weighting(uvw, freq, natural), geometry,
+                          baseline, reference_image))
+    return rows
+
+
+def _ducc_row(uvw, freq, vis, weights, geometry, baseline, reference_image) -> dict:
+    row = {"part": "vis2dirty+Briggs", "config": "peer ducc0 (same weights, all threads)"}
+    try:
+        import ducc0
+    except ImportError:
+        return dict(row, note="ducc0 not installed")
+    arguments = dict(uvw=uvw, freq=freq, vis=vis, wgt=weights, epsilon=1e-4,
+                     do_wgridding=True, nthreads=0, **geometry)
+    ducc0.wgridder.vis2dirty(**arguments)
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        image = ducc0.wgridder.vis2dirty(**arguments)
+        times.append(time.perf_counter() - start)
+    seconds = float(np.median(times))
+    return dict(row, end_to_end_s=seconds, ratio_end_to_end=seconds / baseline,
+                rel_diff_to_first=float(np.max(np.abs(image - reference_image))
+                                        / np.max(np.abs(reference_image))))
+
+
+def show(rows: list[dict]) -> None:
+    """Print rows with the union of their keys, floats to 4 digits."""
+    keys = list(dict.fromkeys(k for row in rows for k in row))
+    print_table([{k: fmt(row.get(k, "-")) for k in keys} for row in rows])
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    size = sizes(args.quick)
+    context = clgrid.create_context(args.device)
+    queue = cl.CommandQueue(context)
+    device = queue.device
+    print(f"device: {device.platform.name} / {device.name}")
+    uvw, freq = observation(size)
+    rows = []
+    for support in args.supports or size["supports"]:
+        rows += gridder_rows(context, queue, uvw, freq, size["npix"], size["npol"], support,
+                             args.repeats)
+        show([r for r in rows if r["support"] == support])
+    if not args.skip_imaging:
+        imaging = imaging_rows(queue, uvw, freq, size["npix"], args.repeats)
+        show(imaging)
+        rows += imaging
+    write_json(args.json, "deterministic", rows,
+               device=f"{device.platform.name} / {device.name}", sizes=size,
+               command=" ".join(sys.argv))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
