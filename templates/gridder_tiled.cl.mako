@@ -10,11 +10,14 @@
 ##   tile_u, tile_v (tile size in grid cells), rows_per_pass R (work-items
 ##   per tile column: work-group size = tile_u * R), batch (records staged
 ##   in local memory at a time), scan_wg (work-items of the one-group scan),
-##   pair_stride (1: scatter_pairs places the pairs with an atomic cursor, in
-##   an order that varies run to run; K > 1, deterministic: tile_keys writes K
-##   slot keys per record, clgrid's stable radix sort orders the slots, and a
-##   pair holds a slot position, record * K + slot, in record order per tile).
-## Grid layout: (npol, ny, nx) complex, real and imaginary interleaved.
+##   binning (how records are grouped by tile): "atomic" (scatter_pairs with
+##   an atomic cursor: the order inside a tile varies run to run), or
+##   deterministic, record order inside every tile: "blocked" (a one-pass
+##   counting sort: block_counts, exclusive_scan of the [tile][block] table,
+##   block_scatter, one sequential work-item per block of records; for CPUs)
+##   or "sorted" (tile_keys writes pair_stride = K slot keys per record,
+##   clgrid's stable radix sort orders them, a pair holds the slot position
+##   record * K + slot; for GPUs).  pair_stride is 1 unless "sorted".
 <%
     vec = real + "2"
     suffix = "f32" if real == "float" else "f64"
@@ -106,7 +109,54 @@ __kernel void scatter_pairs(__global const int4 *header, const int n_records,
         }
 }
 
-% if pair_stride > 1:
+% if binning == "blocked":
+// Deterministic binning for CPUs, pass 1: block b (one work-item) counts
+// the pairs of its records [b * per_block, (b + 1) * per_block) per tile
+// into counts[tile * n_blocks + b] (zeroed; one writer per column).
+__kernel void block_counts(__global const int4 *header, const int n_records,
+                           const int n_tiles_u, const int n_tiles_v,
+                           const int per_block, const int n_blocks,
+                           __global uint *counts)
+{
+    const int block = get_global_id(0);
+    if (block >= n_blocks)
+        return;
+    const int end = min(n_records, (block + 1) * per_block);
+    for (int i = block * per_block; i < end; ++i) {
+        const int4 h = header[i];
+        const int2 ru = tile_range(h.x, TILE_U, n_tiles_u);
+        const int2 rv = tile_range(h.y, TILE_V, n_tiles_v);
+        for (int tv = rv.x; tv <= rv.y; ++tv)
+            for (int tu = ru.x; tu <= ru.y; ++tu)
+                ++counts[(size_t)(tv * n_tiles_u + tu) * n_blocks + block];
+    }
+}
+
+// Pass 2, after the exclusive scan of counts in [tile][block] order: every
+// (tile, block) starts where the earlier blocks' pairs of that tile end, so
+// block b writes its records in order and the tile's list is in record
+// order -- the same on every run, whatever the schedule.
+__kernel void block_scatter(__global const int4 *header, const int n_records,
+                            const int n_tiles_u, const int n_tiles_v,
+                            const int per_block, const int n_blocks,
+                            __global uint *cursor, __global uint *pairs)
+{
+    const int block = get_global_id(0);
+    if (block >= n_blocks)
+        return;
+    const int end = min(n_records, (block + 1) * per_block);
+    for (int i = block * per_block; i < end; ++i) {
+        const int4 h = header[i];
+        const int2 ru = tile_range(h.x, TILE_U, n_tiles_u);
+        const int2 rv = tile_range(h.y, TILE_V, n_tiles_v);
+        for (int tv = rv.x; tv <= rv.y; ++tv)
+            for (int tu = ru.x; tu <= ru.y; ++tu)
+                pairs[cursor[(size_t)(tv * n_tiles_u + tu) * n_blocks + block]++] = i;
+    }
+}
+
+% endif
+% if binning == "sorted":
 // Deterministic binning: record i owns the PAIR_STRIDE key slots
 // [i * PAIR_STRIDE, (i + 1) * PAIR_STRIDE); each tile its footprint touches
 // takes one, the rest hold the sentinel n_tiles (sorted last, never read).

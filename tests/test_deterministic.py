@@ -139,8 +139,18 @@ TILED_GEOMETRIES = {  # the dispatcher's CPU tile, and a GPU-style one (rows per
 }
 
 
+@pytest.fixture(params=["blocked", "sorted"])
+def binning(request, monkeypatch, cl_env):
+    """Run the deterministic Gridder with each binning on this device."""
+    from clgrid.gridders import tiled
+    monkeypatch.setitem(tiled.DETERMINISTIC_BINNING, cl_env.profile.device_type,
+                        request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("geometry", list(TILED_GEOMETRIES), ids=list(TILED_GEOMETRIES))
-def test_gridder_deterministic_repeats_bitwise_and_matches_reference(cl_env, geometry):
+def test_gridder_deterministic_repeats_bitwise_and_matches_reference(cl_env, geometry,
+                                                                     binning):
     from clgrid.gcf import separable_gcf
     from test_gridder_reference import grid_reference
     uvw, freq, vis, weights, nx, cell = _table_observation()
@@ -152,7 +162,8 @@ def test_gridder_deterministic_repeats_bitwise_and_matches_reference(cl_env, geo
 
     gridder, grid = _repeat_bitwise(make, lambda g: g(uvw, freq, vis, weights))
     assert gridder.strategy == "tiled" and gridder.deterministic
-    assert gridder._engine.pair_stride > 1
+    assert gridder._engine.binning == binning
+    assert (gridder._engine.pair_stride > 1) == (binning == "sorted")
     reference = grid_reference(uvw, freq, vis, gcf, nx, nx, cell, weights)
     assert np.max(np.abs(grid - reference)) < 1e-5 * np.max(np.abs(reference))
     # the same grid as the non-deterministic paths, to float rounding
@@ -162,7 +173,7 @@ def test_gridder_deterministic_repeats_bitwise_and_matches_reference(cl_env, geo
         assert np.max(np.abs(grid - other)) < 1e-5 * np.max(np.abs(reference))
 
 
-def test_gridder_deterministic_full_w_table(cl_env):
+def test_gridder_deterministic_full_w_table(cl_env, binning):
     from clgrid.gcf import w_projection_gcf
     from test_gridder_reference import C, grid_reference
     uvw, freq, vis, _, nx, cell = _table_observation(seed=6, nrow=400, w_max_m=300.0)
@@ -208,7 +219,7 @@ def test_dispatcher_picks_tiled_for_determinism_on_a_gpu_profile():
 
 
 @pytest.mark.parametrize("mode", ["queues", "mapped"])
-def test_streaming_gridder_deterministic_repeats_bitwise(cl_env, mode):
+def test_streaming_gridder_deterministic_repeats_bitwise(cl_env, mode, binning):
     from clgrid.gcf import separable_gcf
     uvw, freq, vis, weights, nx, cell = _table_observation(seed=8)
     gcf = separable_gcf(7, 8)
@@ -337,12 +348,18 @@ queue = cl.CommandQueue(clgrid.create_context("oclgrind"))
 rng = np.random.default_rng(0)
 uvw = rng.uniform(-300, 300, (12, 3))
 vis = (rng.standard_normal((12, 1, 1)) + 1j).astype(np.complex64)
-gridder = clgrid.Gridder(queue, separable_gcf(5, 2), 16, 16, 1.0 / (16 * 20.0),
-                         deterministic=True, tiled_params=dict(tile_u=8, tile_v=8,
-                                                               rows_per_pass=2, batch=4))
-first = gridder(uvw, [1e8], vis)
-assert gridder._engine.pair_stride == 4 and np.array_equal(first, gridder(uvw, [1e8], vis))
-assert np.abs(first).max() > 0
+from clgrid.gridders import tiled
+grids = []
+for binning in ("blocked", "sorted"):
+    profile = clgrid.DeviceProfile.from_device(queue.device)
+    tiled.DETERMINISTIC_BINNING[profile.device_type] = binning
+    gridder = clgrid.Gridder(queue, separable_gcf(5, 2), 16, 16, 1.0 / (16 * 20.0),
+                             deterministic=True, tiled_params=dict(tile_u=8, tile_v=8,
+                                                                   rows_per_pass=2, batch=4))
+    assert gridder._engine.binning == binning
+    grids.append(gridder(uvw, [1e8], vis))
+    assert np.array_equal(grids[-1], gridder(uvw, [1e8], vis))
+assert np.abs(grids[0]).max() > 0 and np.allclose(grids[0], grids[1], rtol=1e-5, atol=1e-5)
 w = np.ones((12, 2), np.float32); w[3, 1] = 0
 uvw_w = rng.uniform(-2, 2, (12, 3)); uvw_w[0] *= 50
 for method in ("fixed", "sorted"):

@@ -23,7 +23,7 @@ Three gridding strategies share one table layout and one uv preparation:
 With ``deterministic=True`` only the tiled strategy qualifies: the scatter
 and image strategies add into the grid with float atomics, whose order (and
 so the last bits of the sums) varies run to run; the tiled strategy bins
-its records with a stable device sort in that mode
+its records in record order in that mode
 (:class:`clgrid.gridders.tiled.TiledEngine`).
 
 :func:`choose` is a pure function of a :class:`~clgrid.device.profiles.DeviceProfile`
@@ -157,7 +157,7 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
                          f"{strategy!r} adds with float atomics in a varying order")
     if deterministic and strategy == "auto":
         strategy = "tiled"
-        reasons.append("deterministic=True: tiled with a stable sort of the records "
+        reasons.append("deterministic=True: tiled, records binned in record order "
                        "(no float atomics)")
     elif strategy == "auto":
         strategy = _auto(profile, tiles, image_ok, tuned, reasons)

@@ -174,8 +174,9 @@ class Gridder(_TableOperation):
         or dicts of their fields).
     deterministic
         True: bitwise-identical grids call after call (same device and
-        driver): the tiled strategy with its records binned by a stable
-        device sort instead of an atomic cursor (``'auto'`` then picks
+        driver): the tiled strategy with its records binned in record
+        order (a blocked counting sort on CPUs, clgrid's stable radix sort
+        elsewhere) instead of an atomic cursor (``'auto'`` then picks
         tiled on every device; forcing ``'scatter'``/``'image'``, explicit
         scatter ``params``, ``atomics`` or ``count_flushes`` is an error).
         False: the fastest path, whose last bits may vary (float atomics on

@@ -21,13 +21,22 @@ CPUs (slow atomics, large caches) want.
 * Determinism (``deterministic=True``): the counting sort's scatter places a
   tile's records with an ``atomic_inc`` cursor, so their order inside the
   tile -- and the order of the float additions into a cell -- varies run to
-  run.  The deterministic variant gives every record ``K`` key slots (``K``:
-  the most tiles a footprint can touch), writes the tile of each slot
-  (``tile_keys``) and orders the slots with clgrid's stable radix sort
-  (:mod:`clgrid.device.radixsort`, no atomics decide its order): each tile
-  then adds its records in record order, and the grid is bitwise the same
-  run after run.  Tile counts and offsets are integers (exact whatever the
-  order).
+  run.  The deterministic binnings put every tile's records in record order,
+  so the grid is bitwise the same run after run (tile counts and offsets
+  are integers: exact whatever the order):
+
+  ``'blocked'`` (CPUs)
+      a one-pass counting sort: the records are cut into a few blocks, one
+      work-item per block counts its pairs per tile into a [tile][block]
+      table, the table is scanned (exclusive, in that order), and each block
+      writes its records, in order, from its (tile, block) offsets.  Few
+      blocks (a few per core) keep the table small; CPUs run the sequential
+      blocks fast.
+  ``'sorted'`` (GPUs, and any device by :data:`DETERMINISTIC_BINNING`)
+      every record gets ``K`` key slots (``K``: the most tiles a footprint
+      can touch) holding its tiles (``tile_keys``), ordered by clgrid's
+      stable radix sort (:mod:`clgrid.device.radixsort`): massively
+      parallel, no table.
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from ..device.kernels import KernelTemplate
+from ..device.profiles import DeviceProfile
 from ..device.radixsort import RadixSort
 
 TILE_SIZES = (8, 16, 32, 64, 128)
@@ -49,6 +59,13 @@ _HEADER_BYTES = 16
 _LOCAL_RESERVE_BYTES = 1024   # left to the driver (kernel arguments, its own use)
 #: Work-items of the single-group tile-count scan (thousands of tiles: one group suffices).
 SCAN_WG = 64
+BINNINGS = ("atomic", "blocked", "sorted")
+#: Deterministic binning per device type (default ``'sorted'``); tests may
+#: change it to run the other binning on their device.
+DETERMINISTIC_BINNING = {"cpu": "blocked"}
+#: Blocks of the ``'blocked'`` binning per compute unit, and records at least per block.
+BLOCKS_PER_UNIT = 8
+MIN_BLOCK_RECORDS = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,8 +129,10 @@ class TiledEngine:
     complex_itemsize
         Bytes of one complex grid value.
     deterministic
-        Bin the records with the stable radix sort instead of the atomic
-        cursor: bitwise-reproducible grids (module docstring).
+        Bin the records in record order (``'blocked'`` or ``'sorted'``, by
+        :data:`DETERMINISTIC_BINNING`) instead of with the atomic cursor:
+        bitwise-reproducible grids (module docstring).  :attr:`binning`
+        says which.
     """
 
     def __init__(self, queue: cl.CommandQueue, template_params: dict[str, Any],
@@ -124,15 +143,22 @@ class TiledEngine:
         self.tables = tables
         self.support = int(template_params["support"])
         self.deterministic = bool(deterministic)
+        device_type = DeviceProfile.from_device(queue.device).device_type
+        self.binning = (DETERMINISTIC_BINNING.get(device_type, "sorted")
+                        if self.deterministic else "atomic")
+        if self.binning not in BINNINGS:
+            raise ValueError(f"binning must be one of {BINNINGS}, got {self.binning!r}")
+        self.n_units = int(queue.device.max_compute_units)
         npol = int(template_params["npol"])
         profile_limit = queue.device.max_work_group_size
         self.scan_wg = min(SCAN_WG, profile_limit)
         while True:
             self.pair_stride = (tiles_per_footprint(self.support, params)
-                                if self.deterministic else 1)
+                                if self.binning == "sorted" else 1)
             self.template = KernelTemplate(queue, "gridder_tiled.cl.mako",
                                            dict(template_params, scan_wg=self.scan_wg,
                                                 pair_stride=self.pair_stride,
+                                                binning=self.binning,
                                                 **dataclasses.asdict(params)),
                                            need_f64=template_params["with_f64"])
             self._grid = self.template.kernel("grid_tiles")
@@ -148,9 +174,12 @@ class TiledEngine:
         self._scatter = self.template.kernel("scatter_pairs")
         self._scan = self.template.kernel("exclusive_scan")
         self._sort = None
-        if self.deterministic:
+        if self.binning == "sorted":
             self._keys = self.template.kernel("tile_keys")
             self._sort = RadixSort(queue)
+        elif self.binning == "blocked":
+            self._block_counts = self.template.kernel("block_counts")
+            self._block_scatter = self.template.kernel("block_scatter")
         self.last_tile_counts: np.ndarray | None = None
 
     def tiles(self, nx: int, ny: int) -> tuple[int, int]:
@@ -182,8 +211,11 @@ class TiledEngine:
         self._scan(queue, (self.scan_wg,), (self.scan_wg,), counts.data, offsets.data,
                    np.int32(n_tiles))
         counts_host = counts.get(queue)
-        if self.deterministic:
+        if self.binning == "sorted":
             pairs = self._sorted_pairs(header, n_records, geometry, n_tiles)
+        elif self.binning == "blocked":
+            pairs = self._blocked_pairs(header, n_records, geometry, n_tiles,
+                                        int(counts_host.sum(dtype=np.int64)))
         else:   # atomic cursor: the order inside a tile varies run to run
             n_pairs = int(counts_host.sum(dtype=np.int64))
             pairs = cla.empty(queue, max(1, n_pairs), np.uint32).data
@@ -199,6 +231,27 @@ class TiledEngine:
                           pairs, offsets.data, counts.data, order_d.data,
                           *(t.data for t in self.tables), grid.data, np.int32(nx),
                           np.int32(ny), np.int32(n_tiles_u))
+
+    def _blocked_pairs(self, header: cla.Array, n_records: int, geometry: tuple,
+                       n_tiles: int, n_pairs: int) -> cl.Buffer:
+        """Record indices grouped by tile, in record order (one-pass counting
+        sort over blocks of records, module docstring)."""
+        queue = self.queue
+        n_blocks = max(1, min(BLOCKS_PER_UNIT * self.n_units,
+                              n_records // MIN_BLOCK_RECORDS))
+        per_block = -(-n_records // n_blocks)
+        n_blocks = -(-n_records // per_block)
+        table = n_tiles * n_blocks
+        counts = cla.zeros(queue, table, np.uint32)
+        block_args = (header.data, np.int32(n_records), *geometry, np.int32(per_block),
+                      np.int32(n_blocks))
+        self._block_counts(queue, (n_blocks,), None, *block_args, counts.data)
+        cursor = cla.empty_like(counts)
+        self._scan(queue, (self.scan_wg,), (self.scan_wg,), counts.data, cursor.data,
+                   np.int32(table))
+        pairs = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * max(1, n_pairs))
+        self._block_scatter(queue, (n_blocks,), None, *block_args, cursor.data, pairs)
+        return pairs
 
     def _sorted_pairs(self, header: cla.Array, n_records: int, geometry: tuple,
                       n_tiles: int) -> cl.Buffer:
@@ -225,5 +278,5 @@ def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
-__all__ = ["MAX_PAIRS_PER_LAUNCH", "TILE_SIZES", "TiledEngine", "TiledParams", "fits_local",
+__all__ = ["BINNINGS", "DETERMINISTIC_BINNING", "MAX_PAIRS_PER_LAUNCH", "TILE_SIZES", "TiledEngine", "TiledParams", "fits_local",
            "tiles_per_footprint"]
