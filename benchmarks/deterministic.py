@@ -193,17 +193,21 @@ def main(argv=None) -> int:
     print(f"device: {device.platform.name} / {device.name}")
     uvw, freq = observation(size)
     rows = []
+    def save():   # after every section: a run cut short keeps what it measured
+        write_json(args.json, "deterministic", rows,
+                   device=f"{device.platform.name} / {device.name}", sizes=size,
+                   command=" ".join(sys.argv))
+
     for support in args.supports or size["supports"]:
         rows += gridder_rows(context, queue, uvw, freq, size["npix"], size["npol"], support,
                              args.repeats)
-        show([r for r in rows if r["support"] == support])
+        show([r for r in rows if r.get("support") == support])
+        save()
     if not args.skip_imaging:
         imaging = imaging_rows(queue, uvw, freq, size["npix"], args.repeats)
         show(imaging)
         rows += imaging
-    write_json(args.json, "deterministic", rows,
-               device=f"{device.platform.name} / {device.name}", sizes=size,
-               command=" ".join(sys.argv))
+        save()
     return 0
 
 
