@@ -198,15 +198,15 @@ def main(argv=None) -> int:
                    device=f"{device.platform.name} / {device.name}", sizes=size,
                    command=" ".join(sys.argv))
 
-    for support in args.supports or size["supports"]:
-        rows += gridder_rows(context, queue, uvw, freq, size["npix"], size["npol"], support,
-                             args.repeats)
-        show([r for r in rows if r.get("support") == support])
-        save()
     if not args.skip_imaging:
         imaging = imaging_rows(queue, uvw, freq, size["npix"], args.repeats)
         show(imaging)
         rows += imaging
+        save()
+    for support in args.supports or size["supports"]:
+        rows += gridder_rows(context, queue, uvw, freq, size["npix"], size["npol"], support,
+                             args.repeats)
+        show([r for r in rows if r.get("support") == support])
         save()
     return 0
 
