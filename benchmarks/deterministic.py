@@ -54,6 +54,9 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--supports", type=int, nargs="+", default=None)
     parser.add_argument("--skip-imaging", action="store_true")
+    parser.add_argument("--dumps", type=int, default=None,
+                        help="time dumps of the simulated track (default 120 quick, 60 full)")
+    parser.add_argument("--npix", type=int, default=None)
     return parser.parse_args(argv)
 
 
@@ -63,6 +66,14 @@ def sizes(quick: bool) -> dict:
                     npol=1, supports=[8])
     return dict(hours=1.0, integration=60.0, baselines=19000, channels=8, npix=4096,
                 npol=4, supports=[8, 16])   # ~9 M visibilities
+
+
+_START = time.perf_counter()
+
+
+def progress(message: str) -> None:
+    """A timestamped line on stderr (where a run cut short stopped)."""
+    print(f"[{time.perf_counter() - _START:7.1f} s] {message}", file=sys.stderr, flush=True)
 
 
 def observation(size: dict):
@@ -86,6 +97,7 @@ def gridder_rows(context, queue, uvw, freq, npix, npol, support, repeats) -> lis
                ("deterministic=True", dict(deterministic=True))]
     rows, baseline = [], {}
     for name, options in configs:
+        progress(f"Gridder support {support}: {name}")
         gridder = clgrid.Gridder(queue, gcf, npix, npix, cell, npol=npol, **options)
         plan = gridder.plan(uvw, freq)
         records = plan.records(vis, None, dtype=gridder.complex_dtype)
@@ -129,6 +141,7 @@ def imaging_rows(queue, uvw, freq, npix, repeats) -> list[dict]:
     geometry = dict(npix_x=npix, npix_y=npix, pixsize_x=pixsize, pixsize_y=pixsize)
     rows, baseline, reference_image = [], None, None
     for method, deterministic in (("atomic", False), ("fixed", True), ("sorted", True)):
+        progress(f"vis2dirty with Briggs weights, histogram {method}")
         weighting = ImageWeighting(queue, scheme="briggs", robust=0.0, method=method,
                                    deterministic=deterministic, **geometry)
 
@@ -164,6 +177,7 @@ def _ducc_row(uvw, freq, vis, weights, geometry, baseline, reference_image) -> d
         import ducc0
     except ImportError:
         return dict(row, note="ducc0 not installed")
+    progress("ducc0")
     arguments = dict(uvw=uvw, freq=freq, vis=vis, wgt=weights, epsilon=1e-4,
                      do_wgridding=True, nthreads=0, **geometry)
     ducc0.wgridder.vis2dirty(**arguments)
@@ -187,11 +201,16 @@ def show(rows: list[dict]) -> None:
 def main(argv=None) -> int:
     args = parse_args(argv)
     size = sizes(args.quick)
+    if args.dumps:
+        size["integration"] = size["hours"] * 3600.0 / args.dumps
+    if args.npix:
+        size["npix"] = args.npix
     context = clgrid.create_context(args.device)
     queue = cl.CommandQueue(context)
     device = queue.device
     print(f"device: {device.platform.name} / {device.name}")
     uvw, freq = observation(size)
+    progress(f"{uvw.shape[0]} rows x {freq.size} channels, {size['npix']}^2")
     rows = []
     def save():   # after every section: a run cut short keeps what it measured
         write_json(args.json, "deterministic", rows,
