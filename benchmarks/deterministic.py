@@ -17,7 +17,12 @@ Two measurements on one device, each beside its non-deterministic twin:
 Every deterministic row also checks that two calls give identical bits.
 
     python benchmarks/deterministic.py --device intel --quick --json det_intel.json
-    python benchmarks/deterministic.py --device nvidia --json det_h200.json
+    python benchmarks/deterministic.py --device nvidia --no-wgridding --npix 2048 \
+        --json det_h200.json
+
+(On the H200 keep ``--no-wgridding``: reikna's FFT of the w planes took
+16 s a call there on 2026-11-23, RESULTS.md "Imaging", and would swamp the
+weighting being measured.)
 """
 
 from __future__ import annotations
@@ -57,6 +62,9 @@ def parse_args(argv=None):
     parser.add_argument("--dumps", type=int, default=None,
                         help="time dumps of the simulated track (default 120 quick, 60 full)")
     parser.add_argument("--npix", type=int, default=None)
+    parser.add_argument("--wgridding", action=argparse.BooleanOptionalAction, default=True,
+                        help="vis2dirty with the w term (default on); --no-wgridding where "
+                             "the device FFT of many w planes would dominate")
     return parser.parse_args(argv)
 
 
@@ -130,7 +138,7 @@ def gridder_rows(context, queue, uvw, freq, npix, npol, support, repeats) -> lis
     return rows
 
 
-def imaging_rows(queue, uvw, freq, npix, repeats) -> list[dict]:
+def imaging_rows(queue, uvw, freq, npix, repeats, do_w: bool) -> list[dict]:
     """ImageWeighting (Briggs) + vis2dirty, per histogram method; ducc0 beside."""
     rng = np.random.default_rng(2)
     vis = (rng.standard_normal((uvw.shape[0], freq.size))
@@ -150,7 +158,7 @@ def imaging_rows(queue, uvw, freq, npix, repeats) -> list[dict]:
 
         def image():
             return clgrid.vis2dirty(uvw=uvw, freq=freq, vis=vis, wgt=weights(), epsilon=1e-4,
-                                    do_wgridding=True, queue=queue, **geometry)
+                                    do_wgridding=do_w, queue=queue, **geometry)
 
         weighting_s = median_seconds(weights, queue, repeats)
         total_s = median_seconds(image, queue, repeats)
@@ -160,6 +168,7 @@ def imaging_rows(queue, uvw, freq, npix, repeats) -> list[dict]:
         rows.append({
             "part": "vis2dirty+Briggs", "config": f"weights {method}",
             "deterministic": weighting.deterministic, "nvis": vis.size, "npix": npix,
+            "w": do_w,
             "weighting_s": weighting_s, "end_to_end_s": total_s,
             "ratio_end_to_end": total_s / baseline,
             "repeat_bitwise": bool(np.array_equal(first, second)),
@@ -167,11 +176,12 @@ def imaging_rows(queue, uvw, freq, npix, repeats) -> list[dict]:
                                        / np.max(np.abs(reference_image))),
         })
     rows.append(_ducc_row(uvw, freq, vis, weighting(uvw, freq, natural), geometry,
-                          baseline, reference_image))
+                          baseline, reference_image, do_w))
     return rows
 
 
-def _ducc_row(uvw, freq, vis, weights, geometry, baseline, reference_image) -> dict:
+def _ducc_row(uvw, freq, vis, weights, geometry, baseline, reference_image,
+              do_w: bool) -> dict:
     row = {"part": "vis2dirty+Briggs", "config": "peer ducc0 (same weights, all threads)"}
     try:
         import ducc0
@@ -179,7 +189,7 @@ def _ducc_row(uvw, freq, vis, weights, geometry, baseline, reference_image) -> d
         return dict(row, note="ducc0 not installed")
     progress("ducc0")
     arguments = dict(uvw=uvw, freq=freq, vis=vis, wgt=weights, epsilon=1e-4,
-                     do_wgridding=True, nthreads=0, **geometry)
+                     do_wgridding=do_w, nthreads=0, **geometry)
     ducc0.wgridder.vis2dirty(**arguments)
     times = []
     for _ in range(3):
@@ -218,7 +228,7 @@ def main(argv=None) -> int:
                    command=" ".join(sys.argv))
 
     if not args.skip_imaging:
-        imaging = imaging_rows(queue, uvw, freq, size["npix"], args.repeats)
+        imaging = imaging_rows(queue, uvw, freq, size["npix"], args.repeats, args.wgridding)
         show(imaging)
         rows += imaging
         save()
