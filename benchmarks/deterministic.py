@@ -6,7 +6,8 @@ Two measurements on one device, each beside its non-deterministic twin:
    auto strategy with ``deterministic=False`` (scatter on GPUs with native
    float atomics, tiled with its atomic cursor on CPUs), the tiled strategy
    with the atomic cursor, and ``deterministic=True`` (tiled, records binned
-   by the stable radix sort).  Device-only (records already on the device,
+   in record order) with the device's usual binning (``'blocked'`` on CPUs,
+   ``'sorted'`` -- the stable radix sort -- elsewhere) and with the other.  Device-only (records already on the device,
    ``Gridder.grid_records``) and end to end (host uvw/vis in, host grid out).
 2. ``vis2dirty`` with Briggs weights, end to end: ``ImageWeighting``
    (histogram by float atomics, by exact 64-bit fixed point -- the
@@ -14,7 +15,9 @@ Two measurements on one device, each beside its non-deterministic twin:
    ``clgrid.vis2dirty`` with the weights; the peer ``ducc0.wgridder.vis2dirty``
    on the same weights for scale (ducc0 has no weighting of its own).
 
-Every deterministic row also checks that two calls give identical bits.
+Every row also says whether two calls gave identical bits.  The
+configurations are timed round by round (interleaved), medians reported:
+on a shared machine the load drifts between them otherwise.
 
     python benchmarks/deterministic.py --device intel --quick --json det_intel.json
     python benchmarks/deterministic.py --device nvidia --no-wgridding --npix 2048 \
@@ -42,10 +45,11 @@ import pyopencl.array as cla  # noqa: E402
 
 import clgrid  # noqa: E402
 from clgrid.gcf import separable_gcf  # noqa: E402
+from clgrid.gridders import tiled  # noqa: E402
 from clgrid.imaging.weighting import ImageWeighting  # noqa: E402
 from clgrid.io.simulate import simulate_observation  # noqa: E402
 
-from _common import fmt, median_seconds, print_table, write_json  # noqa: E402
+from _common import fmt, print_table, write_json  # noqa: E402
 
 C = 299_792_458.0
 
@@ -91,6 +95,22 @@ def observation(size: dict):
     return uvw, freq
 
 
+def interleaved_medians(calls: dict, queue, repeats: int) -> dict:
+    """Median seconds of every call, timed round by round (each call once a
+    round, after one warm-up round): on a shared machine the load drifts,
+    and interleaving spreads the drift over all of them alike."""
+    times = {name: [] for name in calls}
+    for round_index in range(repeats + 1):
+        for name, call in calls.items():
+            queue.finish()
+            start = time.perf_counter()
+            call()
+            queue.finish()
+            if round_index:
+                times[name].append(time.perf_counter() - start)
+    return {name: float(np.median(values)) for name, values in times.items()}
+
+
 def gridder_rows(context, queue, uvw, freq, npix, npol, support, repeats) -> list[dict]:
     """Gridder: auto (non-deterministic), tiled (atomic cursor), deterministic."""
     rng = np.random.default_rng(1)
@@ -100,40 +120,53 @@ def gridder_rows(context, queue, uvw, freq, npix, npol, support, repeats) -> lis
     uv_max = np.max(np.abs(uvw[:, :2])) * freq.max() / C
     cell = 0.4 / uv_max   # the longest baseline 0.4 * npix cells from the centre
     gcf = separable_gcf(support, 8)
-    configs = [("auto, deterministic=False", dict(deterministic=False)),
-               ("tiled, deterministic=False", dict(strategy="tiled", deterministic=False)),
-               ("deterministic=True", dict(deterministic=True))]
-    rows, baseline = [], {}
-    for name, options in configs:
-        progress(f"Gridder support {support}: {name}")
+    device_type = clgrid.DeviceProfile.from_device(queue.device).device_type
+    usual = tiled.DETERMINISTIC_BINNING.get(device_type, "sorted")
+    other = "sorted" if usual == "blocked" else "blocked"
+    configs = [("auto, deterministic=False", dict(deterministic=False), usual),
+               ("tiled, deterministic=False", dict(strategy="tiled", deterministic=False), usual),
+               (f"deterministic=True ({usual} binning)", dict(deterministic=True), usual),
+               (f"deterministic=True ({other} binning)", dict(deterministic=True), other)]
+    prepared = {}
+    for name, options, binning in configs:
+        progress(f"Gridder support {support}: build {name}")
+        tiled.DETERMINISTIC_BINNING[device_type] = binning
         gridder = clgrid.Gridder(queue, gcf, npix, npix, cell, npol=npol, **options)
+        tiled.DETERMINISTIC_BINNING[device_type] = usual
         plan = gridder.plan(uvw, freq)
         records = plan.records(vis, None, dtype=gridder.complex_dtype)
-        header_d = cla.to_device(queue, plan.header)
-        records_d = cla.to_device(queue, records)
-        grid = gridder.zeros()
+        prepared[name] = (gridder, cla.to_device(queue, plan.header),
+                          cla.to_device(queue, records), gridder.zeros())
 
-        def device_only():
-            grid.fill(0)
-            gridder.grid_records(header_d, records_d, grid)
+    def device_only(name):
+        gridder, header_d, records_d, grid = prepared[name]
+        grid.fill(0)
+        gridder.grid_records(header_d, records_d, grid)
+        return grid
 
-        device_s = median_seconds(device_only, queue, repeats)
-        first = grid.get()
-        device_only()
-        same_bits = bool(np.array_equal(first, grid.get()))
-        end_to_end_s = median_seconds(lambda: gridder(uvw, freq, vis), queue, repeats)
-        if not baseline:
-            baseline = {"device": device_s, "end_to_end": end_to_end_s, "grid": first}
+    progress(f"Gridder support {support}: timing device-only")
+    device_s = interleaved_medians({name: (lambda n=name: device_only(n)) for name in prepared},
+                                   queue, repeats)
+    progress(f"Gridder support {support}: timing end to end")
+    end_to_end_s = interleaved_medians(
+        {name: (lambda g=prepared[name][0]: g(uvw, freq, vis)) for name in prepared},
+        queue, repeats)
+    rows, base = [], configs[0][0]
+    reference = device_only(base).get()
+    for name, _, _ in configs:
+        first = device_only(name).get()
+        second = device_only(name).get()
+        gridder = prepared[name][0]
         rows.append({
             "part": "Gridder", "support": support, "config": name,
             "strategy": gridder.strategy, "deterministic": gridder.deterministic,
             "nvis": nvis, "npix": npix, "npol": npol,
-            "device_s": device_s, "end_to_end_s": end_to_end_s,
-            "ratio_device": device_s / baseline["device"],
-            "ratio_end_to_end": end_to_end_s / baseline["end_to_end"],
-            "repeat_bitwise": same_bits,
-            "rel_diff_to_first": float(np.max(np.abs(first - baseline["grid"]))
-                                       / np.max(np.abs(baseline["grid"]))),
+            "device_s": device_s[name], "end_to_end_s": end_to_end_s[name],
+            "ratio_device": device_s[name] / device_s[base],
+            "ratio_end_to_end": end_to_end_s[name] / end_to_end_s[base],
+            "repeat_bitwise": bool(np.array_equal(first, second)),
+            "rel_diff_to_first": float(np.max(np.abs(first - reference))
+                                       / np.max(np.abs(reference))),
         })
     return rows
 
@@ -147,36 +180,40 @@ def imaging_rows(queue, uvw, freq, npix, repeats, do_w: bool) -> list[dict]:
     uv_max = np.max(np.abs(uvw[:, :2])) * freq.max() / C
     pixsize = 0.9 / (2 * uv_max)   # Nyquist-ish, longest baseline inside the grid
     geometry = dict(npix_x=npix, npix_y=npix, pixsize_x=pixsize, pixsize_y=pixsize)
-    rows, baseline, reference_image = [], None, None
-    for method, deterministic in (("atomic", False), ("fixed", True), ("sorted", True)):
-        progress(f"vis2dirty with Briggs weights, histogram {method}")
-        weighting = ImageWeighting(queue, scheme="briggs", robust=0.0, method=method,
-                                   deterministic=deterministic, **geometry)
+    methods = (("atomic", False), ("fixed", True), ("sorted", True))
+    weightings = {}
+    for method, deterministic in methods:
+        progress(f"vis2dirty with Briggs weights: build histogram {method}")
+        weightings[method] = ImageWeighting(queue, scheme="briggs", robust=0.0, method=method,
+                                            deterministic=deterministic, **geometry)
 
-        def weights():
-            return weighting(uvw, freq, natural)
+    def image(method):
+        weights = weightings[method](uvw, freq, natural)
+        return clgrid.vis2dirty(uvw=uvw, freq=freq, vis=vis, wgt=weights, epsilon=1e-4,
+                                do_wgridding=do_w, queue=queue, **geometry)
 
-        def image():
-            return clgrid.vis2dirty(uvw=uvw, freq=freq, vis=vis, wgt=weights(), epsilon=1e-4,
-                                    do_wgridding=do_w, queue=queue, **geometry)
-
-        weighting_s = median_seconds(weights, queue, repeats)
-        total_s = median_seconds(image, queue, repeats)
-        first, second = image(), image()
-        if baseline is None:
-            baseline, reference_image = total_s, first
+    progress("vis2dirty with Briggs weights: timing the weighting")
+    weighting_s = interleaved_medians(
+        {m: (lambda w=weightings[m]: w(uvw, freq, natural)) for m in weightings}, queue,
+        repeats)
+    progress("vis2dirty with Briggs weights: timing weighting + vis2dirty")
+    total_s = interleaved_medians({m: (lambda m=m: image(m)) for m in weightings}, queue,
+                                  repeats)
+    rows, reference_image = [], image("atomic")
+    for method, _ in methods:
+        first, second = image(method), image(method)
         rows.append({
             "part": "vis2dirty+Briggs", "config": f"weights {method}",
-            "deterministic": weighting.deterministic, "nvis": vis.size, "npix": npix,
-            "w": do_w,
-            "weighting_s": weighting_s, "end_to_end_s": total_s,
-            "ratio_end_to_end": total_s / baseline,
+            "deterministic": weightings[method].deterministic, "nvis": vis.size,
+            "npix": npix, "w": do_w, "weighting_s": weighting_s[method],
+            "end_to_end_s": total_s[method],
+            "ratio_end_to_end": total_s[method] / total_s["atomic"],
             "repeat_bitwise": bool(np.array_equal(first, second)),
             "rel_diff_to_first": float(np.max(np.abs(first - reference_image))
                                        / np.max(np.abs(reference_image))),
         })
-    rows.append(_ducc_row(uvw, freq, vis, weighting(uvw, freq, natural), geometry,
-                          baseline, reference_image, do_w))
+    rows.append(_ducc_row(uvw, freq, vis, weightings["fixed"](uvw, freq, natural), geometry,
+                          total_s["atomic"], reference_image, do_w))
     return rows
 
 
