@@ -7,8 +7,9 @@ Two measurements on one device, each beside its non-deterministic twin:
    float atomics, tiled with its atomic cursor on CPUs), the tiled strategy
    with the atomic cursor, and ``deterministic=True`` (tiled, records binned
    in record order) with the device's usual binning (``'blocked'`` on CPUs,
-   ``'sorted'`` -- the stable radix sort -- elsewhere) and with the other.  Device-only (records already on the device,
-   ``Gridder.grid_records``) and end to end (host uvw/vis in, host grid out).
+   ``'sorted'`` -- the stable radix sort -- elsewhere) and with the other.
+   Device-only (records already on the device, ``Gridder.grid_records``)
+   and end to end (host uvw/vis in, host grid out).
 2. ``vis2dirty`` with Briggs weights, end to end: ``ImageWeighting``
    (histogram by float atomics, by exact 64-bit fixed point -- the
    deterministic default --, or by the stable-sort fallback) then

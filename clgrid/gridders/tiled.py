@@ -66,6 +66,9 @@ DETERMINISTIC_BINNING = {"cpu": "blocked"}
 #: Blocks of the ``'blocked'`` binning per compute unit, and records at least per block.
 BLOCKS_PER_UNIT = 8
 MIN_BLOCK_RECORDS = 256
+#: Largest [tile][block] count table of the ``'blocked'`` binning (64 MiB of
+#: uint): huge grids get fewer, longer blocks.
+MAX_BLOCK_TABLE = 1 << 24
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,7 +241,7 @@ class TiledEngine:
         sort over blocks of records, module docstring)."""
         queue = self.queue
         n_blocks = max(1, min(BLOCKS_PER_UNIT * self.n_units,
-                              n_records // MIN_BLOCK_RECORDS))
+                              n_records // MIN_BLOCK_RECORDS, MAX_BLOCK_TABLE // n_tiles))
         per_block = -(-n_records // n_blocks)
         n_blocks = -(-n_records // per_block)
         table = n_tiles * n_blocks
@@ -278,5 +281,5 @@ def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
-__all__ = ["BINNINGS", "DETERMINISTIC_BINNING", "MAX_PAIRS_PER_LAUNCH", "TILE_SIZES", "TiledEngine", "TiledParams", "fits_local",
-           "tiles_per_footprint"]
+__all__ = ["BINNINGS", "DETERMINISTIC_BINNING", "MAX_PAIRS_PER_LAUNCH", "TILE_SIZES",
+           "TiledEngine", "TiledParams", "fits_local", "tiles_per_footprint"]
