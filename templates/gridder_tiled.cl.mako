@@ -9,8 +9,15 @@
 ##   support S, oversample O, separable (bool),
 ##   tile_u, tile_v (tile size in grid cells), rows_per_pass R (work-items
 ##   per tile column: work-group size = tile_u * R), batch (records staged
-##   in local memory at a time), scan_wg (work-items of the one-group scan).
-## Grid layout: (npol, ny, nx) complex, real and imaginary interleaved.
+##   in local memory at a time), scan_wg (work-items of the one-group scan),
+##   binning (how records are grouped by tile): "atomic" (scatter_pairs with
+##   an atomic cursor: the order inside a tile varies run to run), or
+##   deterministic, record order inside every tile: "blocked" (a one-pass
+##   counting sort: block_counts, exclusive_scan of the [tile][block] table,
+##   block_scatter, one sequential work-item per block of records; for CPUs)
+##   or "sorted" (tile_keys writes pair_stride = K slot keys per record,
+##   clgrid's stable radix sort orders them, a pair holds the slot position
+##   record * K + slot; for GPUs).  pair_stride is 1 unless "sorted".
 <%
     vec = real + "2"
     suffix = "f32" if real == "float" else "f64"
@@ -27,6 +34,7 @@
 #define WG_SIZE ${wg_size}
 #define BATCH ${batch}
 #define SCAN_WG ${scan_wg}
+#define PAIR_STRIDE ${pair_stride}
 
 // Tiles touched by the footprint [x0, x0 + SUPPORT) on one axis, clamped to
 // the grid so that a malformed header can never index past the tile arrays.
@@ -101,10 +109,83 @@ __kernel void scatter_pairs(__global const int4 *header, const int n_records,
         }
 }
 
+% if binning == "blocked":
+// Deterministic binning for CPUs, pass 1: block b (one work-item) counts
+// the pairs of its records [b * per_block, (b + 1) * per_block) per tile
+// into counts[tile * n_blocks + b] (zeroed; one writer per column).
+__kernel void block_counts(__global const int4 *header, const int n_records,
+                           const int n_tiles_u, const int n_tiles_v,
+                           const int per_block, const int n_blocks,
+                           __global uint *counts)
+{
+    const int block = get_global_id(0);
+    if (block >= n_blocks)
+        return;
+    const int end = min(n_records, (block + 1) * per_block);
+    for (int i = block * per_block; i < end; ++i) {
+        const int4 h = header[i];
+        const int2 ru = tile_range(h.x, TILE_U, n_tiles_u);
+        const int2 rv = tile_range(h.y, TILE_V, n_tiles_v);
+        for (int tv = rv.x; tv <= rv.y; ++tv)
+            for (int tu = ru.x; tu <= ru.y; ++tu)
+                ++counts[(size_t)(tv * n_tiles_u + tu) * n_blocks + block];
+    }
+}
+
+// Pass 2, after the exclusive scan of counts in [tile][block] order: every
+// (tile, block) starts where the earlier blocks' pairs of that tile end, so
+// block b writes its records in order and the tile's list is in record
+// order -- the same on every run, whatever the schedule.
+__kernel void block_scatter(__global const int4 *header, const int n_records,
+                            const int n_tiles_u, const int n_tiles_v,
+                            const int per_block, const int n_blocks,
+                            __global uint *cursor, __global uint *pairs)
+{
+    const int block = get_global_id(0);
+    if (block >= n_blocks)
+        return;
+    const int end = min(n_records, (block + 1) * per_block);
+    for (int i = block * per_block; i < end; ++i) {
+        const int4 h = header[i];
+        const int2 ru = tile_range(h.x, TILE_U, n_tiles_u);
+        const int2 rv = tile_range(h.y, TILE_V, n_tiles_v);
+        for (int tv = rv.x; tv <= rv.y; ++tv)
+            for (int tu = ru.x; tu <= ru.y; ++tu)
+                pairs[cursor[(size_t)(tv * n_tiles_u + tu) * n_blocks + block]++] = i;
+    }
+}
+
+% endif
+% if binning == "sorted":
+// Deterministic binning: record i owns the PAIR_STRIDE key slots
+// [i * PAIR_STRIDE, (i + 1) * PAIR_STRIDE); each tile its footprint touches
+// takes one, the rest hold the sentinel n_tiles (sorted last, never read).
+// Sorted stably by key, the slot positions come out grouped by tile and in
+// record order within a tile, the same order on every run and device.
+__kernel void tile_keys(__global const int4 *header, const int n_records,
+                        const int n_tiles_u, const int n_tiles_v,
+                        __global uint *keys)
+{
+    const int i = get_global_id(0);
+    if (i >= n_records)
+        return;
+    const int4 h = header[i];
+    const int2 ru = tile_range(h.x, TILE_U, n_tiles_u);
+    const int2 rv = tile_range(h.y, TILE_V, n_tiles_v);
+    __global uint *slot = keys + (size_t)i * PAIR_STRIDE;
+    int k = 0;
+    for (int tv = rv.x; tv <= rv.y; ++tv)
+        for (int tu = ru.x; tu <= ru.y; ++tu)
+            slot[k++] = (uint)(tv * n_tiles_u + tu);
+    for (; k < PAIR_STRIDE; ++k)
+        slot[k] = (uint)(n_tiles_u * n_tiles_v);
+}
+
+% endif
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void grid_tiles(__global const int4 *header,          // u0, v0, fu + O fv, W plane
                 __global const ${vec} *vis,           // (n_records, npol), pre-weighted
-                __global const uint *pairs,           // record indices grouped by tile
+                __global const uint *pairs,           // record (slot) indices grouped by tile
                 __global const uint *offsets,         // first pair of each tile
                 __global const uint *counts,          // pairs per tile
                 __global const uint *tile_order,      // tiles, heaviest first
@@ -140,7 +221,7 @@ void grid_tiles(__global const int4 *header,          // u0, v0, fu + O fv, W pl
         const int batch_n = min((uint)BATCH, n_pairs - batch_first);
         barrier(CLK_LOCAL_MEM_FENCE);  // previous batch fully consumed
         for (int i = lid; i < batch_n; i += WG_SIZE) {
-            const uint record = pairs[first_pair + batch_first + i];
+            const uint record = pairs[first_pair + batch_first + i] / PAIR_STRIDE;
             l_header[i] = header[record];
             for (int p = 0; p < NPOL; ++p)
                 l_vis[i * NPOL + p] = vis[(size_t)record * NPOL + p];

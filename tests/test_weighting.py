@@ -149,7 +149,8 @@ rng = np.random.default_rng(1)
 uvw_m = rng.uniform(-2, 2, (10, 3)); uvw_m[0] *= 50
 weight = np.ones((10, 2), np.float32); weight[3, 1] = 0
 operation = ImageWeighting(queue, npix_x=8, npix_y=8, pixsize_x=0.05, pixsize_y=0.05,
-                           scheme="briggs", robust=0.0, atomics="cas")
+                           scheme="briggs", robust=0.0, atomics="cas",
+                           deterministic=False)
 result = operation(uvw_m, np.array([1e9, 1.2e9]), weight)
 assert np.all(np.isfinite(result)) and result[3, 1] == 0, result
 print("done", operation.n_outside)

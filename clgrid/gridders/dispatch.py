@@ -20,6 +20,12 @@ Three gridding strategies share one table layout and one uv preparation:
     ``docs/dispatch.md``).  Never chosen by ``'auto'`` unless the tuning
     cache holds a measurement where it won on this device.
 
+With ``deterministic=True`` only the tiled strategy qualifies: the scatter
+and image strategies add into the grid with float atomics, whose order (and
+so the last bits of the sums) varies run to run; the tiled strategy bins
+its records in record order in that mode
+(:class:`clgrid.gridders.tiled.TiledEngine`).
+
 :func:`choose` is a pure function of a :class:`~clgrid.device.profiles.DeviceProfile`
 (real or fake) and the gridder's configuration, so that the choice can be
 tested and explained (``clgrid devices --explain``) without running kernels.
@@ -103,7 +109,7 @@ def tiled_params(profile, support: int, npol: int, complex_itemsize: int,
 
 def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
            separable: bool = True, strategy: str = "auto", scatter_params=None,
-           tuned: dict | None = None) -> Choice:
+           tuned: dict | None = None, deterministic: bool = False) -> Choice:
     """Pick strategy and launch geometry for one gridder configuration.
 
     Parameters
@@ -120,12 +126,17 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
     tuned
         A tuning-cache entry ``{"strategy": ..., "seconds": {...}}`` for
         this device and configuration, or None.
+    deterministic
+        Bitwise-reproducible grids wanted: ``'auto'`` picks the tiled
+        strategy (whatever the device or tuning cache prefers).
 
     Raises
     ------
     ValueError
         Unknown strategy; float64 on a device without fp64; a forced
-        strategy the device cannot run (images, local memory).
+        strategy the device cannot run (images, local memory); a strategy
+        with float atomics forced together with ``deterministic=True``, or
+        ``deterministic=True`` where no tile fits.
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; expected one of {STRATEGIES}")
@@ -141,11 +152,21 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
     reasons += tile_notes
     image_ok, image_why = image_possible(profile, support, separable)
 
-    if strategy == "auto":
+    if deterministic and strategy not in ("auto", "tiled"):
+        raise ValueError(f"deterministic=True needs the atomic-free 'tiled' strategy; "
+                         f"{strategy!r} adds with float atomics in a varying order")
+    if deterministic and strategy == "auto":
+        strategy = "tiled"
+        reasons.append("deterministic=True: tiled, records binned in record order "
+                       "(no float atomics)")
+    elif strategy == "auto":
         strategy = _auto(profile, tiles, image_ok, tuned, reasons)
     else:
         reasons.append("forced by strategy=")
     if strategy == "tiled" and tiles is None:
+        if deterministic:
+            raise ValueError(f"deterministic=True needs the tiled strategy, impossible on "
+                             f"{profile.device_name!r}: {tile_notes[-1]}")
         raise ValueError(f"tiled strategy impossible on {profile.device_name!r}: {tile_notes[-1]}")
     if strategy == "image" and not image_ok:
         raise ValueError(f"image strategy impossible on {profile.device_name!r}: {image_why}")

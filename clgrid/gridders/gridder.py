@@ -172,25 +172,45 @@ class Gridder(_TableOperation):
         Override the dispatcher's geometry of the tiled / image strategy
         (:class:`clgrid.gridders.tiled.TiledParams`, :class:`clgrid.gridders.params.ImageParams`
         or dicts of their fields).
+    deterministic
+        True: bitwise-identical grids call after call (same device and
+        driver): the tiled strategy with its records binned in record
+        order (a blocked counting sort on CPUs, clgrid's stable radix sort
+        elsewhere) instead of an atomic cursor (``'auto'`` then picks
+        tiled on every device; forcing ``'scatter'``/``'image'``, explicit
+        scatter ``params``, ``atomics`` or ``count_flushes`` is an error).
+        False: the fastest path, whose last bits may vary (float atomics on
+        GPUs, atomic binning in the tiled strategy).  None (default): True
+        where it costs little, i.e. when the tiled strategy runs on a CPU
+        device (the dispatcher's usual choice there); False elsewhere (GPUs
+        keep the scatter strategy with native float atomics).  The result is
+        in :attr:`deterministic`.
     """
 
     def __init__(self, context, gcf: GCF, nx: int, ny: int, cell_size_rad: float, *,
                  npol: int = 1, precision=np.float32, params=None, atomics: str | None = None,
                  count_flushes: bool = False, conjugate_negative_w: bool = True,
                  compress: bool = True, strategy: str = "auto", tiled_params=None,
-                 image_params=None):
+                 image_params=None, deterministic: bool | None = None):
         super().__init__(context, gcf, nx, ny, cell_size_rad, npol, precision,
                          conjugate_negative_w, compress)
+        if deterministic not in (None, True, False):
+            raise TypeError(f"deterministic must be True, False or None, got {deterministic!r}")
         self.params = self._resolve_params(params)
         self.count_flushes = bool(count_flushes)
-        self.choice = self._choose(strategy, params, atomics, tiled_params, image_params)
+        self.choice = self._choose(strategy, params, atomics, tiled_params, image_params,
+                                   deterministic is True)
         self.strategy = self.choice.strategy
+        #: Whether grids are bitwise-reproducible run to run (see ``deterministic``).
+        self.deterministic = bool(deterministic) if deterministic is not None else (
+            self.strategy == "tiled" and self.profile.device_type == "cpu")
         self._plan_gcf = gcf
         self._engine = None
         if self.strategy == "tiled":
             from .tiled import TiledEngine
             self._engine = TiledEngine(self.queue, self._template_params(), self.choice.tiled,
-                                       self._tables, self.complex_dtype.itemsize)
+                                       self._tables, self.complex_dtype.itemsize,
+                                       deterministic=self.deterministic)
             self.atomic_path = "none"
         elif self.strategy == "image":
             from .image_gcf import ImageGCF
@@ -201,13 +221,17 @@ class Gridder(_TableOperation):
         else:
             self._build(atomics)
 
-    def _choose(self, strategy: str, params, atomics, tiled_params, image_params):
+    def _choose(self, strategy: str, params, atomics, tiled_params, image_params,
+                deterministic: bool):
         """Resolve ``strategy`` through :func:`clgrid.gridders.dispatch.choose`."""
         from .dispatch import Choice, choose
         from .tiled import TiledParams
         forced_scatter = strategy == "auto" and (
             isinstance(params, (GridderParams, dict)) or atomics is not None
             or self.count_flushes)
+        if deterministic and (forced_scatter or atomics is not None or self.count_flushes):
+            raise ValueError("deterministic=True runs the atomic-free tiled strategy: explicit "
+                             "scatter params, atomics= and count_flushes= do not apply")
         if self.count_flushes and strategy not in ("auto", "scatter"):
             raise ValueError("count_flushes counts the scatter strategy's atomic flushes; "
                              f"strategy {strategy!r} has none")
@@ -215,13 +239,13 @@ class Gridder(_TableOperation):
             return Choice("scatter", scatter=self.params, reasons=(
                 "explicit scatter params, atomics= or count_flushes= given",))
         tuned = None
-        if strategy == "auto":
+        if strategy == "auto" and not deterministic:
             from .tunecache import cached_strategy
             tuned = cached_strategy(self.profile, self.gcf.support, self.npol, self.real_dtype,
                                     self.gcf.separable)
         choice = choose(self.profile, self.gcf.support, self.npol, self.real_dtype,
                         separable=self.gcf.separable, strategy=strategy,
-                        scatter_params=self.params, tuned=tuned)
+                        scatter_params=self.params, tuned=tuned, deterministic=deterministic)
         if choice.strategy == "tiled" and tiled_params is not None:
             if isinstance(tiled_params, dict):
                 tiled_params = TiledParams(**tiled_params)

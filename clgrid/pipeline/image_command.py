@@ -44,6 +44,10 @@ def add_parser(commands) -> None:
     parser.add_argument("--weighting", default="natural",
                         choices=["natural", "uniform", "briggs"])
     parser.add_argument("--robust", type=float, default=0.0, help="Briggs robustness R")
+    parser.add_argument("--deterministic", action=argparse.BooleanOptionalAction, default=True,
+                        help="bitwise-identical images run after run (default on; "
+                             "--no-deterministic builds the uniform/Briggs weight histogram "
+                             "with float atomics)")
     parser.add_argument("--epsilon", type=float, default=1e-4,
                         help="requested accuracy against a direct Fourier transform")
     parser.add_argument("--wgridding", action=argparse.BooleanOptionalAction, default=True,
@@ -204,7 +208,8 @@ def _image(args, ms_path, context):
         column=args.column or "auto", channels=args.channels, spw=args.spw, field=args.field,
         chunk_rows=args.chunk_rows, make_psf=args.psf or args.png is not None,
         context=context, progress=not args.quiet, devices=_devices(args.devices),
-        dask_scheduler=args.dask_scheduler, calibrate=calibration_of(args))
+        dask_scheduler=args.dask_scheduler, calibrate=calibration_of(args),
+        deterministic=args.deterministic)
 
 
 def memory_needed(npix_x: int, npix_y: int, psf: bool) -> tuple[int, int, int]:

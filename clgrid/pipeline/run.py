@@ -89,7 +89,8 @@ def image_measurement_set(ms_path, *, npix_x: int, npix_y: int | None = None,
                           field: int = 0, chunk_rows: int = DEFAULT_CHUNK_ROWS,
                           make_psf: bool = False, context=None, progress: bool = False,
                           devices=None, dask_scheduler: str | None = None,
-                          calibrate: str | None = None) -> ImageResult:
+                          calibrate: str | None = None,
+                          deterministic: bool = True) -> ImageResult:
     """Image a Measurement Set's Stokes I.
 
     Parameters
@@ -121,6 +122,12 @@ def image_measurement_set(ms_path, *, npix_x: int, npix_y: int | None = None,
     calibrate
         ``'point'``: solve and apply gains against a point source at the
         phase centre first (:mod:`clgrid.pipeline.calibrate`); ``None``: none.
+    deterministic
+        True (default): the same bits run after run.  The gridding always
+        is (the core has no float atomics; chunks, devices and Dask results
+        are summed in a fixed order); this switch chooses the uniform/Briggs
+        weight histogram: exact fixed point (True) or float atomics (False,
+        see :class:`clgrid.imaging.weighting.ImageWeighting`).
 
     A selection whose rows are all flagged (or that has no rows) gives a
     zero image and the counts, without gridding.
@@ -137,7 +144,8 @@ def image_measurement_set(ms_path, *, npix_x: int, npix_y: int | None = None,
             pixsize_x = auto_cell_rad(ms, spw, channels)
         pixsize_y = pixsize_x if pixsize_y is None else pixsize_y
         weigher = ImageWeighting(context, npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x,
-                                 pixsize_y=pixsize_y, scheme=weighting, robust=robust)
+                                 pixsize_y=pixsize_y, scheme=weighting, robust=robust,
+                                 deterministic=deterministic)
         for window in ms.select_spws(spw):  # bad selections fail before any work
             parse_channels(channels, ms.spectral_windows[window].freq_hz.size)
             ms.parallel_hands(window)

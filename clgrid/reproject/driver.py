@@ -54,7 +54,7 @@ def reproject_interp(input_data, output_projection, shape_out=None, order="bilin
                      roundtrip_coords: bool = True, block_size=None, parallel=False,
                      return_type: str | None = None, sampling: str = "buffer",
                      coord_precision: str = "float64", fast_math: bool = False,
-                     context=None, progress: bool = False):
+                     context=None, progress: bool = False, deterministic: bool = True):
     """Reproject an image or cube to another projection on an OpenCL device.
 
     Drop-in for ``reproject.reproject_interp``.
@@ -106,6 +106,13 @@ def reproject_interp(input_data, output_projection, shape_out=None, order="bilin
         :func:`clgrid.create_context`.
     progress
         Show a progress bar over planes.
+    deterministic
+        Accepted for symmetry with the gridders; always holds: every output
+        pixel is computed by one work-item from its input stencil in a fixed
+        order, the B-spline prefilter runs one work-item per image line (no
+        atomics, no reductions across work-items), so repeated
+        calls give bitwise-identical outputs on the same device and driver.
+        False changes nothing.
 
     Returns
     -------
@@ -118,6 +125,8 @@ def reproject_interp(input_data, output_projection, shape_out=None, order="bilin
     """
     if return_type not in (None, "numpy"):
         raise ValueError("clgrid.reproject_interp returns numpy (or device) arrays only")
+    if deterministic not in (True, False):
+        raise TypeError(f"deterministic must be True or False, got {deterministic!r}")
     del parallel
     order = order_name(order)
     data, wcs_in = parse_input(input_data, hdu_in)

@@ -76,12 +76,22 @@ class Gridder:
     host_threads
         Host threads copying the inputs into pinned staging memory (default
         :func:`usable_cores`).
+    deterministic
+        Accepted for symmetry with the other gridders; always holds: the
+        samples are ordered by a stable device radix sort and every output
+        cell has one writer summing them in that order (no atomics), so
+        repeated ``grid`` calls with the same inputs and parameters give
+        bitwise-identical cubes on the same device and driver.  False
+        changes nothing.
     """
 
     def __init__(self, cell_lon_deg, cell_lat_deg, *, dtype=np.float32, context=None,
                  gamma: int = 1, lanes: int | None = None,
                  chunk_samples: int = DEFAULT_CHUNK_SAMPLES, progress: bool = True,
-                 host_threads: int | None = None):
+                 host_threads: int | None = None, deterministic: bool = True):
+        if deterministic not in (True, False):
+            raise TypeError(f"deterministic must be True or False, got {deterministic!r}")
+        self.deterministic = True   # see the docstring: no faster non-deterministic path
         operation = Operation(context)
         self.queue = operation.queue
         self.profile = operation.profile
@@ -501,7 +511,7 @@ class WcsGrid(Gridder):
         ``(naxis1, naxis2)`` when the WCS does not say.
     **kwargs
         ``dtype``, ``context``, ``gamma``, ``lanes``, ``chunk_samples``,
-        ``progress``, ``host_threads`` as :class:`Gridder`.
+        ``progress``, ``host_threads``, ``deterministic`` as :class:`Gridder`.
     """
 
     def __init__(self, header_or_wcs, naxis: tuple[int, int] | None = None, **kwargs):
@@ -550,7 +560,7 @@ class SlGrid(Gridder):
         1-D target coordinates in degrees.
     **kwargs
         ``dtype``, ``context``, ``gamma``, ``lanes``, ``chunk_samples``,
-        ``progress``, ``host_threads`` as :class:`Gridder`.
+        ``progress``, ``host_threads``, ``deterministic`` as :class:`Gridder`.
     """
 
     def __init__(self, sl_lons, sl_lats, **kwargs):
