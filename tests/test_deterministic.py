@@ -203,15 +203,17 @@ def test_gridder_deterministic_default_and_conflicts(cl_env):
         clgrid.Gridder(cl_env.queue, gcf, 64, 64, 1e-3, deterministic="yes")
 
 
-def test_dispatcher_picks_tiled_for_determinism_on_a_gpu_profile():
+def test_dispatcher_picks_core_for_determinism_on_a_gpu_profile():
     from test_dispatch import fake
     from clgrid.gridders.dispatch import choose
     gpu = fake()
     assert choose(gpu, 8, 4).strategy == "scatter"            # native atomics: scatter
     choice = choose(gpu, 8, 4, deterministic=True)
-    assert choice.strategy == "tiled" and "deterministic" in choice.reasons[-1]
+    assert choice.strategy == "core" and "deterministic" in choice.reasons[-1]
     assert choose(gpu, 8, 4, deterministic=True,
-                  tuned={"strategy": "scatter", "seconds": {}}).strategy == "tiled"
+                  tuned={"strategy": "scatter", "seconds": {}}).strategy == "core"
+    # where the core cannot run (no fp64): tiled with record-order binning
+    assert choose(fake(fp64=False), 8, 4, deterministic=True).strategy == "tiled"
     with pytest.raises(ValueError, match="deterministic"):
         choose(gpu, 8, 4, strategy="image", deterministic=True)
     with pytest.raises(ValueError, match="deterministic"):

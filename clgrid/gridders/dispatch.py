@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from ..core.plan import TileShape
-from ..core.table import MAX_TABLE_SUPPORT, table_tiles
+from ..core.table import MAX_TABLE_SUPPORT, TableGrid, staging_bytes, table_tiles
 from .params import GridderParams, ImageParams, default_params
 from .tiled import TILE_SIZES, TiledParams, fits_local
 
@@ -167,7 +167,7 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
     reasons += tile_notes
     image_ok, image_why = image_possible(profile, support, separable)
 
-    core_ok, core_why = core_possible(profile, support)
+    core_ok, core_why = core_possible(profile, support, precision, separable)
     if deterministic and strategy not in ("auto",) + ATOMIC_FREE:
         raise ValueError(f"deterministic=True needs an atomic-free strategy {ATOMIC_FREE}; "
                          f"{strategy!r} adds with float atomics in a varying order")
@@ -202,12 +202,20 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
                   core=table_tiles(profile, support) if strategy == "core" else None)
 
 
-def core_possible(profile, support: int) -> tuple[bool, str]:
+def core_possible(profile, support: int, precision: Any = np.float32,
+                  separable: bool = True) -> tuple[bool, str]:
     """Whether the core strategy can run, and if not why."""
     if not profile.fp64:
         return False, "the device has no fp64 (the core computes positions and sums in double)"
     if support > MAX_TABLE_SUPPORT:
-        return False, f"support {support} > {MAX_TABLE_SUPPORT}"
+        return False, f"support {support}: the core takes support <= {MAX_TABLE_SUPPORT}"
+    tiles = table_tiles(profile, support)
+    # complex tables: the most local memory a table of this kind can need
+    grid = TableGrid(2, 2, 1.0, support, 1, 1, 0.0, separable, False, True, np.dtype(precision))
+    need = staging_bytes(grid, tiles)
+    if need > profile.local_mem_bytes:
+        return False, (f"its {tiles.tile_u}x{tiles.lanes} tile needs {need} B of local memory, "
+                       f"the device has {profile.local_mem_bytes}")
     return True, ""
 
 
