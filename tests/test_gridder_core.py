@@ -2,7 +2,6 @@
 points, output-owned tiles with table weights), against the plain float64
 implementation of Romein's Algorithm 1 in test_gridder_reference.py."""
 
-import warnings
 
 import numpy as np
 import pytest
@@ -261,3 +260,25 @@ def test_oclgrind_core_table_kernels_clean(request):
     from oclgrind_check import run_clean
     result = run_clean(request.config, _OCLGRIND_SCRIPT)
     assert "done" in result.stdout
+
+
+def test_streaming_gridder_grids_core_in_row_blocks(cl_env):
+    rng = np.random.default_rng(12)
+    uvw, cell = _setup(rng, 64, 64, 500, 7, tracks=True)
+    vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2), np.complex64)
+    weights = rng.uniform(0.5, 2.0, vis.shape[:2] + (1,))
+    flags = rng.random(vis.shape[:2] + (1,)) < 0.1
+    gcf = separable_gcf(7, 8)
+
+    def make():
+        return clgrid.StreamingGridder(_core(cl_env, gcf, 64, 64, cell, npol=2),
+                                       chunk_records=400)
+
+    streaming = make()
+    first = streaming(uvw, FREQ_HZ, vis, weights, flags)
+    assert streaming.last_stats["n_chunks"] > 2
+    assert np.array_equal(first, streaming(uvw, FREQ_HZ, vis, weights, flags))
+    assert np.array_equal(first, make()(uvw, FREQ_HZ, vis, weights, flags))
+    reference = grid_reference(uvw, FREQ_HZ, vis, gcf, 64, 64, cell, weights, flags)
+    assert _relative_error(first, reference) < 1e-5
+    assert streaming.last_stats["n_flagged"] == int(flags.sum()) * 1
