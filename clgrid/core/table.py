@@ -89,9 +89,10 @@ def table_tiles(profile: DeviceProfile, support: int) -> TileShape:
     """Spreading tile of the table kernel for a device and support.
 
     GPUs: the ES path's shapes (8 x 8 in 4 groups up to W 9, 16 x 32 up to
-    17), 32 x 32 up to 33; other devices run the same kernel with 16 x 16 or
-    32 x 32 tiles of 16 or 32 lanes, never split (they pull work-groups as
-    they go)."""
+    17), 32 x 32 up to 33; other devices run the same kernel with square
+    tiles of one group (8, 16 or 32 lanes), never split (they pull
+    work-groups as they go).  Intel CPU runtime, 1.9 M points, W 8, 1024^2
+    (2026-11-23): 8 x 8: 0.08 s; 8 x 8 in 4 groups: 0.33 s; 16 x 16: 0.86 s."""
     if support > MAX_TABLE_SUPPORT:
         raise ValueError(f"the core strategy takes support <= {MAX_TABLE_SUPPORT}, "
                          f"got {support}")
@@ -99,6 +100,8 @@ def table_tiles(profile: DeviceProfile, support: int) -> TileShape:
         if support <= 9:
             return TileShape(8, 8, 4096, groups=4)
         return TileShape(16, 32, 2048) if support <= 17 else TileShape(32, 32, 2048)
+    if support <= 9:
+        return TileShape(8, 8)
     return TileShape(16, 16) if support <= 17 else TileShape(32, 32)
 
 
