@@ -1,7 +1,8 @@
-"""Gridder(strategy='core'): the table gridder on the gridding core (device set
+"""Gridder(strategy='core') and Degridder(strategy='core'): the table gridder on the gridding core (device set
 points, output-owned tiles with table weights), against the plain float64
 implementation of Romein's Algorithm 1 in test_gridder_reference.py."""
 
+import warnings
 
 import numpy as np
 import pytest
@@ -251,6 +252,9 @@ for gcf in (separable_gcf(3, 2), w_projection_gcf(3, 2, 2, 60.0, 20 * cell)):
     assert gridder.last_stats["n_kept"] > 8, gridder.last_stats
     assert np.abs(grid).max() > 0
     gridder(uvw, [1e8], vis, weights, flags, out=gridder.zeros())
+    degridder = clgrid.Degridder(queue, gcf, 20, 18, cell, npol=2, strategy="core",
+                                 core_tiles=TileShape(4, 4))
+    assert np.abs(degridder(grid, uvw, [1e8], weights, flags)).max() > 0
 print("done")
 """
 
@@ -282,3 +286,42 @@ def test_streaming_gridder_grids_core_in_row_blocks(cl_env):
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, 64, 64, cell, weights, flags)
     assert _relative_error(first, reference) < 1e-5
     assert streaming.last_stats["n_flagged"] == int(flags.sum()) * 1
+
+
+@pytest.mark.parametrize("kind", ["separable", "full"])
+@pytest.mark.parametrize("npol, precision", [(1, np.float32), (4, np.float32),
+                                             (2, np.float64)])
+def test_degridder_core_matches_reference_and_is_adjoint(cl_env, kind, npol, precision):
+    from test_gridder_reference import degrid_reference
+    _skip_without_fp64(cl_env)
+    rng = np.random.default_rng(21 + npol)
+    nx, ny = 58, 46
+    uvw, cell = _setup(rng, nx, ny, 200, 6, fill=1.8, w_max_m=300.0)
+    gcf = (separable_gcf(6, 8) if kind == "separable" else
+           w_projection_gcf(6, 4, 4, 250.0 * FREQ_HZ.max() / C, nx * cell))
+    grid = random_vis(rng, (npol, ny, nx))
+    weights = rng.uniform(0.5, 2.0, (uvw.shape[0], FREQ_HZ.size, npol))
+    flags = rng.random(weights.shape) < 0.1
+    degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=npol,
+                                 precision=precision, strategy="core")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)     # some points off the grid
+        vis = degridder(grid.astype(degridder.complex_dtype), uvw, FREQ_HZ, weights, flags)
+    reference = degrid_reference(grid, uvw, FREQ_HZ, gcf, nx, ny, cell, weights) * ~flags
+    assert vis.shape == reference.shape and vis.dtype == degridder.complex_dtype
+    assert _relative_error(vis, reference) < _tolerance(precision)
+    assert degridder.last_stats["n_offgrid"] > 0
+    # adjoint of Gridder(strategy='core') in the real inner product (conjugating
+    # the w < 0 visibilities is antilinear): Re <g, G v> = Re <D g, v>
+    values = random_vis(rng, weights.shape)
+    gridder = _core(cl_env, gcf, nx, ny, cell, npol=npol, precision=precision)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        gridded = gridder(uvw, FREQ_HZ, values.astype(gridder.complex_dtype), weights, flags)
+    left = np.vdot(grid, gridded).real
+    right = np.vdot(vis, values).real
+    assert abs(left - right) < 10 * _tolerance(precision) * abs(left)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        again = degridder(grid.astype(degridder.complex_dtype), uvw, FREQ_HZ, weights, flags)
+    assert np.array_equal(vis, again)

@@ -352,5 +352,48 @@ class TableSpreader:
                 np.int32(g.ny), np.int32(g.nx), np.int32(accumulate))
 
 
-__all__ = ["MAX_TABLE_SUPPORT", "TABLE_CONJUGATE", "TableGrid", "TablePoints",
+class TableInterpolator:
+    """The (npol, ny, nx) grid of a table gridder -> visibilities: the adjoint
+    of :class:`TableSpreader` (``core_interp.cl.mako``, kernel
+    ``interpolate_table``), one work-item per kept point in sorted order."""
+
+    def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Array]):
+        self.queue, self.grid = queue, grid
+        self.tables_d = tables_d if len(tables_d) == 2 else tables_d * 2
+        self._kernels: dict = {}
+        self._dummy_real = cla.empty(queue, 1, grid.real)
+        self._dummy_flags = cla.empty(queue, 1, np.uint8)
+
+    def kernel(self, weighted: bool, masked: bool) -> cl.Kernel:
+        key = (weighted, masked)
+        if key not in self._kernels:
+            g = self.grid
+            params = {"real": real_dtype_name(g.real), "vis_real": real_dtype_name(g.real),
+                      "support": g.support, "beta": 0.0, "do_w": False, "shifted": False,
+                      "weighted": weighted, "masked": masked, "with_f64": True,
+                      "kernel_source": g.kernel_source, "oversample": g.oversample,
+                      "table_real": g.table_real}
+            template = KernelTemplate(self.queue, "core_interp.cl.mako", params, need_f64=True)
+            self._kernels[key] = template.kernel("interpolate_table")
+        return self._kernels[key]
+
+    def __call__(self, table_points: TablePoints, grid_d: cla.Array, npol: int,
+                 wgt_d: cla.Array | None = None, flags_d: cla.Array | None = None
+                 ) -> cla.Array:
+        """(n_vis, npol) visibilities; zero where left out or flagged."""
+        out_d = cla.zeros(self.queue, (max(table_points.n_vis, 1), npol),
+                          self.grid.complex_dtype)
+        n_points = table_points.n_kept
+        if n_points:
+            g = self.grid
+            self.kernel(wgt_d is not None, flags_d is not None)(
+                self.queue, (_round_up(n_points, 64),), None, table_points.points.cells.data,
+                np.uint32(n_points), grid_d.data, np.int32(g.nx), np.int32(g.ny),
+                np.uint32(npol), *(t.data for t in self.tables_d),
+                (wgt_d if wgt_d is not None else self._dummy_real).data,
+                (flags_d if flags_d is not None else self._dummy_flags).data, out_d.data)
+        return out_d
+
+
+__all__ = ["MAX_TABLE_SUPPORT", "TableInterpolator", "TABLE_CONJUGATE", "TableGrid", "TablePoints",
            "TableSetPoints", "TableSpreader", "check_tiles", "staging_bytes", "table_tiles"]

@@ -1,5 +1,5 @@
-"""Strategy ``'core'`` of :class:`clgrid.Gridder`: the table gridder on the
-gridding core (:mod:`clgrid.core.table`).
+"""Strategy ``'core'`` of :class:`clgrid.Gridder` (and :class:`clgrid.Degridder`):
+the table gridder on the gridding core (:mod:`clgrid.core.table`).
 
 Per call: the uvw, frequencies, flags, visibilities and weights go to the
 device as they are (no host pass over the visibilities); set points bins
@@ -24,8 +24,8 @@ import pyopencl.array as cla
 
 from ..core.plan import TileShape
 from ..core.setpoints import freq_scale
-from ..core.table import (TableGrid, TablePoints, TableSetPoints, TableSpreader, check_tiles,
-                          table_tiles)
+from ..core.table import (TableGrid, TableInterpolator, TablePoints, TableSetPoints,
+                          TableSpreader, check_tiles, table_tiles)
 from .gcf import GCF
 from .uvprep import check_finite
 
@@ -92,6 +92,7 @@ class CoreTableEngine:
         self.set_points = TableSetPoints(queue, self.table_grid, self.tiles)
         self.spreader = TableSpreader(queue, self.table_grid, self.tiles, tables_d,
                                       self.set_points.rows, self.set_points.cols)
+        self.interpolator = TableInterpolator(queue, self.table_grid, tables_d)
 
     def plan(self, uvw_m, freq_hz, flags=None, npol: int = 1) -> CorePlan:
         """Set points on the device for (nrow, 3) metres, (nchan,) Hz and
@@ -158,6 +159,14 @@ class CoreTableEngine:
         vis_d = self.upload_vis(vis, plan)
         wgt_d = self.upload_weights(weights, plan)
         self.spreader(plan.points, vis_d, wgt_d, plan.flags_d, grid_d, accumulate)
+
+    def degrid(self, plan: CorePlan, grid_d: cla.Array, weights) -> cla.Array:
+        """(nrow, nchan, npol) visibilities of ``grid_d`` ((npol, ny, nx),
+        on the device) on the device; zero where dropped or flagged."""
+        wgt_d = self.upload_weights(weights, plan)
+        out_d = self.interpolator(plan.points, grid_d, plan.npol, wgt_d, plan.flags_d)
+        return out_d.reshape(plan.shape + (plan.npol,)) if plan.points.n_vis else \
+            cla.zeros(self.queue, plan.shape + (plan.npol,), self.table_grid.complex_dtype)
 
 
 __all__ = ["CorePlan", "CoreTableEngine", "tile_shape"]
