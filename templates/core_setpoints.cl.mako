@@ -143,8 +143,12 @@ inline int table_position(const unsigned int k, __global const double *uvw,
     const int flip = 0;
 % endif
     const double sign = flip ? -1.0 : 1.0;
-    const long kx = (long)rint((u * sign * (double)nx * cell + (double)(nx / 2)) * OVERSAMPLE);
-    const long ky = (long)rint((v * sign * (double)ny * cell + (double)(ny / 2)) * OVERSAMPLE);
+    const double gx = rint((u * sign * (double)nx * cell + (double)(nx / 2)) * OVERSAMPLE);
+    const double gy = rint((v * sign * (double)ny * cell + (double)(ny / 2)) * OVERSAMPLE);
+    // far off the grid (and beyond what a long holds exactly): no cast
+    if (!(fabs(gx) < 0x1p52 && fabs(gy) < 0x1p52))
+        return 1;
+    const long kx = (long)gx, ky = (long)gy;
     const long span = (long)SUPPORT * OVERSAMPLE;
     const long x0 = -floor_div(span - 2 * kx, 2 * OVERSAMPLE);
     const long y0 = -floor_div(span - 2 * ky, 2 * OVERSAMPLE);

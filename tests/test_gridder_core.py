@@ -325,3 +325,22 @@ def test_degridder_core_matches_reference_and_is_adjoint(cl_env, kind, npol, pre
         warnings.simplefilter("ignore", UserWarning)
         again = degridder(grid.astype(degridder.complex_dtype), uvw, FREQ_HZ, weights, flags)
     assert np.array_equal(vis, again)
+
+
+def test_no_rows_and_far_points(cl_env):
+    """Zero rows give a zero grid; points far beyond the grid (beyond what an
+    integer position holds) are counted off the grid, not wrapped onto it."""
+    gcf = separable_gcf(6, 4)
+    gridder = _core(cl_env, gcf, 48, 48, 1e-3, npol=2)
+    empty = gridder(np.zeros((0, 3)), FREQ_HZ, np.zeros((0, FREQ_HZ.size, 2), np.complex64))
+    assert empty.shape == (2, 48, 48) and not np.any(empty)
+    degridder = clgrid.Degridder(cl_env.queue, gcf, 48, 48, 1e-3, npol=2, strategy="core")
+    assert degridder(empty, np.zeros((0, 3)), FREQ_HZ).shape == (0, FREQ_HZ.size, 2)
+    uvw = np.array([[1e25, 0.0, 0.0], [-3e20, 5e19, 1.0], [10.0, -20.0, 3.0]])
+    vis = np.ones((3, FREQ_HZ.size, 2), np.complex64)
+    with pytest.warns(UserWarning, match="off the grid"):
+        grid = gridder(uvw, FREQ_HZ, vis)
+    assert gridder.last_stats["n_offgrid"] == 2 * FREQ_HZ.size
+    reference = grid_reference(uvw[2:], FREQ_HZ, vis[2:].astype(np.complex128), gcf, 48, 48,
+                               1e-3)
+    assert _relative_error(grid, reference) < 1e-5
