@@ -35,23 +35,33 @@
 ##             LANES (= 16) values, so each point costs one vector exp for
 ##             its v kernel and two vector FMAs per footprint row;
 ##             plane_block (int): w planes one spread_vector item grids;
-##             with_f64 (bool, for complex.cl.mako: always True);
-##             kernel_source ("es" | "table" | "table_full"): where the GPU
-##             kernel `spread` takes its weights: the ES kernel on the fly
-##             (above), or the tabulated kernels of clgrid.Gridder (the table
-##             index of each point from set points' table_records): "table":
-##             separable tables table_u, table_v (w_planes, O, S) staged like
-##             the ES values (the v table's row in s_ku, the value times the u
-##             table's row in s_kv); "table_full": a full W-projection table
-##             (w_planes, O, O, S, S) read in the inner loop from the point's
-##             2-D slice; oversample (int O) and table_real (bool: separable
-##             tables with zero imaginary parts, staged as reals so the inner
-##             loop is the ES one) apply to the table sources only; the table
-##             sources need vector False, do_w False, shifted False.
+##             with_f64 (bool, for complex.cl.mako: always True).
 <%
     csuffix = "f32" if real == "float" else "f64"
     vec = real + "2"
     vvec = vis_real + "2"
+%>
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+<%include file="es_kernel.cl.mako"/>
+<%include file="complex.cl.mako"/>
+<%include file="footprint.cl.mako"/>
+#define TILE_U ${tile_u}
+#define LANES ${lanes}
+#define GROUPS ${groups}
+#define BATCH (LANES * GROUPS)
+## Kernel sources of the GPU kernel `spread` (kernel_source: "es" | "table" |
+## "table_full"): where it takes its weights: the ES kernel on the fly (above),
+## or the tabulated kernels of clgrid.Gridder (clgrid/core/table.py; the table
+## index of each point from set points' table_records): "table": separable
+## tables table_u, table_v (w_planes, O, S) staged like the ES values (the v
+## table's row in s_ku, the value times the u table's row in s_kv);
+## "table_full": a full W-projection table (w_planes, O, O, S, S) read in the
+## inner loop from the point's 2-D slice.  oversample (int O) and table_real
+## (bool: separable tables with zero imaginary parts, staged as reals so the
+## inner loop is the ES one) apply to the table sources only, which need
+## vector, do_w and shifted False; they add gather_table_values and
+## crop_planes.
+<%
     if kernel_source not in ("es", "table", "table_full"):
         raise ValueError(f"kernel_source must be 'es', 'table' or 'table_full', "
                          f"got {kernel_source!r}")
@@ -62,15 +72,7 @@
     table_args = {"es": "", "table": f", __global const {vec} *table_u, __global const {vec} *table_v",
                   "table_full": f", __global const {vec} *table"}[kernel_source]
     ku_type = real if (kernel_source == "es" or table_real) else vec
-%>
-#pragma OPENCL EXTENSION cl_khr_fp64 : enable
-<%include file="es_kernel.cl.mako"/>
-<%include file="complex.cl.mako"/>
-<%include file="footprint.cl.mako"/>
-#define TILE_U ${tile_u}
-#define LANES ${lanes}
-#define GROUPS ${groups}
-#define BATCH (LANES * GROUPS)
+%>\
 % if tabulated:
 #define OVERSAMPLE ${oversample}
 #define TABLE_CONJUGATE (1 << 30)
