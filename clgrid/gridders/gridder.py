@@ -330,9 +330,12 @@ class Gridder(_TableOperation):
         freq_hz
             (nchan,) Hz.
         vis
-            (nrow, nchan, npol) complex64 or complex128.
+            (nrow, nchan, npol) complex64 or complex128 (strategy ``'core'``:
+            also a C-contiguous ``pyopencl.array.Array``, used without a copy).
         weights
-            Real, broadcastable to ``vis``; default 1.
+            Real, broadcastable to ``vis``; default 1 (strategy ``'core'``:
+            also a device array of the grid's real dtype and ``vis``'s shape;
+            a host broadcast or another dtype is materialised before upload).
         flags
             Bool, broadcastable to ``vis``; True = not gridded.
         out
