@@ -1,6 +1,7 @@
-"""Gridder(strategy='core') and Degridder(strategy='core'): the table gridder on the gridding core (device set
-points, output-owned tiles with table weights), against the plain float64
-implementation of Romein's Algorithm 1 in test_gridder_reference.py."""
+"""Gridder(strategy='core') and Degridder(strategy='core'): the table gridder on
+the gridding core (device set points, output-owned tiles with table weights),
+against the plain float64 implementation of Romein's Algorithm 1 in
+test_gridder_reference.py."""
 
 import warnings
 

@@ -15,7 +15,7 @@ import pyopencl.array as cla
 
 from .gcf import GCF
 from ..device.kernels import KernelTemplate
-from .uvprep import UVPlan, check_finite
+from .uvprep import check_finite
 from .gridder import RECORDS_PER_LAUNCH, _TableOperation
 
 
