@@ -132,9 +132,10 @@ def test_off_grid_drops_counted_and_conjugation(cl_env, conjugate):
     assert stats["n_offgrid"] == host.n_offgrid
 
 
-def test_repeats_bitwise_and_accumulates(cl_env):
+@pytest.mark.parametrize("size", SIZES, ids=["whole-tiles", "padded"])
+def test_repeats_bitwise_and_accumulates(cl_env, size):
     rng = np.random.default_rng(3)
-    nx, ny = 58, 46
+    nx, ny = size
     uvw, cell = _setup(rng, nx, ny, 2000, 8, tracks=True)   # many points per cell
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2), np.complex64)
     weights = rng.uniform(0.5, 2.0, vis.shape)
