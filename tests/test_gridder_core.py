@@ -346,3 +346,20 @@ def test_no_rows_and_far_points(cl_env):
     reference = grid_reference(uvw[2:], FREQ_HZ, vis[2:].astype(np.complex128), gcf, 48, 48,
                                1e-3)
     assert _relative_error(grid, reference) < 1e-5
+
+
+@pytest.mark.parametrize("support", [1, 2, 3, 17, 33])
+def test_supports_from_1_to_33(cl_env, support):
+    """Odd and even supports up to the core's limit, both table kinds, the
+    device's tile and a 32 x 32 GPU tile with split chunks."""
+    rng = np.random.default_rng(support)
+    nx = 96
+    uvw, cell = _setup(rng, nx, nx, 60, support, w_max_m=200.0)
+    vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2))
+    for gcf in (separable_gcf(support, 4),
+                w_projection_gcf(support, 2, 3, 200.0 * FREQ_HZ.max() / C, nx * cell)):
+        reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, nx, cell)
+        for tiles in (None, TileShape(32, 32, 64)):
+            result = _core(cl_env, gcf, nx, nx, cell, tiles, npol=2)(
+                uvw, FREQ_HZ, vis.astype(np.complex64))
+            assert _relative_error(result, reference) < 1e-5, (gcf.separable, tiles)
