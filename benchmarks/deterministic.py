@@ -7,9 +7,13 @@ Two measurements on one device, each beside its non-deterministic twin:
    float atomics, tiled with its atomic cursor on CPUs), the tiled strategy
    with the atomic cursor, and ``deterministic=True`` (tiled, records binned
    in record order) with the device's usual binning (``'blocked'`` on CPUs,
-   ``'sorted'`` -- the stable radix sort -- elsewhere) and with the other.
-   Device-only (records already on the device, ``Gridder.grid_records``)
-   and end to end (host uvw/vis in, host grid out).
+   ``'sorted'`` -- the stable radix sort -- elsewhere) and with the other,
+   and ``strategy='core'`` (the gridding core: device set points, output-
+   owned tiles; what ``deterministic=True`` picks on GPUs).
+   Device-only (records already on the device, ``Gridder.grid_records``;
+   for the core: its device set points made, the visibilities on the
+   device, ``Gridder.grid_plan``; its set points are timed apart,
+   ``set_points_s``) and end to end (host uvw/vis in, host grid out).
 2. ``vis2dirty`` with Briggs weights, end to end: ``ImageWeighting``
    (histogram by float atomics, by exact 64-bit fixed point -- the
    deterministic default --, or by the stable-sort fallback) then
@@ -128,19 +132,28 @@ def gridder_rows(context, queue, uvw, freq, npix, npol, support, repeats) -> lis
                ("tiled, deterministic=False", dict(strategy="tiled", deterministic=False), usual),
                (f"deterministic=True ({usual} binning)", dict(deterministic=True), usual),
                (f"deterministic=True ({other} binning)", dict(deterministic=True), other)]
-    prepared = {}
+    if clgrid.DeviceProfile.from_device(queue.device).fp64:
+        configs.append(("core (deterministic)", dict(strategy="core"), usual))
+    prepared, set_points_s = {}, {}
     for name, options, binning in configs:
         progress(f"Gridder support {support}: build {name}")
         tiled.DETERMINISTIC_BINNING[device_type] = binning
         gridder = clgrid.Gridder(queue, gcf, npix, npix, cell, npol=npol, **options)
         tiled.DETERMINISTIC_BINNING[device_type] = usual
         plan = gridder.plan(uvw, freq)
+        if gridder.strategy == "core":
+            set_points_s[name] = interleaved_medians(
+                {name: lambda g=gridder: g.plan(uvw, freq)}, queue, repeats)[name]
+            prepared[name] = (gridder, plan, cla.to_device(queue, vis), None)
+            continue
         records = plan.records(vis, None, dtype=gridder.complex_dtype)
         prepared[name] = (gridder, cla.to_device(queue, plan.header),
                           cla.to_device(queue, records), gridder.zeros())
 
     def device_only(name):
         gridder, header_d, records_d, grid = prepared[name]
+        if gridder.strategy == "core":   # (gridder, plan, vis on the device, -)
+            return gridder.grid_plan(header_d, records_d, return_device=True)
         grid.fill(0)
         gridder.grid_records(header_d, records_d, grid)
         return grid
@@ -163,6 +176,7 @@ def gridder_rows(context, queue, uvw, freq, npix, npol, support, repeats) -> lis
             "strategy": gridder.strategy, "deterministic": gridder.deterministic,
             "nvis": nvis, "npix": npix, "npol": npol,
             "device_s": device_s[name], "end_to_end_s": end_to_end_s[name],
+            "set_points_s": set_points_s.get(name, "-"),
             "ratio_device": device_s[name] / device_s[base],
             "ratio_end_to_end": end_to_end_s[name] / end_to_end_s[base],
             "repeat_bitwise": bool(np.array_equal(first, second)),

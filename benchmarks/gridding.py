@@ -17,6 +17,15 @@ the first records (consecutive tracks) of the compressed observation, up to a
 budget of grid-point additions per support so that every support runs in
 seconds.
 
+Beside the scatter strategy's rows (one per atomic path), a row for
+``Gridder(strategy='core')`` (the gridding core: device set points, output-
+owned tiles, no atomics; ``--no-core`` skips it): the first rows of the
+observation, all channels, up to the same budget of grid-point additions
+(no compression: every kept visibility is gridded), device-only
+(``grid_plan`` with its set points made and the visibilities on the device);
+its ``prep_Mvis_per_s`` is the device set points' rate.  Supports above 33
+have no core row (the core strategy's limit).
+
     python benchmarks/gridding.py --device intel --quick
     python benchmarks/gridding.py --device nvidia --peak-gpaps 8.4e12 --json out.json
 """
@@ -37,6 +46,7 @@ import pyopencl.array as cla  # noqa: E402
 
 import clgrid  # noqa: E402
 from benchmarks._common import fmt, print_table  # noqa: E402
+from clgrid.core.table import MAX_TABLE_SUPPORT  # noqa: E402
 from clgrid.gcf import separable_gcf, w_projection_gcf  # noqa: E402
 from clgrid.gridders.gridder import Gridder, GridderParams  # noqa: E402
 from clgrid.io.simulate import simulate_observation  # noqa: E402
@@ -70,6 +80,8 @@ def parse_args(argv=None):
     parser.add_argument("--peak-gpaps", type=float, default=None,
                         help="device peak grid-point additions/s (H200: 8.4e12)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--core", action=argparse.BooleanOptionalAction, default=True,
+                        help="also time Gridder(strategy='core') (default on, needs fp64)")
     return parser.parse_args(argv)
 
 
@@ -143,7 +155,47 @@ def run_support(args, context, support, uvw, freq_hz, nx, cell, w_max, atomics_p
         if args.peak_gpaps:
             row["peak_fraction"] = gpaps / args.peak_gpaps
         rows.append(row)
+    profile = clgrid.DeviceProfile.from_device(context.devices[0])
+    if args.core and profile.fp64 and support <= MAX_TABLE_SUPPORT:
+        rows.append(core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget))
     return rows
+
+
+def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget) -> dict:
+    """Gridder(strategy='core') on the first rows, device-only."""
+    per_row = support * support * args.npol * freq_hz.size
+    n_rows = int(min(uvw.shape[0], max(1, budget // per_row)))
+    gridder = Gridder(context, gcf, nx, nx, cell, npol=args.npol, strategy="core")
+    queue = gridder.queue
+    gridder.plan(uvw[:n_rows], freq_hz)                     # warm-up (builds)
+    queue.finish()
+    begin = time.perf_counter()
+    plan = gridder.plan(uvw[:n_rows], freq_hz)
+    queue.finish()
+    set_points_s = time.perf_counter() - begin
+    rng = np.random.default_rng(0)
+    vis = (rng.standard_normal((n_rows, freq_hz.size, args.npol))
+           + 1j * rng.standard_normal((n_rows, freq_hz.size, args.npol))).astype(np.complex64)
+    vis_d = cla.to_device(queue, vis)
+    gridder.grid_plan(plan, vis_d, return_device=True)       # warm-up
+    best = np.inf
+    for _ in range(args.repeats):
+        queue.finish()
+        begin = time.perf_counter()
+        gridder.grid_plan(plan, vis_d, return_device=True)
+        queue.finish()
+        best = min(best, time.perf_counter() - begin)
+    updates = plan.n_kept * support * support * args.npol
+    tiles = gridder._core.tiles
+    row = {"support": support, "atomics": "none (core)",
+           "params": f"tile {tiles.tile_u}x{tiles.lanes} g{tiles.groups}",
+           "records": plan.n_kept, "vis": plan.n_kept, "time_s": best,
+           "GGPAPS": updates / best / 1e9, "Mvis_per_s": plan.n_kept / best / 1e6,
+           "flush_fraction": 0.0, "compression": 1.0,
+           "prep_Mvis_per_s": n_rows * freq_hz.size / set_points_s / 1e6}
+    if args.peak_gpaps:
+        row["peak_fraction"] = updates / best / args.peak_gpaps
+    return row
 
 
 def apply_size_defaults(args, quick_supports) -> None:

@@ -9,7 +9,15 @@
 ## so the spreader reads positions in sequence instead of recomputing them
 ## from uvw (scattered reads, double precision) for every tile that reads it.
 ## Parameters: support (int W), tile_u, tile_v (int), do_w (bool),
-##             real ("float" | "double"): precision of the sub-cell offsets.
+##             real ("float" | "double"): precision of the sub-cell offsets;
+##             positions ("es" | "table"): "table" adds table_keys and
+##             table_records, the positions of the tabulated-kernel Gridder
+##             (clgrid.gridders.uvprep's conventions), with oversample (int O),
+##             conjugate (bool: negate uvw with w < 0), w_planes (int).
+<%
+    if positions not in ("es", "table"):
+        raise ValueError(f"positions must be 'es' or 'table', got {positions!r}")
+%>\
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #define SUPPORT ${support}
 #define TILE_U ${tile_u}
@@ -94,3 +102,121 @@ __kernel void point_records(__global const unsigned int *sorted_index,
     fracs[i] = (${real}4)((${real})(fu - u + 0.5 * SUPPORT), (${real})(fv - v + 0.5 * SUPPORT),
                           (${real})(fw - w + 0.5 * SUPPORT), (${real})0);
 }
+% if positions == "table":
+// ---------------------------------------------------------------- tables
+// Positions of the tabulated-kernel Gridder, exactly as uvprep.plan_uv
+// computes them on the host (same operations in the same order, no
+// contraction into fma, so the same roundings): grid centre at (ny/2, nx/2),
+// u along x (the last axis, the core's lanes), v along y (the core's rows);
+// k = rint((u * nx * cell + nx/2) * O), footprint start x0 = ceil(k/O - S/2)
+// in integer arithmetic, sub-pixel index f = x0 * O - k + (S O)/2, W plane
+// rint(w / w_step).  A footprint leaving the grid, or a W plane beyond the
+// table, is off the grid.
+#pragma OPENCL FP_CONTRACT OFF
+#define OVERSAMPLE ${oversample}
+#define W_PLANES ${w_planes}
+#define TABLE_CONJUGATE (1 << 30)
+#define TABLE_INDEX_MASK (TABLE_CONJUGATE - 1)
+
+// floor(a / b) for b > 0 (C division truncates toward zero)
+inline long floor_div(const long a, const long b)
+{
+    return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+// Visibility k: footprint start (x0, y0), table index ((plane O + fy) O + fx)
+// with TABLE_CONJUGATE set where uvw was negated; 0 on the grid, 1 off it,
+// 2 where u, v or w is not finite.
+inline int table_position(const unsigned int k, __global const double *uvw,
+                          __global const double *freq_scale, const unsigned int nchan,
+                          const int nx, const int ny, const double cell, const double w_step,
+                          int4 *where)
+{
+    const size_t row = k / nchan;
+    const double f = freq_scale[k - row * nchan];
+    const double u = uvw[3 * row] * f, v = uvw[3 * row + 1] * f, w = uvw[3 * row + 2] * f;
+    if (!(isfinite(u) && isfinite(v) && isfinite(w)))
+        return 2;
+% if conjugate:
+    const int flip = w < 0.0;
+% else:
+    const int flip = 0;
+% endif
+    const double sign = flip ? -1.0 : 1.0;
+    const double gx = rint((u * sign * (double)nx * cell + (double)(nx / 2)) * OVERSAMPLE);
+    const double gy = rint((v * sign * (double)ny * cell + (double)(ny / 2)) * OVERSAMPLE);
+    // far off the grid (and beyond what a long holds exactly): no cast
+    if (!(fabs(gx) < 0x1p52 && fabs(gy) < 0x1p52))
+        return 1;
+    const long kx = (long)gx, ky = (long)gy;
+    const long span = (long)SUPPORT * OVERSAMPLE;
+    const long x0 = -floor_div(span - 2 * kx, 2 * OVERSAMPLE);
+    const long y0 = -floor_div(span - 2 * ky, 2 * OVERSAMPLE);
+    const int fx = (int)(x0 * OVERSAMPLE - kx + span / 2);
+    const int fy = (int)(y0 * OVERSAMPLE - ky + span / 2);
+% if w_planes > 1:
+    const double plane_pos = rint(w * sign / w_step);
+    const long plane = (plane_pos >= 0.0 && plane_pos < (double)W_PLANES) ? (long)plane_pos : -1;
+% else:
+    const long plane = 0;
+% endif
+    if (x0 < 0 || x0 + SUPPORT > nx || y0 < 0 || y0 + SUPPORT > ny || plane < 0)
+        return 1;
+    *where = (int4)((int)y0, (int)x0,
+                    (((int)plane * OVERSAMPLE + fy) * OVERSAMPLE + fx) | (flip ? TABLE_CONJUGATE : 0),
+                    (int)k);
+    return 0;
+}
+
+// Bin key of every visibility (tile of its footprint start; one w bin), or
+// INVALID_KEY where it is left out: fully flagged (all npol flags set),
+// off the grid, or not finite; each counted (counts[0..2]: flagged,
+// off-grid, non-finite), as uvprep counts them.
+__kernel void table_keys(__global const double *uvw, __global const double *freq_scale,
+                         const unsigned int nchan, const unsigned int n_vis,
+                         const int nx, const int ny, const double cell, const double w_step,
+                         const int ntiles_x,
+                         __global const unsigned char *flags, const unsigned int npol,
+                         const int flagged,
+                         __global unsigned int *keys, volatile __global unsigned int *counts)
+{
+    const unsigned int k = get_global_id(0);
+    if (k >= n_vis)
+        return;
+    if (flagged) {
+        int all = 1;
+        for (unsigned int p = 0; p < npol; ++p)
+            all &= flags[(size_t)k * npol + p] != 0;
+        if (all) {
+            keys[k] = INVALID_KEY;
+            atomic_inc(&counts[0]);
+            return;
+        }
+    }
+    int4 where;
+    const int status = table_position(k, uvw, freq_scale, nchan, nx, ny, cell, w_step, &where);
+    if (status) {
+        keys[k] = INVALID_KEY;
+        atomic_inc(&counts[status]);
+        return;
+    }
+    keys[k] = (unsigned int)(where.x / TILE_U) * (unsigned int)ntiles_x
+              + (unsigned int)(where.y / TILE_V);
+}
+
+// The kept points in sorted order: cells[i] = (footprint start y0 (core
+// row), x0 (core lane), table index | TABLE_CONJUGATE, visibility index).
+__kernel void table_records(__global const unsigned int *sorted_index,
+                            const unsigned int n_valid,
+                            __global const double *uvw, __global const double *freq_scale,
+                            const unsigned int nchan, const int nx, const int ny,
+                            const double cell, const double w_step, __global int4 *cells)
+{
+    const unsigned int i = get_global_id(0);
+    if (i >= n_valid)
+        return;
+    int4 where = (int4)(0, 0, 0, 0);
+    table_position(sorted_index[i], uvw, freq_scale, nchan, nx, ny, cell, w_step, &where);
+    cells[i] = where;
+}
+% endif

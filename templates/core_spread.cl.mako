@@ -49,6 +49,35 @@
 #define LANES ${lanes}
 #define GROUPS ${groups}
 #define BATCH (LANES * GROUPS)
+## Kernel sources of the GPU kernel `spread` (kernel_source: "es" | "table" |
+## "table_full"): where it takes its weights: the ES kernel on the fly (above),
+## or the tabulated kernels of clgrid.Gridder (clgrid/core/table.py; the table
+## index of each point from set points' table_records): "table": separable
+## tables table_u, table_v (w_planes, O, S) staged like the ES values (the v
+## table's row in s_ku, the value times the u table's row in s_kv);
+## "table_full": a full W-projection table (w_planes, O, O, S, S) read in the
+## inner loop from the point's 2-D slice.  oversample (int O) and table_real
+## (bool: separable tables with zero imaginary parts, staged as reals so the
+## inner loop is the ES one) apply to the table sources only, which need
+## vector, do_w and shifted False; they add gather_table_values and
+## crop_planes.
+<%
+    if kernel_source not in ("es", "table", "table_full"):
+        raise ValueError(f"kernel_source must be 'es', 'table' or 'table_full', "
+                         f"got {kernel_source!r}")
+    tabulated = kernel_source != "es"
+    if tabulated and (vector or do_w or shifted):
+        raise ValueError("the table kernel sources run in the GPU kernel `spread` only, "
+                         "without w-stacking or facet shifts")
+    table_args = {"es": "", "table": f", __global const {vec} *table_u, __global const {vec} *table_v",
+                  "table_full": f", __global const {vec} *table"}[kernel_source]
+    ku_type = real if (kernel_source == "es" or table_real) else vec
+%>\
+% if tabulated:
+#define OVERSAMPLE ${oversample}
+#define TABLE_CONJUGATE (1 << 30)
+#define TABLE_INDEX_MASK (TABLE_CONJUGATE - 1)
+% endif
 
 
 // Offset (cells) of cell c from tile start t0 on a periodic axis of n cells,
@@ -179,6 +208,57 @@ __kernel void gather_values(__global const int4 *cells, const unsigned int n_val
                             shift_u, shift_v);
 }
 
+% if tabulated:
+// clgrid.Gridder on the core, once per call and polarisation: the values
+// `spread` adds, in the order of the sort: visibility times its weight (per
+// polarisation), zero where that polarisation is flagged, conjugated where
+// set points negated uvw.  Non-finite visibilities or weights are counted
+// (n_bad) so that the caller can refuse them before spreading.
+__kernel void gather_table_values(__global const int4 *cells, const unsigned int n_valid,
+                                  __global const ${vvec} *vis, const unsigned int npol,
+                                  const unsigned int pol, __global const ${real} *wgt,
+                                  __global const unsigned char *flags,
+                                  __global ${vec} *values, volatile __global unsigned int *n_bad)
+{
+    const unsigned int i = get_global_id(0);
+    if (i >= n_valid)
+        return;
+    const int4 cell = cells[i];
+    const size_t at = (size_t)(unsigned int)cell.w * npol + pol;
+    const ${vvec} raw = vis[at];
+    ${vec} value = (${vec})((${real})raw.x, (${real})raw.y);
+    bool finite = isfinite(raw.x) && isfinite(raw.y);
+%   if weighted:
+    const ${real} weight = wgt[at];
+    finite = finite && isfinite(weight);
+    value *= weight;
+%   endif
+%   if masked:
+    value = flags[at] ? (${vec})(0, 0) : value;
+%   endif
+    if (cell.z & TABLE_CONJUGATE)
+        value.y = -value.y;
+    if (!finite)
+        atomic_inc(n_bad);
+    values[i] = value;
+}
+
+// The grid of clgrid.Gridder from the core's planes, whose sides are padded
+// to whole tiles: the (rows, cols) corner of each of the planes written to
+// (or, with accumulate, added to) the (planes, rows, cols) grid.
+__kernel void crop_planes(__global const ${vec} *padded, const int rows_padded,
+                          const int cols_padded, __global ${vec} *grid, const int rows,
+                          const int cols, const int accumulate)
+{
+    const int x = get_global_id(0), y = get_global_id(1), p = get_global_id(2);
+    if (x >= cols || y >= rows)
+        return;
+    const ${vec} value = padded[((size_t)p * rows_padded + y) * cols_padded + x];
+    const size_t at = ((size_t)p * rows + y) * cols + x;
+    grid[at] = accumulate ? grid[at] + value : value;
+}
+
+% endif
 // GPUs: a work-group of GROUPS x LANES work-items per work item (tile,
 // plane, chunk); the points come from point_records (set points) and
 // gather_values, in order.  Each group of LANES lanes keeps the whole tile
@@ -192,7 +272,7 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
             const int ntiles_u, const int ntiles_v,
             const int plane0, const int n_wbins,
             __global const int4 *work, const unsigned int chunk_points,
-            __global double2 *scratch, const int accumulate)
+            __global double2 *scratch, const int accumulate${table_args})
 {
     const int4 item = work[get_group_id(0)];   // (tile, plane in pass, chunk, slot or -1)
     const int tile = item.x;
@@ -207,8 +287,13 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
     const int u0 = tu * TILE_U, v0 = tv * LANES;
 
     __local int s_du[BATCH], s_dv[BATCH];
-    __local ${real} s_ku[BATCH][SUPPORT];
+% if kernel_source == "table_full":
+    __local ${vec} s_value[BATCH];    // the point's value
+    __local int s_slice[BATCH];       // start of its S x S slice of the table
+% else:
+    __local ${ku_type} s_ku[BATCH][SUPPORT];
     __local ${vec} s_kv[BATCH][SUPPORT];
+% endif
 
     ${vec} acc[TILE_U];      // this lane's column of the tile, in registers
     double2 total[TILE_U];
@@ -239,6 +324,33 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
                 // a point that misses this tile is parked far away
                 s_du[tid] = touches ? du : -4 * SUPPORT;
                 s_dv[tid] = touches ? dv : -4 * SUPPORT;
+% if kernel_source == "table":
+                if (touches) {
+                    // the point's rows of the tables: v (rows) and u (lanes)
+                    const int index = cell.z & TABLE_INDEX_MASK;
+                    const int fx = index % OVERSAMPLE, fy = (index / OVERSAMPLE) % OVERSAMPLE;
+                    const int w_plane = index / (OVERSAMPLE * OVERSAMPLE);
+                    __global const ${vec} *kernel_v = table_v
+                        + (size_t)(w_plane * OVERSAMPLE + fy) * SUPPORT;
+                    __global const ${vec} *kernel_u = table_u
+                        + (size_t)(w_plane * OVERSAMPLE + fx) * SUPPORT;
+                    const ${vec} value = values[base + tid];
+                    for (int a = 0; a < SUPPORT; ++a) {
+%   if table_real:
+                        s_ku[tid][a] = kernel_v[a].x;
+                        s_kv[tid][a] = value * kernel_u[a].x;
+%   else:
+                        s_ku[tid][a] = kernel_v[a];
+                        s_kv[tid][a] = cmul_${csuffix}(value, kernel_u[a]);
+%   endif
+                    }
+                }
+% elif kernel_source == "table_full":
+                if (touches) {
+                    s_value[tid] = values[base + tid];
+                    s_slice[tid] = (cell.z & TABLE_INDEX_MASK) * SUPPORT * SUPPORT;
+                }
+% else:
                 if (touches) {
                     const ${real}4 t = fracs[base + tid];
                     const ${real} xu = t.x - HALF_SUPPORT, xv = t.y - HALF_SUPPORT;
@@ -251,12 +363,25 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
                         s_kv[tid][a] = value * es_kernel(xv + (${real})a);
                     }
                 }
+% endif
             }
             barrier(CLK_LOCAL_MEM_FENCE);
             for (int p = group; p < n_here; p += GROUPS) {
                 const int b = lane - s_dv[p];
                 if (b < 0 || b >= SUPPORT)
                     continue;
+% if kernel_source == "table_full":
+                const ${vec} value = s_value[p];
+                // this lane's column of the point's slice, row a at a * SUPPORT
+                __global const ${vec} *column = table + s_slice[p] + b;
+                const int du = s_du[p];
+                #pragma unroll
+                for (int r = 0; r < TILE_U; ++r) {
+                    const int a = r - du;
+                    if (a >= 0 && a < SUPPORT)
+                        acc[r] += cmul_${csuffix}(column[a * SUPPORT], value);
+                }
+% else:
                 const ${vec} kv = s_kv[p][b];
                 const int du = s_du[p];
                 // a fixed, unrolled row loop keeps acc in registers
@@ -264,8 +389,13 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
                 for (int r = 0; r < TILE_U; ++r) {
                     const int a = r - du;
                     if (a >= 0 && a < SUPPORT)
+%   if ku_type == real:
                         acc[r] += s_ku[p][a] * kv;
+%   else:
+                        acc[r] += cmul_${csuffix}(s_ku[p][a], kv);
+%   endif
                 }
+% endif
             }
             for (int r = 0; r < TILE_U; ++r) {
                 total[r] += convert_double2(acc[r]);

@@ -158,7 +158,7 @@ def test_gridder_deterministic_repeats_bitwise_and_matches_reference(cl_env, geo
 
     def make():
         return clgrid.Gridder(cl_env.queue, gcf, nx, nx, cell, npol=2, deterministic=True,
-                              tiled_params=TILED_GEOMETRIES[geometry])
+                              strategy="tiled", tiled_params=TILED_GEOMETRIES[geometry])
 
     gridder, grid = _repeat_bitwise(make, lambda g: g(uvw, freq, vis, weights))
     assert gridder.strategy == "tiled" and gridder.deterministic
@@ -180,7 +180,8 @@ def test_gridder_deterministic_full_w_table(cl_env, binning):
     gcf = w_projection_gcf(8, 4, 5, 300.0 * freq.max() / C, nx * cell)
 
     def make():
-        return clgrid.Gridder(cl_env.queue, gcf, nx, nx, cell, npol=2, deterministic=True)
+        return clgrid.Gridder(cl_env.queue, gcf, nx, nx, cell, npol=2, deterministic=True,
+                              strategy="tiled")   # its binnings (the GPU default is core)
 
     _, grid = _repeat_bitwise(make, lambda g: g(uvw, freq, vis))
     reference = grid_reference(uvw, freq, vis, gcf, nx, nx, cell)
@@ -203,15 +204,17 @@ def test_gridder_deterministic_default_and_conflicts(cl_env):
         clgrid.Gridder(cl_env.queue, gcf, 64, 64, 1e-3, deterministic="yes")
 
 
-def test_dispatcher_picks_tiled_for_determinism_on_a_gpu_profile():
+def test_dispatcher_picks_core_for_determinism_on_a_gpu_profile():
     from test_dispatch import fake
     from clgrid.gridders.dispatch import choose
     gpu = fake()
     assert choose(gpu, 8, 4).strategy == "scatter"            # native atomics: scatter
     choice = choose(gpu, 8, 4, deterministic=True)
-    assert choice.strategy == "tiled" and "deterministic" in choice.reasons[-1]
+    assert choice.strategy == "core" and "deterministic" in choice.reasons[-1]
     assert choose(gpu, 8, 4, deterministic=True,
-                  tuned={"strategy": "scatter", "seconds": {}}).strategy == "tiled"
+                  tuned={"strategy": "scatter", "seconds": {}}).strategy == "core"
+    # where the core cannot run (no fp64): tiled with record-order binning
+    assert choose(fake(fp64=False), 8, 4, deterministic=True).strategy == "tiled"
     with pytest.raises(ValueError, match="deterministic"):
         choose(gpu, 8, 4, strategy="image", deterministic=True)
     with pytest.raises(ValueError, match="deterministic"):
@@ -225,7 +228,8 @@ def test_streaming_gridder_deterministic_repeats_bitwise(cl_env, mode, binning):
     gcf = separable_gcf(7, 8)
 
     def make():
-        gridder = clgrid.Gridder(cl_env.queue, gcf, nx, nx, cell, npol=2, deterministic=True)
+        gridder = clgrid.Gridder(cl_env.queue, gcf, nx, nx, cell, npol=2, deterministic=True,
+                                 strategy="tiled")   # its binnings (the GPU default is core)
         return clgrid.StreamingGridder(gridder, chunk_records=700, mode=mode)
 
     streaming, grid = _repeat_bitwise(make, lambda s: s(uvw, freq, vis, weights))
@@ -354,8 +358,8 @@ for binning in ("blocked", "sorted"):
     profile = clgrid.DeviceProfile.from_device(queue.device)
     tiled.DETERMINISTIC_BINNING[profile.device_type] = binning
     gridder = clgrid.Gridder(queue, separable_gcf(5, 2), 16, 16, 1.0 / (16 * 20.0),
-                             deterministic=True, tiled_params=dict(tile_u=8, tile_v=8,
-                                                                   rows_per_pass=2, batch=4))
+                             deterministic=True, strategy="tiled",
+                             tiled_params=dict(tile_u=8, tile_v=8, rows_per_pass=2, batch=4))
     assert gridder._engine.binning == binning
     grids.append(gridder(uvw, [1e8], vis))
     assert np.array_equal(grids[-1], gridder(uvw, [1e8], vis))

@@ -93,7 +93,8 @@ class SetPoints:
             queue, "core_setpoints.cl.mako",
             {"support": layout.choice.support, "tile_u": tiles.tile_u,
              "tile_v": tiles.lanes, "do_w": geometry.do_w,
-             "real": real_dtype_name(geometry.grid_real)}, need_f64=True)
+             "real": real_dtype_name(geometry.grid_real), "positions": "es",
+             "oversample": 1, "conjugate": False, "w_planes": 1}, need_f64=True)
         self._keys = self.template.kernel("bin_keys")
         self._starts = self.template.kernel("bin_starts")
         self._records = self.template.kernel("point_records")

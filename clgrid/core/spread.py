@@ -38,7 +38,8 @@ def _common_params(geometry: ImageGeometry, layout: GridLayout, weighted: bool,
             "vis_real": real_dtype_name(geometry.vis_real),
             "support": layout.choice.support, "beta": layout.choice.beta,
             "do_w": geometry.do_w, "shifted": geometry.shifted,
-            "weighted": weighted, "masked": masked, "with_f64": True}
+            "weighted": weighted, "masked": masked, "with_f64": True,
+            "kernel_source": "es", "oversample": 1, "table_real": True}
 
 
 def _shift_args(geometry: ImageGeometry) -> tuple[np.float64, np.float64]:

@@ -15,7 +15,7 @@ import pyopencl.array as cla
 
 from .gcf import GCF
 from ..device.kernels import KernelTemplate
-from .uvprep import UVPlan, check_finite
+from .uvprep import check_finite
 from .gridder import RECORDS_PER_LAUNCH, _TableOperation
 
 
@@ -50,13 +50,33 @@ class Degridder(_TableOperation):
     visibilities whose uvw was negated), with the same tables, coordinate
     rounding, drops and compression as the gridder.  Parameters as for
     :class:`Gridder`; ``params`` is a :class:`DegridderParams` or dict.
+
+    ``strategy``: ``'records'`` (default: the host plan's records,
+    ``templates/gridder_degrid.cl.mako``) or ``'core'`` (the adjoint of
+    ``Gridder(strategy='core')``: set points on the device, one work-item
+    per visibility in sorted order, ``interpolate_table`` in
+    ``templates/core_interp.cl.mako``; no host pass over the rows; needs
+    fp64 and support <= 33; ``core_tiles`` sets its binning tile).  Both
+    are deterministic (one writer per visibility).
     """
 
     def __init__(self, context, gcf: GCF, nx: int, ny: int, cell_size_rad: float, *,
                  npol: int = 1, precision=np.float32, params=None,
-                 conjugate_negative_w: bool = True, compress: bool = True):
+                 conjugate_negative_w: bool = True, compress: bool = True,
+                 strategy: str = "records", core_tiles=None):
         super().__init__(context, gcf, nx, ny, cell_size_rad, npol, precision,
                          conjugate_negative_w, compress)
+        if strategy not in ("records", "core"):
+            raise ValueError(f"strategy must be 'records' or 'core', got {strategy!r}")
+        self.strategy = strategy
+        self._core = None
+        if strategy == "core":
+            from .core_strategy import CoreTableEngine, tile_shape
+            self._core = CoreTableEngine(self.queue, self.profile, gcf, nx, ny, cell_size_rad,
+                                         self.real_dtype, self._tables, conjugate_negative_w,
+                                         tile_shape(core_tiles))
+            self.params = None
+            return
         if params is None:
             params = default_degridder_params(self.profile, gcf.support)
         elif isinstance(params, dict):
@@ -83,9 +103,24 @@ class Degridder(_TableOperation):
         plan = self.plan(uvw_m, freq_hz, flags)
         return self.degrid_plan(plan, grid, weights, progress=progress)
 
-    def degrid_plan(self, plan: UVPlan, grid, weights=None, *,
-                    progress: bool | None = None) -> np.ndarray:
-        """Degrid with a plan from :meth:`plan`."""
+    def plan(self, uvw_m, freq_hz, flags=None):
+        """Host plan (``'records'``) or device set points (``'core'``); reusable."""
+        if self._core is not None:
+            return self._core.plan(uvw_m, freq_hz, flags, self.npol)
+        return super().plan(uvw_m, freq_hz, flags)
+
+    def degrid_plan(self, plan, grid, weights=None, *, progress: bool | None = None,
+                    return_device: bool = False) -> np.ndarray:
+        """Degrid with a plan from :meth:`plan`; ``return_device`` (core
+        strategy): the ``pyopencl.array.Array`` instead of a numpy copy."""
+        if self._core is not None:
+            out_d = self._core.degrid(plan, self._grid_on_device(grid), weights)
+            self.last_stats = {"n_visibilities": plan.shape[0] * plan.shape[1],
+                               "n_kept": plan.n_kept, "n_offgrid": plan.n_offgrid,
+                               "n_flagged": plan.n_flagged, "n_records": plan.n_records,
+                               "compression_ratio": 1.0}
+            self._report_drops(plan)
+            return out_d if return_device else out_d.get()
         weights = self._check_weights(weights, plan)
         grid_d = self._grid_on_device(grid)
         records = self.degrid_records(plan.header, grid_d, progress=progress)

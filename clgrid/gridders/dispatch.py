@@ -1,6 +1,7 @@
 """Strategy choice and launch geometry of :class:`clgrid.Gridder`, with reasons.
 
-Three gridding strategies share one table layout and one uv preparation:
+Four gridding strategies share one table layout; the first three share one
+host uv preparation (:mod:`clgrid.gridders.uvprep`):
 
 ``'scatter'``
     Romein/Merry work distribution with register accumulation and float
@@ -19,12 +20,20 @@ Three gridding strategies share one table layout and one uv preparation:
     differs from the table strategies by the interpolation (see
     ``docs/dispatch.md``).  Never chosen by ``'auto'`` unless the tuning
     cache holds a measurement where it won on this device.
+``'core'``
+    The gridding core (:mod:`clgrid.core.table`, :mod:`clgrid.gridders.core_strategy`):
+    set points on the device, output-owned tiles with the tables' weights
+    (``templates/core_spread.cl.mako``), no float atomics and no host pass
+    over the visibilities.  Needs fp64 (positions and sums in double) and
+    support <= 33.
 
-With ``deterministic=True`` only the tiled strategy qualifies: the scatter
-and image strategies add into the grid with float atomics, whose order (and
-so the last bits of the sums) varies run to run; the tiled strategy bins
-its records in record order in that mode
-(:class:`clgrid.gridders.tiled.TiledEngine`).
+With ``deterministic=True`` only the atomic-free strategies qualify: the
+scatter and image strategies add into the grid with float atomics, whose
+order (and so the last bits of the sums) varies run to run.  ``'auto'``
+then picks ``'core'`` on GPUs (fp64, support <= 33) and ``'tiled'``
+elsewhere, which bins its records in record order in that mode
+(:class:`clgrid.gridders.tiled.TiledEngine`; on CPUs its blocked binning
+costs nothing, docs/determinism.md).
 
 :func:`choose` is a pure function of a :class:`~clgrid.device.profiles.DeviceProfile`
 (real or fake) and the gridder's configuration, so that the choice can be
@@ -38,10 +47,14 @@ from typing import Any
 
 import numpy as np
 
+from ..core.plan import TileShape
+from ..core.table import MAX_TABLE_SUPPORT, TableGrid, staging_bytes, table_tiles
 from .params import GridderParams, ImageParams, default_params
 from .tiled import TILE_SIZES, TiledParams, fits_local
 
-STRATEGIES = ("auto", "scatter", "tiled", "image")
+STRATEGIES = ("auto", "scatter", "tiled", "image", "core")
+#: Strategies that add without float atomics (deterministic=True).
+ATOMIC_FREE = ("tiled", "core")
 #: Work-items per group the GPU strategies aim for (8 warps of 32, 4 wavefronts of 64).
 GPU_TARGET_WG = 256
 #: Tile edge on CPUs: a 32 x 32 quad-polarisation float32 tile is 32 KiB, an L1/L2-sized block.
@@ -61,11 +74,12 @@ class Choice:
     tiled: TiledParams | None = None
     image: ImageParams | None = None
     reasons: tuple[str, ...] = ()
+    core: TileShape | None = None
 
     def describe(self) -> str:
         """One line: strategy, geometry and why."""
         geometry = {"scatter": self.scatter, "tiled": self.tiled,
-                    "image": self.image}.get(self.strategy)
+                    "image": self.image, "core": self.core}.get(self.strategy)
         return f"{self.strategy} {geometry}: " + "; ".join(self.reasons)
 
 
@@ -127,8 +141,9 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
         A tuning-cache entry ``{"strategy": ..., "seconds": {...}}`` for
         this device and configuration, or None.
     deterministic
-        Bitwise-reproducible grids wanted: ``'auto'`` picks the tiled
-        strategy (whatever the device or tuning cache prefers).
+        Bitwise-reproducible grids wanted: ``'auto'`` picks the core
+        strategy on GPUs that can run it and the tiled strategy elsewhere
+        (whatever the tuning cache prefers).
 
     Raises
     ------
@@ -152,13 +167,21 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
     reasons += tile_notes
     image_ok, image_why = image_possible(profile, support, separable)
 
-    if deterministic and strategy not in ("auto", "tiled"):
-        raise ValueError(f"deterministic=True needs the atomic-free 'tiled' strategy; "
+    core_ok, core_why = core_possible(profile, support, precision, separable)
+    if deterministic and strategy not in ("auto",) + ATOMIC_FREE:
+        raise ValueError(f"deterministic=True needs an atomic-free strategy {ATOMIC_FREE}; "
                          f"{strategy!r} adds with float atomics in a varying order")
     if deterministic and strategy == "auto":
-        strategy = "tiled"
-        reasons.append("deterministic=True: tiled, records binned in record order "
-                       "(no float atomics)")
+        if profile.device_type == "gpu" and core_ok:
+            strategy = "core"
+            reasons.append("deterministic=True on a GPU: core (device set points, "
+                           "output-owned tiles, no float atomics)")
+        else:
+            strategy = "tiled"
+            why = "" if profile.device_type == "gpu" else f" on a {profile.device_type}"
+            reasons.append(f"deterministic=True{why}: tiled, records binned in record order "
+                           f"(no float atomics)" + (f"; core impossible: {core_why}"
+                                                    if not core_ok else ""))
     elif strategy == "auto":
         strategy = _auto(profile, tiles, image_ok, tuned, reasons)
     else:
@@ -170,10 +193,30 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
         raise ValueError(f"tiled strategy impossible on {profile.device_name!r}: {tile_notes[-1]}")
     if strategy == "image" and not image_ok:
         raise ValueError(f"image strategy impossible on {profile.device_name!r}: {image_why}")
+    if strategy == "core" and not core_ok:
+        raise ValueError(f"core strategy impossible on {profile.device_name!r}: {core_why}")
     return Choice(strategy, scatter=scatter if strategy in ("scatter", "image") else None,
                   tiled=tiles if strategy == "tiled" else None,
                   image=ImageParams() if strategy == "image" else None,
-                  reasons=tuple(reasons))
+                  reasons=tuple(reasons),
+                  core=table_tiles(profile, support) if strategy == "core" else None)
+
+
+def core_possible(profile, support: int, precision: Any = np.float32,
+                  separable: bool = True) -> tuple[bool, str]:
+    """Whether the core strategy can run, and if not why."""
+    if not profile.fp64:
+        return False, "the device has no fp64 (the core computes positions and sums in double)"
+    if support > MAX_TABLE_SUPPORT:
+        return False, f"support {support}: the core takes support <= {MAX_TABLE_SUPPORT}"
+    tiles = table_tiles(profile, support)
+    # complex tables: the most local memory a table of this kind can need
+    grid = TableGrid(2, 2, 1.0, support, 1, 1, 0.0, separable, False, True, np.dtype(precision))
+    need = staging_bytes(grid, tiles)
+    if need > profile.local_mem_bytes:
+        return False, (f"its {tiles.tile_u}x{tiles.lanes} tile needs {need} B of local memory, "
+                       f"the device has {profile.local_mem_bytes}")
+    return True, ""
 
 
 def _auto(profile, tiles, image_ok, tuned, reasons: list[str]) -> str:
@@ -229,7 +272,7 @@ def explain(profile, support: int = 32, npol: int = 4, precision: Any = np.float
     except ValueError as error:
         return dict(row, strategy="-", geometry="-", why=str(error))
     geometry = {"scatter": choice.scatter, "tiled": choice.tiled,
-                "image": choice.image}[choice.strategy]
+                "image": choice.image, "core": choice.core}[choice.strategy]
     return dict(row, strategy=choice.strategy, geometry=_short(geometry),
                 why="; ".join(choice.reasons))
 
@@ -238,5 +281,5 @@ def _short(params) -> str:
     return " ".join(f"{k}={v}" for k, v in dataclasses.asdict(params).items())
 
 
-__all__ = ["Choice", "ImageParams", "STRATEGIES", "choose", "explain", "image_possible",
-           "tiled_params"]
+__all__ = ["ATOMIC_FREE", "Choice", "ImageParams", "STRATEGIES", "choose", "core_possible",
+           "explain", "image_possible", "tiled_params"]

@@ -165,33 +165,38 @@ class Gridder(_TableOperation):
         device profile and the tuning cache; explicit ``params``,
         ``atomics`` or ``count_flushes`` imply ``'scatter'``), or one of
         ``'scatter'`` (Romein/Merry with float atomics), ``'tiled'``
-        (atomic-free, :mod:`clgrid.gridders.tiled`) and ``'image'`` (GCF in an
-        OpenCL image with hardware interpolation, :mod:`clgrid.gridders.image_gcf`).
+        (atomic-free, :mod:`clgrid.gridders.tiled`), ``'image'`` (GCF in an
+        OpenCL image with hardware interpolation, :mod:`clgrid.gridders.image_gcf`)
+        and ``'core'`` (the gridding core: set points on the device, output-
+        owned tiles, no float atomics, no host pass over the visibilities;
+        :mod:`clgrid.gridders.core_strategy`; needs fp64, support <= 33).
         The choice and its reasons are in :attr:`choice`.
-    tiled_params, image_params
-        Override the dispatcher's geometry of the tiled / image strategy
-        (:class:`clgrid.gridders.tiled.TiledParams`, :class:`clgrid.gridders.params.ImageParams`
-        or dicts of their fields).
+    tiled_params, image_params, core_tiles
+        Override the dispatcher's geometry of the tiled / image / core strategy
+        (:class:`clgrid.gridders.tiled.TiledParams`, :class:`clgrid.gridders.params.ImageParams`,
+        :class:`clgrid.core.plan.TileShape` or dicts of their fields).
     deterministic
         True: bitwise-identical grids call after call (same device and
-        driver): the tiled strategy with its records binned in record
-        order (a blocked counting sort on CPUs, clgrid's stable radix sort
-        elsewhere) instead of an atomic cursor (``'auto'`` then picks
-        tiled on every device; forcing ``'scatter'``/``'image'``, explicit
-        scatter ``params``, ``atomics`` or ``count_flushes`` is an error).
+        driver): ``'auto'`` picks the core strategy on GPUs (where the
+        device has fp64 and support <= 33) and elsewhere the tiled strategy
+        with its records binned in record order (a blocked counting sort on
+        CPUs, clgrid's stable radix sort elsewhere) instead of an atomic
+        cursor; forcing ``'scatter'``/``'image'``, explicit scatter
+        ``params``, ``atomics`` or ``count_flushes`` is an error.
         False: the fastest path, whose last bits may vary (float atomics on
         GPUs, atomic binning in the tiled strategy).  None (default): True
         where it costs little, i.e. when the tiled strategy runs on a CPU
-        device (the dispatcher's usual choice there); False elsewhere (GPUs
-        keep the scatter strategy with native float atomics).  The result is
-        in :attr:`deterministic`.
+        device (the dispatcher's usual choice there) or the core strategy
+        runs (always deterministic); False elsewhere (GPUs keep the scatter
+        strategy with native float atomics).  The result is in
+        :attr:`deterministic`.
     """
 
     def __init__(self, context, gcf: GCF, nx: int, ny: int, cell_size_rad: float, *,
                  npol: int = 1, precision=np.float32, params=None, atomics: str | None = None,
                  count_flushes: bool = False, conjugate_negative_w: bool = True,
                  compress: bool = True, strategy: str = "auto", tiled_params=None,
-                 image_params=None, deterministic: bool | None = None):
+                 image_params=None, deterministic: bool | None = None, core_tiles=None):
         super().__init__(context, gcf, nx, ny, cell_size_rad, npol, precision,
                          conjugate_negative_w, compress)
         if deterministic not in (None, True, False):
@@ -199,14 +204,22 @@ class Gridder(_TableOperation):
         self.params = self._resolve_params(params)
         self.count_flushes = bool(count_flushes)
         self.choice = self._choose(strategy, params, atomics, tiled_params, image_params,
-                                   deterministic is True)
+                                   deterministic is True, core_tiles)
         self.strategy = self.choice.strategy
         #: Whether grids are bitwise-reproducible run to run (see ``deterministic``).
-        self.deterministic = bool(deterministic) if deterministic is not None else (
-            self.strategy == "tiled" and self.profile.device_type == "cpu")
+        self.deterministic = self.strategy == "core" or (
+            bool(deterministic) if deterministic is not None else
+            (self.strategy == "tiled" and self.profile.device_type == "cpu"))
         self._plan_gcf = gcf
         self._engine = None
-        if self.strategy == "tiled":
+        self._core = None
+        if self.strategy == "core":
+            from .core_strategy import CoreTableEngine
+            self._core = CoreTableEngine(self.queue, self.profile, gcf, nx, ny, cell_size_rad,
+                                         self.real_dtype, self._tables, conjugate_negative_w,
+                                         self.choice.core)
+            self.atomic_path = "none"
+        elif self.strategy == "tiled":
             from .tiled import TiledEngine
             self._engine = TiledEngine(self.queue, self._template_params(), self.choice.tiled,
                                        self._tables, self.complex_dtype.itemsize,
@@ -222,7 +235,7 @@ class Gridder(_TableOperation):
             self._build(atomics)
 
     def _choose(self, strategy: str, params, atomics, tiled_params, image_params,
-                deterministic: bool):
+                deterministic: bool, core_tiles=None):
         """Resolve ``strategy`` through :func:`clgrid.gridders.dispatch.choose`."""
         from .dispatch import Choice, choose
         from .tiled import TiledParams
@@ -230,8 +243,8 @@ class Gridder(_TableOperation):
             isinstance(params, (GridderParams, dict)) or atomics is not None
             or self.count_flushes)
         if deterministic and (forced_scatter or atomics is not None or self.count_flushes):
-            raise ValueError("deterministic=True runs the atomic-free tiled strategy: explicit "
-                             "scatter params, atomics= and count_flushes= do not apply")
+            raise ValueError("deterministic=True runs an atomic-free strategy (core or tiled): "
+                             "explicit scatter params, atomics= and count_flushes= do not apply")
         if self.count_flushes and strategy not in ("auto", "scatter"):
             raise ValueError("count_flushes counts the scatter strategy's atomic flushes; "
                              f"strategy {strategy!r} has none")
@@ -251,6 +264,9 @@ class Gridder(_TableOperation):
                 tiled_params = TiledParams(**tiled_params)
             tiled_params.validate()
             choice = dataclasses.replace(choice, tiled=tiled_params)
+        if choice.strategy == "core" and core_tiles is not None:
+            from .core_strategy import tile_shape
+            choice = dataclasses.replace(choice, core=tile_shape(core_tiles))
         if choice.strategy == "image" and image_params is not None:
             if isinstance(image_params, dict):
                 image_params = ImageParams(**image_params)
@@ -314,9 +330,12 @@ class Gridder(_TableOperation):
         freq_hz
             (nchan,) Hz.
         vis
-            (nrow, nchan, npol) complex64 or complex128.
+            (nrow, nchan, npol) complex64 or complex128 (strategy ``'core'``:
+            also a C-contiguous ``pyopencl.array.Array``, used without a copy).
         weights
-            Real, broadcastable to ``vis``; default 1.
+            Real, broadcastable to ``vis``; default 1 (strategy ``'core'``:
+            also a device array of the grid's real dtype and ``vis``'s shape;
+            a host broadcast or another dtype is materialised before upload).
         flags
             Bool, broadcastable to ``vis``; True = not gridded.
         out
@@ -333,9 +352,11 @@ class Gridder(_TableOperation):
         return self.grid_plan(plan, vis, weights, out=out, return_device=return_device,
                               progress=progress)
 
-    def grid_plan(self, plan: UVPlan, vis, weights=None, *, out=None,
+    def grid_plan(self, plan, vis, weights=None, *, out=None,
                   return_device: bool = False, progress: bool | None = None):
         """Grid with a plan from :meth:`plan` (reuse it across major cycles)."""
+        if self._core is not None:
+            return self._grid_core(plan, vis, weights, out, return_device)
         vis = self._check_vis(vis, plan)
         weights = self._check_weights(weights, plan)
         records = plan.records(vis, weights, dtype=self.complex_dtype)
@@ -358,15 +379,46 @@ class Gridder(_TableOperation):
         self._report_drops(plan)
         return grid if return_device else grid.get()
 
-    def plan(self, uvw_m, freq_hz, flags=None) -> UVPlan:
+    def _grid_core(self, plan, vis, weights, out, return_device: bool):
+        """Strategy 'core': device set points (``plan``) and spread."""
+        from .core_strategy import CorePlan
+        if not isinstance(plan, CorePlan):
+            raise TypeError("strategy 'core' grids with the CorePlan of its own plan()")
+        shape = (self.npol, self.ny, self.nx)
+        if out is not None and (not isinstance(out, cla.Array) or out.shape != shape
+                                or out.dtype != self.complex_dtype):
+            raise ValueError(f"out must be a {self.complex_dtype} device array of shape {shape}")
+        grid = out if out is not None else cla.empty(self.queue, shape, self.complex_dtype)
+        self._core.grid(plan, vis, weights, grid, accumulate=out is not None)
+        support = self.gcf.support
+        self.last_stats = {
+            "n_visibilities": plan.shape[0] * plan.shape[1], "n_kept": plan.n_kept,
+            "n_offgrid": plan.n_offgrid, "n_flagged": plan.n_flagged,
+            "n_records": plan.n_records, "compression_ratio": 1.0,
+            "grid_point_updates": plan.n_records * support * support * self.npol,
+            "flushes": None,
+        }
+        self._report_drops(plan)
+        return grid if return_device else grid.get()
+
+    def plan(self, uvw_m, freq_hz, flags=None):
         """Host-side preparation (positions, drops, compression); reusable.
 
         With ``strategy='image'`` positions are quantised to the image
         strategy's ``position_oversample``, not to the GCF's ``oversample``.
+        With ``strategy='core'``: a :class:`clgrid.gridders.core_strategy.CorePlan`,
+        the set points made on the device (no host pass over the rows).
         """
+        if self._core is not None:
+            return self._core.plan(uvw_m, freq_hz, flags, self.npol)
         return plan_uv(uvw_m, freq_hz, self._plan_gcf, self.nx, self.ny, self.cell_size_rad,
                        flags=flags, npol=self.npol, compress=self.compress,
                        conjugate_negative_w=self.conjugate_negative_w)
+
+    def _no_records_for_core(self) -> None:
+        if self._core is not None:
+            raise ValueError("strategy 'core' sets its points from uvw on the device and has no "
+                             "host records: call the Gridder (or grid_plan) instead")
 
     @property
     def records_per_launch(self) -> int:
@@ -385,6 +437,7 @@ class Gridder(_TableOperation):
         Returns the number of grid-point flushes (per polarisation group)
         when ``count_flushes`` is on, else None.
         """
+        self._no_records_for_core()
         on_device = isinstance(header, cla.Array) and isinstance(records, cla.Array)
         if not on_device:
             header = np.ascontiguousarray(header, dtype=np.int32)
@@ -418,6 +471,7 @@ class Gridder(_TableOperation):
 
         Returns the last kernel's event (None when there is nothing to do).
         """
+        self._no_records_for_core()
         n_records = int(header_d.shape[0])
         if n_records == 0:
             return None

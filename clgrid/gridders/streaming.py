@@ -24,7 +24,12 @@ The uv plan is made once on the host; then, chunk by chunk of records:
        ``benchmarks/strategies.py --streaming`` times both per device).
 
 The result equals the unchunked :meth:`Gridder.__call__` to rounding (the
-float additions happen in a different order).  A chunk whose buffers would
+float additions happen in a different order).
+
+A Gridder with ``strategy='core'`` (device set points, no host records) is
+streamed by blocks of rows of about ``chunk_records`` visibilities instead:
+each block is one call of the gridder adding into the grid, in row order (so
+the bits are the same run after run).  A chunk whose buffers would
 exceed the device's largest allocation is split (:attr:`last_stats` says so).
 """
 
@@ -156,14 +161,46 @@ class StreamingGridder:
     def __call__(self, uvw_m, freq_hz, vis, weights=None, flags=None, *, out=None,
                  return_device: bool = False, progress: bool | None = None):
         """Grid like :meth:`Gridder.__call__`, in chunks."""
+        if self.gridder.strategy == "core":
+            return self._grid_core_rows(uvw_m, freq_hz, vis, weights, flags, out,
+                                        return_device)
         plan = self.gridder.plan(uvw_m, freq_hz, flags)
         return self.grid_plan(plan, vis, weights, out=out, return_device=return_device,
                               progress=progress)
 
+    def _grid_core_rows(self, uvw_m, freq_hz, vis, weights, flags, out,
+                        return_device: bool):
+        """Strategy 'core': one gridder call per block of rows, in order."""
+        gridder = self.gridder
+        uvw_m, vis = np.asarray(uvw_m), np.asarray(vis)
+        n_chan = np.atleast_1d(np.asarray(freq_hz)).size
+        full = (uvw_m.shape[0], n_chan, gridder.npol)
+
+        def rows_of(array, first, stop):
+            return None if array is None else np.broadcast_to(np.asarray(array),
+                                                              full)[first:stop]
+
+        grid = gridder.zeros() if out is None else out
+        rows = max(1, self.chunk_records // max(n_chan, 1))
+        starts = range(0, max(uvw_m.shape[0], 1), rows)
+        stats = {"n_kept": 0, "n_offgrid": 0, "n_flagged": 0}
+        for first in starts:
+            stop = min(first + rows, uvw_m.shape[0])
+            gridder(uvw_m[first:stop], freq_hz, vis[first:stop], rows_of(weights, first, stop),
+                    rows_of(flags, first, stop), out=grid, return_device=True)
+            for key in stats:
+                stats[key] += gridder.last_stats[key]
+        self.last_stats = dict(stats, n_records=stats["n_kept"], n_chunks=len(starts),
+                               chunk_records=rows * n_chan, mode="rows", split=self.split)
+        return grid if return_device else grid.get()
+
     def grid_plan(self, plan: UVPlan, vis, weights=None, *, out=None,
                   return_device: bool = False, progress: bool | None = None):
-        """Grid with a plan from :meth:`Gridder.plan`, in chunks."""
+        """Grid with a plan from :meth:`Gridder.plan`, in chunks (a core
+        gridder's plan is gridded in one go)."""
         gridder = self.gridder
+        if gridder.strategy == "core":
+            return gridder.grid_plan(plan, vis, weights, out=out, return_device=return_device)
         vis = gridder._check_vis(vis, plan)
         weights = gridder._check_weights(weights, plan)
         grid = gridder.zeros() if out is None else out

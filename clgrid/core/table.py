@@ -1,0 +1,399 @@
+"""Gridding core with tabulated kernels: set points and spread for the
+oversampled GCF tables of :class:`clgrid.Gridder` (separable tables and full
+W-projection tables).
+
+The same stages as the ES path, with the table gridder's conventions
+(:mod:`clgrid.gridders.uvprep`: grid centre at ``[ny // 2, nx // 2]``, u
+along x, positions rounded to ``1 / O`` cell, W plane ``rint(w / w_step)``,
+``w < 0`` conjugated):
+
+* :class:`TableSetPoints` (``core_setpoints.cl.mako`` with
+  ``positions="table"``): a bin key per visibility (``table_keys``: the tile
+  of its footprint start; flagged, off-grid and non-finite points left out
+  and counted on the device), clgrid's stable radix sort, bin starts, and
+  each kept point's footprint start and table index in sorted order
+  (``table_records``).  No host pass over the visibilities.
+* :class:`TableSpreader` (``core_spread.cl.mako``, kernel ``spread`` with
+  ``kernel_source="table"`` or ``"table_full"``): output-owned tiles, the
+  weights read from the tables instead of the ES kernel; no atomics, the
+  same bits every run.  Polarisations share the positions: one gather and
+  one spread launch each.
+
+The table grid is not periodic: points whose footprint leaves it are
+dropped (counted), so no footprint wraps; the core's tiles need grid sides
+that are whole tiles, so the planes are padded up to them and the corner
+copied (or added) into the caller's grid (``crop_planes``) when they differ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+
+from ..device.kernels import KernelTemplate, real_dtype_name
+from ..device.profiles import DeviceProfile
+from ..device.radixsort import RadixSort
+from .eskernel import KernelChoice
+from .plan import GridLayout, TileShape
+from .setpoints import PointSet, _array_of, _round_up
+from .spread import WorkList, work_list
+
+#: Largest support the table spread takes (a 32 x 32 tile reads W <= 33).
+MAX_TABLE_SUPPORT = 33
+#: Bit of a point's table index that marks a conjugated visibility.
+TABLE_CONJUGATE = 1 << 30
+
+
+@dataclasses.dataclass(frozen=True)
+class TableGrid:
+    """Geometry of one table gridder: grid, cell, table shape and conventions.
+
+    ``table_real``: separable tables with zero imaginary parts (staged as
+    reals: the ES kernel's inner loop).
+    """
+
+    nx: int
+    ny: int
+    cell_size_rad: float
+    support: int
+    oversample: int
+    w_planes: int
+    w_step_lambda: float
+    separable: bool
+    table_real: bool
+    conjugate_negative_w: bool
+    real: np.dtype
+
+    @property
+    def kernel_source(self) -> str:
+        return "table" if self.separable else "table_full"
+
+    @property
+    def complex_dtype(self) -> np.dtype:
+        return np.dtype(np.complex64 if self.real == np.float32 else np.complex128)
+
+    def check(self) -> None:
+        if self.support > MAX_TABLE_SUPPORT:
+            raise ValueError(f"the core strategy takes support <= {MAX_TABLE_SUPPORT}, "
+                             f"got {self.support}: use strategy 'tiled' or 'scatter'")
+        entries = self.w_planes * self.oversample ** 2
+        if entries * (1 if self.separable else self.support ** 2) >= 2 ** 31 or \
+                entries >= TABLE_CONJUGATE:
+            raise ValueError("the table is too large for the core strategy's 32-bit indices")
+
+
+def table_tiles(profile: DeviceProfile, support: int) -> TileShape:
+    """Spreading tile of the table kernel for a device and support.
+
+    GPUs: the ES path's shapes (8 x 8 in 4 groups up to W 9, 16 x 32 up to
+    17), 32 x 32 up to 33; other devices run the same kernel with square
+    tiles of one group (8, 16 or 32 lanes), never split (they pull
+    work-groups as they go).  Intel CPU runtime, 1.9 M points, W 8, 1024^2
+    (2026-11-23): 8 x 8: 0.08 s; 8 x 8 in 4 groups: 0.33 s; 16 x 16: 0.86 s."""
+    if support > MAX_TABLE_SUPPORT:
+        raise ValueError(f"the core strategy takes support <= {MAX_TABLE_SUPPORT}, "
+                         f"got {support}")
+    if profile.device_type == "gpu":
+        if support <= 9:
+            return TileShape(8, 8, 4096, groups=4)
+        return TileShape(16, 32, 2048) if support <= 17 else TileShape(32, 32, 2048)
+    if support <= 9:
+        return TileShape(8, 8)
+    return TileShape(16, 16) if support <= 17 else TileShape(32, 32)
+
+
+def staging_bytes(grid: TableGrid, tiles: TileShape) -> int:
+    """Local memory of one work-group of the table spread."""
+    real = np.dtype(grid.real).itemsize
+    batch = tiles.lanes * tiles.groups
+    if grid.separable:
+        ku = real if grid.table_real else 2 * real
+        per_point = 8 + grid.support * (ku + 2 * real)
+    else:
+        per_point = 8 + 2 * real + 4
+    return batch * per_point + (tiles.groups - 1) * tiles.tile_u * tiles.lanes * 16
+
+
+def check_tiles(grid: TableGrid, tiles: TileShape, profile: DeviceProfile) -> None:
+    """A tile the table spread can run with on this device, or ValueError."""
+    tiles.check(grid.support)
+    if tiles.vector or tiles.plane_block != 1:
+        raise ValueError("the table spread runs the GPU kernel `spread`: no vector tile, "
+                         "plane_block 1")
+    need = staging_bytes(grid, tiles)
+    if need > profile.local_mem_bytes:
+        raise ValueError(f"tile {tiles.tile_u}x{tiles.lanes} in {tiles.groups} groups needs "
+                         f"{need} B of local memory; the device has {profile.local_mem_bytes}")
+
+
+@dataclasses.dataclass
+class TablePoints:
+    """Visibilities binned by tile on the device, with their table indices.
+
+    ``points.cells[i]``: (footprint start y0, x0, table index | conjugated
+    bit, visibility index) of the i-th kept point in sorted order.
+    ``n_flagged`` (all polarisations flagged), ``n_offgrid`` (footprint off
+    the grid or W beyond the table), ``n_nonfinite`` (uvw not finite): left
+    out.  ``work``: the spreader's work lists, built on first use.
+    """
+
+    points: PointSet
+    n_vis: int
+    n_flagged: int
+    n_offgrid: int
+    n_nonfinite: int
+    work: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def n_kept(self) -> int:
+        return self.points.n_valid
+
+
+class TableSetPoints:
+    """Compile-once binning of table-gridder visibilities on one device."""
+
+    def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tiles: TileShape):
+        self.queue, self.grid, self.tiles = queue, grid, tiles
+        self.sort = RadixSort(queue)
+        template = KernelTemplate(
+            queue, "core_setpoints.cl.mako",
+            {"support": grid.support, "tile_u": tiles.tile_u, "tile_v": tiles.lanes,
+             "do_w": False, "real": real_dtype_name(grid.real), "positions": "table",
+             "oversample": grid.oversample, "conjugate": grid.conjugate_negative_w,
+             "w_planes": grid.w_planes}, need_f64=True)
+        self._keys = template.kernel("table_keys")
+        self._starts = template.kernel("bin_starts")
+        self._records = template.kernel("table_records")
+        self.rows = _round_up(grid.ny, tiles.tile_u)
+        self.cols = _round_up(grid.nx, tiles.lanes)
+        self.ntiles_u = self.rows // tiles.tile_u
+        self.ntiles_v = self.cols // tiles.lanes
+        self.n_bins = self.ntiles_u * self.ntiles_v
+        self._dummy_flags = cla.empty(queue, 1, np.uint8)
+
+    def _geometry_args(self) -> tuple:
+        g = self.grid
+        return (np.int32(g.nx), np.int32(g.ny), np.float64(g.cell_size_rad),
+                np.float64(g.w_step_lambda if g.w_planes > 1 else 1.0))
+
+    def __call__(self, uvw_d: cla.Array, freq_scale_d: cla.Array,
+                 flags_d: cla.Array | None = None, npol: int = 1) -> TablePoints:
+        """Bin every (row, channel) of ``uvw_d`` (nrow, 3) float64 metres and
+        ``freq_scale_d`` (nchan,) freq / c; ``flags_d``: (nrow, nchan, npol)
+        uint8, nonzero = flagged (None: none)."""
+        queue = self.queue
+        n_chan = freq_scale_d.shape[0]
+        n_vis = uvw_d.shape[0] * n_chan
+        if n_vis >= 2 ** 31:
+            raise ValueError(f"{n_vis} visibilities: the core strategy takes fewer than 2**31 "
+                             "per call; grid the rows in parts (out=)")
+        counts_d = cla.zeros(queue, 3, np.uint32)
+        keys = cla.empty(queue, max(n_vis, 1), np.uint32)
+        sorted_keys, sorted_index = keys, cla.empty(queue, 1, np.uint32)
+        if n_vis:
+            self._keys(queue, (_round_up(n_vis, 256),), None, uvw_d.data, freq_scale_d.data,
+                       np.uint32(n_chan), np.uint32(n_vis), *self._geometry_args(),
+                       np.int32(self.ntiles_v),
+                       (flags_d if flags_d is not None else self._dummy_flags).data,
+                       np.uint32(npol), np.int32(flags_d is not None), keys.data,
+                       counts_d.data)
+            scratch = [cla.empty(queue, n_vis, np.uint32) for _ in range(3)]
+            keys_buffer, order_buffer, _ = self.sort(
+                keys.data, n_vis, 0, self.n_bins, tuple(a.data for a in scratch))
+            sorted_keys = _array_of(keys_buffer, [keys] + scratch)
+            sorted_index = _array_of(order_buffer, scratch)
+        bin_start = cla.empty(queue, self.n_bins + 1, np.uint32)
+        self._starts(queue, (_round_up(n_vis + 1, 256),), None, sorted_keys.data,
+                     np.uint32(n_vis), np.uint32(self.n_bins), bin_start.data)
+        n_flagged, n_offgrid, n_nonfinite = (int(c) for c in counts_d.get())
+        n_valid = n_vis - n_flagged - n_offgrid - n_nonfinite
+        cells = cla.empty(queue, max(n_valid, 1), cl.cltypes.int4)
+        if n_valid:
+            self._records(queue, (_round_up(n_valid, 256),), None, sorted_index.data,
+                          np.uint32(n_valid), uvw_d.data, freq_scale_d.data,
+                          np.uint32(n_chan), *self._geometry_args(), cells.data)
+        points = PointSet(sorted_index, bin_start, n_valid, n_vis - n_valid, self.ntiles_u,
+                          self.ntiles_v, bin_start.get(), cells=cells)
+        return TablePoints(points, n_vis, n_flagged, n_offgrid, n_nonfinite)
+
+
+class TableSpreader:
+    """Visibilities -> the (npol, ny, nx) grid of a table gridder, on the
+    core's output-owned tiles (kernel ``spread`` with table weights)."""
+
+    def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tiles: TileShape,
+                 tables_d: list[cla.Array], rows: int, cols: int):
+        self.queue, self.grid, self.tiles = queue, grid, tiles
+        self.tables_d = tables_d
+        self.rows, self.cols = rows, cols
+        self.padded = (rows, cols) != (grid.ny, grid.nx)
+        # work_list's view of this grid: one plane, one w bin, the table's support
+        self.layout = GridLayout(KernelChoice(grid.support, 0.0, 1.0, 0.0), rows, cols,
+                                 (0.0, 0.0), 1, 1.0, 0.0)
+        self._kernels: dict = {}
+        self._dummy_real = cla.empty(queue, 1, grid.real)
+        self._dummy_flags = cla.empty(queue, 1, np.uint8)
+        self._dummy_scratch = cla.empty(queue, 1, np.complex128)
+        self._planes: cla.Array | None = None   # padded planes, when padding is needed
+        self._values: list[cla.Array] = []
+
+    def _params(self, vis_real: np.dtype, weighted: bool, masked: bool) -> dict:
+        g, t = self.grid, self.tiles
+        return {"real": real_dtype_name(g.real), "vis_real": real_dtype_name(vis_real),
+                "support": g.support, "beta": 0.0, "do_w": False, "shifted": False,
+                "weighted": weighted, "masked": masked, "with_f64": True,
+                "kernel_source": g.kernel_source, "oversample": g.oversample,
+                "table_real": g.table_real, "tile_u": t.tile_u, "lanes": t.lanes,
+                "vector": False, "groups": t.groups, "plane_block": 1}
+
+    def kernel(self, name: str, vis_real=None, weighted: bool = False,
+               masked: bool = False) -> cl.Kernel:
+        vis_real = np.dtype(vis_real if vis_real is not None else self.grid.real)
+        key = (name, vis_real, weighted, masked)
+        if key not in self._kernels:
+            template = KernelTemplate(self.queue, "core_spread.cl.mako",
+                                      self._params(vis_real, weighted, masked), need_f64=True)
+            self._kernels[key] = template.kernel(name)
+        return self._kernels[key]
+
+    def work(self, table_points: TablePoints, pol: int, accumulate: bool) -> WorkList:
+        """The work list of polarisation ``pol`` (its plane index in the items)."""
+        key = (pol, accumulate)
+        if key not in table_points.work:
+            base = table_points.work.get((0, accumulate))
+            if base is None:
+                base = work_list(self.queue, table_points.points, self.layout, self.tiles, 0, 1,
+                                 accumulate)
+                table_points.work[(0, accumulate)] = base
+            if pol == 0:
+                return base
+            items = base.items.get() if base.items is not None else None
+            folds = base.folds.get() if base.folds is not None else None
+            if items is not None:
+                items[:, 1] = pol
+            if folds is not None:
+                folds[:, 1] = pol
+            table_points.work[key] = WorkList(
+                cla.to_device(self.queue, items) if items is not None else None,
+                cla.to_device(self.queue, folds) if folds is not None else None,
+                base.scratch, base.n_items, base.n_folds)
+        return table_points.work[key]
+
+    def gather(self, table_points: TablePoints, vis_d: cla.Array, wgt_d: cla.Array | None,
+               flags_d: cla.Array | None) -> list[cla.Array]:
+        """Every polarisation's values in sorted order (``gather_table_values``);
+        ValueError when a kept visibility or weight is not finite."""
+        npol = vis_d.shape[-1]
+        n_valid = table_points.n_kept
+        while len(self._values) < npol:
+            self._values.append(cla.empty(self.queue, 1, self.grid.complex_dtype))
+        vis_real = np.float32 if vis_d.dtype == np.complex64 else np.float64
+        kernel = self.kernel("gather_table_values", vis_real,
+                             wgt_d is not None, flags_d is not None)
+        n_bad = cla.zeros(self.queue, 1, np.uint32)
+        for pol in range(npol):
+            if self._values[pol].size < n_valid:
+                self._values[pol] = cla.empty(self.queue, n_valid, self.grid.complex_dtype)
+            if n_valid:
+                kernel(self.queue, (_round_up(n_valid, 256),), None,
+                       table_points.points.cells.data, np.uint32(n_valid), vis_d.data,
+                       np.uint32(npol), np.uint32(pol),
+                       (wgt_d if wgt_d is not None else self._dummy_real).data,
+                       (flags_d if flags_d is not None else self._dummy_flags).data,
+                       self._values[pol].data, n_bad.data)
+        bad = int(n_bad.get()[0]) if n_valid else 0
+        if bad:
+            raise ValueError(f"vis or weights contain {bad} NaN/Inf value(s) among the gridded "
+                             "visibilities; flag them instead")
+        return self._values[:npol]
+
+    def __call__(self, table_points: TablePoints, vis_d: cla.Array, wgt_d: cla.Array | None,
+                 flags_d: cla.Array | None, grid_d: cla.Array, accumulate: bool) -> None:
+        """Grid ``vis_d`` ((nrow, nchan, npol) complex) into ``grid_d``
+        ((npol, ny, nx) complex): overwrite it, or add to it (``accumulate``)."""
+        npol = vis_d.shape[-1]
+        values = self.gather(table_points, vis_d, wgt_d, flags_d)
+        if self.padded:
+            shape = (npol, self.rows, self.cols)
+            if self._planes is None or self._planes.shape != shape:
+                self._planes = cla.empty(self.queue, shape, self.grid.complex_dtype)
+            planes, spread_accumulate = self._planes, False
+        else:
+            planes, spread_accumulate = grid_d, accumulate
+        points = table_points.points
+        spread = self.kernel("spread")
+        group_size = self.tiles.lanes * self.tiles.groups
+        for pol in range(npol):
+            work = self.work(table_points, pol, spread_accumulate)
+            if work.n_items == 0:
+                continue
+            scratch = work.scratch if work.scratch is not None else self._dummy_scratch
+            spread(self.queue, (work.n_items * group_size,), (group_size,),
+                   points.cells.data, points.cells.data, values[pol].data,
+                   points.bin_start.data, planes.data, np.int32(self.rows),
+                   np.int32(self.cols), np.int32(points.ntiles_u), np.int32(points.ntiles_v),
+                   np.int32(0), np.int32(1), work.items.data,
+                   np.uint32(min(self.tiles.chunk_points, 2 ** 32 - 1)), scratch.data,
+                   np.int32(spread_accumulate), *(t.data for t in self.tables_d))
+            if work.n_folds:
+                self.kernel("fold_chunks")(
+                    self.queue, (work.n_folds * self.tiles.lanes,), (self.tiles.lanes,),
+                    work.folds.data, work.scratch.data, planes.data, np.int32(self.rows),
+                    np.int32(self.cols), np.int32(points.ntiles_v),
+                    np.int32(spread_accumulate))
+        if self.padded:
+            g = self.grid
+            self.kernel("crop_planes")(
+                self.queue, (g.nx, g.ny, npol), None,
+                planes.data, np.int32(self.rows), np.int32(self.cols), grid_d.data,
+                np.int32(g.ny), np.int32(g.nx), np.int32(accumulate))
+
+
+class TableInterpolator:
+    """The (npol, ny, nx) grid of a table gridder -> visibilities: the adjoint
+    of :class:`TableSpreader` (``core_interp.cl.mako``, kernel
+    ``interpolate_table``), one work-item per kept point in sorted order."""
+
+    def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Array]):
+        self.queue, self.grid = queue, grid
+        self.tables_d = tables_d if len(tables_d) == 2 else tables_d * 2
+        self._kernels: dict = {}
+        self._dummy_real = cla.empty(queue, 1, grid.real)
+        self._dummy_flags = cla.empty(queue, 1, np.uint8)
+
+    def kernel(self, weighted: bool, masked: bool) -> cl.Kernel:
+        key = (weighted, masked)
+        if key not in self._kernels:
+            g = self.grid
+            params = {"real": real_dtype_name(g.real), "vis_real": real_dtype_name(g.real),
+                      "support": g.support, "beta": 0.0, "do_w": False, "shifted": False,
+                      "weighted": weighted, "masked": masked, "with_f64": True,
+                      "kernel_source": g.kernel_source, "oversample": g.oversample,
+                      "table_real": g.table_real}
+            template = KernelTemplate(self.queue, "core_interp.cl.mako", params, need_f64=True)
+            self._kernels[key] = template.kernel("interpolate_table")
+        return self._kernels[key]
+
+    def __call__(self, table_points: TablePoints, grid_d: cla.Array, npol: int,
+                 wgt_d: cla.Array | None = None, flags_d: cla.Array | None = None
+                 ) -> cla.Array:
+        """(n_vis, npol) visibilities; zero where left out or flagged."""
+        out_d = cla.zeros(self.queue, (max(table_points.n_vis, 1), npol),
+                          self.grid.complex_dtype)
+        n_points = table_points.n_kept
+        if n_points:
+            g = self.grid
+            self.kernel(wgt_d is not None, flags_d is not None)(
+                self.queue, (_round_up(n_points, 64),), None, table_points.points.cells.data,
+                np.uint32(n_points), grid_d.data, np.int32(g.nx), np.int32(g.ny),
+                np.uint32(npol), *(t.data for t in self.tables_d),
+                (wgt_d if wgt_d is not None else self._dummy_real).data,
+                (flags_d if flags_d is not None else self._dummy_flags).data, out_d.data)
+        return out_d
+
+
+__all__ = ["MAX_TABLE_SUPPORT", "TableInterpolator", "TABLE_CONJUGATE", "TableGrid", "TablePoints",
+           "TableSetPoints", "TableSpreader", "check_tiles", "staging_bytes", "table_tiles"]

@@ -1,0 +1,172 @@
+"""Strategy ``'core'`` of :class:`clgrid.Gridder` (and :class:`clgrid.Degridder`):
+the table gridder on the gridding core (:mod:`clgrid.core.table`).
+
+Per call: the uvw, frequencies, flags, visibilities and weights go to the
+device as they are (no host pass over the visibilities); set points bins
+them there (flagged, off-grid and non-finite positions counted), and the
+core's output-owned tiles spread them with the GCF tables.  No float
+atomics: the same bits call after call, with fresh objects too.
+
+Differences from the host-plan strategies (``scatter``, ``tiled``,
+``image``): no compression of records (the core's tiles read each point
+once per tile it touches, so merging buys little); NaN/Inf in ``vis`` or
+``weights`` is found on the device among the gridded visibilities only
+(a flagged or off-grid NaN is ignored, as it is never used).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+
+from ..core.plan import TileShape
+from ..core.setpoints import freq_scale
+from ..core.table import (TableGrid, TableInterpolator, TablePoints, TableSetPoints,
+                          TableSpreader, check_tiles, table_tiles)
+from .gcf import GCF
+from .uvprep import check_finite
+
+
+@dataclasses.dataclass
+class CorePlan:
+    """Device set points of one (uvw, freq, flags): reusable across calls
+    (``Gridder.grid_plan``), like the host strategies' ``UVPlan``."""
+
+    points: TablePoints
+    flags_d: cla.Array | None
+    shape: tuple[int, int]
+    npol: int
+
+    @property
+    def n_kept(self) -> int:
+        return self.points.n_kept
+
+    @property
+    def n_offgrid(self) -> int:
+        return self.points.n_offgrid
+
+    @property
+    def n_flagged(self) -> int:
+        return self.points.n_flagged
+
+    @property
+    def n_records(self) -> int:
+        return self.points.n_kept
+
+    @property
+    def compression_ratio(self) -> float:
+        return 1.0
+
+
+def tile_shape(tiles) -> TileShape | None:
+    """A :class:`TileShape` from a TileShape, a dict of its fields or None."""
+    if tiles is None or isinstance(tiles, TileShape):
+        return tiles
+    if isinstance(tiles, dict):
+        return TileShape(**tiles)
+    raise TypeError(f"core_tiles must be a clgrid.core.plan.TileShape or a dict, got "
+                    f"{type(tiles).__name__}")
+
+
+class CoreTableEngine:
+    """Set points and spread of one :class:`clgrid.Gridder` on the core."""
+
+    def __init__(self, queue: cl.CommandQueue, profile, gcf: GCF, nx: int, ny: int,
+                 cell_size_rad: float, real_dtype, tables_d: list[cla.Array],
+                 conjugate_negative_w: bool, tiles: TileShape | None = None):
+        if not profile.fp64:
+            raise ValueError(f"the core strategy computes positions and sums in double "
+                             f"precision; {profile.device_name!r} has no fp64")
+        table_real = bool(gcf.separable and not np.any(gcf.table_u.imag)
+                          and not np.any(gcf.table_v.imag))
+        self.table_grid = TableGrid(nx, ny, float(cell_size_rad), gcf.support, gcf.oversample,
+                              gcf.w_planes, float(gcf.w_step_lambda), gcf.separable,
+                              table_real, bool(conjugate_negative_w), np.dtype(real_dtype))
+        self.table_grid.check()
+        self.tiles = tiles if tiles is not None else table_tiles(profile, gcf.support)
+        check_tiles(self.table_grid, self.tiles, profile)
+        self.queue = queue
+        self.set_points = TableSetPoints(queue, self.table_grid, self.tiles)
+        self.spreader = TableSpreader(queue, self.table_grid, self.tiles, tables_d,
+                                      self.set_points.rows, self.set_points.cols)
+        self.interpolator = TableInterpolator(queue, self.table_grid, tables_d)
+
+    def plan(self, uvw_m, freq_hz, flags=None, npol: int = 1) -> CorePlan:
+        """Set points on the device for (nrow, 3) metres, (nchan,) Hz and
+        optional flags broadcastable to (nrow, nchan, npol)."""
+        uvw_m = np.asarray(uvw_m)
+        if uvw_m.ndim != 2 or uvw_m.shape[1] != 3:
+            raise ValueError(f"uvw_m must have shape (nrow, 3), got {uvw_m.shape}")
+        if uvw_m.dtype.kind != "f":
+            raise TypeError(f"uvw_m must be float, got {uvw_m.dtype}")
+        freq_hz = np.atleast_1d(np.asarray(freq_hz, dtype=np.float64))
+        if freq_hz.ndim != 1 or freq_hz.size == 0:
+            raise ValueError(f"freq_hz must be 1-D and non-empty, got shape {freq_hz.shape}")
+        check_finite("freq_hz", freq_hz)
+        if np.any(freq_hz <= 0):
+            raise ValueError("freq_hz must be positive")
+        shape = (uvw_m.shape[0], freq_hz.size)
+        uvw_d = cla.to_device(self.queue, np.ascontiguousarray(uvw_m, np.float64))
+        scale_d = cla.to_device(self.queue, freq_scale(freq_hz))
+        flags_d = None
+        if flags is not None:
+            flags = np.broadcast_to(np.asarray(flags, dtype=bool), shape + (npol,))
+            flags_d = cla.to_device(self.queue, np.ascontiguousarray(flags).view(np.uint8))
+        points = self.set_points(uvw_d, scale_d, flags_d, npol)
+        if points.n_nonfinite:
+            raise ValueError(f"uvw_m contains NaN/Inf: {points.n_nonfinite} visibilities "
+                             "without a finite position; flag them instead")
+        return CorePlan(points, flags_d, shape, npol)
+
+    def upload_vis(self, vis, plan: CorePlan) -> cla.Array:
+        expected = plan.shape + (plan.npol,)
+        if vis.shape != expected:
+            raise ValueError(f"vis must have shape (nrow, nchan, npol) = {expected}, "
+                             f"got {vis.shape}")
+        if vis.dtype not in (np.complex64, np.complex128):
+            raise TypeError(f"vis must be complex64 or complex128, got {vis.dtype}")
+        if isinstance(vis, cla.Array):
+            if not vis.flags.c_contiguous:
+                raise ValueError("device vis must be C-contiguous")
+            return vis
+        return cla.to_device(self.queue, np.ascontiguousarray(vis))
+
+    def upload_weights(self, weights, plan: CorePlan) -> cla.Array | None:
+        """Weights as (nrow, nchan, npol) in the grid precision on the device
+        (a broadcast or another dtype is materialised on the host first)."""
+        if weights is None:
+            return None
+        shape = plan.shape + (plan.npol,)
+        if isinstance(weights, cla.Array):
+            if weights.shape != shape or weights.dtype != self.table_grid.real:
+                raise ValueError(f"device weights must be {self.table_grid.real} of shape {shape}")
+            return weights
+        weights = np.asarray(weights)
+        if weights.dtype.kind not in "fiu":
+            raise TypeError(f"weights must be real, got {weights.dtype}")
+        try:
+            weights = np.broadcast_to(weights, shape)
+        except ValueError:
+            raise ValueError(f"weights of shape {weights.shape} do not broadcast to "
+                             f"{shape}") from None
+        return cla.to_device(self.queue, np.ascontiguousarray(weights, self.table_grid.real))
+
+    def grid(self, plan: CorePlan, vis, weights, grid_d: cla.Array, accumulate: bool) -> None:
+        """Spread ``vis`` ((nrow, nchan, npol), numpy or device) into ``grid_d``."""
+        vis_d = self.upload_vis(vis, plan)
+        wgt_d = self.upload_weights(weights, plan)
+        self.spreader(plan.points, vis_d, wgt_d, plan.flags_d, grid_d, accumulate)
+
+    def degrid(self, plan: CorePlan, grid_d: cla.Array, weights) -> cla.Array:
+        """(nrow, nchan, npol) visibilities of ``grid_d`` ((npol, ny, nx),
+        on the device) on the device; zero where dropped or flagged."""
+        wgt_d = self.upload_weights(weights, plan)
+        out_d = self.interpolator(plan.points, grid_d, plan.npol, wgt_d, plan.flags_d)
+        return out_d.reshape(plan.shape + (plan.npol,)) if plan.points.n_vis else \
+            cla.zeros(self.queue, plan.shape + (plan.npol,), self.table_grid.complex_dtype)
+
+
+__all__ = ["CorePlan", "CoreTableEngine", "tile_shape"]

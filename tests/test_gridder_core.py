@@ -1,0 +1,365 @@
+"""Gridder(strategy='core') and Degridder(strategy='core'): the table gridder on
+the gridding core (device set points, output-owned tiles with table weights),
+against the plain float64 implementation of Romein's Algorithm 1 in
+test_gridder_reference.py."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import clgrid
+from clgrid.core.plan import TileShape
+from clgrid.gcf import separable_gcf, user_gcf, w_projection_gcf
+from clgrid.gridders.gridder import Gridder
+
+from test_gridder import FREQ_HZ, _relative_error, _setup
+from test_gridder_reference import C, footprints, grid_reference, random_vis
+
+#: Tile shapes forced on every device: the device's own, and the GPU kernel's
+#: shapes with chunks small enough that dense tiles split and fold.
+TILES = {
+    "device": None,
+    "gpu-8x8-groups": TileShape(8, 8, 48, groups=4),
+    "gpu-16x32": TileShape(16, 32, 96),
+}
+#: (nx, ny): sides that are whole tiles, and sides that are not (padded planes)
+SIZES = [(64, 64), (58, 46)]
+
+
+def _tolerance(precision) -> float:
+    return 1e-5 if precision == np.float32 else 1e-12
+
+
+def _skip_without_fp64(cl_env):
+    if not cl_env.profile.fp64:
+        pytest.skip("the core strategy needs fp64")
+
+
+def _core(cl_env, gcf, nx, ny, cell, tiles=None, **kwargs) -> Gridder:
+    _skip_without_fp64(cl_env)
+    gridder = Gridder(cl_env.queue, gcf, nx, ny, cell, strategy="core", core_tiles=tiles,
+                      **kwargs)
+    assert gridder.strategy == "core" and gridder.deterministic
+    return gridder
+
+
+@pytest.mark.parametrize("tiles", list(TILES), ids=list(TILES))
+@pytest.mark.parametrize("size", SIZES, ids=["whole-tiles", "padded"])
+@pytest.mark.parametrize("npol, precision", [(1, np.float32), (4, np.float32),
+                                             (4, np.float64)])
+def test_separable_matches_reference(cl_env, tiles, size, npol, precision):
+    nx, ny = size
+    rng = np.random.default_rng(npol * 7 + nx)
+    uvw, cell = _setup(rng, nx, ny, 300, 8, tracks=True)
+    vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, npol))
+    weights = rng.uniform(0.5, 2.0, vis.shape)
+    flags = rng.random(vis.shape) < 0.1          # per polarisation
+    flags[::7] = True                            # and whole (row, channel)s
+    gcf = separable_gcf(8, 8)
+    gridder = _core(cl_env, gcf, nx, ny, cell, TILES[tiles], npol=npol, precision=precision)
+    result = gridder(uvw, FREQ_HZ, vis.astype(gridder.complex_dtype), weights, flags)
+    reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell, weights, flags)
+    assert result.shape == (npol, ny, nx) and result.dtype == gridder.complex_dtype
+    assert _relative_error(result, reference) < _tolerance(precision)
+    all_flagged = int(flags.all(axis=2).sum())
+    assert gridder.last_stats["n_flagged"] == all_flagged
+    kept = sum(1 for row, chan, *_ in footprints(uvw, FREQ_HZ, gcf, nx, ny, cell)
+               if not flags[row, chan].all())
+    assert gridder.last_stats["n_kept"] == kept > 0
+
+
+@pytest.mark.parametrize("tiles", list(TILES), ids=list(TILES))
+@pytest.mark.parametrize("npol, precision", [(1, np.float32), (4, np.float32),
+                                             (1, np.float64)])
+def test_w_projection_matches_reference(cl_env, tiles, npol, precision):
+    rng = np.random.default_rng(17 + npol)
+    nx, ny = 72, 66
+    uvw, cell = _setup(rng, nx, ny, 250, 8, w_max_m=300.0)
+    gcf = w_projection_gcf(8, 4, 5, 300.0 * FREQ_HZ.max() / C, nx * cell)
+    vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, npol))
+    weights = rng.uniform(0.5, 2.0, vis.shape[:2] + (1,))
+    gridder = _core(cl_env, gcf, nx, ny, cell, TILES[tiles], npol=npol, precision=precision)
+    result = gridder(uvw, FREQ_HZ, vis.astype(gridder.complex_dtype), weights)
+    reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell, weights)
+    assert _relative_error(result, reference) < _tolerance(precision)
+
+
+@pytest.mark.parametrize("separable", [True, False], ids=["separable", "full"])
+def test_random_complex_user_tables(cl_env, separable):
+    """Random complex tables, different on u and v (and in every slice of a
+    full table), catch any index mix-up of the table reads."""
+    rng = np.random.default_rng(11)
+    support, oversample, planes, nx, ny = 5, 3, 3, 58, 46
+    uvw, cell = _setup(rng, nx, ny, 150, support, w_max_m=200.0)
+    w_step = 200.0 * FREQ_HZ.max() / C / (planes - 1)
+    shape = (planes, oversample, support) if separable else (
+        planes, oversample, oversample, support, support)
+    tables = [random_vis(rng, shape) for _ in range(2)]
+    gcf = (user_gcf(support, oversample, table_u=tables[0], table_v=tables[1],
+                    w_step_lambda=w_step) if separable else
+           user_gcf(support, oversample, table=tables[0], w_step_lambda=w_step))
+    vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2))
+    for tiles in TILES.values():
+        gridder = _core(cl_env, gcf, nx, ny, cell, tiles, npol=2)
+        result = gridder(uvw, FREQ_HZ, vis.astype(np.complex64))
+        reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell)
+        assert _relative_error(result, reference) < 1e-5, tiles
+
+
+@pytest.mark.parametrize("conjugate", [True, False])
+def test_off_grid_drops_counted_and_conjugation(cl_env, conjugate):
+    """Points beyond the grid edge and W beyond the last plane are dropped and
+    counted as uvprep counts them; without conjugation a negative w is off
+    the grid (its W plane index is negative)."""
+    rng = np.random.default_rng(5)
+    nx = ny = 48
+    uvw, cell = _setup(rng, nx, ny, 300, 6, fill=1.3, w_max_m=400.0)
+    w_max = 300.0 * FREQ_HZ.max() / C       # some points beyond the last plane
+    gcf = w_projection_gcf(6, 4, 4, w_max, nx * cell)
+    vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 1))
+    gridder = _core(cl_env, gcf, nx, ny, cell, conjugate_negative_w=conjugate)
+    with pytest.warns(UserWarning, match="off the grid"):
+        result = gridder(uvw, FREQ_HZ, vis.astype(np.complex64))
+    reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell, conjugate=conjugate)
+    assert _relative_error(result, reference) < 1e-5
+    kept = len(list(footprints(uvw, FREQ_HZ, gcf, nx, ny, cell, conjugate)))
+    stats = gridder.last_stats
+    assert stats["n_kept"] == kept
+    assert stats["n_offgrid"] == uvw.shape[0] * FREQ_HZ.size - kept > 0
+    host = clgrid.gridders.uvprep.plan_uv(uvw, FREQ_HZ, gcf, nx, ny, cell,
+                                          conjugate_negative_w=conjugate)
+    assert stats["n_offgrid"] == host.n_offgrid
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["whole-tiles", "padded"])
+def test_repeats_bitwise_and_accumulates(cl_env, size):
+    rng = np.random.default_rng(3)
+    nx, ny = size
+    uvw, cell = _setup(rng, nx, ny, 2000, 8, tracks=True)   # many points per cell
+    vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2), np.complex64)
+    weights = rng.uniform(0.5, 2.0, vis.shape)
+    gcf = separable_gcf(8, 8)
+    for tiles in TILES.values():
+        def make():
+            return _core(cl_env, gcf, nx, ny, cell, tiles, npol=2)
+        gridder = make()
+        first = gridder(uvw, FREQ_HZ, vis, weights)
+        second = gridder(uvw, FREQ_HZ, vis, weights)
+        fresh = make()(uvw, FREQ_HZ, vis, weights)
+        assert np.any(first != 0)
+        assert np.array_equal(first, second) and np.array_equal(first, fresh), tiles
+        # a reused plan, and accumulation into a device grid
+        plan = gridder.plan(uvw, FREQ_HZ)
+        grid = gridder.grid_plan(plan, vis, weights, return_device=True)
+        assert np.array_equal(grid.get(), first)
+        gridder.grid_plan(plan, vis, weights, out=grid, return_device=True)
+        reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell, weights)
+        assert _relative_error(grid.get(), 2 * reference) < 1e-5
+
+
+def test_agrees_with_the_host_plan_strategies(cl_env):
+    rng = np.random.default_rng(8)
+    uvw, cell = _setup(rng, 64, 64, 400, 7, tracks=True)
+    vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2), np.complex64)
+    gcf = separable_gcf(7, 8)
+    core = _core(cl_env, gcf, 64, 64, cell, npol=2)(uvw, FREQ_HZ, vis)
+    peak = np.max(np.abs(core))
+    for strategy in ("scatter", "tiled"):
+        other = Gridder(cl_env.queue, gcf, 64, 64, cell, npol=2, strategy=strategy)(
+            uvw, FREQ_HZ, vis)
+        assert np.max(np.abs(core - other)) < 1e-5 * peak, strategy
+
+
+def test_device_arrays_in_and_out(cl_env):
+    import pyopencl.array as cla
+    rng = np.random.default_rng(9)
+    uvw, cell = _setup(rng, 64, 64, 200, 6)
+    vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 1), np.complex64)
+    weights = rng.uniform(0.5, 2.0, vis.shape).astype(np.float32)
+    gcf = separable_gcf(6, 4)
+    gridder = _core(cl_env, gcf, 64, 64, cell)
+    grid = gridder(uvw, FREQ_HZ, cla.to_device(cl_env.queue, vis),
+                   cla.to_device(cl_env.queue, weights), return_device=True)
+    assert isinstance(grid, cla.Array)
+    reference = grid_reference(uvw, FREQ_HZ, vis, gcf, 64, 64, cell, weights)
+    assert _relative_error(grid.get(), reference) < 1e-5
+
+
+def test_bad_input_errors(cl_env):
+    rng = np.random.default_rng(10)
+    uvw, cell = _setup(rng, 64, 64, 50, 6)
+    vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 1), np.complex64)
+    gridder = _core(cl_env, separable_gcf(6, 4), 64, 64, cell)
+    bad_uvw = uvw.copy()
+    bad_uvw[3, 1] = np.nan
+    with pytest.raises(ValueError, match="uvw_m contains NaN/Inf: 3 "):
+        gridder(bad_uvw, FREQ_HZ, vis)
+    bad_vis = vis.copy()
+    bad_vis[0, 1, 0] = np.inf
+    with pytest.raises(ValueError, match="NaN/Inf"):
+        gridder(uvw, FREQ_HZ, bad_vis)
+    with pytest.raises(ValueError, match="shape"):
+        gridder(uvw, FREQ_HZ, vis[:, :2])
+    with pytest.raises(ValueError, match="no host records"):
+        gridder.grid_records(np.zeros((1, 4), np.int32), np.zeros((1, 1), np.complex64),
+                             gridder.zeros())
+    with pytest.raises(ValueError, match="support <= 33"):
+        Gridder(cl_env.queue, separable_gcf(40, 2), 128, 128, cell, strategy="core")
+    with pytest.raises(ValueError, match="too small for kernel support"):
+        _core(cl_env, separable_gcf(12, 2), 64, 64, cell, TileShape(8, 8))
+
+
+def test_deterministic_default_picks_core_only_on_gpus(cl_env):
+    gridder = Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, 1e-3, deterministic=True)
+    gpu = cl_env.profile.device_type == "gpu" and cl_env.profile.fp64
+    assert gridder.strategy == ("core" if gpu else "tiled") and gridder.deterministic
+
+
+def test_dispatcher_on_fake_profiles():
+    from test_dispatch import fake
+    from clgrid.gridders.dispatch import choose
+    gpu = fake()
+    choice = choose(gpu, 8, 4, deterministic=True)
+    assert choice.strategy == "core" and "core" in choice.reasons[-1]
+    assert choice.core == TileShape(8, 8, 4096, groups=4)
+    assert choose(gpu, 16, 1, deterministic=True).core == TileShape(16, 32, 2048)
+    # no fp64, too wide a kernel or too little local memory: the tiled strategy
+    for profile, support in ((fake(fp64=False), 8), (gpu, 48), (fake(local_mem_bytes=4096), 8)):
+        choice = choose(profile, support, 1, deterministic=True)
+        assert choice.strategy == "tiled" and "core impossible" in choice.reasons[-1]
+    assert choose(fake(device_type="cpu"), 8, 1, deterministic=True).strategy == "tiled"
+    assert choose(gpu, 8, 1).strategy == "scatter"                # not asked: unchanged
+    assert choose(gpu, 8, 1, strategy="core").strategy == "core"
+    with pytest.raises(ValueError, match="core strategy impossible"):
+        choose(fake(fp64=False), 8, 1, strategy="core")
+
+
+_OCLGRIND_SCRIPT = """
+import numpy as np, pyopencl as cl, clgrid
+from clgrid.core.plan import TileShape
+from clgrid.gcf import separable_gcf, w_projection_gcf
+from clgrid.gridders.gridder import Gridder
+queue = cl.CommandQueue(clgrid.create_context("oclgrind"))
+rng = np.random.default_rng(0)
+uvw = rng.uniform(-150, 150, (16, 3))
+vis = (rng.standard_normal((16, 1, 2)) + 1j).astype(np.complex64)
+weights = rng.uniform(0.5, 2.0, vis.shape)
+flags = rng.random(vis.shape) < 0.2
+cell = 1.0 / (20 * 20.0)
+for gcf in (separable_gcf(3, 2), w_projection_gcf(3, 2, 2, 60.0, 20 * cell)):
+    gridder = Gridder(queue, gcf, 20, 18, cell, npol=2, strategy="core",
+                      core_tiles=TileShape(4, 4, 3, groups=2))
+    grid = gridder(uvw, [1e8], vis, weights, flags)
+    assert gridder.last_stats["n_kept"] > 8, gridder.last_stats
+    assert np.abs(grid).max() > 0
+    gridder(uvw, [1e8], vis, weights, flags, out=gridder.zeros())
+    degridder = clgrid.Degridder(queue, gcf, 20, 18, cell, npol=2, strategy="core",
+                                 core_tiles=TileShape(4, 4))
+    assert np.abs(degridder(grid, uvw, [1e8], weights, flags)).max() > 0
+print("done")
+"""
+
+
+@pytest.mark.tiny
+def test_oclgrind_core_table_kernels_clean(request):
+    from oclgrind_check import run_clean
+    result = run_clean(request.config, _OCLGRIND_SCRIPT)
+    assert "done" in result.stdout
+
+
+def test_streaming_gridder_grids_core_in_row_blocks(cl_env):
+    rng = np.random.default_rng(12)
+    uvw, cell = _setup(rng, 64, 64, 500, 7, tracks=True)
+    vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2), np.complex64)
+    weights = rng.uniform(0.5, 2.0, vis.shape[:2] + (1,))
+    flags = rng.random(vis.shape[:2] + (1,)) < 0.1
+    gcf = separable_gcf(7, 8)
+
+    def make():
+        return clgrid.StreamingGridder(_core(cl_env, gcf, 64, 64, cell, npol=2),
+                                       chunk_records=400)
+
+    streaming = make()
+    first = streaming(uvw, FREQ_HZ, vis, weights, flags)
+    assert streaming.last_stats["n_chunks"] > 2
+    assert np.array_equal(first, streaming(uvw, FREQ_HZ, vis, weights, flags))
+    assert np.array_equal(first, make()(uvw, FREQ_HZ, vis, weights, flags))
+    reference = grid_reference(uvw, FREQ_HZ, vis, gcf, 64, 64, cell, weights, flags)
+    assert _relative_error(first, reference) < 1e-5
+    assert streaming.last_stats["n_flagged"] == int(flags.sum()) * 1
+
+
+@pytest.mark.parametrize("kind", ["separable", "full"])
+@pytest.mark.parametrize("npol, precision", [(1, np.float32), (4, np.float32),
+                                             (2, np.float64)])
+def test_degridder_core_matches_reference_and_is_adjoint(cl_env, kind, npol, precision):
+    from test_gridder_reference import degrid_reference
+    _skip_without_fp64(cl_env)
+    rng = np.random.default_rng(21 + npol)
+    nx, ny = 58, 46
+    uvw, cell = _setup(rng, nx, ny, 200, 6, fill=1.8, w_max_m=300.0)
+    gcf = (separable_gcf(6, 8) if kind == "separable" else
+           w_projection_gcf(6, 4, 4, 250.0 * FREQ_HZ.max() / C, nx * cell))
+    grid = random_vis(rng, (npol, ny, nx))
+    weights = rng.uniform(0.5, 2.0, (uvw.shape[0], FREQ_HZ.size, npol))
+    flags = rng.random(weights.shape) < 0.1
+    degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=npol,
+                                 precision=precision, strategy="core")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)     # some points off the grid
+        vis = degridder(grid.astype(degridder.complex_dtype), uvw, FREQ_HZ, weights, flags)
+    reference = degrid_reference(grid, uvw, FREQ_HZ, gcf, nx, ny, cell, weights) * ~flags
+    assert vis.shape == reference.shape and vis.dtype == degridder.complex_dtype
+    assert _relative_error(vis, reference) < _tolerance(precision)
+    assert degridder.last_stats["n_offgrid"] > 0
+    # adjoint of Gridder(strategy='core') in the real inner product (conjugating
+    # the w < 0 visibilities is antilinear): Re <g, G v> = Re <D g, v>
+    values = random_vis(rng, weights.shape)
+    gridder = _core(cl_env, gcf, nx, ny, cell, npol=npol, precision=precision)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        gridded = gridder(uvw, FREQ_HZ, values.astype(gridder.complex_dtype), weights, flags)
+    left = np.vdot(grid, gridded).real
+    right = np.vdot(vis, values).real
+    assert abs(left - right) < 10 * _tolerance(precision) * abs(left)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        again = degridder(grid.astype(degridder.complex_dtype), uvw, FREQ_HZ, weights, flags)
+    assert np.array_equal(vis, again)
+
+
+def test_no_rows_and_far_points(cl_env):
+    """Zero rows give a zero grid; points far beyond the grid (beyond what an
+    integer position holds) are counted off the grid, not wrapped onto it."""
+    gcf = separable_gcf(6, 4)
+    gridder = _core(cl_env, gcf, 48, 48, 1e-3, npol=2)
+    empty = gridder(np.zeros((0, 3)), FREQ_HZ, np.zeros((0, FREQ_HZ.size, 2), np.complex64))
+    assert empty.shape == (2, 48, 48) and not np.any(empty)
+    degridder = clgrid.Degridder(cl_env.queue, gcf, 48, 48, 1e-3, npol=2, strategy="core")
+    assert degridder(empty, np.zeros((0, 3)), FREQ_HZ).shape == (0, FREQ_HZ.size, 2)
+    uvw = np.array([[1e25, 0.0, 0.0], [-3e20, 5e19, 1.0], [10.0, -20.0, 3.0]])
+    vis = np.ones((3, FREQ_HZ.size, 2), np.complex64)
+    with pytest.warns(UserWarning, match="off the grid"):
+        grid = gridder(uvw, FREQ_HZ, vis)
+    assert gridder.last_stats["n_offgrid"] == 2 * FREQ_HZ.size
+    reference = grid_reference(uvw[2:], FREQ_HZ, vis[2:].astype(np.complex128), gcf, 48, 48,
+                               1e-3)
+    assert _relative_error(grid, reference) < 1e-5
+
+
+@pytest.mark.parametrize("support", [1, 2, 3, 17, 33])
+def test_supports_from_1_to_33(cl_env, support):
+    """Odd and even supports up to the core's limit, both table kinds, the
+    device's tile and a 32 x 32 GPU tile with split chunks."""
+    rng = np.random.default_rng(support)
+    nx = 96
+    uvw, cell = _setup(rng, nx, nx, 60, support, w_max_m=200.0)
+    vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2))
+    for gcf in (separable_gcf(support, 4),
+                w_projection_gcf(support, 2, 3, 200.0 * FREQ_HZ.max() / C, nx * cell)):
+        reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, nx, cell)
+        for tiles in (None, TileShape(32, 32, 64)):
+            result = _core(cl_env, gcf, nx, nx, cell, tiles, npol=2)(
+                uvw, FREQ_HZ, vis.astype(np.complex64))
+            assert _relative_error(result, reference) < 1e-5, (gcf.separable, tiles)
