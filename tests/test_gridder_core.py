@@ -216,6 +216,23 @@ def test_deterministic_default_picks_core_only_on_gpus(cl_env):
     assert gridder.strategy == ("core" if gpu else "tiled") and gridder.deterministic
 
 
+def test_gpus_default_to_core_unless_scatter_is_asked_for(cl_env):
+    """deterministic=None: the core on GPUs where it fits (13x faster end to
+    end on the H200), nothing changes where scatter is asked for or impossible."""
+    import dataclasses
+    gridder = Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, 1e-3)
+    gridder.profile = dataclasses.replace(gridder.profile, device_type="gpu", fp64=True)
+    assert gridder._core_by_default(None, "auto", None, None)
+    assert not gridder._core_by_default(False, "auto", None, None)
+    assert not gridder._core_by_default(None, "scatter", None, None)
+    assert not gridder._core_by_default(None, "auto", None, "cas")
+    assert not gridder._core_by_default(None, "auto", {"coarsen": 2}, None)
+    gridder.profile = dataclasses.replace(gridder.profile, fp64=False)
+    assert not gridder._core_by_default(None, "auto", None, None)
+    gridder.profile = dataclasses.replace(gridder.profile, device_type="cpu", fp64=True)
+    assert not gridder._core_by_default(None, "auto", None, None)
+
+
 def test_dispatcher_on_fake_profiles():
     from test_dispatch import fake
     from clgrid.gridders.dispatch import choose

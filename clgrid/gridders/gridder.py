@@ -185,11 +185,12 @@ class Gridder(_TableOperation):
         ``params``, ``atomics`` or ``count_flushes`` is an error.
         False: the fastest path, whose last bits may vary (float atomics on
         GPUs, atomic binning in the tiled strategy).  None (default): True
-        where it costs little, i.e. when the tiled strategy runs on a CPU
-        device (the dispatcher's usual choice there) or the core strategy
-        runs (always deterministic); False elsewhere (GPUs keep the scatter
-        strategy with native float atomics).  The result is in
-        :attr:`deterministic`.
+        where it costs little: on GPUs the core strategy where it fits
+        (fp64, support <= 33; on the H200 1.7x the scatter strategy's device
+        time but 13x faster end to end, its set points being on the device),
+        on CPUs the tiled strategy (the dispatcher's usual choice there);
+        False elsewhere (a GPU without fp64 keeps the scatter strategy with
+        native float atomics).  The result is in :attr:`deterministic`.
     """
 
     def __init__(self, context, gcf: GCF, nx: int, ny: int, cell_size_rad: float, *,
@@ -204,7 +205,8 @@ class Gridder(_TableOperation):
         self.params = self._resolve_params(params)
         self.count_flushes = bool(count_flushes)
         self.choice = self._choose(strategy, params, atomics, tiled_params, image_params,
-                                   deterministic is True, core_tiles)
+                                   deterministic is True or self._core_by_default(
+                                       deterministic, strategy, params, atomics), core_tiles)
         self.strategy = self.choice.strategy
         #: Whether grids are bitwise-reproducible run to run (see ``deterministic``).
         self.deterministic = self.strategy == "core" or (
@@ -233,6 +235,19 @@ class Gridder(_TableOperation):
                         extra=self._image.template_params())
         else:
             self._build(atomics)
+
+    def _core_by_default(self, deterministic, strategy: str, params, atomics) -> bool:
+        """``deterministic=None`` on a GPU where the core strategy fits: the
+        core (deterministic, and on the H200 13x faster end to end than the
+        scatter strategy's host-prepared records, 1.7x slower on the device
+        alone: benchmarks/RESULTS.md)."""
+        from .dispatch import core_possible
+        explicit_scatter = (isinstance(params, (GridderParams, dict)) or atomics is not None
+                            or self.count_flushes)
+        return (deterministic is None and strategy == "auto" and not explicit_scatter
+                and self.profile.device_type == "gpu"
+                and core_possible(self.profile, self.gcf.support, self.real_dtype,
+                                  self.gcf.separable)[0])
 
     def _choose(self, strategy: str, params, atomics, tiled_params, image_params,
                 deterministic: bool, core_tiles=None):
