@@ -6,8 +6,12 @@
 ## their w-kernel weights and added to out (passes run in a fixed order).
 ## Parameters: real ("float" | "double"): grid precision; vis_real: output
 ##             precision; support (int W), beta; do_w, shifted, weighted,
-##             masked (bool); with_f64 (always True).  out starts zeroed (points
-##             with no valid position are never visited).
+##             masked (bool); with_f64 (always True); kernel_eval ("exp" |
+##             "horner"): the kernel's taps by the formula or by the spreader's
+##             per-tap polynomials (horner: their coefficients, as
+##             eskernel.horner_coefficients), the same as spread_vector's so
+##             that the two stay adjoint.  out starts zeroed (points with no
+##             valid position are never visited).
 <%
     csuffix = "f32" if real == "float" else "f64"
     vec = real + "2"
@@ -17,6 +21,28 @@
 <%include file="es_kernel.cl.mako"/>
 <%include file="complex.cl.mako"/>
 <%include file="footprint.cl.mako"/>
+% if kernel_eval == "horner":
+<%
+    suffix = "f" if real == "float" else ""
+    def literal(value):
+        return ("%.9e" % value + "f") if real == "float" else "%.17e" % value
+    def horner_expression(tap):
+        expression = literal(horner[0][tap])
+        for row in horner[1:]:
+            expression = "fma(%s, x, %s)" % (expression, literal(row[tap]))
+        return expression
+%>
+
+// The W taps phi(t + a - W/2) of a point at offset t in [0, 1) past its
+// footprint's first cell, by Horner's rule in x = 2t - 1 (as spread_vector).
+inline void kernel_taps(const ${real} t, ${real} *taps)
+{
+    const ${real} x = (${real})2 * t - (${real})1;
+%   for tap in range(support):
+    taps[${tap}] = ${horner_expression(tap)};
+%   endfor
+}
+% endif
 
 
 __kernel void interpolate(__global const unsigned int *sorted_index, const unsigned int n_points,
@@ -40,18 +66,29 @@ __kernel void interpolate(__global const unsigned int *sorted_index, const unsig
     const double v = uvw[3 * row + 1] * f * v_scale;
     const double fu = footprint_start(u), fv = footprint_start(v);
     const int cu = wrap_cell(fu, nu), cv = wrap_cell(fv, nv);
-    const ${real} xu = (${real})(fu - u), xv = (${real})(fv - v);
     ${real} ku[SUPPORT], kv[SUPPORT];
     int iv[SUPPORT];
+% if kernel_eval == "horner":
+    kernel_taps((${real})(fu - u + 0.5 * SUPPORT), ku);
+    kernel_taps((${real})(fv - v + 0.5 * SUPPORT), kv);
+    for (int a = 0; a < SUPPORT; ++a)
+        iv[a] = (cv + a) < nv ? cv + a : cv + a - nv;
+% else:
+    const ${real} xu = (${real})(fu - u), xv = (${real})(fv - v);
     for (int a = 0; a < SUPPORT; ++a) {
         ku[a] = es_kernel(xu + (${real})a);
         kv[a] = es_kernel(xv + (${real})a);
         iv[a] = (cv + a) < nv ? cv + a : cv + a - nv;
     }
+% endif
 % if do_w:
     const double w = uvw[3 * row + 2] * f * w_scale - w_offset;
     const int p_first = max((int)footprint_start(w), plane0);
     const int p_end = min((int)footprint_start(w) + SUPPORT, plane0 + n_pass);
+%   if kernel_eval == "horner":
+    ${real} kw[SUPPORT];
+    kernel_taps((${real})(footprint_start(w) - w + 0.5 * SUPPORT), kw);
+%   endif
 % else:
     const int p_first = plane0, p_end = plane0 + 1;
 % endif
@@ -68,7 +105,9 @@ __kernel void interpolate(__global const unsigned int *sorted_index, const unsig
             plane_sum += row_sum * ku[a];
             iu = (iu + 1 == nu) ? 0 : iu + 1;
         }
-% if do_w:
+% if do_w and kernel_eval == "horner":
+        sum += plane_sum * kw[p - (int)footprint_start(w)];
+% elif do_w:
         sum += plane_sum * es_kernel((${real})((double)p - w));
 % else:
         sum += plane_sum;

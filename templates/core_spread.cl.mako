@@ -26,11 +26,15 @@
 ##             of the visibilities; support (int W), beta; tile_u, lanes (=
 ##             tile_v); do_w (bool); shifted (bool): facet centre away from the
 ##             phase centre; weighted, masked (bool): wgt / mask arrays given;
-##             vector (bool): CPUs: kernel spread_vector instead, one work-item
-##             per work item and the tile's columns as one OpenCL vector of
-##             LANES (= 16) values, so each point costs one vector exp for
-##             its v kernel and two vector FMAs per footprint row;
+##             vector (bool): CPUs: kernels point_records and spread_vector
+##             instead, one work-item per work item, the tile's columns as
+##             one OpenCL vector of LANES (= 16) values and a point's W taps
+##             as another, so each point costs one tap vector per axis and
+##             two vector FMAs per footprint row;
 ##             plane_block (int): w planes one spread_vector item grids;
+##             kernel_eval ("exp" | "horner"): how spread_vector evaluates a
+##             point's taps; horner: (degree + 1, W) polynomial coefficients
+##             (eskernel.horner_coefficients; unused with "exp");
 ##             with_f64 (bool, for complex.cl.mako: always True).
 <%
     csuffix = "f32" if real == "float" else "f64"
@@ -247,122 +251,233 @@ void spread(__global const unsigned int *sorted_index, __global const unsigned i
 <%
     vn = real + str(lanes)
     dn = "double" + str(lanes)
+    rn = real + "4"
     columns = ", ".join(str(c) for c in range(lanes))
+    suffix = "f" if real == "float" else ""
+    digits = 9 if real == "float" else 17
+    def vector_literal(values):
+        padded = list(values) + [0.0] * (lanes - len(values))
+        return "(" + vn + ")(" + ", ".join(("%." + str(digits) + "e") % v + suffix
+                                          for v in padded) + ")"
+    index_type = "uint" if real == "float" else "ulong"
+    low = ", ".join("%d, %d" % (c, c + lanes) for c in range(lanes // 2))
+    high = ", ".join("%d, %d" % (c, c + lanes) for c in range(lanes // 2, lanes))
 %>
 #define FOLD_EVERY 32
 #define PLANE_BLOCK ${plane_block}
+// Private tile of spread_vector: TILE_U rows plus halos of SUPPORT - 1 rows
+// either side, each row LANES cells plus LANES-wide margins either side, so
+// that a footprint starting anywhere a touching point's can start is added
+// without clipping (what falls in the halo belongs to other tiles).
+#define ACC_ROWS (TILE_U + 2 * (SUPPORT - 1))
+#define ROW (3 * LANES)
 
-// The ES kernel at LANES offsets at once (zero outside the support).
-inline ${vn} es_kernel_v(const ${vn} s)
+// Where the points of one pass lie, in the order of the sort (positions
+// 0 .. n_valid - 1), computed once per geometry so that spread_vector reads
+// them in sequence: cells[i] = (first footprint cell in u, in v, first w
+// plane, visibility index); fracs[i] = offsets t in [0, 1) of the point
+// past its footprint's first cell in u, v and w (cell = pos - W/2 + t).
+__kernel void point_records(__global const unsigned int *sorted_index,
+                            const unsigned int n_valid,
+                            __global const double *uvw, __global const double *freq_scale,
+                            const unsigned int nchan, const int nu, const int nv,
+                            const double u_scale, const double v_scale,
+                            const double w_scale, const double w_offset,
+                            __global int4 *cells, __global ${rn} *fracs)
 {
-    const ${vn} z = s * INV_HALF_SUPPORT;
+    const unsigned int i = get_global_id(0);
+    if (i >= n_valid)
+        return;
+    const unsigned int k = sorted_index[i];
+    const size_t row = k / nchan;
+    const double f = freq_scale[k - row * nchan];
+    const double u = uvw[3 * row] * f * u_scale;
+    const double v = uvw[3 * row + 1] * f * v_scale;
+    const double fu = footprint_start(u), fv = footprint_start(v);
+% if do_w:
+    const double w = uvw[3 * row + 2] * f * w_scale - w_offset;
+    const double fw = footprint_start(w);
+% else:
+    const double w = 0.0, fw = 0.5 * SUPPORT;
+% endif
+    cells[i] = (int4)(wrap_cell(fu, nu), wrap_cell(fv, nv), (int)fw, (int)k);
+    fracs[i] = (${rn})((${real})(fu - u + 0.5 * SUPPORT), (${real})(fv - v + 0.5 * SUPPORT),
+                      (${real})(fw - w + 0.5 * SUPPORT), (${real})0);
+}
+
+// The W taps phi(t + a - W/2), a = 0 .. W - 1, of a point at offset t as
+// lanes 0 .. W - 1 of one vector (the other lanes 0).
+inline ${vn} es_taps(const ${real} t)
+{
+% if kernel_eval == "horner":
+    // ducc0's form: per tap a polynomial in x = 2t - 1 (eskernel.horner_coefficients)
+    const ${real} x = (${real})2 * t - (${real})1;
+    ${vn} taps = ${vector_literal(horner[0])};
+%   for row in horner[1:]:
+    taps = fma(taps, (${vn})x, ${vector_literal(row)});
+%   endfor
+    return taps;
+% else:
+    const ${vn} z = (t - HALF_SUPPORT + (${vn})(${columns})) * INV_HALF_SUPPORT;
     const ${vn} z2 = z * z;
     const ${vn} inside = exp(ES_BETA * (sqrt(fmax((${real})1 - z2, (${real})0)) - (${real})1));
     return select((${vn})0, inside, z2 < (${real})1);
+% endif
+}
+
+// Adds one plane's (re, im) private rows into the tile's float64 totals and
+// clears them (the halo is never read: it keeps its float sums).
+inline void fold_rows(${real} *acc_re, ${real} *acc_im, ${dn} *total_re, ${dn} *total_im)
+{
+    for (int r = 0; r < TILE_U; ++r) {
+        const int at = (r + SUPPORT - 1) * ROW + LANES;
+        total_re[r] += convert_${dn}(vload${lanes}(0, acc_re + at));
+        total_im[r] += convert_${dn}(vload${lanes}(0, acc_im + at));
+        vstore${lanes}((${vn})0, 0, acc_re + at);
+        vstore${lanes}((${vn})0, 0, acc_im + at);
+    }
+}
+
+// One tile row of LANES complex cells from its real and imaginary parts.
+inline void store_row(__global ${vec} *out, const ${vn} re, const ${vn} im)
+{
+    __global ${real} *flat = (__global ${real} *)out;
+    vstore${lanes}(shuffle2(re, im, (${index_type}${lanes})(${low})), 0, flat);
+    vstore${lanes}(shuffle2(re, im, (${index_type}${lanes})(${high})), 0, flat + LANES);
 }
 
 // CPUs: one work-item per work item, alone in its work-group (its private
 // tiles are tens of KiB: PoCL, which keeps the private data of a whole
 // work-group at once, overflowed its stack with large groups).  An item is a
 // tile and a block of up to PLANE_BLOCK w planes (tile, first plane in pass,
-// planes, -1): each point's u and v kernels are evaluated once for all the
-// planes of the block it touches.  The tile's LANES columns are one vector,
-// its TILE_U rows an array of them.  Points in the order of the sort; the
-// float64 fold comes after every FOLD_EVERY points that touch the tile (so the
-// bits differ from `spread`'s, run after run alike).
+// planes, -1).  Each point of the source bins that touches the tile (read
+// from point_records, in the order of the sort) costs one tap vector in u,
+// in v and in w, then per plane W unclipped row updates of the private tile
+// with halo: two vector FMAs each.  The float64 fold comes after every
+// FOLD_EVERY points that touch the tile (so the bits differ from `spread`'s,
+// run after run alike).  A tile no point reaches is written as zeros at once.
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void spread_vector(
-            __global const unsigned int *sorted_index, __global const unsigned int *bin_start,
+            __global const int4 *cells, __global const ${rn} *fracs,
+            __global const unsigned int *bin_start,
             __global const double *uvw, __global const double *freq_scale,
             const unsigned int nchan,
             __global const ${vvec} *vis, const unsigned int npol, const unsigned int pol,
             __global const ${vis_real} *wgt, __global const unsigned char *mask,
             __global ${vec} *planes, const int nu, const int nv,
             const int ntiles_u, const int ntiles_v,
-            const double u_scale, const double v_scale,
-            const double w_scale, const double w_offset,
             const int plane0, const int n_wbins,
             const double shift_u, const double shift_v,
-            __global const int4 *work, const unsigned int chunk_points,
-            __global double2 *scratch)
+            __global const int4 *work)
 {
     const int4 item = work[get_global_id(0)];
     const int tile = item.x;
     const int first_plane = plane0 + item.y, n_planes = item.z;
     const int tu = tile / ntiles_v, tv = tile - (tile / ntiles_v) * ntiles_v;
     const int u0 = tu * TILE_U, v0 = tv * LANES;
-    unsigned int seen = 0;
-    const ${vn} column = (${vn})(${columns});
-
-    ${vn} acc_re[PLANE_BLOCK][TILE_U], acc_im[PLANE_BLOCK][TILE_U];
-    ${dn} total_re[PLANE_BLOCK][TILE_U], total_im[PLANE_BLOCK][TILE_U];
-    for (int j = 0; j < PLANE_BLOCK; ++j)
-        for (int r = 0; r < TILE_U; ++r) {
-            acc_re[j][r] = acc_im[j][r] = (${vn})0;
-            total_re[j][r] = total_im[j][r] = (${dn})0;
-        }
 % if do_w:
     const int wlo = max(first_plane - SUPPORT + 1, 0);
     const int whi = min(first_plane + n_planes - 1, n_wbins - 1);
 % else:
     const int wlo = 0, whi = 0;
 % endif
-    int since_fold = 0;
+    uint2 ranges[4];
+    unsigned int n_points = 0, seen = 0;
     for (int sb = 0; sb < 4; ++sb) {
         const int bin = source_bin(sb, tu, tv, ntiles_u, ntiles_v, n_wbins);
-        if (bin < 0)
-            continue;
-        const uint2 range = chunk_range(bin_start, (unsigned int)bin, wlo, whi, 0u,
-                                        chunk_points, &seen);
-        for (unsigned int position = range.x; position < range.y; ++position) {
-            int du, dv;
-            ${real} xu, xv;
-            double w_pos = 0.0;
-            ${vec} value;
-            if (!locate(sorted_index[position], uvw, freq_scale, nchan, vis, npol, pol, wgt,
-                        mask, nu, nv, u0, v0, u_scale, v_scale, w_scale, w_offset, -1,
-                        shift_u, shift_v, &du, &dv, &xu, &xv, &w_pos, &value))
+        ranges[sb] = bin < 0 ? (uint2)(0, 0)
+                             : chunk_range(bin_start, (unsigned int)bin, wlo, whi, 0u,
+                                           0xffffffffu, &seen);
+        n_points += ranges[sb].y - ranges[sb].x;
+    }
+    __global ${vec} *out = planes + (size_t)item.y * nu * nv + (size_t)u0 * nv + v0;
+    if (n_points == 0) {
+        for (int j = 0; j < n_planes; ++j)
+            for (int r = 0; r < TILE_U; ++r)
+                store_row(out + (size_t)j * nu * nv + (size_t)r * nv, (${vn})0, (${vn})0);
+        return;
+    }
+
+    ${real} acc_re[PLANE_BLOCK][ACC_ROWS * ROW], acc_im[PLANE_BLOCK][ACC_ROWS * ROW];
+    ${dn} total_re[PLANE_BLOCK][TILE_U], total_im[PLANE_BLOCK][TILE_U];
+    for (int j = 0; j < n_planes; ++j) {
+        for (int c = 0; c < ACC_ROWS * ROW; c += LANES) {
+            vstore${lanes}((${vn})0, 0, acc_re[j] + c);
+            vstore${lanes}((${vn})0, 0, acc_im[j] + c);
+        }
+        for (int r = 0; r < TILE_U; ++r)
+            total_re[j][r] = total_im[j][r] = (${dn})0;
+    }
+    ${real} ku[LANES];
+% if do_w:
+    ${real} kw[LANES];
+% endif
+    int since_fold = 0;
+    for (int sb = 0; sb < 4; ++sb) {
+        for (unsigned int position = ranges[sb].x; position < ranges[sb].y; ++position) {
+            const int4 cell = cells[position];
+            const int du = tile_offset(cell.x, u0, nu, TILE_U);
+            const int dv = tile_offset(cell.y, v0, nv, LANES);
+            if (!(du > -SUPPORT && du < TILE_U && dv > -SUPPORT && dv < LANES))
                 continue;
-            const ${vn} kv = es_kernel_v(xv - (${real})dv + column);
+            const ${rn} frac = fracs[position];
+            const unsigned int k = (unsigned int)cell.w;
+            const ${vvec} raw = vis[(size_t)k * npol + pol];
+            ${vec} value = (${vec})((${real})raw.x, (${real})raw.y);
+% if weighted:
+            value *= (${real})wgt[k];
+% endif
+% if masked:
+            value = mask[k] ? value : (${vec})(0, 0);
+% endif
+% if shifted:
+            {
+                const size_t row = k / nchan;
+                const double f = freq_scale[k - row * nchan];
+                double c;
+                const double s = sincos(f * (uvw[3 * row] * shift_u
+                                             + uvw[3 * row + 1] * shift_v), &c);
+                value = cmul_${csuffix}(value, (${vec})((${real})c, (${real})s));
+            }
+% endif
+            vstore${lanes}(es_taps(frac.x), 0, ku);
+            const ${vn} kv = es_taps(frac.y);
             const ${vn} kv_re = kv * value.x, kv_im = kv * value.y;
-            ${real} ku[LANES];
-            vstore${lanes}(es_kernel_v(xu + column), 0, ku);
-            const int a_first = max(0, -du), a_end = min(SUPPORT, TILE_U - du);
+% if do_w:
+            vstore${lanes}(es_taps(frac.z), 0, kw);
+% endif
+            const int at = (du + SUPPORT - 1) * ROW + LANES + dv;
             for (int j = 0; j < n_planes; ++j) {
 % if do_w:
-                const ${real} kw = es_kernel((${real})((double)(first_plane + j) - w_pos));
-                if (kw == (${real})0)
+                const int tap = first_plane + j - cell.z;
+                if (tap < 0 || tap >= SUPPORT)
                     continue;
-                const ${vn} kvw_re = kv_re * kw, kvw_im = kv_im * kw;
+                const ${vn} kvw_re = kv_re * kw[tap], kvw_im = kv_im * kw[tap];
 % else:
                 const ${vn} kvw_re = kv_re, kvw_im = kv_im;
 % endif
-                for (int a = a_first; a < a_end; ++a) {
-                    acc_re[j][du + a] += ku[a] * kvw_re;
-                    acc_im[j][du + a] += ku[a] * kvw_im;
+                ${real} *re = acc_re[j] + at, *im = acc_im[j] + at;
+                #pragma unroll
+                for (int a = 0; a < SUPPORT; ++a) {
+                    vstore${lanes}(fma((${vn})ku[a], kvw_re, vload${lanes}(0, re + a * ROW)), 0,
+                                   re + a * ROW);
+                    vstore${lanes}(fma((${vn})ku[a], kvw_im, vload${lanes}(0, im + a * ROW)), 0,
+                                   im + a * ROW);
                 }
             }
             if (++since_fold == FOLD_EVERY) {
                 since_fold = 0;
                 for (int j = 0; j < n_planes; ++j)
-                    for (int r = 0; r < TILE_U; ++r) {
-                        total_re[j][r] += convert_${dn}(acc_re[j][r]);
-                        total_im[j][r] += convert_${dn}(acc_im[j][r]);
-                        acc_re[j][r] = acc_im[j][r] = (${vn})0;
-                    }
+                    fold_rows(acc_re[j], acc_im[j], total_re[j], total_im[j]);
             }
         }
     }
-    for (int j = 0; j < n_planes; ++j)
-        for (int r = 0; r < TILE_U; ++r) {
-            double re[LANES], im[LANES];
-            vstore${lanes}(total_re[j][r] + convert_${dn}(acc_re[j][r]), 0, re);
-            vstore${lanes}(total_im[j][r] + convert_${dn}(acc_im[j][r]), 0, im);
-            __global ${vec} *out = planes + (size_t)(item.y + j) * nu * nv
-                                   + (size_t)(u0 + r) * nv + v0;
-            for (int c = 0; c < LANES; ++c)
-                out[c] = (${vec})((${real})re[c], (${real})im[c]);
-        }
+    for (int j = 0; j < n_planes; ++j) {
+        fold_rows(acc_re[j], acc_im[j], total_re[j], total_im[j]);
+        for (int r = 0; r < TILE_U; ++r)
+            store_row(out + (size_t)j * nu * nv + (size_t)r * nv,
+                      convert_${vn}(total_re[j][r]), convert_${vn}(total_im[j][r]));
+    }
 }
 % endif
 

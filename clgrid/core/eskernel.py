@@ -210,6 +210,83 @@ class KernelChoice:
         return es_fourier(xi, self.support, self.beta)
 
 
+#: Kernel evaluation methods of the CPU spreader (``TileShape.kernel_eval``).
+KERNEL_EVALS = ("exp", "horner")
+
+
+def horner_degree(support: int) -> int:
+    """Degree of the per-tap polynomials of :func:`horner_coefficients`.
+
+    The fit error stops falling at about degree ``W - 1``: what is left comes
+    from the kernel's square-root edge (its jump of ``exp(-beta)`` at
+    ``|s| = W / 2``) and stays below a fifth of the kernel's own aliasing
+    error (``tests/test_imaging_eskernel.py``); two more degrees are margin.
+    """
+    return int(support) + 2
+
+
+def horner_coefficients(support: int, beta: float, degree: int | None = None) -> np.ndarray:
+    """Piecewise-polynomial form of the ES kernel (as ducc0's wgridder evaluates it).
+
+    A point at fractional offset ``t`` in [0, 1) (its first footprint cell is
+    ``W / 2 - t`` cells before it) sees tap ``a`` (``a = 0 .. W - 1``) at
+    ``phi(t + a - W / 2)``.  Over ``x = 2 t - 1`` in [-1, 1] each tap is one
+    polynomial of degree ``degree``, fitted in float64 by least squares on
+    Chebyshev nodes.  Returns ``(degree + 1, W)`` coefficients, highest power
+    first, so that Horner's rule evaluates all W taps at once as one vector::
+
+        taps = c[0]; for d in 1..degree: taps = taps * x + c[d]
+    """
+    support = int(support)
+    degree = horner_degree(support) if degree is None else int(degree)
+    n_nodes = 4 * (degree + 1)
+    x = np.cos(np.pi * (np.arange(n_nodes) + 0.5) / n_nodes)
+    t = 0.5 * (x + 1.0)
+    coefficients = np.zeros((degree + 1, support))
+    for tap in range(support):
+        values = es_kernel(t + tap - support / 2.0, support, beta)
+        power = np.polynomial.chebyshev.cheb2poly(
+            np.polynomial.chebyshev.chebfit(x, values, degree))
+        coefficients[degree + 1 - power.size:, tap] = power[::-1]
+    return coefficients
+
+
+def horner_error(support: int, beta: float, degree: int | None = None,
+                 n_offsets: int = 2001) -> float:
+    """Largest absolute difference (float64) between :func:`horner_coefficients`'
+    polynomials and the ES kernel over all taps and offsets."""
+    t = np.linspace(0.0, 1.0, n_offsets)[:-1]
+    exact = es_kernel(t[:, None] + np.arange(support) - support / 2.0, support, beta)
+    taps = horner_taps(horner_coefficients(support, beta, degree), t)
+    return float(np.max(np.abs(taps - exact)))
+
+
+#: Horner evaluation is used only where its fit error is at most this share
+#: of the kernel's aliasing error (small supports, whose edge jump
+#: exp(-beta) is large, keep exp).
+HORNER_ERROR_SHARE = 0.25
+
+
+@functools.lru_cache(maxsize=64)
+def horner_suits(support: int, beta: float) -> bool:
+    """Whether the polynomial form is accurate enough for this kernel (see
+    :data:`HORNER_ERROR_SHARE`); kernels outside the table keep exp."""
+    errors = [error for (_, w), (b, error) in KERNEL_TABLE.items()
+              if w == support and b == beta]
+    return bool(errors) and horner_error(support, beta) <= HORNER_ERROR_SHARE * errors[0]
+
+
+def horner_taps(coefficients: np.ndarray, t: np.ndarray, dtype=np.float64) -> np.ndarray:
+    """(len(t), W) kernel taps at offsets ``t`` by Horner's rule in ``dtype``
+    (what the device kernel computes; for tests)."""
+    coefficients = np.asarray(coefficients, dtype)
+    x = (2.0 * np.asarray(t, dtype) - 1.0).astype(dtype)[:, None]
+    taps = np.broadcast_to(coefficients[0], (x.shape[0], coefficients.shape[1])).copy()
+    for row in coefficients[1:]:
+        taps = taps * x + row
+    return taps
+
+
 def _table() -> dict[tuple[float, int], tuple[float, float]]:
     return KERNEL_TABLE
 
@@ -254,5 +331,6 @@ def candidate_kernels(epsilon: float, ndim: int, sigma_min: float = 1.1,
     return choices
 
 
-__all__ = ["KERNEL_TABLE", "KernelChoice", "aliasing_error", "build_table",
+__all__ = ["KERNEL_EVALS", "KERNEL_TABLE", "KernelChoice", "horner_coefficients",
+           "horner_degree", "horner_error", "horner_suits", "horner_taps", "aliasing_error", "build_table",
            "candidate_kernels", "correction_gain", "es_fourier", "es_kernel", "optimal_beta"]

@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from ..device.profiles import DeviceProfile
-from .eskernel import KernelChoice, candidate_kernels
+from .eskernel import KERNEL_EVALS, KernelChoice, candidate_kernels, horner_suits
 
 SPEED_OF_LIGHT = 299792458.0
 #: Smallest epsilon per precision (ducc0 refuses smaller ones too).
@@ -301,13 +301,19 @@ class TileShape:
     ``vector``: CPUs: one work-item per tile with its ``lanes`` (16) columns
     as one OpenCL vector (``spread_vector``) instead of one lane per column;
     it never splits a tile, and grids ``plane_block`` w planes at once, so a
-    point's u and v kernels are evaluated once per block, not per plane."""
+    point's u and v kernels are evaluated once per block, not per plane;
+    ``kernel_eval`` (vector tiles): how ``spread_vector`` evaluates the ES
+    kernel's W taps of a point, ``'exp'`` (the formula, as a LANES vector) or
+    ``'horner'`` (ducc0's piecewise polynomials, one Horner vector of
+    degree W + 2; used only where :func:`clgrid.core.eskernel.horner_suits`
+    the kernel, see :meth:`kernel_eval_for`)."""
 
     tile_u: int
     lanes: int
     chunk_points: int = 2 ** 31
     vector: bool = False
     plane_block: int = 1
+    kernel_eval: str = "exp"
 
     def check(self, support: int) -> None:
         """A tile only reads its own and its lower neighbours' bins, so a
@@ -319,12 +325,29 @@ class TileShape:
             raise ValueError(f"a vector tile needs 2, 4, 8 or 16 lanes, got {self.lanes}")
         if self.plane_block < 1 or (self.plane_block > 1 and not self.vector):
             raise ValueError("plane_block > 1 needs a vector tile (and plane_block >= 1)")
+        if self.vector and support > self.lanes:
+            raise ValueError(f"a vector tile of {self.lanes} lanes holds at most {self.lanes} "
+                             f"kernel taps, not support {support}")
+        if self.kernel_eval not in KERNEL_EVALS:
+            raise ValueError(f"kernel_eval must be one of {KERNEL_EVALS}, "
+                             f"got {self.kernel_eval!r}")
+        if self.kernel_eval != "exp" and not self.vector:
+            raise ValueError("kernel_eval 'horner' needs a vector tile")
+
+    def kernel_eval_for(self, choice: KernelChoice) -> str:
+        """The evaluation ``spread_vector`` uses for ``choice``: Horner only
+        where its polynomials are accurate enough for that kernel."""
+        if self.kernel_eval == "horner" and horner_suits(choice.support, choice.beta):
+            return "horner"
+        return "exp"
 
     @classmethod
     def for_device(cls, profile: DeviceProfile, support: int) -> "TileShape":
         if profile.device_type == "gpu":
             return cls(8 if support <= 8 else 16, 32, 2048)
-        return cls(16, 16, vector=True, plane_block=4)
+        # Horner: measured faster than exp on the Intel CPU runtime
+        # (benchmarks/RESULTS.md, "Gridding core, CPU spreading").
+        return cls(16, 16, vector=True, plane_block=4, kernel_eval="horner")
 
 
 def planes_per_pass(profile: DeviceProfile, layout: GridLayout, grid_complex: np.dtype,

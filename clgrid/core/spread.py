@@ -28,6 +28,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from ..device.kernels import KernelTemplate, real_dtype_name
+from .eskernel import horner_coefficients
 from .plan import GridLayout, ImageGeometry, TileShape
 from .setpoints import PointSet, coordinate_scales
 
@@ -63,8 +64,16 @@ class _Stage:
         self._dummy_mask = cla.empty(queue, 1, np.uint8)
         self.scales = [np.float64(s) for s in coordinate_scales(geometry, layout)]
 
+    @property
+    def kernel_eval(self) -> str:
+        """How the ES kernel's taps are evaluated (see TileShape.kernel_eval_for)."""
+        return self.tiles.kernel_eval_for(self.layout.choice)
+
     def _extra_params(self) -> dict:
-        return {}
+        choice = self.layout.choice
+        horner = (horner_coefficients(choice.support, choice.beta).tolist()
+                  if self.kernel_eval == "horner" else [])
+        return {"kernel_eval": self.kernel_eval, "horner": horner}
 
     def kernel(self, weighted: bool, masked: bool) -> cl.Kernel:
         key = (weighted, masked)
@@ -165,11 +174,31 @@ class Spreader(_Stage):
         super().__init__(*args, **kwargs)
         self._work: dict[tuple[int, int], WorkList] = {}
         self._dummy_scratch = cla.empty(self.queue, 1, np.complex128)
+        self._records: tuple[PointSet, cla.Array, cla.Array] | None = None
 
     def _extra_params(self) -> dict:
-        return {"tile_u": self.tiles.tile_u, "lanes": self.tiles.lanes,
-                "vector": self.tiles.vector,
+        return {**super()._extra_params(), "tile_u": self.tiles.tile_u,
+                "lanes": self.tiles.lanes, "vector": self.tiles.vector,
                 "plane_block": self.plane_block}
+
+    def records(self, points: PointSet, uvw_d: cla.Array,
+                freq_scale_d: cla.Array) -> tuple[cla.Array, cla.Array]:
+        """spread_vector's point records (cells, offsets) in sort order, made
+        on first use for ``points`` (geometry only, like the bins)."""
+        if self._records is None or self._records[0] is not points:
+            n = max(points.n_valid, 1)
+            real4 = np.dtype((self.geometry.grid_real, 4))
+            cells = cla.empty(self.queue, (n, 4), np.int32)
+            fracs = cla.empty(self.queue, n, real4)
+            if points.n_valid:
+                kernel = self._records_kernel()
+                kernel(self.queue, (-(-points.n_valid // 64) * 64,), None,
+                       points.sorted_index.data, np.uint32(points.n_valid), uvw_d.data,
+                       freq_scale_d.data, np.uint32(freq_scale_d.shape[0]),
+                       np.int32(self.layout.nu), np.int32(self.layout.nv), *self.scales,
+                       cells.data, fracs.data)
+            self._records = (points, cells, fracs)
+        return self._records[1], self._records[2]
 
     @property
     def plane_block(self) -> int:
@@ -198,20 +227,27 @@ class Spreader(_Stage):
         lanes = self.tiles.lanes
         work = self.work(points, plane0, n_pass)
         kernel = self.kernel(wgt_d is not None, mask_d is not None)
+        if self.tiles.vector:
+            cells, fracs = self.records(points, uvw_d, freq_scale_d)
+            return kernel(
+                self.queue, (work.n_items,), (1,), cells.data, fracs.data,
+                points.bin_start.data, uvw_d.data, freq_scale_d.data,
+                np.uint32(freq_scale_d.shape[0]), vis_d.data, np.uint32(npol), np.uint32(pol),
+                *self._weights(wgt_d, mask_d), planes_d.data,
+                np.int32(self.layout.nu), np.int32(self.layout.nv),
+                np.int32(points.ntiles_u), np.int32(points.ntiles_v),
+                np.int32(plane0), np.int32(self.layout.n_wbins), *_shift_args(self.geometry),
+                work.items.data)
         scratch = work.scratch if work.scratch is not None else self._dummy_scratch
-        sizes = ((work.n_items,), (1,)) if self.tiles.vector else ((work.n_items * lanes,),
-                                                                   (lanes,))
         event = kernel(
-            self.queue, *sizes,
+            self.queue, (work.n_items * lanes,), (lanes,),
             points.sorted_index.data, points.bin_start.data, uvw_d.data, freq_scale_d.data,
             np.uint32(freq_scale_d.shape[0]), vis_d.data, np.uint32(npol), np.uint32(pol),
             *self._weights(wgt_d, mask_d), planes_d.data,
             np.int32(self.layout.nu), np.int32(self.layout.nv),
             np.int32(points.ntiles_u), np.int32(points.ntiles_v), *self.scales,
             np.int32(plane0), np.int32(self.layout.n_wbins), *_shift_args(self.geometry),
-            work.items.data,
-            np.uint32(2 ** 32 - 1 if self.tiles.vector else min(self.tiles.chunk_points,
-                                                                2 ** 32 - 1)),
+            work.items.data, np.uint32(min(self.tiles.chunk_points, 2 ** 32 - 1)),
             scratch.data)
         if work.n_folds:
             fold = self._fold_kernel()
@@ -219,6 +255,14 @@ class Spreader(_Stage):
                          work.scratch.data, planes_d.data, np.int32(self.layout.nu),
                          np.int32(self.layout.nv), np.int32(points.ntiles_v))
         return event
+
+    def _records_kernel(self) -> cl.Kernel:
+        if "records" not in self._kernels:
+            params = _common_params(self.geometry, self.layout, False, False)
+            params.update(self._extra_params())
+            template = KernelTemplate(self.queue, self.template_name, params, need_f64=True)
+            self._kernels["records"] = template.kernel("point_records")
+        return self._kernels["records"]
 
     def _fold_kernel(self) -> cl.Kernel:
         if "fold" not in self._kernels:

@@ -1,0 +1,99 @@
+"""The ES kernel by Horner's rule (ducc0's piecewise polynomials), the CPU
+spreader's and interpolator's default: against the float64 formula, and the
+imaging results with it against the direct Fourier transform."""
+
+import numpy as np
+import pytest
+
+from clgrid.core.eskernel import (HORNER_ERROR_SHARE, KERNEL_TABLE, KernelChoice, es_kernel,
+                                  horner_coefficients, horner_error, horner_suits, horner_taps)
+from clgrid.core.plan import TileShape
+from clgrid.imaging import Imager, dft_dirty2vis, dft_vis2dirty
+
+SUITED = sorted(key for key, (beta, _) in KERNEL_TABLE.items() if horner_suits(key[1], beta))
+
+
+def _exact_taps(support, beta, t):
+    return es_kernel(t[:, None] + np.arange(support) - support / 2.0, support, beta)
+
+
+@pytest.mark.parametrize("sigma,support", SUITED, ids=[f"{s}-{w}" for s, w in SUITED])
+def test_horner_taps_match_the_float64_kernel(sigma, support):
+    """float64 and float32 Horner taps against the formula, at offsets the
+    fit never saw; float32 rounding is allowed on top (3e-7 of phi(0) = 1)."""
+    beta, error_1d = KERNEL_TABLE[(sigma, support)]
+    t = np.random.default_rng(support).uniform(0.0, 1.0, 3001)
+    exact = _exact_taps(support, beta, t)
+    coefficients = horner_coefficients(support, beta)
+    assert coefficients.shape == (support + 3, support)
+    bound = HORNER_ERROR_SHARE * error_1d
+    assert np.max(np.abs(horner_taps(coefficients, t) - exact)) <= bound
+    single = horner_taps(coefficients, t.astype(np.float32), np.float32)
+    assert np.max(np.abs(single - exact)) <= bound + 3e-7
+
+
+def test_small_supports_keep_exp():
+    """W <= 3: the kernel's edge jump exp(-beta) is too large for a polynomial."""
+    for (sigma, support), (beta, _) in KERNEL_TABLE.items():
+        if support <= 3:
+            assert not horner_suits(support, beta)
+            assert horner_error(support, beta) > HORNER_ERROR_SHARE * KERNEL_TABLE[
+                (sigma, support)][1]
+    tiles = TileShape(16, 16, vector=True, kernel_eval="horner")
+    small = KernelChoice(2, KERNEL_TABLE[(2.0, 2)][0], 2.0, KERNEL_TABLE[(2.0, 2)][1])
+    large = KernelChoice(7, KERNEL_TABLE[(2.0, 7)][0], 2.0, KERNEL_TABLE[(2.0, 7)][1])
+    assert tiles.kernel_eval_for(small) == "exp"
+    assert tiles.kernel_eval_for(large) == "horner"
+    assert TileShape(16, 16, vector=True).kernel_eval_for(large) == "exp"
+
+
+def test_kernel_eval_is_validated():
+    with pytest.raises(ValueError, match="kernel_eval must be one of"):
+        TileShape(16, 16, vector=True, kernel_eval="table").check(7)
+    with pytest.raises(ValueError, match="needs a vector tile"):
+        TileShape(8, 32, kernel_eval="horner").check(7)
+    with pytest.raises(ValueError, match="at most 8 kernel taps"):
+        TileShape(16, 8, vector=True).check(9)
+
+
+def _observation(n_rows=120, n_chan=2, seed=5):
+    rng = np.random.default_rng(seed)
+    uvw = rng.uniform(-300.0, 300.0, (n_rows, 3))
+    uvw[:, 2] *= 3.0
+    freq = np.linspace(1.0e9, 1.1e9, n_chan)
+    vis = rng.normal(size=(n_rows, n_chan)) + 1j * rng.normal(size=(n_rows, n_chan))
+    return uvw, freq, vis
+
+
+GEOMETRY = dict(npix_x=48, npix_y=40, pixsize_x=5e-3, pixsize_y=6e-3)
+
+
+@pytest.mark.parametrize("epsilon,precision", [(1e-4, "single"), (1e-5, "single"),
+                                               (1e-7, "double"), (1e-10, "double")])
+@pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
+def test_horner_gridding_matches_the_direct_transform(cl_env, epsilon, precision, do_w):
+    """Both directions with the Horner taps (forced, on any device) within
+    epsilon of the direct transform, and adjoint to float rounding."""
+    if not cl_env.profile.fp64:
+        pytest.skip("device has no fp64")
+    uvw, freq, vis = _observation()
+    complex_type = np.complex64 if precision == "single" else np.complex128
+    real_type = np.float32 if precision == "single" else np.float64
+    imager = Imager(cl_env.queue, uvw=uvw, freq=freq, epsilon=epsilon, do_wgridding=do_w,
+                    precision=precision,
+                    tiles=TileShape(16, 16, vector=True, plane_block=3, kernel_eval="horner"),
+                    **GEOMETRY)
+    assert imager.engine.spreader.kernel_eval == "horner"
+    assert imager.engine.interpolator.kernel_eval == "horner"
+    dirty = imager.vis2dirty(vis.astype(complex_type))
+    reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=do_w, **GEOMETRY)
+    assert np.linalg.norm(dirty - reference) / np.linalg.norm(reference) <= epsilon
+    image = np.random.default_rng(6).normal(size=(GEOMETRY["npix_x"], GEOMETRY["npix_y"]))
+    predicted = imager.dirty2vis(image.astype(real_type))
+    expected = dft_dirty2vis(uvw, freq, image, do_wgridding=do_w,
+                             pixsize_x=GEOMETRY["pixsize_x"], pixsize_y=GEOMETRY["pixsize_y"])
+    assert np.linalg.norm(predicted - expected) / np.linalg.norm(expected) <= epsilon
+    left = np.vdot(image, dirty.astype(np.float64))
+    right = np.vdot(predicted.astype(np.complex128), vis).real
+    rounding = 1e-5 if precision == "single" else 1e-12
+    assert abs(left - right) <= rounding * abs(left)
