@@ -249,28 +249,37 @@ void spread(__global const unsigned int *sorted_index, __global const unsigned i
 % endif
 % if vector:
 <%
-    vn = real + str(lanes)
-    dn = "double" + str(lanes)
+    chunk = min(lanes, 16)
+    vn = real + str(chunk)
+    dn = "double" + str(chunk)
     rn = real + "4"
-    columns = ", ".join(str(c) for c in range(lanes))
+    taps_n = 4 if support <= 4 else (8 if support <= 8 else 16)
+    tn = real + str(taps_n)
+    columns = ", ".join(str(c) for c in range(taps_n))
     suffix = "f" if real == "float" else ""
     digits = 9 if real == "float" else 17
     def vector_literal(values):
-        padded = list(values) + [0.0] * (lanes - len(values))
-        return "(" + vn + ")(" + ", ".join(("%." + str(digits) + "e") % v + suffix
+        padded = list(values) + [0.0] * (taps_n - len(values))
+        return "(" + tn + ")(" + ", ".join(("%." + str(digits) + "e") % v + suffix
                                           for v in padded) + ")"
     index_type = "uint" if real == "float" else "ulong"
-    low = ", ".join("%d, %d" % (c, c + lanes) for c in range(lanes // 2))
-    high = ", ".join("%d, %d" % (c, c + lanes) for c in range(lanes // 2, lanes))
+    low = ", ".join("%d, %d" % (c, c + chunk) for c in range(chunk // 2))
+    high = ", ".join("%d, %d" % (c, c + chunk) for c in range(chunk // 2, chunk))
 %>
 #define FOLD_EVERY 32
 #define PLANE_BLOCK ${plane_block}
+// A point's W taps: lanes 0 .. W - 1 of a vector of TAPS (4, 8 or 16) lanes.
+#define TAPS ${taps_n}
 // Private tile of spread_vector: TILE_U rows plus halos of SUPPORT - 1 rows
-// either side, each row LANES cells plus LANES-wide margins either side, so
+// either side, each row LANES cells plus TAPS-wide margins either side, so
 // that a footprint starting anywhere a touching point's can start is added
-// without clipping (what falls in the halo belongs to other tiles).
+// without clipping (what falls in the halo belongs to other tiles): a row
+// update is one TAPS vector at any offset, whatever the tile's width.
 #define ACC_ROWS (TILE_U + 2 * (SUPPORT - 1))
-#define ROW (3 * LANES)
+#define ROW (LANES + 2 * TAPS)
+// The tile's rows are folded and written CHUNK (<= 16) columns at a time.
+#define CHUNK ${chunk}
+#define CHUNKS (LANES / CHUNK)
 
 // Where the points of one pass lie, in the order of the sort (positions
 // 0 .. n_valid - 1), computed once per geometry so that spread_vector reads
@@ -306,44 +315,47 @@ __kernel void point_records(__global const unsigned int *sorted_index,
 }
 
 // The W taps phi(t + a - W/2), a = 0 .. W - 1, of a point at offset t as
-// lanes 0 .. W - 1 of one vector (the other lanes 0).
-inline ${vn} es_taps(const ${real} t)
+// lanes 0 .. W - 1 of one vector of TAPS lanes (the other lanes 0).
+inline ${tn} es_taps(const ${real} t)
 {
 % if kernel_eval == "horner":
     // ducc0's form: per tap a polynomial in x = 2t - 1 (eskernel.horner_coefficients)
     const ${real} x = (${real})2 * t - (${real})1;
-    ${vn} taps = ${vector_literal(horner[0])};
+    ${tn} taps = ${vector_literal(horner[0])};
 %   for row in horner[1:]:
-    taps = fma(taps, (${vn})x, ${vector_literal(row)});
+    taps = fma(taps, (${tn})x, ${vector_literal(row)});
 %   endfor
     return taps;
 % else:
-    const ${vn} z = (t - HALF_SUPPORT + (${vn})(${columns})) * INV_HALF_SUPPORT;
-    const ${vn} z2 = z * z;
-    const ${vn} inside = exp(ES_BETA * (sqrt(fmax((${real})1 - z2, (${real})0)) - (${real})1));
-    return select((${vn})0, inside, z2 < (${real})1);
+    const ${tn} z = (t - HALF_SUPPORT + (${tn})(${columns})) * INV_HALF_SUPPORT;
+    const ${tn} z2 = z * z;
+    const ${tn} inside = exp(ES_BETA * (sqrt(fmax((${real})1 - z2, (${real})0)) - (${real})1));
+    return select((${tn})0, inside, z2 < (${real})1);
 % endif
 }
 
-// Adds one plane's (re, im) private rows into the tile's float64 totals and
-// clears them (the halo is never read: it keeps its float sums).
-inline void fold_rows(${real} *acc_re, ${real} *acc_im, ${dn} *total_re, ${dn} *total_im)
+// Adds rows [r_lo, r_hi) x chunks [q_lo, q_hi) of one plane's (re, im)
+// private tile into the tile's float64 totals and clears them (the halo is
+// never read: it keeps its float sums).
+inline void fold_rows(${real} *acc_re, ${real} *acc_im, ${dn} *total_re, ${dn} *total_im,
+                      const int r_lo, const int r_hi, const int q_lo, const int q_hi)
 {
-    for (int r = 0; r < TILE_U; ++r) {
-        const int at = (r + SUPPORT - 1) * ROW + LANES;
-        total_re[r] += convert_${dn}(vload${lanes}(0, acc_re + at));
-        total_im[r] += convert_${dn}(vload${lanes}(0, acc_im + at));
-        vstore${lanes}((${vn})0, 0, acc_re + at);
-        vstore${lanes}((${vn})0, 0, acc_im + at);
-    }
+    for (int r = r_lo; r < r_hi; ++r)
+        for (int q = q_lo; q < q_hi; ++q) {
+            const int at = (r + SUPPORT - 1) * ROW + TAPS + q * CHUNK;
+            total_re[r * CHUNKS + q] += convert_${dn}(vload${chunk}(0, acc_re + at));
+            total_im[r * CHUNKS + q] += convert_${dn}(vload${chunk}(0, acc_im + at));
+            vstore${chunk}((${vn})0, 0, acc_re + at);
+            vstore${chunk}((${vn})0, 0, acc_im + at);
+        }
 }
 
-// One tile row of LANES complex cells from its real and imaginary parts.
-inline void store_row(__global ${vec} *out, const ${vn} re, const ${vn} im)
+// CHUNK complex cells of a tile row from their real and imaginary parts.
+inline void store_chunk(__global ${vec} *out, const ${vn} re, const ${vn} im)
 {
     __global ${real} *flat = (__global ${real} *)out;
-    vstore${lanes}(shuffle2(re, im, (${index_type}${lanes})(${low})), 0, flat);
-    vstore${lanes}(shuffle2(re, im, (${index_type}${lanes})(${high})), 0, flat + LANES);
+    vstore${chunk}(shuffle2(re, im, (${index_type}${chunk})(${low})), 0, flat);
+    vstore${chunk}(shuffle2(re, im, (${index_type}${chunk})(${high})), 0, flat + CHUNK);
 }
 
 // CPUs: one work-item per work item, alone in its work-group (its private
@@ -394,25 +406,27 @@ void spread_vector(
     if (n_points == 0) {
         for (int j = 0; j < n_planes; ++j)
             for (int r = 0; r < TILE_U; ++r)
-                store_row(out + (size_t)j * nu * nv + (size_t)r * nv, (${vn})0, (${vn})0);
+                for (int q = 0; q < CHUNKS; ++q)
+                    store_chunk(out + (size_t)j * nu * nv + (size_t)r * nv + q * CHUNK,
+                                (${vn})0, (${vn})0);
         return;
     }
 
     ${real} acc_re[PLANE_BLOCK][ACC_ROWS * ROW], acc_im[PLANE_BLOCK][ACC_ROWS * ROW];
-    ${dn} total_re[PLANE_BLOCK][TILE_U], total_im[PLANE_BLOCK][TILE_U];
+    ${dn} total_re[PLANE_BLOCK][TILE_U * CHUNKS], total_im[PLANE_BLOCK][TILE_U * CHUNKS];
     for (int j = 0; j < n_planes; ++j) {
-        for (int c = 0; c < ACC_ROWS * ROW; c += LANES) {
-            vstore${lanes}((${vn})0, 0, acc_re[j] + c);
-            vstore${lanes}((${vn})0, 0, acc_im[j] + c);
-        }
-        for (int r = 0; r < TILE_U; ++r)
+        for (int c = 0; c < ACC_ROWS * ROW; ++c)
+            acc_re[j][c] = acc_im[j][c] = (${real})0;
+        for (int r = 0; r < TILE_U * CHUNKS; ++r)
             total_re[j][r] = total_im[j][r] = (${dn})0;
     }
-    ${real} ku[LANES];
+    ${real} ku[TAPS];
 % if do_w:
-    ${real} kw[LANES];
+    ${real} kw[TAPS];
 % endif
-    int since_fold = 0;
+    // rows and columns touched since the last fold (points of one bin are
+    // close together: a fold usually adds a few rows, not the whole tile)
+    int since_fold = 0, r_lo = TILE_U, r_hi = 0, c_lo = LANES, c_hi = 0;
     for (int sb = 0; sb < 4; ++sb) {
         for (unsigned int position = ranges[sb].x; position < ranges[sb].y; ++position) {
             const int4 cell = cells[position];
@@ -440,43 +454,55 @@ void spread_vector(
                 value = cmul_${csuffix}(value, (${vec})((${real})c, (${real})s));
             }
 % endif
-            vstore${lanes}(es_taps(frac.x), 0, ku);
-            const ${vn} kv = es_taps(frac.y);
-            const ${vn} kv_re = kv * value.x, kv_im = kv * value.y;
+            vstore${taps_n}(es_taps(frac.x), 0, ku);
+            const ${tn} kv = es_taps(frac.y);
+            const ${tn} kv_re = kv * value.x, kv_im = kv * value.y;
 % if do_w:
-            vstore${lanes}(es_taps(frac.z), 0, kw);
+            vstore${taps_n}(es_taps(frac.z), 0, kw);
 % endif
-            const int at = (du + SUPPORT - 1) * ROW + LANES + dv;
+            const int at = (du + SUPPORT - 1) * ROW + TAPS + dv;
+            r_lo = min(r_lo, du);
+            r_hi = max(r_hi, du + SUPPORT);
+            c_lo = min(c_lo, dv);
+            c_hi = max(c_hi, dv + SUPPORT);
             for (int j = 0; j < n_planes; ++j) {
 % if do_w:
                 const int tap = first_plane + j - cell.z;
                 if (tap < 0 || tap >= SUPPORT)
                     continue;
-                const ${vn} kvw_re = kv_re * kw[tap], kvw_im = kv_im * kw[tap];
+                const ${tn} kvw_re = kv_re * kw[tap], kvw_im = kv_im * kw[tap];
 % else:
-                const ${vn} kvw_re = kv_re, kvw_im = kv_im;
+                const ${tn} kvw_re = kv_re, kvw_im = kv_im;
 % endif
                 ${real} *re = acc_re[j] + at, *im = acc_im[j] + at;
                 #pragma unroll
                 for (int a = 0; a < SUPPORT; ++a) {
-                    vstore${lanes}(fma((${vn})ku[a], kvw_re, vload${lanes}(0, re + a * ROW)), 0,
-                                   re + a * ROW);
-                    vstore${lanes}(fma((${vn})ku[a], kvw_im, vload${lanes}(0, im + a * ROW)), 0,
-                                   im + a * ROW);
+                    vstore${taps_n}(fma((${tn})ku[a], kvw_re, vload${taps_n}(0, re + a * ROW)), 0,
+                                    re + a * ROW);
+                    vstore${taps_n}(fma((${tn})ku[a], kvw_im, vload${taps_n}(0, im + a * ROW)), 0,
+                                    im + a * ROW);
                 }
             }
             if (++since_fold == FOLD_EVERY) {
-                since_fold = 0;
+                const int q_lo = max(c_lo, 0) / CHUNK, q_hi = (min(c_hi, LANES) + CHUNK - 1) / CHUNK;
                 for (int j = 0; j < n_planes; ++j)
-                    fold_rows(acc_re[j], acc_im[j], total_re[j], total_im[j]);
+                    fold_rows(acc_re[j], acc_im[j], total_re[j], total_im[j], max(r_lo, 0),
+                              min(r_hi, TILE_U), q_lo, q_hi);
+                since_fold = 0;
+                r_lo = TILE_U;
+                r_hi = 0;
+                c_lo = LANES;
+                c_hi = 0;
             }
         }
     }
     for (int j = 0; j < n_planes; ++j) {
-        fold_rows(acc_re[j], acc_im[j], total_re[j], total_im[j]);
+        fold_rows(acc_re[j], acc_im[j], total_re[j], total_im[j], 0, TILE_U, 0, CHUNKS);
         for (int r = 0; r < TILE_U; ++r)
-            store_row(out + (size_t)j * nu * nv + (size_t)r * nv,
-                      convert_${vn}(total_re[j][r]), convert_${vn}(total_im[j][r]));
+            for (int q = 0; q < CHUNKS; ++q)
+                store_chunk(out + (size_t)j * nu * nv + (size_t)r * nv + q * CHUNK,
+                            convert_${vn}(total_re[j][r * CHUNKS + q]),
+                            convert_${vn}(total_im[j][r * CHUNKS + q]));
     }
 }
 % endif

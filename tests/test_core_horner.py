@@ -71,9 +71,11 @@ GEOMETRY = dict(npix_x=48, npix_y=40, pixsize_x=5e-3, pixsize_y=6e-3)
 @pytest.mark.parametrize("epsilon,precision", [(1e-4, "single"), (1e-5, "single"),
                                                (1e-7, "double"), (1e-10, "double")])
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
-def test_horner_gridding_matches_the_direct_transform(cl_env, epsilon, precision, do_w):
+@pytest.mark.parametrize("tile", [(16, 16, 3), (32, 32, 2)], ids=["16x16", "32x32"])
+def test_horner_gridding_matches_the_direct_transform(cl_env, epsilon, precision, do_w, tile):
     """Both directions with the Horner taps (forced, on any device) within
-    epsilon of the direct transform, and adjoint to float rounding."""
+    epsilon of the direct transform, and adjoint to float rounding; tiles of
+    one vector of columns and of two."""
     if not cl_env.profile.fp64:
         pytest.skip("device has no fp64")
     uvw, freq, vis = _observation()
@@ -81,7 +83,8 @@ def test_horner_gridding_matches_the_direct_transform(cl_env, epsilon, precision
     real_type = np.float32 if precision == "single" else np.float64
     imager = Imager(cl_env.queue, uvw=uvw, freq=freq, epsilon=epsilon, do_wgridding=do_w,
                     precision=precision,
-                    tiles=TileShape(16, 16, vector=True, plane_block=3, kernel_eval="horner"),
+                    tiles=TileShape(tile[0], tile[1], vector=True, plane_block=tile[2],
+                                    kernel_eval="horner"),
                     **GEOMETRY)
     assert imager.engine.spreader.kernel_eval == "horner"
     assert imager.engine.interpolator.kernel_eval == "horner"
