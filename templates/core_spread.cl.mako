@@ -254,6 +254,8 @@ void spread(__global const unsigned int *sorted_index, __global const unsigned i
     dn = "double" + str(chunk)
     rn = real + "4"
     taps_n = 4 if support <= 4 else (8 if support <= 8 else 16)
+    acc_chunks = -(-(lanes + support - 1) // chunk)
+    row_cells = max(acc_chunks * chunk, lanes + taps_n)
     tn = real + str(taps_n)
     columns = ", ".join(str(c) for c in range(taps_n))
     suffix = "f" if real == "float" else ""
@@ -270,16 +272,27 @@ void spread(__global const unsigned int *sorted_index, __global const unsigned i
 #define PLANE_BLOCK ${plane_block}
 // A point's W taps: lanes 0 .. W - 1 of a vector of TAPS (4, 8 or 16) lanes.
 #define TAPS ${taps_n}
-// Private tile of spread_vector: TILE_U rows plus halos of SUPPORT - 1 rows
-// either side, each row LANES cells plus TAPS-wide margins either side, so
-// that a footprint starting anywhere a touching point's can start is added
-// without clipping (what falls in the halo belongs to other tiles): a row
-// update is one TAPS vector at any offset, whatever the tile's width.
-#define ACC_ROWS (TILE_U + 2 * (SUPPORT - 1))
-#define ROW (LANES + 2 * TAPS)
-// The tile's rows are folded and written CHUNK (<= 16) columns at a time.
+// Private tile of spread_vector: the tile's TILE_U x LANES cells plus a halo
+// of SUPPORT - 1 rows below and columns right (where the footprints of the
+// tile's own points run over into its upper neighbours), rows of ROW cells
+// (room for a TAPS vector at any column offset of the tile), so that a point's
+// footprint is added without clipping: one TAPS vector per row.
+#define ACC_ROWS (TILE_U + SUPPORT - 1)
+#define ACC_COLS (LANES + SUPPORT - 1)
+// A point's W taps: lanes 0 .. W - 1 of a vector of TAPS (4, 8 or 16) lanes.
+#define TAPS ${taps_n}
+// Rows are folded and written CHUNK (<= 16) columns at a time: CHUNKS of
+// them cover the tile, ACC_CHUNKS the tile and its halo.
 #define CHUNK ${chunk}
 #define CHUNKS (LANES / CHUNK)
+#define ACC_CHUNKS ${acc_chunks}
+#define ROW ${row_cells}
+// One halo slot (a tile's halo in one plane), complex cells: the right strip
+// (ACC_ROWS x (W - 1): columns LANES .. of every row, the corner included),
+// then the bottom strip ((W - 1) x LANES: rows TILE_U .., the tile's columns).
+#define HALO_W (SUPPORT - 1)
+#define BOTTOM_AT (ACC_ROWS * HALO_W)
+#define HALO_CELLS (BOTTOM_AT + HALO_W * LANES)
 
 // Where the points of one pass lie, in the order of the sort (positions
 // 0 .. n_valid - 1), computed once per geometry so that spread_vector reads
@@ -335,16 +348,15 @@ inline ${tn} es_taps(const ${real} t)
 }
 
 // Adds rows [r_lo, r_hi) x chunks [q_lo, q_hi) of one plane's (re, im)
-// private tile into the tile's float64 totals and clears them (the halo is
-// never read: it keeps its float sums).
+// private tile into its float64 totals and clears them.
 inline void fold_rows(${real} *acc_re, ${real} *acc_im, ${dn} *total_re, ${dn} *total_im,
                       const int r_lo, const int r_hi, const int q_lo, const int q_hi)
 {
     for (int r = r_lo; r < r_hi; ++r)
         for (int q = q_lo; q < q_hi; ++q) {
-            const int at = (r + SUPPORT - 1) * ROW + TAPS + q * CHUNK;
-            total_re[r * CHUNKS + q] += convert_${dn}(vload${chunk}(0, acc_re + at));
-            total_im[r * CHUNKS + q] += convert_${dn}(vload${chunk}(0, acc_im + at));
+            const int at = r * ROW + q * CHUNK;
+            total_re[r * ACC_CHUNKS + q] += convert_${dn}(vload${chunk}(0, acc_re + at));
+            total_im[r * ACC_CHUNKS + q] += convert_${dn}(vload${chunk}(0, acc_im + at));
             vstore${chunk}((${vn})0, 0, acc_re + at);
             vstore${chunk}((${vn})0, 0, acc_im + at);
         }
@@ -358,16 +370,17 @@ inline void store_chunk(__global ${vec} *out, const ${vn} re, const ${vn} im)
     vstore${chunk}(shuffle2(re, im, (${index_type}${chunk})(${high})), 0, flat + CHUNK);
 }
 
-// CPUs: one work-item per work item, alone in its work-group (its private
-// tiles are tens of KiB: PoCL, which keeps the private data of a whole
-// work-group at once, overflowed its stack with large groups).  An item is a
-// tile and a block of up to PLANE_BLOCK w planes (tile, first plane in pass,
-// planes, -1).  Each point of the source bins that touches the tile (read
-// from point_records, in the order of the sort) costs one tap vector in u,
-// in v and in w, then per plane W unclipped row updates of the private tile
-// with halo: two vector FMAs each.  The float64 fold comes after every
-// FOLD_EVERY points that touch the tile (so the bits differ from `spread`'s,
-// run after run alike).  A tile no point reaches is written as zeros at once.
+// CPUs, stage 1 of 2: one work-item per work item, alone in its work-group
+// (its private tiles are tens of KiB: PoCL, which keeps the private data of a
+// whole work-group at once, overflowed its stack with large groups).  An item
+// is a tile and a block of up to PLANE_BLOCK w planes (tile, first plane in
+// pass, planes, halo slot or -1 when no point is in its bins).  It grids only
+// the points of its own bins (read from point_records, in the order of the
+// sort), each once: a tap vector in u, in v and in w, then per plane W row
+// updates of the private tile with halo, two vector FMAs each.  The float64
+// fold comes after every FOLD_EVERY points and adds only the rows and columns
+// touched since the last.  The tile goes to the grid; its halo, which belongs
+// to the tiles above it in u and v, to its slot, which add_halos adds there.
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void spread_vector(
             __global const int4 *cells, __global const ${rn} *fracs,
@@ -380,30 +393,15 @@ void spread_vector(
             const int ntiles_u, const int ntiles_v,
             const int plane0, const int n_wbins,
             const double shift_u, const double shift_v,
-            __global const int4 *work)
+            __global const int4 *work, __global ${vec} *halos)
 {
     const int4 item = work[get_global_id(0)];
     const int tile = item.x;
     const int first_plane = plane0 + item.y, n_planes = item.z;
     const int tu = tile / ntiles_v, tv = tile - (tile / ntiles_v) * ntiles_v;
     const int u0 = tu * TILE_U, v0 = tv * LANES;
-% if do_w:
-    const int wlo = max(first_plane - SUPPORT + 1, 0);
-    const int whi = min(first_plane + n_planes - 1, n_wbins - 1);
-% else:
-    const int wlo = 0, whi = 0;
-% endif
-    uint2 ranges[4];
-    unsigned int n_points = 0, seen = 0;
-    for (int sb = 0; sb < 4; ++sb) {
-        const int bin = source_bin(sb, tu, tv, ntiles_u, ntiles_v, n_wbins);
-        ranges[sb] = bin < 0 ? (uint2)(0, 0)
-                             : chunk_range(bin_start, (unsigned int)bin, wlo, whi, 0u,
-                                           0xffffffffu, &seen);
-        n_points += ranges[sb].y - ranges[sb].x;
-    }
     __global ${vec} *out = planes + (size_t)item.y * nu * nv + (size_t)u0 * nv + v0;
-    if (n_points == 0) {
+    if (item.w < 0) {   // no point in the tile's bins: zeros, no halo
         for (int j = 0; j < n_planes; ++j)
             for (int r = 0; r < TILE_U; ++r)
                 for (int q = 0; q < CHUNKS; ++q)
@@ -411,13 +409,22 @@ void spread_vector(
                                 (${vn})0, (${vn})0);
         return;
     }
+% if do_w:
+    const int wlo = max(first_plane - SUPPORT + 1, 0);
+    const int whi = min(first_plane + n_planes - 1, n_wbins - 1);
+% else:
+    const int wlo = 0, whi = 0;
+% endif
+    const unsigned int bin = (unsigned int)tile * n_wbins;
+    const unsigned int first = bin_start[bin + wlo], end = bin_start[bin + whi + 1];
 
     ${real} acc_re[PLANE_BLOCK][ACC_ROWS * ROW], acc_im[PLANE_BLOCK][ACC_ROWS * ROW];
-    ${dn} total_re[PLANE_BLOCK][TILE_U * CHUNKS], total_im[PLANE_BLOCK][TILE_U * CHUNKS];
+    ${dn} total_re[PLANE_BLOCK][ACC_ROWS * ACC_CHUNKS];
+    ${dn} total_im[PLANE_BLOCK][ACC_ROWS * ACC_CHUNKS];
     for (int j = 0; j < n_planes; ++j) {
         for (int c = 0; c < ACC_ROWS * ROW; ++c)
             acc_re[j][c] = acc_im[j][c] = (${real})0;
-        for (int r = 0; r < TILE_U * CHUNKS; ++r)
+        for (int r = 0; r < ACC_ROWS * ACC_CHUNKS; ++r)
             total_re[j][r] = total_im[j][r] = (${dn})0;
     }
     ${real} ku[TAPS];
@@ -426,83 +433,136 @@ void spread_vector(
 % endif
     // rows and columns touched since the last fold (points of one bin are
     // close together: a fold usually adds a few rows, not the whole tile)
-    int since_fold = 0, r_lo = TILE_U, r_hi = 0, c_lo = LANES, c_hi = 0;
-    for (int sb = 0; sb < 4; ++sb) {
-        for (unsigned int position = ranges[sb].x; position < ranges[sb].y; ++position) {
-            const int4 cell = cells[position];
-            const int du = tile_offset(cell.x, u0, nu, TILE_U);
-            const int dv = tile_offset(cell.y, v0, nv, LANES);
-            if (!(du > -SUPPORT && du < TILE_U && dv > -SUPPORT && dv < LANES))
-                continue;
-            const ${rn} frac = fracs[position];
-            const unsigned int k = (unsigned int)cell.w;
-            const ${vvec} raw = vis[(size_t)k * npol + pol];
-            ${vec} value = (${vec})((${real})raw.x, (${real})raw.y);
+    int since_fold = 0, r_lo = ACC_ROWS, r_hi = 0, c_lo = ACC_COLS, c_hi = 0;
+    for (unsigned int position = first; position < end; ++position) {
+        const int4 cell = cells[position];
+        const int du = cell.x - u0, dv = cell.y - v0;   // in [0, TILE_U) x [0, LANES)
+        const ${rn} frac = fracs[position];
+        const unsigned int k = (unsigned int)cell.w;
+        const ${vvec} raw = vis[(size_t)k * npol + pol];
+        ${vec} value = (${vec})((${real})raw.x, (${real})raw.y);
 % if weighted:
-            value *= (${real})wgt[k];
+        value *= (${real})wgt[k];
 % endif
 % if masked:
-            value = mask[k] ? value : (${vec})(0, 0);
+        value = mask[k] ? value : (${vec})(0, 0);
 % endif
 % if shifted:
-            {
-                const size_t row = k / nchan;
-                const double f = freq_scale[k - row * nchan];
-                double c;
-                const double s = sincos(f * (uvw[3 * row] * shift_u
-                                             + uvw[3 * row + 1] * shift_v), &c);
-                value = cmul_${csuffix}(value, (${vec})((${real})c, (${real})s));
-            }
+        {
+            const size_t row = k / nchan;
+            const double f = freq_scale[k - row * nchan];
+            double c;
+            const double s = sincos(f * (uvw[3 * row] * shift_u + uvw[3 * row + 1] * shift_v),
+                                    &c);
+            value = cmul_${csuffix}(value, (${vec})((${real})c, (${real})s));
+        }
 % endif
-            vstore${taps_n}(es_taps(frac.x), 0, ku);
-            const ${tn} kv = es_taps(frac.y);
-            const ${tn} kv_re = kv * value.x, kv_im = kv * value.y;
+        vstore${taps_n}(es_taps(frac.x), 0, ku);
+        const ${tn} kv = es_taps(frac.y);
+        const ${tn} kv_re = kv * value.x, kv_im = kv * value.y;
 % if do_w:
-            vstore${taps_n}(es_taps(frac.z), 0, kw);
+        vstore${taps_n}(es_taps(frac.z), 0, kw);
 % endif
-            const int at = (du + SUPPORT - 1) * ROW + TAPS + dv;
-            r_lo = min(r_lo, du);
-            r_hi = max(r_hi, du + SUPPORT);
-            c_lo = min(c_lo, dv);
-            c_hi = max(c_hi, dv + SUPPORT);
-            for (int j = 0; j < n_planes; ++j) {
+        const int at = du * ROW + dv;
+        r_lo = min(r_lo, du);
+        r_hi = max(r_hi, du + SUPPORT);
+        c_lo = min(c_lo, dv);
+        c_hi = max(c_hi, dv + SUPPORT);
+        for (int j = 0; j < n_planes; ++j) {
 % if do_w:
-                const int tap = first_plane + j - cell.z;
-                if (tap < 0 || tap >= SUPPORT)
-                    continue;
-                const ${tn} kvw_re = kv_re * kw[tap], kvw_im = kv_im * kw[tap];
+            const int tap = first_plane + j - cell.z;
+            if (tap < 0 || tap >= SUPPORT)
+                continue;
+            const ${tn} kvw_re = kv_re * kw[tap], kvw_im = kv_im * kw[tap];
 % else:
-                const ${tn} kvw_re = kv_re, kvw_im = kv_im;
+            const ${tn} kvw_re = kv_re, kvw_im = kv_im;
 % endif
-                ${real} *re = acc_re[j] + at, *im = acc_im[j] + at;
-                #pragma unroll
-                for (int a = 0; a < SUPPORT; ++a) {
-                    vstore${taps_n}(fma((${tn})ku[a], kvw_re, vload${taps_n}(0, re + a * ROW)), 0,
-                                    re + a * ROW);
-                    vstore${taps_n}(fma((${tn})ku[a], kvw_im, vload${taps_n}(0, im + a * ROW)), 0,
-                                    im + a * ROW);
-                }
+            ${real} *re = acc_re[j] + at, *im = acc_im[j] + at;
+            #pragma unroll
+            for (int a = 0; a < SUPPORT; ++a) {
+                vstore${taps_n}(fma((${tn})ku[a], kvw_re, vload${taps_n}(0, re + a * ROW)), 0,
+                                re + a * ROW);
+                vstore${taps_n}(fma((${tn})ku[a], kvw_im, vload${taps_n}(0, im + a * ROW)), 0,
+                                im + a * ROW);
             }
-            if (++since_fold == FOLD_EVERY) {
-                const int q_lo = max(c_lo, 0) / CHUNK, q_hi = (min(c_hi, LANES) + CHUNK - 1) / CHUNK;
-                for (int j = 0; j < n_planes; ++j)
-                    fold_rows(acc_re[j], acc_im[j], total_re[j], total_im[j], max(r_lo, 0),
-                              min(r_hi, TILE_U), q_lo, q_hi);
-                since_fold = 0;
-                r_lo = TILE_U;
-                r_hi = 0;
-                c_lo = LANES;
-                c_hi = 0;
-            }
+        }
+        if (++since_fold == FOLD_EVERY) {
+            const int q_lo = c_lo / CHUNK, q_hi = (c_hi + CHUNK - 1) / CHUNK;
+            for (int j = 0; j < n_planes; ++j)
+                fold_rows(acc_re[j], acc_im[j], total_re[j], total_im[j], r_lo, r_hi, q_lo,
+                          min(q_hi, ACC_CHUNKS));
+            since_fold = 0;
+            r_lo = ACC_ROWS;
+            r_hi = 0;
+            c_lo = ACC_COLS;
+            c_hi = 0;
         }
     }
     for (int j = 0; j < n_planes; ++j) {
-        fold_rows(acc_re[j], acc_im[j], total_re[j], total_im[j], 0, TILE_U, 0, CHUNKS);
+        fold_rows(acc_re[j], acc_im[j], total_re[j], total_im[j], 0, ACC_ROWS, 0, ACC_CHUNKS);
         for (int r = 0; r < TILE_U; ++r)
             for (int q = 0; q < CHUNKS; ++q)
                 store_chunk(out + (size_t)j * nu * nv + (size_t)r * nv + q * CHUNK,
-                            convert_${vn}(total_re[j][r * CHUNKS + q]),
-                            convert_${vn}(total_im[j][r * CHUNKS + q]));
+                            convert_${vn}(total_re[j][r * ACC_CHUNKS + q]),
+                            convert_${vn}(total_im[j][r * ACC_CHUNKS + q]));
+        __global ${vec} *halo = halos + (size_t)(item.w + j) * HALO_CELLS;
+        for (int r = 0; r < ACC_ROWS; ++r) {
+            double re[ACC_CHUNKS * CHUNK], im[ACC_CHUNKS * CHUNK];
+            for (int q = 0; q < ACC_CHUNKS; ++q) {
+                vstore${chunk}(total_re[j][r * ACC_CHUNKS + q], q, re);
+                vstore${chunk}(total_im[j][r * ACC_CHUNKS + q], q, im);
+            }
+            for (int c = 0; c < HALO_W; ++c)
+                halo[r * HALO_W + c] = (${vec})((${real})re[LANES + c], (${real})im[LANES + c]);
+            if (r >= TILE_U)
+                for (int c = 0; c < LANES; ++c)
+                    halo[BOTTOM_AT + (r - TILE_U) * LANES + c] =
+                        (${vec})((${real})re[c], (${real})im[c]);
+        }
+    }
+}
+
+// CPUs, stage 2 of 2: one work-item per tile and plane of the pass adds the
+// halos of its lower neighbours in u, in v and in both (periodic), in that
+// order, to its cells: the bottom strip of the tile above it in u, the right
+// strip of the one before it in v, that one's corner of the one before both.
+// halo_slots: (tiles, blocks of PLANE_BLOCK planes) first slot, or -1.
+__kernel void add_halos(__global const int *halo_slots, const int n_blocks,
+                        __global const ${vec} *halos, __global ${vec} *planes,
+                        const int nu, const int nv, const int ntiles_u, const int ntiles_v)
+{
+    const int tile = get_global_id(0), p = get_global_id(1);
+    if (tile >= ntiles_u * ntiles_v)
+        return;
+    const int tu = tile / ntiles_v, tv = tile - (tile / ntiles_v) * ntiles_v;
+    const int up = ((tu + ntiles_u - 1) % ntiles_u) * ntiles_v + tv;
+    const int left = tu * ntiles_v + (tv + ntiles_v - 1) % ntiles_v;
+    const int diagonal = ((tu + ntiles_u - 1) % ntiles_u) * ntiles_v
+                         + (tv + ntiles_v - 1) % ntiles_v;
+    const int block = p / PLANE_BLOCK, j = p - block * PLANE_BLOCK;
+    const int slot_up = halo_slots[up * n_blocks + block];
+    const int slot_left = halo_slots[left * n_blocks + block];
+    const int slot_diagonal = halo_slots[diagonal * n_blocks + block];
+    __global ${vec} *out = planes + (size_t)p * nu * nv + (size_t)(tu * TILE_U) * nv
+                           + tv * LANES;
+    if (slot_up >= 0) {
+        __global const ${vec} *bottom = halos + (size_t)(slot_up + j) * HALO_CELLS + BOTTOM_AT;
+        for (int r = 0; r < HALO_W; ++r)
+            for (int c = 0; c < LANES; ++c)
+                out[(size_t)r * nv + c] += bottom[r * LANES + c];
+    }
+    if (slot_left >= 0) {
+        __global const ${vec} *right = halos + (size_t)(slot_left + j) * HALO_CELLS;
+        for (int r = 0; r < TILE_U; ++r)
+            for (int c = 0; c < HALO_W; ++c)
+                out[(size_t)r * nv + c] += right[r * HALO_W + c];
+    }
+    if (slot_diagonal >= 0) {
+        __global const ${vec} *corner = halos + (size_t)(slot_diagonal + j) * HALO_CELLS
+                                        + TILE_U * HALO_W;
+        for (int r = 0; r < HALO_W; ++r)
+            for (int c = 0; c < HALO_W; ++c)
+                out[(size_t)r * nv + c] += corner[r * HALO_W + c];
     }
 }
 % endif

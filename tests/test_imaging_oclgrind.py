@@ -54,6 +54,14 @@ SCRIPT = textwrap.dedent("""
     error = np.linalg.norm(horner.vis2dirty(vis) - reference) / np.linalg.norm(reference)
     assert error < 1e-4, error
     assert np.all(np.isfinite(horner.dirty2vis(reference.astype(np.float32))))
+    # the CPU kernels without w, with a facet centre, weights and flags
+    flat = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-4, precision="single",
+                  fft_backend="numpy", tiles=TileShape(16, 16, 2 ** 31, True, 1, "horner"),
+                  **shifted)
+    reference = dft_vis2dirty(uvw, freq, vis * wgt * mask, **shifted)
+    error = np.linalg.norm(flat.vis2dirty(vis, wgt=wgt, mask=mask) - reference) / np.linalg.norm(
+        reference)
+    assert error < 1e-4, error
     print("done", imager.n_planes)
 """)
 
