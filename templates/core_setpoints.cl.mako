@@ -5,7 +5,9 @@
 ##     key = (tile_u * ntiles_v + tile_v) * n_wbins + first_plane
 ## Points whose uvw is not finite get key INVALID_KEY (sorted to the end and
 ## counted).  The sort (clgrid.device.radixsort) carries the visibility index.
-## Parameters: support (int W), tile_u, tile_v (int), do_w (bool).
+## point_records: the sorted points' cells and offsets, for the CPU kernels.
+## Parameters: support (int W), tile_u, tile_v (int), do_w (bool), real
+##             ("float" | "double": precision of the offsets).
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #define SUPPORT ${support}
 #define TILE_U ${tile_u}
@@ -57,4 +59,37 @@ __kernel void bin_starts(__global const unsigned int *sorted_keys, const unsigne
     const unsigned int hi = (k == n) ? n_bins : min(sorted_keys[k], n_bins);
     for (unsigned int b = lo; b <= hi; ++b)
         bin_start[b] = k;
+}
+
+// Where the points of one pass lie, in the order of the sort (positions
+// 0 .. n_valid - 1), computed once per geometry so that the CPU kernels read
+// them in sequence: cells[i] = (first footprint cell in u, in v, first w
+// plane, visibility index); fracs[i] = offsets t in [0, 1) of the point
+// past its footprint's first cell in u, v and w (cell = pos - W/2 + t).
+__kernel void point_records(__global const unsigned int *sorted_index,
+                            const unsigned int n_valid,
+                            __global const double *uvw, __global const double *freq_scale,
+                            const unsigned int nchan, const int nu, const int nv,
+                            const double u_scale, const double v_scale,
+                            const double w_scale, const double w_offset,
+                            __global int4 *cells, __global ${real}4 *fracs)
+{
+    const unsigned int i = get_global_id(0);
+    if (i >= n_valid)
+        return;
+    const unsigned int k = sorted_index[i];
+    const size_t row = k / nchan;
+    const double f = freq_scale[k - row * nchan];
+    const double u = uvw[3 * row] * f * u_scale;
+    const double v = uvw[3 * row + 1] * f * v_scale;
+    const double fu = footprint_start(u), fv = footprint_start(v);
+% if do_w:
+    const double w = uvw[3 * row + 2] * f * w_scale - w_offset;
+    const double fw = footprint_start(w);
+% else:
+    const double w = 0.0, fw = 0.5 * SUPPORT;
+% endif
+    cells[i] = (int4)(wrap_cell(fu, nu), wrap_cell(fv, nv), (int)fw, (int)k);
+    fracs[i] = (${real}4)((${real})(fu - u + 0.5 * SUPPORT), (${real})(fv - v + 0.5 * SUPPORT),
+                      (${real})(fw - w + 0.5 * SUPPORT), (${real})0);
 }

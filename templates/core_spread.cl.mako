@@ -294,49 +294,20 @@ void spread(__global const unsigned int *sorted_index, __global const unsigned i
 #define BOTTOM_AT (ACC_ROWS * HALO_W)
 #define HALO_CELLS (BOTTOM_AT + HALO_W * LANES)
 
-// Where the points of one pass lie, in the order of the sort (positions
-// 0 .. n_valid - 1), computed once per geometry so that spread_vector reads
-// them in sequence: cells[i] = (first footprint cell in u, in v, first w
-// plane, visibility index); fracs[i] = offsets t in [0, 1) of the point
-// past its footprint's first cell in u, v and w (cell = pos - W/2 + t).
-__kernel void point_records(__global const unsigned int *sorted_index,
-                            const unsigned int n_valid,
-                            __global const double *uvw, __global const double *freq_scale,
-                            const unsigned int nchan, const int nu, const int nv,
-                            const double u_scale, const double v_scale,
-                            const double w_scale, const double w_offset,
-                            __global int4 *cells, __global ${rn} *fracs)
-{
-    const unsigned int i = get_global_id(0);
-    if (i >= n_valid)
-        return;
-    const unsigned int k = sorted_index[i];
-    const size_t row = k / nchan;
-    const double f = freq_scale[k - row * nchan];
-    const double u = uvw[3 * row] * f * u_scale;
-    const double v = uvw[3 * row + 1] * f * v_scale;
-    const double fu = footprint_start(u), fv = footprint_start(v);
-% if do_w:
-    const double w = uvw[3 * row + 2] * f * w_scale - w_offset;
-    const double fw = footprint_start(w);
-% else:
-    const double w = 0.0, fw = 0.5 * SUPPORT;
-% endif
-    cells[i] = (int4)(wrap_cell(fu, nu), wrap_cell(fv, nv), (int)fw, (int)k);
-    fracs[i] = (${rn})((${real})(fu - u + 0.5 * SUPPORT), (${real})(fv - v + 0.5 * SUPPORT),
-                      (${real})(fw - w + 0.5 * SUPPORT), (${real})0);
-}
-
 // The W taps phi(t + a - W/2), a = 0 .. W - 1, of a point at offset t as
 // lanes 0 .. W - 1 of one vector of TAPS lanes (the other lanes 0).
 inline ${tn} es_taps(const ${real} t)
 {
 % if kernel_eval == "horner":
-    // ducc0's form: per tap a polynomial in x = 2t - 1 (eskernel.horner_coefficients)
-    const ${real} x = (${real})2 * t - (${real})1;
+    // ducc0's form: per tap a polynomial in its variable x in [-1, 1]
+    // (eskernel.horner_coefficients, horner_variables): 2t - 1 inside, and
+    // 2 sqrt(t) - 1, 2 sqrt(1 - t) - 1 for the edge taps (square-root edge)
+    ${tn} x = (${tn})((${real})2 * t - (${real})1);
+    x.s0 = (${real})2 * sqrt(t) - (${real})1;
+    x.s${"%x" % (support - 1)} = (${real})2 * sqrt((${real})1 - t) - (${real})1;
     ${tn} taps = ${vector_literal(horner[0])};
 %   for row in horner[1:]:
-    taps = fma(taps, (${tn})x, ${vector_literal(row)});
+    taps = fma(taps, x, ${vector_literal(row)});
 %   endfor
     return taps;
 % else:

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from clgrid.core.eskernel import (HORNER_ERROR_SHARE, KERNEL_TABLE, KernelChoice, es_kernel,
-                                  horner_coefficients, horner_error, horner_suits, horner_taps)
+                                  horner_coefficients, horner_error, horner_suits, horner_taps,
+                                  horner_variables)
 from clgrid.core.plan import TileShape
 from clgrid.imaging import Imager, dft_dirty2vis, dft_vis2dirty
 
@@ -20,31 +21,42 @@ def _exact_taps(support, beta, t):
 @pytest.mark.parametrize("sigma,support", SUITED, ids=[f"{s}-{w}" for s, w in SUITED])
 def test_horner_taps_match_the_float64_kernel(sigma, support):
     """float64 and float32 Horner taps against the formula, at offsets the
-    fit never saw; float32 rounding is allowed on top (3e-7 of phi(0) = 1)."""
+    fit never saw (inside (0, 1): at t = 0 the formula cuts its first tap to
+    0, see horner_error); float32 rounding is allowed on top (3e-7 of
+    phi(0) = 1)."""
     beta, error_1d = KERNEL_TABLE[(sigma, support)]
-    t = np.random.default_rng(support).uniform(0.0, 1.0, 3001)
+    t = np.random.default_rng(support).uniform(1e-12, 1.0, 3001)
     exact = _exact_taps(support, beta, t)
     coefficients = horner_coefficients(support, beta)
-    assert coefficients.shape == (support + 3, support)
+    assert coefficients.shape == (max(12, support + 6) + 1, support)
     bound = HORNER_ERROR_SHARE * error_1d
     assert np.max(np.abs(horner_taps(coefficients, t) - exact)) <= bound
     single = horner_taps(coefficients, t.astype(np.float32), np.float32)
     assert np.max(np.abs(single - exact)) <= bound + 3e-7
 
 
-def test_small_supports_keep_exp():
-    """W <= 3: the kernel's edge jump exp(-beta) is too large for a polynomial."""
-    for (sigma, support), (beta, _) in KERNEL_TABLE.items():
-        if support <= 3:
-            assert not horner_suits(support, beta)
-            assert horner_error(support, beta) > HORNER_ERROR_SHARE * KERNEL_TABLE[
-                (sigma, support)][1]
+def test_only_float64_rounding_limited_kernels_keep_exp():
+    """The polynomials reach a hundredth of every kernel's aliasing error but
+    those at float64 rounding (W >= 14, error ~1e-14)."""
+    for (sigma, support), (beta, error) in KERNEL_TABLE.items():
+        assert horner_suits(support, beta) or error < 1e-11, (sigma, support)
+    assert horner_error(7, KERNEL_TABLE[(2.0, 7)][0]) < 1e-9
     tiles = TileShape(16, 16, vector=True, kernel_eval="horner")
-    small = KernelChoice(2, KERNEL_TABLE[(2.0, 2)][0], 2.0, KERNEL_TABLE[(2.0, 2)][1])
+    floor = KernelChoice(16, KERNEL_TABLE[(2.5, 16)][0], 2.5, KERNEL_TABLE[(2.5, 16)][1])
+    small = KernelChoice(2, KERNEL_TABLE[(1.5, 2)][0], 1.5, KERNEL_TABLE[(1.5, 2)][1])
     large = KernelChoice(7, KERNEL_TABLE[(2.0, 7)][0], 2.0, KERNEL_TABLE[(2.0, 7)][1])
-    assert tiles.kernel_eval_for(small) == "exp"
+    assert tiles.kernel_eval_for(floor) == "exp"
+    assert tiles.kernel_eval_for(small) == "horner"
     assert tiles.kernel_eval_for(large) == "horner"
     assert TileShape(16, 16, vector=True).kernel_eval_for(large) == "exp"
+
+
+def test_edge_taps_use_square_root_variables():
+    t = np.array([0.0, 0.25, 1.0])
+    x = horner_variables(t, 4)
+    assert np.allclose(x[:, 0], [-1.0, 0.0, 1.0])
+    assert np.allclose(x[:, 1], [-1.0, -0.5, 1.0]) and np.allclose(x[:, 2], x[:, 1])
+    assert np.allclose(x[:, 3], [1.0, 2.0 * np.sqrt(0.75) - 1.0, -1.0])
 
 
 def test_kernel_eval_is_validated():

@@ -18,7 +18,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..device.kernels import KernelTemplate
+from ..device.kernels import KernelTemplate, real_dtype_name
 from ..device.radixsort import RadixSort
 from .plan import SPEED_OF_LIGHT, GridLayout, ImageGeometry, TileShape
 
@@ -41,6 +41,9 @@ class PointSet:
         Tiles along u and v.
     bin_start_host
         ``bin_start`` on the host, for planning the spreader's work list.
+    derived
+        Arrays the stages derive from these points once (geometry only) and
+        share, by name: :func:`point_records` keeps ``'records'`` here.
     """
 
     sorted_index: cla.Array
@@ -50,6 +53,7 @@ class PointSet:
     ntiles_u: int
     ntiles_v: int
     bin_start_host: np.ndarray
+    derived: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
 
 def coordinate_scales(geometry: ImageGeometry, layout: GridLayout) -> tuple[float, ...]:
@@ -78,8 +82,7 @@ class SetPoints:
         self.geometry, self.layout, self.tiles = geometry, layout, tiles
         self.template = KernelTemplate(
             queue, "core_setpoints.cl.mako",
-            {"support": layout.choice.support, "tile_u": tiles.tile_u,
-             "tile_v": tiles.lanes, "do_w": geometry.do_w}, need_f64=True)
+            _template_params(geometry, layout, tiles), need_f64=True)
         self._keys = self.template.kernel("bin_keys")
         self._starts = self.template.kernel("bin_starts")
         self.ntiles_u = layout.nu // tiles.tile_u
@@ -121,6 +124,36 @@ class SetPoints:
                         self.ntiles_u, self.ntiles_v, bin_start.get())
 
 
+def _template_params(geometry: ImageGeometry, layout: GridLayout, tiles: TileShape) -> dict:
+    return {"support": layout.choice.support, "tile_u": tiles.tile_u, "tile_v": tiles.lanes,
+            "do_w": geometry.do_w, "real": real_dtype_name(geometry.grid_real)}
+
+
+def point_records(queue: cl.CommandQueue, geometry: ImageGeometry, layout: GridLayout,
+                  tiles: TileShape, points: PointSet, uvw_d: cla.Array,
+                  freq_scale_d: cla.Array) -> tuple[cla.Array, cla.Array]:
+    """The CPU kernels' per-point records in sort order, made once per
+    ``points`` and kept in ``points.derived``: ``cells`` (n_valid, 4) int32
+    (first footprint cell in u and v, first w plane, visibility index) and
+    ``fracs`` (n_valid,) grid-real 4-vectors (offsets in [0, 1) past the
+    first cell in u, v, w); see ``templates/core_setpoints.cl.mako``."""
+    if "records" not in points.derived:
+        n = max(points.n_valid, 1)
+        cells = cla.empty(queue, (n, 4), np.int32)
+        fracs = cla.empty(queue, n, np.dtype((geometry.grid_real, 4)))
+        if points.n_valid:
+            template = KernelTemplate(queue, "core_setpoints.cl.mako",
+                                      _template_params(geometry, layout, tiles), need_f64=True)
+            template.kernel("point_records")(
+                queue, (_round_up(points.n_valid, 64),), None, points.sorted_index.data,
+                np.uint32(points.n_valid), uvw_d.data, freq_scale_d.data,
+                np.uint32(freq_scale_d.shape[0]), np.int32(layout.nu), np.int32(layout.nv),
+                *(np.float64(s) for s in coordinate_scales(geometry, layout)),
+                cells.data, fracs.data)
+        points.derived["records"] = (cells, fracs)
+    return points.derived["records"]
+
+
 def freq_scale(freq_hz: np.ndarray) -> np.ndarray:
     """freq / c: metres to wavelengths per channel."""
     return np.asarray(freq_hz, np.float64) / SPEED_OF_LIGHT
@@ -138,4 +171,4 @@ def _round_up(n: int, multiple: int) -> int:
     return -(-int(n) // multiple) * multiple
 
 
-__all__ = ["PointSet", "SetPoints", "coordinate_scales", "freq_scale"]
+__all__ = ["PointSet", "SetPoints", "coordinate_scales", "freq_scale", "point_records"]

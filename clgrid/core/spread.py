@@ -19,7 +19,9 @@ kernel on the fly.
   partial tiles ``fold_chunks`` adds in a fixed order.
 * :class:`Interpolator` (``templates/core_interp.cl.mako``): one work-item
   per visibility in bin order, gathering its footprint from the planes of a
-  pass; adds into its own output element.
+  pass; adds into its own output element.  (Reading the spreader's point
+  records instead of uvw measured no faster on the Intel CPU runtime: the
+  footprint's grid reads dominate.)
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import pyopencl.array as cla
 from ..device.kernels import KernelTemplate, real_dtype_name
 from .eskernel import horner_coefficients
 from .plan import GridLayout, ImageGeometry, TileShape
-from .setpoints import PointSet, coordinate_scales
+from .setpoints import PointSet, coordinate_scales, point_records
 
 
 def _common_params(geometry: ImageGeometry, layout: GridLayout, weighted: bool,
@@ -210,7 +212,6 @@ class Spreader(_Stage):
         super().__init__(*args, **kwargs)
         self._work: dict[tuple[int, int], WorkList] = {}
         self._dummy_scratch = cla.empty(self.queue, 1, np.complex128)
-        self._records: tuple[PointSet, cla.Array, cla.Array] | None = None
         self._grid_complex = np.dtype(np.complex64 if self.geometry.grid_real == np.float32
                                       else np.complex128)
 
@@ -218,25 +219,6 @@ class Spreader(_Stage):
         return {**super()._extra_params(), "tile_u": self.tiles.tile_u,
                 "lanes": self.tiles.lanes, "vector": self.tiles.vector,
                 "plane_block": self.plane_block}
-
-    def records(self, points: PointSet, uvw_d: cla.Array,
-                freq_scale_d: cla.Array) -> tuple[cla.Array, cla.Array]:
-        """spread_vector's point records (cells, offsets) in sort order, made
-        on first use for ``points`` (geometry only, like the bins)."""
-        if self._records is None or self._records[0] is not points:
-            n = max(points.n_valid, 1)
-            real4 = np.dtype((self.geometry.grid_real, 4))
-            cells = cla.empty(self.queue, (n, 4), np.int32)
-            fracs = cla.empty(self.queue, n, real4)
-            if points.n_valid:
-                kernel = self._records_kernel()
-                kernel(self.queue, (-(-points.n_valid // 64) * 64,), None,
-                       points.sorted_index.data, np.uint32(points.n_valid), uvw_d.data,
-                       freq_scale_d.data, np.uint32(freq_scale_d.shape[0]),
-                       np.int32(self.layout.nu), np.int32(self.layout.nv), *self.scales,
-                       cells.data, fracs.data)
-            self._records = (points, cells, fracs)
-        return self._records[1], self._records[2]
 
     @property
     def plane_block(self) -> int:
@@ -267,7 +249,8 @@ class Spreader(_Stage):
         work = self.work(points, plane0, n_pass)
         kernel = self.kernel(wgt_d is not None, mask_d is not None)
         if self.tiles.vector:
-            cells, fracs = self.records(points, uvw_d, freq_scale_d)
+            cells, fracs = point_records(self.queue, self.geometry, self.layout, self.tiles,
+                                         points, uvw_d, freq_scale_d)
             kernel(self.queue, (work.n_items,), (1,), cells.data, fracs.data,
                    points.bin_start.data, uvw_d.data, freq_scale_d.data,
                    np.uint32(freq_scale_d.shape[0]), vis_d.data, np.uint32(npol),
@@ -308,9 +291,6 @@ class Spreader(_Stage):
             template = KernelTemplate(self.queue, self.template_name, params, need_f64=True)
             self._kernels[name] = template.kernel(name)
         return self._kernels[name]
-
-    def _records_kernel(self) -> cl.Kernel:
-        return self._named_kernel("point_records")
 
     def _fold_kernel(self) -> cl.Kernel:
         return self._named_kernel("fold_chunks")
