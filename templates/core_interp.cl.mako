@@ -40,9 +40,10 @@
 // for the first tap, x1 = 2 sqrt(1 - t) - 1 for the last.
 inline void kernel_taps(const ${real} t, ${real} *taps)
 {
-    const ${real} x = (${real})2 * t - (${real})1;
-    const ${real} x0 = (${real})2 * sqrt(t) - (${real})1;
-    const ${real} x1 = (${real})2 * sqrt((${real})1 - t) - (${real})1;
+    const ${real}2 roots = sqrt((${real}2)(t, (${real})1 - t));
+    const ${real} x = fma(t, (${real})2, (${real})-1);
+    const ${real} x0 = fma(roots.x, (${real})2, (${real})-1);
+    const ${real} x1 = fma(roots.y, (${real})2, (${real})-1);
 %   for tap in range(support):
     taps[${tap}] = ${horner_expression(tap)};
 %   endfor

@@ -265,6 +265,10 @@ void spread(__global const unsigned int *sorted_index, __global const unsigned i
         return "(" + tn + ")(" + ", ".join(("%." + str(digits) + "e") % v + suffix
                                           for v in padded) + ")"
     index_type = "uint" if real == "float" else "ulong"
+    mask_type = ("int" if real == "float" else "long") + str(taps_n)
+    def edge_mask(lane):
+        return "(" + mask_type + ")(" + ", ".join("-1" if c == lane else "0"
+                                                  for c in range(taps_n)) + ")"
     low = ", ".join("%d, %d" % (c, c + chunk) for c in range(chunk // 2))
     high = ", ".join("%d, %d" % (c, c + chunk) for c in range(chunk // 2, chunk))
 %>
@@ -302,9 +306,10 @@ inline ${tn} es_taps(const ${real} t)
     // ducc0's form: per tap a polynomial in its variable x in [-1, 1]
     // (eskernel.horner_coefficients, horner_variables): 2t - 1 inside, and
     // 2 sqrt(t) - 1, 2 sqrt(1 - t) - 1 for the edge taps (square-root edge)
-    ${tn} x = (${tn})((${real})2 * t - (${real})1);
-    x.s0 = (${real})2 * sqrt(t) - (${real})1;
-    x.s${"%x" % (support - 1)} = (${real})2 * sqrt((${real})1 - t) - (${real})1;
+    const ${real}2 roots = sqrt((${real}2)(t, (${real})1 - t));
+    ${tn} x = select((${tn})t, (${tn})roots.x, ${edge_mask(0)});
+    x = select(x, (${tn})roots.y, ${edge_mask(support - 1)});
+    x = fma(x, (${tn})2, (${tn})-1);
     ${tn} taps = ${vector_literal(horner[0])};
 %   for row in horner[1:]:
     taps = fma(taps, x, ${vector_literal(row)});
