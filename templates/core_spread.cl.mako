@@ -26,11 +26,13 @@
 ##             of the visibilities; support (int W), beta; tile_u, lanes (=
 ##             tile_v); do_w (bool); shifted (bool): facet centre away from the
 ##             phase centre; weighted, masked (bool): wgt / mask arrays given;
-##             vector (bool): CPUs: kernels point_records and spread_vector
-##             instead, one work-item per work item, the tile's columns as
-##             one OpenCL vector of LANES (= 16) values and a point's W taps
-##             as another, so each point costs one tap vector per axis and
-##             two vector FMAs per footprint row;
+##             vector (bool): CPUs: kernels spread_vector and add_halos
+##             instead (not output-owned: each point is gridded once, by its
+##             own tile, into a private tile with a halo; the halos go to
+##             slots that add_halos adds to the neighbouring tiles in a fixed
+##             order, so still bit-reproducible); the points come as records
+##             (core_setpoints.cl.mako, point_records), a point's W taps are
+##             one vector per axis and a footprint row two vector FMAs;
 ##             plane_block (int): w planes one spread_vector item grids;
 ##             kernel_eval ("exp" | "horner"): how spread_vector evaluates a
 ##             point's taps; horner: (degree + 1, W) polynomial coefficients
