@@ -42,7 +42,7 @@
 // for the first tap, x1 = 2 sqrt(1 - t) - 1 for the last.
 inline void kernel_taps(const ${real} t, ${real} *taps)
 {
-    const ${real}2 roots = sqrt((${real}2)(t, (${real})1 - t));
+    const ${real}2 roots = sqrt(fmax((${real}2)(t, (${real})1 - t), (${real})0));
     const ${real} x = fma(t, (${real})2, (${real})-1);
     const ${real} x0 = fma(roots.x, (${real})2, (${real})-1);
     const ${real} x1 = fma(roots.y, (${real})2, (${real})-1);
@@ -167,7 +167,7 @@ __kernel void interpolate(__global const unsigned int *sorted_index, const unsig
 inline ${tn} point_taps(const ${real} t)
 {
 % if kernel_eval == "horner":
-    const ${real}2 roots = sqrt((${real}2)(t, (${real})1 - t));
+    const ${real}2 roots = sqrt(fmax((${real}2)(t, (${real})1 - t), (${real})0));
     ${tn} x = select((${tn})t, (${tn})roots.x, ${edge_mask(0)});
     x = select(x, (${tn})roots.y, ${edge_mask(support - 1)});
     x = fma(x, (${tn})2, (${tn})-1);

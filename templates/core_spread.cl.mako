@@ -308,7 +308,7 @@ inline ${tn} es_taps(const ${real} t)
     // ducc0's form: per tap a polynomial in its variable x in [-1, 1]
     // (eskernel.horner_coefficients, horner_variables): 2t - 1 inside, and
     // 2 sqrt(t) - 1, 2 sqrt(1 - t) - 1 for the edge taps (square-root edge)
-    const ${real}2 roots = sqrt((${real}2)(t, (${real})1 - t));
+    const ${real}2 roots = sqrt(fmax((${real}2)(t, (${real})1 - t), (${real})0));
     ${tn} x = select((${tn})t, (${tn})roots.x, ${edge_mask(0)});
     x = select(x, (${tn})roots.y, ${edge_mask(support - 1)});
     x = fma(x, (${tn})2, (${tn})-1);

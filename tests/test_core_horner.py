@@ -112,3 +112,29 @@ def test_horner_gridding_matches_the_direct_transform(cl_env, epsilon, precision
     right = np.vdot(predicted.astype(np.complex128), vis).real
     rounding = 1e-5 if precision == "single" else 1e-12
     assert abs(left - right) <= rounding * abs(left)
+
+
+@pytest.mark.parametrize("epsilon", [1e-4, 1e-5])
+def test_points_on_cell_boundaries_stay_finite(cl_env, epsilon):
+    """Points whose footprint starts exactly on, or a rounding error from, a
+    cell boundary (offset t = 0 or just below after rounding: the Horner
+    taps take sqrt(t)); the VLA example Measurement Set has such points."""
+    if not cl_env.profile.fp64:
+        pytest.skip("device has no fp64")
+    freq = np.array([1.0e9])
+    probe = Imager(cl_env.queue, uvw=np.zeros((64, 3)), freq=freq, epsilon=epsilon,
+                   **GEOMETRY)
+    support, metres_per_cell = probe.kernel_choice.support, 299792458.0 / freq[0] / (
+        probe.nu * GEOMETRY["pixsize_x"])
+    rng = np.random.default_rng(9)
+    cells = rng.integers(-20, 20, 64) + support / 2.0 + rng.choice([-1e-13, 0.0, 1e-13], 64)
+    uvw = np.stack([cells * metres_per_cell, -cells * metres_per_cell * probe.nu / probe.nv
+                    * GEOMETRY["pixsize_x"] / GEOMETRY["pixsize_y"], np.zeros(64)], axis=1)
+    vis = (rng.normal(size=(64, 1)) + 1j * rng.normal(size=(64, 1))).astype(np.complex64)
+    imager = Imager(cl_env.queue, uvw=uvw, freq=freq, epsilon=epsilon, **GEOMETRY)
+    dirty = imager.vis2dirty(vis)
+    reference = dft_vis2dirty(uvw, freq, vis, **GEOMETRY)
+    assert np.all(np.isfinite(dirty))
+    assert np.linalg.norm(dirty - reference) / np.linalg.norm(reference) <= epsilon
+    predicted = imager.dirty2vis(dirty)
+    assert np.all(np.isfinite(predicted))
