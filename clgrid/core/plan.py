@@ -208,10 +208,19 @@ def plane_spacing(geometry: ImageGeometry, choice: KernelChoice) -> float:
     return 0.5 / (choice.sigma * max(geometry.max_eta, 1e-300))
 
 
+#: The smallest w sits this far (in planes) above the last place where its
+#: footprint would start one plane lower (a margin for rounding).
+W_MARGIN = 1e-6
+
+
 def n_planes_for(geometry: ImageGeometry, choice: KernelChoice,
                  w_range: tuple[float, float]) -> int:
+    """w planes a w range needs: a point's footprint starts at plane
+    ceil(w_pos - W/2), which over the range (placed by :class:`GridLayout`'s
+    ``w0`` just above a start boundary) takes ceil(span) values; W planes each."""
     w_min, w_max = w_range
-    return int(math.ceil((w_max - w_min) / plane_spacing(geometry, choice))) + choice.support
+    span = (w_max - w_min) / plane_spacing(geometry, choice)
+    return int(math.ceil(span + 2.0 * W_MARGIN)) + choice.support - 1
 
 
 def good_grid_size(n: int, multiple: int = GRID_MULTIPLE) -> int:
@@ -272,7 +281,10 @@ class GridLayout:
         if not geometry.do_w:
             return cls(choice, nu, nv, w_range, 1, 1.0, 0.0)
         dw = plane_spacing(geometry, choice)
-        w0 = w_range[0] - 0.5 * choice.support * dw
+        # the smallest w at w_pos = W/2 - 1 + W_MARGIN: its footprint starts at
+        # plane 0 and spans up to ceil(span) start planes, not ceil(span) + 1
+        # (ducc0 needs W planes for a w range under one plane too)
+        w0 = w_range[0] - (0.5 * choice.support - 1.0 + W_MARGIN) * dw
         return cls(choice, nu, nv, w_range, n_planes_for(geometry, choice, w_range), dw, w0)
 
     @classmethod
@@ -388,7 +400,7 @@ def planes_per_pass(profile: DeviceProfile, layout: GridLayout, grid_complex: np
     return -(-layout.n_planes // passes)
 
 
-__all__ = ["FFT_COST_PER_CELL", "GRID_COST_PER_TAP", "GRID_MULTIPLE", "GridLayout",
+__all__ = ["FFT_COST_PER_CELL", "GRID_COST_PER_TAP", "GRID_MULTIPLE", "GridLayout", "W_MARGIN",
            "ImageGeometry", "MIN_EPSILON", "SPEED_OF_LIGHT", "TileShape", "check_epsilon",
            "check_finite", "check_freq", "check_npix", "check_positive", "check_uvw",
            "choose_kernel", "good_grid_size", "n_planes_for", "plane_spacing",
