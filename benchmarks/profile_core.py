@@ -130,8 +130,8 @@ def main(argv=None) -> int:
 def ducc0_rounds(args, queue, imager, uvw, freq, cell, vis, image) -> None:
     """ducc0 and clgrid (end to end) in alternating rounds, best of each."""
     from ducc0 import wgridder
-    common = dict(uvw=uvw, freq=freq, pixsize_x=cell, pixsize_y=cell, epsilon=args.epsilon,
-                  do_wgridding=args.w, nthreads=os.cpu_count())
+    common = {"uvw": uvw, "freq": freq, "pixsize_x": cell, "pixsize_y": cell,
+              "epsilon": args.epsilon, "do_wgridding": args.w, "nthreads": os.cpu_count()}
     runs = {"ducc0 vis2dirty": lambda: wgridder.vis2dirty(
                 vis=vis, npix_x=args.npix, npix_y=args.npix, **common),
             "ducc0 dirty2vis": lambda: wgridder.dirty2vis(dirty=image, **common),

@@ -5,9 +5,17 @@ imaging results with it against the direct Fourier transform."""
 import numpy as np
 import pytest
 
-from clgrid.core.eskernel import (HORNER_ERROR_SHARE, KERNEL_TABLE, KernelChoice, es_kernel,
-                                  horner_coefficients, horner_error, horner_suits, horner_taps,
-                                  horner_variables)
+from clgrid.core.eskernel import (
+    HORNER_ERROR_SHARE,
+    KERNEL_TABLE,
+    KernelChoice,
+    es_kernel,
+    horner_coefficients,
+    horner_error,
+    horner_suits,
+    horner_taps,
+    horner_variables,
+)
 from clgrid.core.plan import TileShape
 from clgrid.imaging import Imager, dft_dirty2vis, dft_vis2dirty
 
@@ -77,7 +85,7 @@ def _observation(n_rows=120, n_chan=2, seed=5):
     return uvw, freq, vis
 
 
-GEOMETRY = dict(npix_x=48, npix_y=40, pixsize_x=5e-3, pixsize_y=6e-3)
+GEOMETRY = {"npix_x": 48, "npix_y": 40, "pixsize_x": 5e-3, "pixsize_y": 6e-3}
 
 
 @pytest.mark.parametrize("epsilon,precision", [(1e-4, "single"), (1e-5, "single"),

@@ -349,7 +349,7 @@ def candidate_kernels(epsilon: float, ndim: int, sigma_min: float = 1.1,
     return choices
 
 
-__all__ = ["KERNEL_EVALS", "KERNEL_TABLE", "KernelChoice", "horner_coefficients",
-           "horner_degree", "horner_error", "horner_suits", "horner_taps",
-           "horner_variables", "aliasing_error", "build_table",
-           "candidate_kernels", "correction_gain", "es_fourier", "es_kernel", "optimal_beta"]
+__all__ = ["KERNEL_EVALS", "KERNEL_TABLE", "KernelChoice", "aliasing_error", "build_table",
+           "candidate_kernels", "correction_gain", "es_fourier", "es_kernel",
+           "horner_coefficients", "horner_degree", "horner_error", "horner_suits",
+           "horner_taps", "horner_variables", "optimal_beta"]

@@ -220,7 +220,7 @@ def n_planes_for(geometry: ImageGeometry, choice: KernelChoice,
     ``w0`` just above a start boundary) takes ceil(span) values; W planes each."""
     w_min, w_max = w_range
     span = (w_max - w_min) / plane_spacing(geometry, choice)
-    return int(math.ceil(span + 2.0 * W_MARGIN)) + choice.support - 1
+    return math.ceil(span + 2.0 * W_MARGIN) + choice.support - 1
 
 
 def good_grid_size(n: int, multiple: int = GRID_MULTIPLE) -> int:
@@ -400,8 +400,8 @@ def planes_per_pass(profile: DeviceProfile, layout: GridLayout, grid_complex: np
     return -(-layout.n_planes // passes)
 
 
-__all__ = ["FFT_COST_PER_CELL", "GRID_COST_PER_TAP", "GRID_MULTIPLE", "GridLayout", "W_MARGIN",
-           "ImageGeometry", "MIN_EPSILON", "SPEED_OF_LIGHT", "TileShape", "check_epsilon",
-           "check_finite", "check_freq", "check_npix", "check_positive", "check_uvw",
-           "choose_kernel", "good_grid_size", "n_planes_for", "plane_spacing",
+__all__ = ["FFT_COST_PER_CELL", "GRID_COST_PER_TAP", "GRID_MULTIPLE", "MIN_EPSILON",
+           "SPEED_OF_LIGHT", "W_MARGIN", "GridLayout", "ImageGeometry", "TileShape",
+           "check_epsilon", "check_finite", "check_freq", "check_npix", "check_positive",
+           "check_uvw", "choose_kernel", "good_grid_size", "n_planes_for", "plane_spacing",
            "planes_per_pass", "precision_dtype", "precision_of", "w_range_wavelengths"]

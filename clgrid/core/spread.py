@@ -13,10 +13,11 @@ kernel on the fly.
   work-item grids the points of its tile's own bins, each once, into a
   private tile with a halo (a point's W taps one vector, ducc0-style
   polynomials), writes the tile and leaves the halo in a slot, and
-  ``add_halos`` adds the slots to the neighbouring tiles in a fixed order.  The work list
-  (:func:`work_list`, built once per pass from the bin sizes) splits the
-  dense (tile, plane) point lists of the uv centre into chunks on GPUs, whose
-  partial tiles ``fold_chunks`` adds in a fixed order.
+  ``add_halos`` adds the slots to the neighbouring tiles in a fixed order
+  (:func:`block_list`).  The work list (:func:`work_list`, built once per
+  pass from the bin sizes) splits the dense (tile, plane) point lists of the
+  uv centre into chunks on GPUs, whose partial tiles ``fold_chunks`` adds in
+  a fixed order.
 * :class:`Interpolator` (``templates/core_interp.cl.mako``): one work-item
   per visibility in bin order, gathering its footprint from the planes of a
   pass; adds into its own output element.  On CPUs (vector tiles,
@@ -24,9 +25,7 @@ kernel on the fly.
   (:func:`clgrid.core.setpoints.point_records`, shared with the spreader), a
   footprint row one contiguous vector load (PoCL 3, 720 k points: 35 -> 8 ms;
   the Intel runtime, which vectorises the plain kernel across work-items:
-  about the same).  (Reading the spreader's point
-  records instead of uvw measured no faster on the Intel CPU runtime: the
-  footprint's grid reads dominate.)
+  about the same).
 """
 
 from __future__ import annotations
