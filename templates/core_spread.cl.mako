@@ -251,13 +251,8 @@ void spread(__global const unsigned int *sorted_index, __global const unsigned i
 % endif
 % if vector:
 <%
-    chunk = min(lanes, 16)
-    vn = real + str(chunk)
-    dn = "double" + str(chunk)
     rn = real + "4"
     taps_n = 4 if support <= 4 else (8 if support <= 8 else 16)
-    acc_chunks = -(-(lanes + support - 1) // chunk)
-    row_cells = max(acc_chunks * chunk, lanes + taps_n)
     tn = real + str(taps_n)
     columns = ", ".join(str(c) for c in range(taps_n))
     suffix = "f" if real == "float" else ""
@@ -271,8 +266,17 @@ void spread(__global const unsigned int *sorted_index, __global const unsigned i
     def edge_mask(lane):
         return "(" + mask_type + ")(" + ", ".join("-1" if c == lane else "0"
                                                   for c in range(taps_n)) + ")"
-    low = ", ".join("%d, %d" % (c, c + chunk) for c in range(chunk // 2))
-    high = ", ".join("%d, %d" % (c, c + chunk) for c in range(chunk // 2, chunk))
+    # rows hold complex cells, real and imaginary parts interleaved as in the
+    # grid; a point's row update is TAPS complex cells, in pieces of at most
+    # 16 reals (one OpenCL vector)
+    piece = min(2 * taps_n, 16)
+    pieces = 2 * taps_n // piece
+    pn = real + str(piece)
+    def pair_lanes(h):   # taps of piece h, each twice (real, imaginary part)
+        return ", ".join("%d, %d" % (c, c) for c in range(h * piece // 2, (h + 1) * piece // 2))
+    value_pattern = ", ".join(["value.x, value.y"] * (piece // 2))
+    row_cells = -(-max(lanes + support - 1, lanes + taps_n) // 8) * 8
+    acc_chunks = 2 * row_cells // 16
 %>
 #define FOLD_EVERY 32
 #define PLANE_BLOCK ${plane_block}
@@ -280,19 +284,17 @@ void spread(__global const unsigned int *sorted_index, __global const unsigned i
 #define TAPS ${taps_n}
 // Private tile of spread_vector: the tile's TILE_U x LANES cells plus a halo
 // of SUPPORT - 1 rows below and columns right (where the footprints of the
-// tile's own points run over into its upper neighbours), rows of ROW cells
-// (room for a TAPS vector at any column offset of the tile), so that a point's
-// footprint is added without clipping: one TAPS vector per row.
+// tile's own points run over into its upper neighbours), rows of ROW complex
+// cells, real and imaginary parts interleaved (room for TAPS cells at any
+// column offset of the tile), so that a point's footprint is added without
+// clipping: one vector of 2 TAPS reals per row (PIECES of PIECE reals).
 #define ACC_ROWS (TILE_U + SUPPORT - 1)
 #define ACC_COLS (LANES + SUPPORT - 1)
-// A point's W taps: lanes 0 .. W - 1 of a vector of TAPS (4, 8 or 16) lanes.
-#define TAPS ${taps_n}
-// Rows are folded and written CHUNK (<= 16) columns at a time: CHUNKS of
-// them cover the tile, ACC_CHUNKS the tile and its halo.
-#define CHUNK ${chunk}
-#define CHUNKS (LANES / CHUNK)
-#define ACC_CHUNKS ${acc_chunks}
 #define ROW ${row_cells}
+#define PIECE ${piece}
+#define PIECES ${pieces}
+// Rows are folded 16 reals (8 cells) at a time: ACC_CHUNKS per row.
+#define ACC_CHUNKS ${acc_chunks}
 // One halo slot (a tile's halo in one plane), complex cells: the right strip
 // (ACC_ROWS x (W - 1): columns LANES .. of every row, the corner included),
 // then the bottom strip ((W - 1) x LANES: rows TILE_U .., the tile's columns).
@@ -325,27 +327,17 @@ inline ${tn} es_taps(const ${real} t)
 % endif
 }
 
-// Adds rows [r_lo, r_hi) x chunks [q_lo, q_hi) of one plane's (re, im)
-// private tile into its float64 totals and clears them.
-inline void fold_rows(${real} *acc_re, ${real} *acc_im, ${dn} *total_re, ${dn} *total_im,
-                      const int r_lo, const int r_hi, const int q_lo, const int q_hi)
+// Adds rows [r_lo, r_hi) x chunks [q_lo, q_hi) (16 reals each) of one
+// plane's private tile into its float64 totals and clears them.
+inline void fold_rows(${real} *acc, double16 *total, const int r_lo, const int r_hi,
+                      const int q_lo, const int q_hi)
 {
     for (int r = r_lo; r < r_hi; ++r)
         for (int q = q_lo; q < q_hi; ++q) {
-            const int at = r * ROW + q * CHUNK;
-            total_re[r * ACC_CHUNKS + q] += convert_${dn}(vload${chunk}(0, acc_re + at));
-            total_im[r * ACC_CHUNKS + q] += convert_${dn}(vload${chunk}(0, acc_im + at));
-            vstore${chunk}((${vn})0, 0, acc_re + at);
-            vstore${chunk}((${vn})0, 0, acc_im + at);
+            const int at = 2 * r * ROW + 16 * q;
+            total[r * ACC_CHUNKS + q] += convert_double16(vload16(0, acc + at));
+            vstore16((${real}16)0, 0, acc + at);
         }
-}
-
-// CHUNK complex cells of a tile row from their real and imaginary parts.
-inline void store_chunk(__global ${vec} *out, const ${vn} re, const ${vn} im)
-{
-    __global ${real} *flat = (__global ${real} *)out;
-    vstore${chunk}(shuffle2(re, im, (${index_type}${chunk})(${low})), 0, flat);
-    vstore${chunk}(shuffle2(re, im, (${index_type}${chunk})(${high})), 0, flat + CHUNK);
 }
 
 // CPUs, stage 1 of 2: one work-item per work item, alone in its work-group
@@ -355,10 +347,11 @@ inline void store_chunk(__global ${vec} *out, const ${vn} re, const ${vn} im)
 // pass, planes, halo slot or -1 when no point is in its bins).  It grids only
 // the points of its own bins (read from point_records, in the order of the
 // sort), each once: a tap vector in u, in v and in w, then per plane W row
-// updates of the private tile with halo, two vector FMAs each.  The float64
-// fold comes after every FOLD_EVERY points and adds only the rows and columns
-// touched since the last.  The tile goes to the grid; its halo, which belongs
-// to the tiles above it in u and v, to its slot, which add_halos adds there.
+// updates of the private tile with halo, one vector FMA of 2 TAPS reals each
+// (complex cells interleaved, as in the grid).  The float64 fold comes after
+// every FOLD_EVERY points and adds only the rows and columns touched since the
+// last.  The tile goes to the grid; its halo, which belongs to the tiles above
+// it in u and v, to its slot, which add_halos adds there.
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void spread_vector(
             __global const int4 *cells, __global const ${rn} *fracs,
@@ -381,10 +374,11 @@ void spread_vector(
     __global ${vec} *out = planes + (size_t)item.y * nu * nv + (size_t)u0 * nv + v0;
     if (item.w < 0) {   // no point in the tile's bins: zeros, no halo
         for (int j = 0; j < n_planes; ++j)
-            for (int r = 0; r < TILE_U; ++r)
-                for (int q = 0; q < CHUNKS; ++q)
-                    store_chunk(out + (size_t)j * nu * nv + (size_t)r * nv + q * CHUNK,
-                                (${vn})0, (${vn})0);
+            for (int r = 0; r < TILE_U; ++r) {
+                __global ${vec} *row = out + (size_t)j * nu * nv + (size_t)r * nv;
+                for (int c = 0; c < LANES; ++c)
+                    row[c] = (${vec})(0, 0);
+            }
         return;
     }
 % if do_w:
@@ -396,14 +390,13 @@ void spread_vector(
     const unsigned int bin = (unsigned int)tile * n_wbins;
     const unsigned int first = bin_start[bin + wlo], end = bin_start[bin + whi + 1];
 
-    ${real} acc_re[PLANE_BLOCK][ACC_ROWS * ROW], acc_im[PLANE_BLOCK][ACC_ROWS * ROW];
-    ${dn} total_re[PLANE_BLOCK][ACC_ROWS * ACC_CHUNKS];
-    ${dn} total_im[PLANE_BLOCK][ACC_ROWS * ACC_CHUNKS];
+    ${real} acc[PLANE_BLOCK][2 * ACC_ROWS * ROW];
+    double16 total[PLANE_BLOCK][ACC_ROWS * ACC_CHUNKS];
     for (int j = 0; j < n_planes; ++j) {
-        for (int c = 0; c < ACC_ROWS * ROW; ++c)
-            acc_re[j][c] = acc_im[j][c] = (${real})0;
+        for (int c = 0; c < 2 * ACC_ROWS * ROW; ++c)
+            acc[j][c] = (${real})0;
         for (int r = 0; r < ACC_ROWS * ACC_CHUNKS; ++r)
-            total_re[j][r] = total_im[j][r] = (${dn})0;
+            total[j][r] = (double16)0;
     }
     ${real} ku[TAPS];
 % if do_w:
@@ -436,12 +429,19 @@ void spread_vector(
         }
 % endif
         vstore${taps_n}(es_taps(frac.x), 0, ku);
-        const ${tn} kv = es_taps(frac.y);
-        const ${tn} kv_re = kv * value.x, kv_im = kv * value.y;
+        // the v taps times the value, as interleaved complex cells
+        ${real} kv_value[2 * TAPS];
+        {
+            const ${tn} kv = es_taps(frac.y);
+% for h in range(pieces):
+            vstore${piece}(shuffle(kv, (${index_type}${piece})(${pair_lanes(h)}))
+                           * (${pn})(${value_pattern}), ${h}, kv_value);
+% endfor
+        }
 % if do_w:
         vstore${taps_n}(es_taps(frac.z), 0, kw);
 % endif
-        const int at = du * ROW + dv;
+        const int at = 2 * (du * ROW + dv);
         r_lo = min(r_lo, du);
         r_hi = max(r_hi, du + SUPPORT);
         c_lo = min(c_lo, dv);
@@ -451,24 +451,26 @@ void spread_vector(
             const int tap = first_plane + j - cell.z;
             if (tap < 0 || tap >= SUPPORT)
                 continue;
-            const ${tn} kvw_re = kv_re * kw[tap], kvw_im = kv_im * kw[tap];
-% else:
-            const ${tn} kvw_re = kv_re, kvw_im = kv_im;
+            const ${real} weight_w = kw[tap];
 % endif
-            ${real} *re = acc_re[j] + at, *im = acc_im[j] + at;
-            #pragma unroll
-            for (int a = 0; a < SUPPORT; ++a) {
-                vstore${taps_n}(fma((${tn})ku[a], kvw_re, vload${taps_n}(0, re + a * ROW)), 0,
-                                re + a * ROW);
-                vstore${taps_n}(fma((${tn})ku[a], kvw_im, vload${taps_n}(0, im + a * ROW)), 0,
-                                im + a * ROW);
+            ${real} *row = acc[j] + at;
+            for (int h = 0; h < PIECES; ++h) {
+% if do_w:
+                const ${pn} kvw = vload${piece}(h, kv_value) * weight_w;
+% else:
+                const ${pn} kvw = vload${piece}(h, kv_value);
+% endif
+                #pragma unroll
+                for (int a = 0; a < SUPPORT; ++a)
+                    vstore${piece}(fma((${pn})ku[a], kvw,
+                                       vload${piece}(0, row + 2 * a * ROW + h * PIECE)), 0,
+                                   row + 2 * a * ROW + h * PIECE);
             }
         }
         if (++since_fold == FOLD_EVERY) {
-            const int q_lo = c_lo / CHUNK, q_hi = (c_hi + CHUNK - 1) / CHUNK;
+            const int q_lo = (2 * c_lo) / 16, q_hi = (2 * c_hi + 15) / 16;
             for (int j = 0; j < n_planes; ++j)
-                fold_rows(acc_re[j], acc_im[j], total_re[j], total_im[j], r_lo, r_hi, q_lo,
-                          min(q_hi, ACC_CHUNKS));
+                fold_rows(acc[j], total[j], r_lo, r_hi, q_lo, min(q_hi, ACC_CHUNKS));
             since_fold = 0;
             r_lo = ACC_ROWS;
             r_hi = 0;
@@ -477,25 +479,24 @@ void spread_vector(
         }
     }
     for (int j = 0; j < n_planes; ++j) {
-        fold_rows(acc_re[j], acc_im[j], total_re[j], total_im[j], 0, ACC_ROWS, 0, ACC_CHUNKS);
-        for (int r = 0; r < TILE_U; ++r)
-            for (int q = 0; q < CHUNKS; ++q)
-                store_chunk(out + (size_t)j * nu * nv + (size_t)r * nv + q * CHUNK,
-                            convert_${vn}(total_re[j][r * ACC_CHUNKS + q]),
-                            convert_${vn}(total_im[j][r * ACC_CHUNKS + q]));
+        fold_rows(acc[j], total[j], 0, ACC_ROWS, 0, ACC_CHUNKS);
         __global ${vec} *halo = halos + (size_t)(item.w + j) * HALO_CELLS;
         for (int r = 0; r < ACC_ROWS; ++r) {
-            double re[ACC_CHUNKS * CHUNK], im[ACC_CHUNKS * CHUNK];
-            for (int q = 0; q < ACC_CHUNKS; ++q) {
-                vstore${chunk}(total_re[j][r * ACC_CHUNKS + q], q, re);
-                vstore${chunk}(total_im[j][r * ACC_CHUNKS + q], q, im);
-            }
-            for (int c = 0; c < HALO_W; ++c)
-                halo[r * HALO_W + c] = (${vec})((${real})re[LANES + c], (${real})im[LANES + c]);
-            if (r >= TILE_U)
+            double parts[16 * ACC_CHUNKS];
+            for (int q = 0; q < ACC_CHUNKS; ++q)
+                vstore16(total[j][r * ACC_CHUNKS + q], q, parts);
+            if (r < TILE_U) {
+                __global ${vec} *grid_row = out + (size_t)j * nu * nv + (size_t)r * nv;
+                for (int c = 0; c < LANES; ++c)
+                    grid_row[c] = (${vec})((${real})parts[2 * c], (${real})parts[2 * c + 1]);
+            } else {
                 for (int c = 0; c < LANES; ++c)
                     halo[BOTTOM_AT + (r - TILE_U) * LANES + c] =
-                        (${vec})((${real})re[c], (${real})im[c]);
+                        (${vec})((${real})parts[2 * c], (${real})parts[2 * c + 1]);
+            }
+            for (int c = 0; c < HALO_W; ++c)
+                halo[r * HALO_W + c] = (${vec})((${real})parts[2 * (LANES + c)],
+                                                (${real})parts[2 * (LANES + c) + 1]);
         }
     }
 }
