@@ -333,9 +333,9 @@ class TileShape:
         if support > min(self.tile_u, self.lanes) + 1:
             raise ValueError(f"tile {self.tile_u}x{self.lanes} is too small for kernel support "
                              f"{support} (needs support <= tile + 1)")
-        if self.vector and self.lanes not in (2, 4, 8, 16, 32, 48, 64):
-            raise ValueError(f"a vector tile needs 2, 4, 8, 16, 32, 48 or 64 lanes, "
-                             f"got {self.lanes}")
+        if self.vector and self.lanes not in (2, 4, 8, 16, 32):
+            raise ValueError(f"a vector tile needs 2, 4, 8, 16 or 32 lanes (grids are "
+                             f"multiples of {GRID_MULTIPLE}), got {self.lanes}")
         if self.plane_block < 1 or (self.plane_block > 1 and not self.vector):
             raise ValueError("plane_block > 1 needs a vector tile (and plane_block >= 1)")
         if self.vector and support > min(self.lanes, 16):
