@@ -5,11 +5,16 @@ still tells where it stopped:
 
     python benchmarks/profile_core.py --device nvidia --baselines 2016 --hours 2 --channels 64
     python benchmarks/profile_core.py --device intel --baselines 200 --hours 0.25 --channels 8 --npix 512
+
+``--ducc0``: ducc0.wgridder in the same process on every core, timed
+between clgrid's rounds (best of ``--repeats`` each), with ducc0 / clgrid.
+``--json``: write the stage times there.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -44,7 +49,13 @@ def parse_args(argv=None):
     parser.add_argument("--tiles", default=None,
                         help="spreading tile 'tile_u,lanes,chunk_points' (GPU kernel); "
                              "default the device's")
+    parser.add_argument("--ducc0", action="store_true",
+                        help="time ducc0.wgridder on every core in the same run")
+    parser.add_argument("--json", default=None, help="write the times here")
     return parser.parse_args(argv)
+
+
+TIMES: dict[str, float] = {}
 
 
 def timed(label: str, run, queue, repeats: int) -> float:
@@ -57,6 +68,7 @@ def timed(label: str, run, queue, repeats: int) -> float:
         queue.finish()
         times.append(time.perf_counter() - start)
     best = min(times)
+    TIMES[label] = round(best, 5)
     print(f"{label:28s} {best * 1e3:10.2f} ms", flush=True)
     return best
 
@@ -115,7 +127,44 @@ def main(argv=None) -> int:
     timed("dirty2vis device-resident", lambda: imager.dirty2vis_device(image_d), queue,
           args.repeats)
     timed("dirty2vis end to end", lambda: imager.dirty2vis(image), queue, args.repeats)
+    if args.ducc0:
+        ducc0_rounds(args, queue, imager, uvw, freq, cell, vis, image)
+    if args.json:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from _common import write_json
+        write_json(args.json, "profile_core", [dict(TIMES)],
+                   device=clgrid.DeviceProfile.from_device(queue.device).summary(),
+                   arguments=vars(args), ducc0_threads=os.cpu_count() if args.ducc0 else None)
     return 0
+
+
+def ducc0_rounds(args, queue, imager, uvw, freq, cell, vis, image) -> None:
+    """ducc0 and clgrid (end to end) in alternating rounds, best of each."""
+    from ducc0 import wgridder
+    common = {"uvw": uvw, "freq": freq, "pixsize_x": cell, "pixsize_y": cell,
+              "epsilon": args.epsilon, "do_wgridding": args.w, "nthreads": os.cpu_count()}
+    runs = {"ducc0 vis2dirty": lambda: wgridder.vis2dirty(
+                vis=vis, npix_x=args.npix, npix_y=args.npix, **common),
+            "ducc0 dirty2vis": lambda: wgridder.dirty2vis(dirty=image, **common),
+            "clgrid vis2dirty": lambda: imager.vis2dirty(vis),
+            "clgrid dirty2vis": lambda: imager.dirty2vis(image)}
+    best = {label: float("inf") for label in runs}
+    for run in runs.values():
+        run()
+    queue.finish()
+    for _ in range(args.repeats):
+        for label, run in runs.items():
+            start = time.perf_counter()
+            run()
+            queue.finish()
+            best[label] = min(best[label], time.perf_counter() - start)
+    for label, seconds in best.items():
+        TIMES[label + " (rounds)"] = round(seconds, 5)
+        print(f"{label + ' (rounds)':28s} {seconds * 1e3:10.2f} ms", flush=True)
+    for direction in ("vis2dirty", "dirty2vis"):
+        ratio = best["ducc0 " + direction] / best["clgrid " + direction]
+        TIMES["ducc0/clgrid " + direction] = round(ratio, 3)
+        print(f"ducc0 / clgrid {direction:13s} {ratio:10.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -60,7 +60,8 @@ __kernel void correction(__global ${real} *corr, const int npix_x, const int npi
 
 // Planes [plane0, plane0 + n_pass) (after the backward FFT) -> dirty image,
 // accumulated in a fixed plane order: dirty += sum_p Re(grid_p exp(-2 pi i
-// w_p (n - 1))) * corr * scale.  One work-item per image pixel.
+// w_p (n - 1))) * corr * scale.  One work-item per image pixel, the first
+// global dimension along the image's rows (contiguous).
 __kernel void planes_to_dirty(__global const ${vec} *planes, const int nu, const int nv,
                               const int n_pass, __global ${real} *dirty,
                               __global const ${real} *corr, const int npix_x, const int npix_y,
@@ -68,7 +69,7 @@ __kernel void planes_to_dirty(__global const ${vec} *planes, const int nu, const
                               const double centre_x, const double centre_y,
                               const double w_first, const double dw, const ${real} scale)
 {
-    const int i = get_global_id(0), j = get_global_id(1);
+    const int j = get_global_id(0), i = get_global_id(1);
     if (i >= npix_x || j >= npix_y)
         return;
     const size_t cell = grid_index(i - npix_x / 2, nu) * nv + grid_index(j - npix_y / 2, nv);
@@ -94,32 +95,41 @@ __kernel void planes_to_dirty(__global const ${vec} *planes, const int nu, const
 
 // Dirty image -> planes [plane0, plane0 + n_pass) (before the forward FFT):
 // every cell of every plane is written, zero outside the image's cells.
-// One work-item per grid cell and plane.
+// One work-item per grid cell, over the planes; the first global dimension
+// runs along v, so neighbouring work-items write neighbouring cells (CPU
+// runtimes vectorise along it).
 __kernel void dirty_to_planes(__global const ${real} *dirty, __global const ${real} *corr,
                               const int npix_x, const int npix_y,
                               __global ${vec} *planes, const int nu, const int nv,
+                              const int n_pass,
                               const double pixsize_x, const double pixsize_y,
                               const double centre_x, const double centre_y,
                               const double w_first, const double dw)
 {
-    const int x = get_global_id(0), y = get_global_id(1), p = get_global_id(2);
+    const int y = get_global_id(0), x = get_global_id(1);
     if (x >= nu || y >= nv)
         return;
     const int i = (x < nu / 2 ? x : x - nu) + npix_x / 2;
     const int j = (y < nv / 2 ? y : y - nv) + npix_y / 2;
-    ${vec} out = (${vec})(0, 0);
-    if (i >= 0 && i < npix_x && j >= 0 && j < npix_y) {
-        const size_t pixel = (size_t)i * npix_y + j;
-        const ${real} value = dirty[pixel] * corr[pixel];
+    const size_t plane_cells = (size_t)nu * nv;
+    __global ${vec} *out = planes + (size_t)x * nv + y;
+    if (!(i >= 0 && i < npix_x && j >= 0 && j < npix_y)) {
+        for (int p = 0; p < n_pass; ++p)
+            out[p * plane_cells] = (${vec})(0, 0);
+        return;
+    }
+    const size_t pixel = (size_t)i * npix_y + j;
+    const ${real} value = dirty[pixel] * corr[pixel];
 % if do_w:
-        const double eta = n_minus_1(pixel_l(i, npix_x, pixsize_x, centre_x),
-                                     pixel_l(j, npix_y, pixsize_y, centre_y));
+    const double eta = n_minus_1(pixel_l(i, npix_x, pixsize_x, centre_x),
+                                 pixel_l(j, npix_y, pixsize_y, centre_y));
+    for (int p = 0; p < n_pass; ++p) {
         double c;
         const double s = sincos(2.0 * M_PI * (w_first + p * dw) * eta, &c);
-        out = (${vec})(value * (${real})c, value * (${real})s);
-% else:
-        out = (${vec})(value, (${real})0);
-% endif
+        out[p * plane_cells] = (${vec})(value * (${real})c, value * (${real})s);
     }
-    planes[((size_t)p * nu + x) * nv + y] = out;
+% else:
+    for (int p = 0; p < n_pass; ++p)
+        out[p * plane_cells] = (${vec})(value, (${real})0);
+% endif
 }

@@ -6,8 +6,14 @@
 ## their w-kernel weights and added to out (passes run in a fixed order).
 ## Parameters: real ("float" | "double"): grid precision; vis_real: output
 ##             precision; support (int W), beta; do_w, shifted, weighted,
-##             masked (bool); with_f64 (always True).  out starts zeroed (points
-##             with no valid position are never visited);
+##             masked (bool); with_f64 (always True); vector (bool): CPUs:
+##             also the kernel interpolate_vector (points_per_item points per
+##             work-item, from the point records); kernel_eval ("exp" |
+##             "horner"): the kernel's taps by the formula or by the spreader's
+##             per-tap polynomials (horner: their coefficients, as
+##             eskernel.horner_coefficients), the same as spread_vector's so
+##             that the two stay adjoint.  out starts zeroed (points with no
+##             valid position are never visited);
 ##             kernel_source ("es" | "table" | "table_full"): "table*" adds
 ##             interpolate_table, the adjoint of core_spread's table sources
 ##             (clgrid.Degridder on the core), with oversample (int O);
@@ -24,6 +30,34 @@
 <%include file="es_kernel.cl.mako"/>
 <%include file="complex.cl.mako"/>
 <%include file="footprint.cl.mako"/>
+% if kernel_eval == "horner":
+<%
+    suffix = "f" if real == "float" else ""
+    def literal(value):
+        return ("%.9e" % value + "f") if real == "float" else "%.17e" % value
+    def horner_expression(tap):
+        variable = "x0" if tap == 0 else ("x1" if tap == support - 1 else "x")
+        expression = literal(horner[0][tap])
+        for row in horner[1:]:
+            expression = "fma(%s, %s, %s)" % (expression, variable, literal(row[tap]))
+        return expression
+%>
+
+// The W taps phi(t + a - W/2) of a point at offset t in [0, 1) past its
+// footprint's first cell, by Horner's rule as spread_vector: each in its
+// variable (eskernel.horner_variables): x = 2t - 1 inside, x0 = 2 sqrt(t) - 1
+// for the first tap, x1 = 2 sqrt(1 - t) - 1 for the last.
+inline void kernel_taps(const ${real} t, ${real} *taps)
+{
+    const ${real}2 roots = sqrt(fmax((${real}2)(t, (${real})1 - t), (${real})0));
+    const ${real} x = fma(t, (${real})2, (${real})-1);
+    const ${real} x0 = fma(roots.x, (${real})2, (${real})-1);
+    const ${real} x1 = fma(roots.y, (${real})2, (${real})-1);
+%   for tap in range(support):
+    taps[${tap}] = ${horner_expression(tap)};
+%   endfor
+}
+% endif
 
 
 __kernel void interpolate(__global const unsigned int *sorted_index, const unsigned int n_points,
@@ -47,18 +81,29 @@ __kernel void interpolate(__global const unsigned int *sorted_index, const unsig
     const double v = uvw[3 * row + 1] * f * v_scale;
     const double fu = footprint_start(u), fv = footprint_start(v);
     const int cu = wrap_cell(fu, nu), cv = wrap_cell(fv, nv);
-    const ${real} xu = (${real})(fu - u), xv = (${real})(fv - v);
     ${real} ku[SUPPORT], kv[SUPPORT];
     int iv[SUPPORT];
+% if kernel_eval == "horner":
+    kernel_taps((${real})(fu - u + 0.5 * SUPPORT), ku);
+    kernel_taps((${real})(fv - v + 0.5 * SUPPORT), kv);
+    for (int a = 0; a < SUPPORT; ++a)
+        iv[a] = (cv + a) < nv ? cv + a : cv + a - nv;
+% else:
+    const ${real} xu = (${real})(fu - u), xv = (${real})(fv - v);
     for (int a = 0; a < SUPPORT; ++a) {
         ku[a] = es_kernel(xu + (${real})a);
         kv[a] = es_kernel(xv + (${real})a);
         iv[a] = (cv + a) < nv ? cv + a : cv + a - nv;
     }
+% endif
 % if do_w:
     const double w = uvw[3 * row + 2] * f * w_scale - w_offset;
     const int p_first = max((int)footprint_start(w), plane0);
     const int p_end = min((int)footprint_start(w) + SUPPORT, plane0 + n_pass);
+%   if kernel_eval == "horner":
+    ${real} kw[SUPPORT];
+    kernel_taps((${real})(footprint_start(w) - w + 0.5 * SUPPORT), kw);
+%   endif
 % else:
     const int p_first = plane0, p_end = plane0 + 1;
 % endif
@@ -75,7 +120,9 @@ __kernel void interpolate(__global const unsigned int *sorted_index, const unsig
             plane_sum += row_sum * ku[a];
             iu = (iu + 1 == nu) ? 0 : iu + 1;
         }
-% if do_w:
+% if do_w and kernel_eval == "horner":
+        sum += plane_sum * kw[p - (int)footprint_start(w)];
+% elif do_w:
         sum += plane_sum * es_kernel((${real})((double)p - w));
 % else:
         sum += plane_sum;
@@ -155,6 +202,159 @@ __kernel void interpolate_table(__global const int4 *cells, const unsigned int n
         sum = flags[k * npol + pol] ? (${vec})(0, 0) : sum;
 %   endif
         out[k * npol + pol] = sum;
+    }
+}
+% endif
+% if vector:
+<%
+    taps_n = 4 if support <= 4 else (8 if support <= 8 else 16)
+    pair_n = 2 * taps_n
+    pn = real + str(min(pair_n, 16))
+    tn = real + str(taps_n)
+    duplicate = ", ".join("%d, %d" % (c, c) for c in range(taps_n))
+    index_type = "uint" if real == "float" else "ulong"
+    mask_type = ("int" if real == "float" else "long") + str(taps_n)
+    def edge_mask(lane):
+        return "(" + mask_type + ")(" + ", ".join("-1" if c == lane else "0"
+                                                  for c in range(taps_n)) + ")"
+%>
+#define POINTS_PER_ITEM ${points_per_item}
+#define VTAPS ${taps_n}
+
+<%
+    suffix_v = "f" if real == "float" else ""
+    digits_v = 9 if real == "float" else 17
+    columns_v = ", ".join(str(c) for c in range(taps_n))
+    def vector_literal(values):
+        padded = list(values) + [0.0] * (taps_n - len(values))
+        return "(" + tn + ")(" + ", ".join(("%." + str(digits_v) + "e") % v + suffix_v
+                                          for v in padded) + ")"
+%>
+// The W taps of a point at offset t as lanes 0 .. W - 1 of one vector (the
+// other lanes 0), by the formula or by Horner (as spread_vector's es_taps).
+inline ${tn} point_taps(const ${real} t)
+{
+% if kernel_eval == "horner":
+    const ${real}2 roots = sqrt(fmax((${real}2)(t, (${real})1 - t), (${real})0));
+    ${tn} x = select((${tn})t, (${tn})roots.x, ${edge_mask(0)});
+    x = select(x, (${tn})roots.y, ${edge_mask(support - 1)});
+    x = fma(x, (${tn})2, (${tn})-1);
+    ${tn} taps = ${vector_literal(horner[0])};
+%   for row in horner[1:]:
+    taps = fma(taps, x, ${vector_literal(row)});
+%   endfor
+    return taps;
+% else:
+    const ${tn} z = (t - HALF_SUPPORT + (${tn})(${columns_v})) * INV_HALF_SUPPORT;
+    const ${tn} z2 = z * z;
+    const ${tn} inside = exp(ES_BETA * (sqrt(fmax((${real})1 - z2, (${real})0)) - (${real})1));
+    return select((${tn})0, inside, z2 < (${real})1);
+% endif
+}
+
+// CPUs: one work-item (alone in its group) takes POINTS_PER_ITEM points in
+// sort order from their records (core_setpoints.cl.mako).  A footprint row of
+// W <= VTAPS cells is one contiguous load of VTAPS complex cells (real and
+// imaginary parts interleaved), multiplied by the v taps duplicated the same
+// way: two vector FMAs per row, one reduction per point (ducc0's
+// degridder).  Points whose row would run past the grid's edge (wrapping, or
+// over-reading into the next row) take the scalar path.
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void interpolate_vector(__global const int4 *cells, __global const ${real}4 *fracs,
+                        const unsigned int n_points,
+                        __global const double *uvw, __global const double *freq_scale,
+                        const unsigned int nchan, __global ${vvec} *out,
+                        const unsigned int npol, const unsigned int pol,
+                        __global const ${vis_real} *wgt, __global const unsigned char *mask,
+                        __global const ${vec} *planes, const int nu, const int nv,
+                        const int plane0, const int n_pass,
+                        const double shift_u, const double shift_v)
+{
+    const unsigned int first = get_global_id(0) * POINTS_PER_ITEM;
+    const unsigned int end = min(first + POINTS_PER_ITEM, n_points);
+    for (unsigned int i = first; i < end; ++i) {
+        const int4 cell = cells[i];
+        const ${real}4 frac = fracs[i];
+        const unsigned int k = (unsigned int)cell.w;
+        ${real} ku[VTAPS], kv[VTAPS];
+        const ${tn} kv_taps = point_taps(frac.y);
+        vstore${taps_n}(point_taps(frac.x), 0, ku);
+        vstore${taps_n}(kv_taps, 0, kv);
+% if do_w:
+        ${real} kw[VTAPS];
+        vstore${taps_n}(point_taps(frac.z), 0, kw);
+        const int p_first = max(cell.z, plane0), p_end = min(cell.z + SUPPORT, plane0 + n_pass);
+% else:
+        const int p_first = plane0, p_end = plane0 + 1;
+% endif
+        ${vec} sum = (${vec})(0, 0);
+% if taps_n <= 8:
+        if (cell.y + VTAPS <= nv) {
+            const ${pn} kv2 = shuffle(kv_taps, (${index_type}${pair_n})(${duplicate}));
+            ${pn} total = (${pn})0;
+            for (int p = p_first; p < p_end; ++p) {
+                __global const ${real} *grid = (__global const ${real} *)(
+                    planes + (size_t)(p - plane0) * nu * nv + cell.y);
+                ${pn} plane_sum = (${pn})0;
+                int iu = cell.x;
+                for (int a = 0; a < SUPPORT; ++a) {
+                    plane_sum = fma(vload${pair_n}(0, grid + 2 * (size_t)iu * nv) * kv2,
+                                    (${pn})ku[a], plane_sum);
+                    iu = (iu + 1 == nu) ? 0 : iu + 1;
+                }
+% if do_w:
+                total = fma(plane_sum, (${pn})kw[p - cell.z], total);
+% else:
+                total += plane_sum;
+% endif
+            }
+            ${real} parts[${pair_n}];
+            vstore${pair_n}(total, 0, parts);
+            for (int c = 0; c < VTAPS; ++c)
+                sum += (${vec})(parts[2 * c], parts[2 * c + 1]);
+        } else
+% endif
+        {
+            int iv[SUPPORT];
+            for (int b = 0; b < SUPPORT; ++b)
+                iv[b] = (cell.y + b) < nv ? cell.y + b : cell.y + b - nv;
+            for (int p = p_first; p < p_end; ++p) {
+                __global const ${vec} *grid = planes + (size_t)(p - plane0) * nu * nv;
+                ${vec} plane_sum = (${vec})(0, 0);
+                int iu = cell.x;
+                for (int a = 0; a < SUPPORT; ++a) {
+                    __global const ${vec} *grid_row = grid + (size_t)iu * nv;
+                    ${vec} row_sum = (${vec})(0, 0);
+                    for (int b = 0; b < SUPPORT; ++b)
+                        row_sum += grid_row[iv[b]] * kv[b];
+                    plane_sum += row_sum * ku[a];
+                    iu = (iu + 1 == nu) ? 0 : iu + 1;
+                }
+% if do_w:
+                sum += plane_sum * kw[p - cell.z];
+% else:
+                sum += plane_sum;
+% endif
+            }
+        }
+% if shifted:
+        {
+            const size_t row = k / nchan;
+            const double f = freq_scale[k - row * nchan];
+            double c;
+            const double s = sincos(-f * (uvw[3 * row] * shift_u + uvw[3 * row + 1] * shift_v),
+                                    &c);
+            sum = cmul_${csuffix}(sum, (${vec})((${real})c, (${real})s));
+        }
+% endif
+% if weighted:
+        sum *= (${real})wgt[k];
+% endif
+% if masked:
+        sum = mask[k] ? sum : (${vec})(0, 0);
+% endif
+        const size_t o = (size_t)k * npol + pol;
+        out[o] += (${vvec})((${vis_real})sum.x, (${vis_real})sum.y);
     }
 }
 % endif

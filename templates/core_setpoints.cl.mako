@@ -99,8 +99,10 @@ __kernel void point_records(__global const unsigned int *sorted_index,
     const double w = 0.0, fw = 0.5 * SUPPORT;
 % endif
     cells[i] = (int4)(wrap_cell(fu, nu), wrap_cell(fv, nv), (int)fw, (int)k);
-    fracs[i] = (${real}4)((${real})(fu - u + 0.5 * SUPPORT), (${real})(fv - v + 0.5 * SUPPORT),
-                          (${real})(fw - w + 0.5 * SUPPORT), (${real})0);
+    // in [0, 1] also after rounding (the CPU taps take square roots of t, 1 - t)
+    fracs[i] = (${real}4)((${real})clamp(fu - u + 0.5 * SUPPORT, 0.0, 1.0),
+                          (${real})clamp(fv - v + 0.5 * SUPPORT, 0.0, 1.0),
+                          (${real})clamp(fw - w + 0.5 * SUPPORT, 0.0, 1.0), (${real})0);
 }
 % if positions == "table":
 // ---------------------------------------------------------------- tables

@@ -30,11 +30,17 @@
 ##             tile_v); groups (int): GPU kernel: groups of LANES lanes, each
 ##             taking every groups-th point; do_w (bool); shifted (bool): facet centre away from the
 ##             phase centre; weighted, masked (bool): wgt / mask arrays given;
-##             vector (bool): CPUs: kernel spread_vector instead, one work-item
-##             per work item and the tile's columns as one OpenCL vector of
-##             LANES (= 16) values, so each point costs one vector exp for
-##             its v kernel and two vector FMAs per footprint row;
+##             vector (bool): CPUs: kernels spread_vector and add_halos
+##             instead (not output-owned: each point is gridded once, by its
+##             own tile, into a private tile with a halo; the halos go to
+##             slots that add_halos adds to the neighbouring tiles in a fixed
+##             order, so still bit-reproducible); the points come as records
+##             (core_setpoints.cl.mako, point_records), a point's W taps are
+##             one vector per axis and a footprint row two vector FMAs;
 ##             plane_block (int): w planes one spread_vector item grids;
+##             kernel_eval ("exp" | "horner"): how spread_vector evaluates a
+##             point's taps; horner: (degree + 1, W) polynomial coefficients
+##             (eskernel.horner_coefficients; unused with "exp");
 ##             with_f64 (bool, for complex.cl.mako: always True).
 <%
     csuffix = "f32" if real == "float" else "f64"
@@ -431,124 +437,298 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
 % endif
 % if vector:
 <%
-    vn = real + str(lanes)
-    dn = "double" + str(lanes)
-    columns = ", ".join(str(c) for c in range(lanes))
+    rn = real + "4"
+    taps_n = 4 if support <= 4 else (8 if support <= 8 else 16)
+    tn = real + str(taps_n)
+    columns = ", ".join(str(c) for c in range(taps_n))
+    suffix = "f" if real == "float" else ""
+    digits = 9 if real == "float" else 17
+    def vector_literal(values):
+        padded = list(values) + [0.0] * (taps_n - len(values))
+        return "(" + tn + ")(" + ", ".join(("%." + str(digits) + "e") % v + suffix
+                                          for v in padded) + ")"
+    index_type = "uint" if real == "float" else "ulong"
+    mask_type = ("int" if real == "float" else "long") + str(taps_n)
+    def edge_mask(lane):
+        return "(" + mask_type + ")(" + ", ".join("-1" if c == lane else "0"
+                                                  for c in range(taps_n)) + ")"
+    # rows hold complex cells, real and imaginary parts interleaved as in the
+    # grid; a point's row update is TAPS complex cells, in pieces of at most
+    # 16 reals (one OpenCL vector)
+    piece = min(2 * taps_n, 16)
+    pieces = 2 * taps_n // piece
+    pn = real + str(piece)
+    def pair_lanes(h):   # taps of piece h, each twice (real, imaginary part)
+        return ", ".join("%d, %d" % (c, c) for c in range(h * piece // 2, (h + 1) * piece // 2))
+    value_pattern = ", ".join(["value.x, value.y"] * (piece // 2))
+    row_cells = -(-max(lanes + support - 1, lanes + taps_n) // 8) * 8
+    acc_chunks = 2 * row_cells // 16
 %>
 #define FOLD_EVERY 32
 #define PLANE_BLOCK ${plane_block}
+// A point's W taps: lanes 0 .. W - 1 of a vector of TAPS (4, 8 or 16) lanes.
+#define TAPS ${taps_n}
+// Private tile of spread_vector: the tile's TILE_U x LANES cells plus a halo
+// of SUPPORT - 1 rows below and columns right (where the footprints of the
+// tile's own points run over into its upper neighbours), rows of ROW complex
+// cells, real and imaginary parts interleaved (room for TAPS cells at any
+// column offset of the tile), so that a point's footprint is added without
+// clipping: one vector of 2 TAPS reals per row (PIECES of PIECE reals).
+#define ACC_ROWS (TILE_U + SUPPORT - 1)
+#define ACC_COLS (LANES + SUPPORT - 1)
+#define ROW ${row_cells}
+#define PIECE ${piece}
+#define PIECES ${pieces}
+// Rows are folded 16 reals (8 cells) at a time: ACC_CHUNKS per row.
+#define ACC_CHUNKS ${acc_chunks}
+// One halo slot (a tile's halo in one plane), complex cells: the right strip
+// (ACC_ROWS x (W - 1): columns LANES .. of every row, the corner included),
+// then the bottom strip ((W - 1) x LANES: rows TILE_U .., the tile's columns).
+#define HALO_W (SUPPORT - 1)
+#define BOTTOM_AT (ACC_ROWS * HALO_W)
+#define HALO_CELLS (BOTTOM_AT + HALO_W * LANES)
 
-// The ES kernel at LANES offsets at once (zero outside the support).
-inline ${vn} es_kernel_v(const ${vn} s)
+// The W taps phi(t + a - W/2), a = 0 .. W - 1, of a point at offset t as
+// lanes 0 .. W - 1 of one vector of TAPS lanes (the other lanes 0).
+inline ${tn} es_taps(const ${real} t)
 {
-    const ${vn} z = s * INV_HALF_SUPPORT;
-    const ${vn} z2 = z * z;
-    const ${vn} inside = exp(ES_BETA * (sqrt(fmax((${real})1 - z2, (${real})0)) - (${real})1));
-    return select((${vn})0, inside, z2 < (${real})1);
+% if kernel_eval == "horner":
+    // ducc0's form: per tap a polynomial in its variable x in [-1, 1]
+    // (eskernel.horner_coefficients, horner_variables): 2t - 1 inside, and
+    // 2 sqrt(t) - 1, 2 sqrt(1 - t) - 1 for the edge taps (square-root edge)
+    const ${real}2 roots = sqrt(fmax((${real}2)(t, (${real})1 - t), (${real})0));
+    ${tn} x = select((${tn})t, (${tn})roots.x, ${edge_mask(0)});
+    x = select(x, (${tn})roots.y, ${edge_mask(support - 1)});
+    x = fma(x, (${tn})2, (${tn})-1);
+    ${tn} taps = ${vector_literal(horner[0])};
+%   for row in horner[1:]:
+    taps = fma(taps, x, ${vector_literal(row)});
+%   endfor
+    return taps;
+% else:
+    const ${tn} z = (t - HALF_SUPPORT + (${tn})(${columns})) * INV_HALF_SUPPORT;
+    const ${tn} z2 = z * z;
+    const ${tn} inside = exp(ES_BETA * (sqrt(fmax((${real})1 - z2, (${real})0)) - (${real})1));
+    return select((${tn})0, inside, z2 < (${real})1);
+% endif
 }
 
-// CPUs: one work-item per work item, alone in its work-group (its private
-// tiles are tens of KiB: PoCL, which keeps the private data of a whole
-// work-group at once, overflowed its stack with large groups).  An item is a
-// tile and a block of up to PLANE_BLOCK w planes (tile, first plane in pass,
-// planes, -1): each point's u and v kernels are evaluated once for all the
-// planes of the block it touches.  The tile's LANES columns are one vector,
-// its TILE_U rows an array of them.  Points in the order of the sort; the
-// float64 fold comes after every FOLD_EVERY points that touch the tile (so the
-// bits differ from `spread`'s, run after run alike).
+// Adds rows [r_lo, r_hi) x chunks [q_lo, q_hi) (16 reals each) of one
+// plane's private tile into its float64 totals and clears them.
+inline void fold_rows(${real} *acc, double16 *total, const int r_lo, const int r_hi,
+                      const int q_lo, const int q_hi)
+{
+    for (int r = r_lo; r < r_hi; ++r)
+        for (int q = q_lo; q < q_hi; ++q) {
+            const int at = 2 * r * ROW + 16 * q;
+            total[r * ACC_CHUNKS + q] += convert_double16(vload16(0, acc + at));
+            vstore16((${real}16)0, 0, acc + at);
+        }
+}
+
+// CPUs, stage 1 of 2: one work-item per work item, alone in its work-group
+// (its private tiles are tens of KiB: PoCL, which keeps the private data of a
+// whole work-group at once, overflowed its stack with large groups).  An item
+// is a tile and a block of up to PLANE_BLOCK w planes (tile, first plane in
+// pass, planes, halo slot or -1 when no point is in its bins).  It grids only
+// the points of its own bins (read from point_records, in the order of the
+// sort), each once: a tap vector in u, in v and in w, then per plane W row
+// updates of the private tile with halo, one vector FMA of 2 TAPS reals each
+// (complex cells interleaved, as in the grid).  The float64 fold comes after
+// every FOLD_EVERY points and adds only the rows and columns touched since the
+// last.  The tile goes to the grid; its halo, which belongs to the tiles above
+// it in u and v, to its slot, which add_halos adds there.
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void spread_vector(
-            __global const unsigned int *sorted_index, __global const unsigned int *bin_start,
+            __global const int4 *cells, __global const ${rn} *fracs,
+            __global const unsigned int *bin_start,
             __global const double *uvw, __global const double *freq_scale,
             const unsigned int nchan,
             __global const ${vvec} *vis, const unsigned int npol, const unsigned int pol,
             __global const ${vis_real} *wgt, __global const unsigned char *mask,
             __global ${vec} *planes, const int nu, const int nv,
             const int ntiles_u, const int ntiles_v,
-            const double u_scale, const double v_scale,
-            const double w_scale, const double w_offset,
             const int plane0, const int n_wbins,
             const double shift_u, const double shift_v,
-            __global const int4 *work, const unsigned int chunk_points,
-            __global double2 *scratch)
+            __global const int4 *work, __global ${vec} *halos)
 {
     const int4 item = work[get_global_id(0)];
     const int tile = item.x;
     const int first_plane = plane0 + item.y, n_planes = item.z;
     const int tu = tile / ntiles_v, tv = tile - (tile / ntiles_v) * ntiles_v;
     const int u0 = tu * TILE_U, v0 = tv * LANES;
-    unsigned int seen = 0;
-    const ${vn} column = (${vn})(${columns});
-
-    ${vn} acc_re[PLANE_BLOCK][TILE_U], acc_im[PLANE_BLOCK][TILE_U];
-    ${dn} total_re[PLANE_BLOCK][TILE_U], total_im[PLANE_BLOCK][TILE_U];
-    for (int j = 0; j < PLANE_BLOCK; ++j)
-        for (int r = 0; r < TILE_U; ++r) {
-            acc_re[j][r] = acc_im[j][r] = (${vn})0;
-            total_re[j][r] = total_im[j][r] = (${dn})0;
-        }
+    __global ${vec} *out = planes + (size_t)item.y * nu * nv + (size_t)u0 * nv + v0;
+    if (item.w < 0) {   // no point in the tile's bins: zeros, no halo
+        for (int j = 0; j < n_planes; ++j)
+            for (int r = 0; r < TILE_U; ++r) {
+                __global ${vec} *row = out + (size_t)j * nu * nv + (size_t)r * nv;
+                for (int c = 0; c < LANES; ++c)
+                    row[c] = (${vec})(0, 0);
+            }
+        return;
+    }
 % if do_w:
     const int wlo = max(first_plane - SUPPORT + 1, 0);
     const int whi = min(first_plane + n_planes - 1, n_wbins - 1);
 % else:
     const int wlo = 0, whi = 0;
 % endif
-    int since_fold = 0;
-    for (int sb = 0; sb < 4; ++sb) {
-        const int bin = source_bin(sb, tu, tv, ntiles_u, ntiles_v, n_wbins);
-        if (bin < 0)
-            continue;
-        const uint2 range = chunk_range(bin_start, (unsigned int)bin, wlo, whi, 0u,
-                                        chunk_points, &seen);
-        for (unsigned int position = range.x; position < range.y; ++position) {
-            int du, dv;
-            ${real} xu, xv;
-            double w_pos = 0.0;
-            ${vec} value;
-            if (!locate(sorted_index[position], uvw, freq_scale, nchan, vis, npol, pol, wgt,
-                        mask, nu, nv, u0, v0, u_scale, v_scale, w_scale, w_offset, -1,
-                        shift_u, shift_v, &du, &dv, &xu, &xv, &w_pos, &value))
-                continue;
-            const ${vn} kv = es_kernel_v(xv - (${real})dv + column);
-            const ${vn} kv_re = kv * value.x, kv_im = kv * value.y;
-            ${real} ku[LANES];
-            vstore${lanes}(es_kernel_v(xu + column), 0, ku);
-            const int a_first = max(0, -du), a_end = min(SUPPORT, TILE_U - du);
-            for (int j = 0; j < n_planes; ++j) {
+    const unsigned int bin = (unsigned int)tile * n_wbins;
+    const unsigned int first = bin_start[bin + wlo], end = bin_start[bin + whi + 1];
+
+    ${real} acc[PLANE_BLOCK][2 * ACC_ROWS * ROW];
+    double16 total[PLANE_BLOCK][ACC_ROWS * ACC_CHUNKS];
+    for (int j = 0; j < n_planes; ++j) {
+        for (int c = 0; c < 2 * ACC_ROWS * ROW; ++c)
+            acc[j][c] = (${real})0;
+        for (int r = 0; r < ACC_ROWS * ACC_CHUNKS; ++r)
+            total[j][r] = (double16)0;
+    }
+    ${real} ku[TAPS];
 % if do_w:
-                const ${real} kw = es_kernel((${real})((double)(first_plane + j) - w_pos));
-                if (kw == (${real})0)
-                    continue;
-                const ${vn} kvw_re = kv_re * kw, kvw_im = kv_im * kw;
-% else:
-                const ${vn} kvw_re = kv_re, kvw_im = kv_im;
+    ${real} kw[TAPS];
 % endif
-                for (int a = a_first; a < a_end; ++a) {
-                    acc_re[j][du + a] += ku[a] * kvw_re;
-                    acc_im[j][du + a] += ku[a] * kvw_im;
-                }
+    // rows and columns touched since the last fold (points of one bin are
+    // close together: a fold usually adds a few rows, not the whole tile)
+    int since_fold = 0, r_lo = ACC_ROWS, r_hi = 0, c_lo = ACC_COLS, c_hi = 0;
+    for (unsigned int position = first; position < end; ++position) {
+        const int4 cell = cells[position];
+        const int du = cell.x - u0, dv = cell.y - v0;   // in [0, TILE_U) x [0, LANES)
+        const ${rn} frac = fracs[position];
+        const unsigned int k = (unsigned int)cell.w;
+        const ${vvec} raw = vis[(size_t)k * npol + pol];
+        ${vec} value = (${vec})((${real})raw.x, (${real})raw.y);
+% if weighted:
+        value *= (${real})wgt[k];
+% endif
+% if masked:
+        value = mask[k] ? value : (${vec})(0, 0);
+% endif
+% if shifted:
+        {
+            const size_t row = k / nchan;
+            const double f = freq_scale[k - row * nchan];
+            double c;
+            const double s = sincos(f * (uvw[3 * row] * shift_u + uvw[3 * row + 1] * shift_v),
+                                    &c);
+            value = cmul_${csuffix}(value, (${vec})((${real})c, (${real})s));
+        }
+% endif
+        vstore${taps_n}(es_taps(frac.x), 0, ku);
+        // the v taps times the value, as interleaved complex cells
+        ${real} kv_value[2 * TAPS];
+        {
+            const ${tn} kv = es_taps(frac.y);
+% for h in range(pieces):
+            vstore${piece}(shuffle(kv, (${index_type}${piece})(${pair_lanes(h)}))
+                           * (${pn})(${value_pattern}), ${h}, kv_value);
+% endfor
+        }
+% if do_w:
+        vstore${taps_n}(es_taps(frac.z), 0, kw);
+% endif
+        const int at = 2 * (du * ROW + dv);
+        r_lo = min(r_lo, du);
+        r_hi = max(r_hi, du + SUPPORT);
+        c_lo = min(c_lo, dv);
+        c_hi = max(c_hi, dv + SUPPORT);
+        for (int j = 0; j < n_planes; ++j) {
+% if do_w:
+            const int tap = first_plane + j - cell.z;
+            if (tap < 0 || tap >= SUPPORT)
+                continue;
+            const ${real} weight_w = kw[tap];
+% endif
+            ${real} *row = acc[j] + at;
+            for (int h = 0; h < PIECES; ++h) {
+% if do_w:
+                const ${pn} kvw = vload${piece}(h, kv_value) * weight_w;
+% else:
+                const ${pn} kvw = vload${piece}(h, kv_value);
+% endif
+                #pragma unroll
+                for (int a = 0; a < SUPPORT; ++a)
+                    vstore${piece}(fma((${pn})ku[a], kvw,
+                                       vload${piece}(0, row + 2 * a * ROW + h * PIECE)), 0,
+                                   row + 2 * a * ROW + h * PIECE);
             }
-            if (++since_fold == FOLD_EVERY) {
-                since_fold = 0;
-                for (int j = 0; j < n_planes; ++j)
-                    for (int r = 0; r < TILE_U; ++r) {
-                        total_re[j][r] += convert_${dn}(acc_re[j][r]);
-                        total_im[j][r] += convert_${dn}(acc_im[j][r]);
-                        acc_re[j][r] = acc_im[j][r] = (${vn})0;
-                    }
-            }
+        }
+        if (++since_fold == FOLD_EVERY) {
+            const int q_lo = (2 * c_lo) / 16, q_hi = (2 * c_hi + 15) / 16;
+            for (int j = 0; j < n_planes; ++j)
+                fold_rows(acc[j], total[j], r_lo, r_hi, q_lo, min(q_hi, ACC_CHUNKS));
+            since_fold = 0;
+            r_lo = ACC_ROWS;
+            r_hi = 0;
+            c_lo = ACC_COLS;
+            c_hi = 0;
         }
     }
-    for (int j = 0; j < n_planes; ++j)
-        for (int r = 0; r < TILE_U; ++r) {
-            double re[LANES], im[LANES];
-            vstore${lanes}(total_re[j][r] + convert_${dn}(acc_re[j][r]), 0, re);
-            vstore${lanes}(total_im[j][r] + convert_${dn}(acc_im[j][r]), 0, im);
-            __global ${vec} *out = planes + (size_t)(item.y + j) * nu * nv
-                                   + (size_t)(u0 + r) * nv + v0;
-            for (int c = 0; c < LANES; ++c)
-                out[c] = (${vec})((${real})re[c], (${real})im[c]);
+    for (int j = 0; j < n_planes; ++j) {
+        fold_rows(acc[j], total[j], 0, ACC_ROWS, 0, ACC_CHUNKS);
+        __global ${vec} *halo = halos + (size_t)(item.w + j) * HALO_CELLS;
+        for (int r = 0; r < ACC_ROWS; ++r) {
+            double parts[16 * ACC_CHUNKS];
+            for (int q = 0; q < ACC_CHUNKS; ++q)
+                vstore16(total[j][r * ACC_CHUNKS + q], q, parts);
+            if (r < TILE_U) {
+                __global ${vec} *grid_row = out + (size_t)j * nu * nv + (size_t)r * nv;
+                for (int c = 0; c < LANES; ++c)
+                    grid_row[c] = (${vec})((${real})parts[2 * c], (${real})parts[2 * c + 1]);
+            } else {
+                for (int c = 0; c < LANES; ++c)
+                    halo[BOTTOM_AT + (r - TILE_U) * LANES + c] =
+                        (${vec})((${real})parts[2 * c], (${real})parts[2 * c + 1]);
+            }
+            for (int c = 0; c < HALO_W; ++c)
+                halo[r * HALO_W + c] = (${vec})((${real})parts[2 * (LANES + c)],
+                                                (${real})parts[2 * (LANES + c) + 1]);
         }
+    }
+}
+
+// CPUs, stage 2 of 2: one work-item per tile and plane of the pass adds the
+// halos of its lower neighbours in u, in v and in both (periodic), in that
+// order, to its cells: the bottom strip of the tile above it in u, the right
+// strip of the one before it in v, that one's corner of the one before both.
+// halo_slots: (tiles, blocks of PLANE_BLOCK planes) first slot, or -1.
+__kernel void add_halos(__global const int *halo_slots, const int n_blocks,
+                        __global const ${vec} *halos, __global ${vec} *planes,
+                        const int nu, const int nv, const int ntiles_u, const int ntiles_v)
+{
+    const int tile = get_global_id(0), p = get_global_id(1);
+    if (tile >= ntiles_u * ntiles_v)
+        return;
+    const int tu = tile / ntiles_v, tv = tile - (tile / ntiles_v) * ntiles_v;
+    const int up = ((tu + ntiles_u - 1) % ntiles_u) * ntiles_v + tv;
+    const int left = tu * ntiles_v + (tv + ntiles_v - 1) % ntiles_v;
+    const int diagonal = ((tu + ntiles_u - 1) % ntiles_u) * ntiles_v
+                         + (tv + ntiles_v - 1) % ntiles_v;
+    const int block = p / PLANE_BLOCK, j = p - block * PLANE_BLOCK;
+    const int slot_up = halo_slots[up * n_blocks + block];
+    const int slot_left = halo_slots[left * n_blocks + block];
+    const int slot_diagonal = halo_slots[diagonal * n_blocks + block];
+    __global ${vec} *out = planes + (size_t)p * nu * nv + (size_t)(tu * TILE_U) * nv
+                           + tv * LANES;
+    if (slot_up >= 0) {
+        __global const ${vec} *bottom = halos + (size_t)(slot_up + j) * HALO_CELLS + BOTTOM_AT;
+        for (int r = 0; r < HALO_W; ++r)
+            for (int c = 0; c < LANES; ++c)
+                out[(size_t)r * nv + c] += bottom[r * LANES + c];
+    }
+    if (slot_left >= 0) {
+        __global const ${vec} *right = halos + (size_t)(slot_left + j) * HALO_CELLS;
+        for (int r = 0; r < TILE_U; ++r)
+            for (int c = 0; c < HALO_W; ++c)
+                out[(size_t)r * nv + c] += right[r * HALO_W + c];
+    }
+    if (slot_diagonal >= 0) {
+        __global const ${vec} *corner = halos + (size_t)(slot_diagonal + j) * HALO_CELLS
+                                        + TILE_U * HALO_W;
+        for (int r = 0; r < HALO_W; ++r)
+            for (int c = 0; c < HALO_W; ++c)
+                out[(size_t)r * nv + c] += corner[r * HALO_W + c];
+    }
 }
 % endif
 

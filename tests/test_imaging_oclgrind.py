@@ -46,6 +46,22 @@ SCRIPT = textwrap.dedent("""
     reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=True, **geometry)
     error = np.linalg.norm(vector.vis2dirty(vis) - reference) / np.linalg.norm(reference)
     assert error < 1e-2, error
+    # the CPU default: taps by Horner's rule (W = 6 at 1e-4), both directions
+    horner = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-4, do_wgridding=True,
+                    precision="single", fft_backend="numpy",
+                    tiles=TileShape(16, 16, 2 ** 31, True, 2, kernel_eval="horner"), **geometry)
+    assert horner.engine.spreader.kernel_eval == "horner"
+    error = np.linalg.norm(horner.vis2dirty(vis) - reference) / np.linalg.norm(reference)
+    assert error < 1e-4, error
+    assert np.all(np.isfinite(horner.dirty2vis(reference.astype(np.float32))))
+    # the CPU kernels without w, with a facet centre, weights and flags
+    flat = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-4, precision="single",
+                  fft_backend="numpy", tiles=TileShape(16, 16, 2 ** 31, True, 1, kernel_eval="horner"),
+                  **shifted)
+    reference = dft_vis2dirty(uvw, freq, vis * wgt * mask, **shifted)
+    error = np.linalg.norm(flat.vis2dirty(vis, wgt=wgt, mask=mask) - reference) / np.linalg.norm(
+        reference)
+    assert error < 1e-4, error
     # the GPU kernels with w, visibilities in row blocks (sub-buffers, later
     # blocks adding to the grid) sent through pinned memory on a second queue
     from clgrid.core.transfer import Uploader

@@ -65,7 +65,7 @@ class Corrector:
         """``dirty_d += `` the corrected sum of planes ``plane0 ..`` (after the FFT)."""
         g, layout = self.geometry, self.layout
         return self._to_dirty(
-            self.queue, (g.npix_x, g.npix_y), None, planes_d.data, np.int32(layout.nu),
+            self.queue, (g.npix_y, g.npix_x), None, planes_d.data, np.int32(layout.nu),
             np.int32(layout.nv), np.int32(n_pass), dirty_d.data, self.corr_d.data,
             np.int32(g.npix_x), np.int32(g.npix_y), *self._image_args(),
             np.float64(layout.w_of_plane(plane0)), np.float64(layout.dw),
@@ -77,9 +77,9 @@ class Corrector:
         cell written."""
         g, layout = self.geometry, self.layout
         return self._to_planes(
-            self.queue, (layout.nu, layout.nv, n_pass), None, dirty_d.data, self.corr_d.data,
+            self.queue, (layout.nv, layout.nu), None, dirty_d.data, self.corr_d.data,
             np.int32(g.npix_x), np.int32(g.npix_y), planes_d.data, np.int32(layout.nu),
-            np.int32(layout.nv), *self._image_args(), np.float64(layout.w_of_plane(plane0)),
+            np.int32(layout.nv), np.int32(n_pass), *self._image_args(), np.float64(layout.w_of_plane(plane0)),
             np.float64(layout.dw))
 
 

@@ -114,8 +114,7 @@ class GriddingEngine:
         self.plane_range = (int(first), int(stop))
         if self.tiles.vector:
             vis_per_block = 0   # spread_vector writes every tile: one block
-        # the GPU kernel reads positions in sorted order (records)
-        set_points = SetPoints(queue, geometry, layout, self.tiles, records=not self.tiles.vector)
+        set_points = SetPoints(queue, geometry, layout, self.tiles)
         self.blocks = []
         for first, stop in row_blocks(self.profile, uvw_d.shape[0], self.n_chan, vis_per_block):
             block_uvw_d = row_view(uvw_d, first, stop)

@@ -136,32 +136,72 @@ def _runs(indices: np.ndarray) -> list[slice]:
     return [slice(int(indices[a]), int(indices[b - 1]) + 1) for a, b in zip(starts, stops)]
 
 
+#: Columns per block of the pruned transform's strided pass: a block is
+#: copied out contiguously, transformed and copied back (a plane row is
+#: nv * 8 bytes apart, so transforming columns in place thrashes the caches:
+#: 2048^2 complex64, 1024 columns: 10.3 ms as one call, 5.7 ms in blocks of
+#: 64 on one core).
+COLUMN_BLOCK = 64
+#: Rows per block of the contiguous pass (its copy back stays in cache).
+ROW_BLOCK = 32
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def _thread_pool(threads: int):
+    """One process-wide pool for the blocks of the pruned transforms."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool._max_workers < threads:
+            from concurrent.futures import ThreadPoolExecutor
+            _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="clgrid-fft")
+        return _pool
+
+
+def _blocks(runs: list[slice], size: int) -> list[slice]:
+    """The runs cut into slices of at most ``size``."""
+    return [slice(start, min(start + size, run.stop))
+            for run in runs for start in range(run.start, run.stop, size)]
+
+
 def _pruned_transform(view: np.ndarray, forward: bool, prune: Pruning, threads: int) -> None:
     """The 2-D transform of the last two axes of ``view`` in two 1-D passes,
-    each over only the rows or columns that matter (see :class:`Pruning`),
-    taken as runs of consecutive rows or columns (views, not copies)."""
+    each over only the rows or columns that matter (see :class:`Pruning`), in
+    blocks of consecutive rows or columns spread over ``threads`` threads
+    (each block transformed on its own, so the bits do not depend on them)."""
     try:
         import scipy.fft as transforms
-        options = {"workers": threads, "overwrite_x": True}
+        options = {"workers": 1, "overwrite_x": True}
     except ImportError:  # pragma: no cover - depends on the environment
         transforms, options = np.fft, {}
     one_d = transforms.fft if forward else transforms.ifft
-    row_runs, col_runs = _runs(np.sort(prune.rows)), _runs(np.sort(prune.cols))
+    planes = view.reshape((-1,) + view.shape[-2:])
+    row_blocks = _blocks(_runs(np.sort(prune.rows)), ROW_BLOCK)
+    col_blocks = _blocks(_runs(np.sort(prune.cols)), COLUMN_BLOCK)
 
-    def along_v():
-        for run in row_runs:
-            view[..., run, :] = one_d(view[..., run, :], axis=-1, **options)
+    def rows(task):
+        plane, block = task
+        planes[plane, block, :] = one_d(planes[plane, block, :], axis=-1, **options)
 
-    def along_u():
-        for run in col_runs:
-            view[..., run] = one_d(view[..., run], axis=-2, **options)
+    def cols(task):
+        plane, block = task
+        part = np.ascontiguousarray(planes[plane, :, block])
+        planes[plane, :, block] = one_d(part, axis=-2, **options)
+
+    def run(work, blocks):
+        tasks = [(plane, block) for plane in range(planes.shape[0]) for block in blocks]
+        if threads > 1 and len(tasks) > 1:
+            list(_thread_pool(threads).map(work, tasks))
+        else:
+            for task in tasks:
+                work(task)
 
     if forward:   # columns of the image along u, then the needed rows along v
-        along_u()
-        along_v()
+        run(cols, col_blocks)
+        run(rows, row_blocks)
     else:         # non-zero rows along v, then the needed columns along u
-        along_v()
-        along_u()
+        run(rows, row_blocks)
+        run(cols, col_blocks)
 
 
 class DeviceFFT:

@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from ..device.profiles import DeviceProfile
-from .eskernel import KernelChoice, candidate_kernels
+from .eskernel import KERNEL_EVALS, KernelChoice, candidate_kernels, horner_suits
 
 SPEED_OF_LIGHT = 299792458.0
 #: Smallest epsilon per precision (ducc0 refuses smaller ones too).
@@ -208,10 +208,19 @@ def plane_spacing(geometry: ImageGeometry, choice: KernelChoice) -> float:
     return 0.5 / (choice.sigma * max(geometry.max_eta, 1e-300))
 
 
+#: The smallest w sits this far (in planes) above the last place where its
+#: footprint would start one plane lower (a margin for rounding).
+W_MARGIN = 1e-6
+
+
 def n_planes_for(geometry: ImageGeometry, choice: KernelChoice,
                  w_range: tuple[float, float]) -> int:
+    """w planes a w range needs: a point's footprint starts at plane
+    ceil(w_pos - W/2), which over the range (placed by :class:`GridLayout`'s
+    ``w0`` just above a start boundary) takes ceil(span) values; W planes each."""
     w_min, w_max = w_range
-    return int(math.ceil((w_max - w_min) / plane_spacing(geometry, choice))) + choice.support
+    span = (w_max - w_min) / plane_spacing(geometry, choice)
+    return math.ceil(span + 2.0 * W_MARGIN) + choice.support - 1
 
 
 def good_grid_size(n: int, multiple: int = GRID_MULTIPLE) -> int:
@@ -272,7 +281,10 @@ class GridLayout:
         if not geometry.do_w:
             return cls(choice, nu, nv, w_range, 1, 1.0, 0.0)
         dw = plane_spacing(geometry, choice)
-        w0 = w_range[0] - 0.5 * choice.support * dw
+        # the smallest w at w_pos = W/2 - 1 + W_MARGIN: its footprint starts at
+        # plane 0 and spans up to ceil(span) start planes, not ceil(span) + 1
+        # (ducc0 needs W planes for a w range under one plane too)
+        w0 = w_range[0] - (0.5 * choice.support - 1.0 + W_MARGIN) * dw
         return cls(choice, nu, nv, w_range, n_planes_for(geometry, choice, w_range), dw, w0)
 
     @classmethod
@@ -305,7 +317,12 @@ class TileShape:
     ``groups``: GPU kernel: work-groups of ``groups x lanes`` work-items, each
     group of ``lanes`` taking every ``groups``-th point into its own copy of
     the tile (copies added in group order at the end), so a tile as narrow as
-    the kernel keeps most lanes busy."""
+    the kernel keeps most lanes busy;
+    ``kernel_eval`` (vector tiles): how ``spread_vector`` evaluates the ES
+    kernel's W taps of a point, ``'exp'`` (the formula, as a LANES vector) or
+    ``'horner'`` (ducc0's piecewise polynomials, one Horner vector of
+    degree W + 2; used only where :func:`clgrid.core.eskernel.horner_suits`
+    the kernel, see :meth:`kernel_eval_for`)."""
 
     tile_u: int
     lanes: int
@@ -313,6 +330,7 @@ class TileShape:
     vector: bool = False
     plane_block: int = 1
     groups: int = 1
+    kernel_eval: str = "exp"
 
     def check(self, support: int) -> None:
         """A tile only reads its own and its lower neighbours' bins, so a
@@ -320,12 +338,28 @@ class TileShape:
         if support > min(self.tile_u, self.lanes) + 1:
             raise ValueError(f"tile {self.tile_u}x{self.lanes} is too small for kernel support "
                              f"{support} (needs support <= tile + 1)")
-        if self.vector and self.lanes not in (2, 4, 8, 16):
-            raise ValueError(f"a vector tile needs 2, 4, 8 or 16 lanes, got {self.lanes}")
+        if self.vector and self.lanes not in (2, 4, 8, 16, 32):
+            raise ValueError(f"a vector tile needs 2, 4, 8, 16 or 32 lanes (grids are "
+                             f"multiples of {GRID_MULTIPLE}), got {self.lanes}")
         if self.plane_block < 1 or (self.plane_block > 1 and not self.vector):
             raise ValueError("plane_block > 1 needs a vector tile (and plane_block >= 1)")
         if self.groups < 1 or (self.groups > 1 and self.vector):
             raise ValueError("groups > 1 is for the GPU kernel (not a vector tile), groups >= 1")
+        if self.vector and support > min(self.lanes, 16):
+            raise ValueError(f"a vector tile of {self.lanes} lanes holds at most "
+                             f"{min(self.lanes, 16)} kernel taps, not support {support}")
+        if self.kernel_eval not in KERNEL_EVALS:
+            raise ValueError(f"kernel_eval must be one of {KERNEL_EVALS}, "
+                             f"got {self.kernel_eval!r}")
+        if self.kernel_eval != "exp" and not self.vector:
+            raise ValueError("kernel_eval 'horner' needs a vector tile")
+
+    def kernel_eval_for(self, choice: KernelChoice) -> str:
+        """The evaluation ``spread_vector`` uses for ``choice``: Horner only
+        where its polynomials are accurate enough for that kernel."""
+        if self.kernel_eval == "horner" and horner_suits(choice.support, choice.beta):
+            return "horner"
+        return "exp"
 
     @classmethod
     def for_device(cls, profile: DeviceProfile, support: int) -> "TileShape":
@@ -333,7 +367,9 @@ class TileShape:
             # H200, 116 M points, W 7 (benchmarks/RESULTS.md): spread 41 ms with
             # 8 x 32 tiles, 25 ms with 8 x 8 tiles in 4 groups of 8 lanes
             return cls(8, 8, 4096, groups=4) if support <= 9 else cls(16, 32, 2048)
-        return cls(16, 16, vector=True, plane_block=4)
+        # Horner: measured faster than exp on the Intel CPU runtime
+        # (benchmarks/RESULTS.md, "Gridding core, CPU spreading").
+        return cls(16, 16, vector=True, plane_block=4, kernel_eval="horner")
 
 
 #: Visibilities per row block on GPUs: each block's upload overlaps the
@@ -396,9 +432,9 @@ def planes_per_pass(profile: DeviceProfile, layout: GridLayout, grid_complex: np
     return -(-layout.n_planes // passes)
 
 
-__all__ = ["FFT_COST_PER_CELL", "GRID_COST_PER_TAP", "GRID_MULTIPLE", "GridLayout",
-           "ImageGeometry", "MIN_EPSILON", "SPEED_OF_LIGHT", "TileShape", "check_epsilon",
-           "VIS_PER_BLOCK", "check_finite", "check_freq", "check_npix", "check_positive",
-           "check_uvw", "row_blocks",
-           "choose_kernel", "good_grid_size", "n_planes_for", "plane_spacing",
-           "planes_per_pass", "precision_dtype", "precision_of", "w_range_wavelengths"]
+__all__ = ["FFT_COST_PER_CELL", "GRID_COST_PER_TAP", "GRID_MULTIPLE", "MIN_EPSILON",
+           "SPEED_OF_LIGHT", "VIS_PER_BLOCK", "W_MARGIN", "GridLayout", "ImageGeometry",
+           "TileShape", "check_epsilon", "check_finite", "check_freq", "check_npix",
+           "check_positive", "check_uvw", "choose_kernel", "good_grid_size", "n_planes_for",
+           "plane_spacing", "planes_per_pass", "precision_dtype", "precision_of", "row_blocks",
+           "w_range_wavelengths"]

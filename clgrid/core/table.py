@@ -247,7 +247,8 @@ class TableSpreader:
                 "weighted": weighted, "masked": masked, "with_f64": True,
                 "kernel_source": g.kernel_source, "oversample": g.oversample,
                 "table_real": g.table_real, "tile_u": t.tile_u, "lanes": t.lanes,
-                "vector": False, "groups": t.groups, "plane_block": 1}
+                "vector": False, "groups": t.groups, "plane_block": 1,
+                "kernel_eval": "exp", "horner": []}
 
     def kernel(self, name: str, vis_real=None, weighted: bool = False,
                masked: bool = False) -> cl.Kernel:
@@ -372,7 +373,8 @@ class TableInterpolator:
                       "support": g.support, "beta": 0.0, "do_w": False, "shifted": False,
                       "weighted": weighted, "masked": masked, "with_f64": True,
                       "kernel_source": g.kernel_source, "oversample": g.oversample,
-                      "table_real": g.table_real}
+                      "table_real": g.table_real, "vector": False, "kernel_eval": "exp",
+                      "horner": [], "points_per_item": 1}
             template = KernelTemplate(self.queue, "core_interp.cl.mako", params, need_f64=True)
             self._kernels[key] = template.kernel("interpolate_table")
         return self._kernels[key]
