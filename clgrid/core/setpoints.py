@@ -155,36 +155,6 @@ class SetPoints:
                           np.float64(w_offset), points.cells.data, points.fracs.data)
 
 
-def _template_params(geometry: ImageGeometry, layout: GridLayout, tiles: TileShape) -> dict:
-    return {"support": layout.choice.support, "tile_u": tiles.tile_u, "tile_v": tiles.lanes,
-            "do_w": geometry.do_w, "real": real_dtype_name(geometry.grid_real)}
-
-
-def point_records(queue: cl.CommandQueue, geometry: ImageGeometry, layout: GridLayout,
-                  tiles: TileShape, points: PointSet, uvw_d: cla.Array,
-                  freq_scale_d: cla.Array) -> tuple[cla.Array, cla.Array]:
-    """The CPU kernels' per-point records in sort order, made once per
-    ``points`` and kept in ``points.derived``: ``cells`` (n_valid, 4) int32
-    (first footprint cell in u and v, first w plane, visibility index) and
-    ``fracs`` (n_valid,) grid-real 4-vectors (offsets in [0, 1) past the
-    first cell in u, v, w); see ``templates/core_setpoints.cl.mako``."""
-    if "records" not in points.derived:
-        n = max(points.n_valid, 1)
-        cells = cla.empty(queue, (n, 4), np.int32)
-        fracs = cla.empty(queue, n, np.dtype((geometry.grid_real, 4)))
-        if points.n_valid:
-            template = KernelTemplate(queue, "core_setpoints.cl.mako",
-                                      _template_params(geometry, layout, tiles), need_f64=True)
-            template.kernel("point_records")(
-                queue, (_round_up(points.n_valid, 64),), None, points.sorted_index.data,
-                np.uint32(points.n_valid), uvw_d.data, freq_scale_d.data,
-                np.uint32(freq_scale_d.shape[0]), np.int32(layout.nu), np.int32(layout.nv),
-                *(np.float64(s) for s in coordinate_scales(geometry, layout)),
-                cells.data, fracs.data)
-        points.derived["records"] = (cells, fracs)
-    return points.derived["records"]
-
-
 def freq_scale(freq_hz: np.ndarray) -> np.ndarray:
     """freq / c: metres to wavelengths per channel."""
     return np.asarray(freq_hz, np.float64) / SPEED_OF_LIGHT
@@ -202,4 +172,4 @@ def _round_up(n: int, multiple: int) -> int:
     return -(-int(n) // multiple) * multiple
 
 
-__all__ = ["PointSet", "SetPoints", "coordinate_scales", "freq_scale", "point_records"]
+__all__ = ["PointSet", "SetPoints", "coordinate_scales", "freq_scale"]
