@@ -33,6 +33,7 @@ from .gridders.tiled import TiledParams
 from .gridders.params import ImageParams
 from .gridders.dispatch import choose as choose_strategy
 from .scaleout.entry import Imager, dirty2vis, vis2dirty
+from .scaleout.wgridder import dirty2ms, ms2dirty
 from .scaleout.multidevice import MultiDeviceImager
 from .scaleout.partition import cpu_sub_devices
 from .pipeline import image_measurement_set
@@ -40,7 +41,8 @@ from .pipeline import image_measurement_set
 __version__ = "0.1.0"
 
 __all__ = [
-    "Imager", "dirty2vis", "vis2dirty", "MultiDeviceImager", "cpu_sub_devices",
+    "Imager", "dirty2vis", "vis2dirty", "dirty2ms", "ms2dirty", "MultiDeviceImager",
+    "cpu_sub_devices",
     "Degridder", "Gridder", "GridderParams", "gcf",
     "ImageParams", "StreamingGridder", "TiledParams", "choose_strategy",
     "ImageWeighting", "image_measurement_set",

@@ -24,10 +24,13 @@ Differences from ducc0's file:
   per ``es_fourier`` call, through a threaded OpenBLAS).  None of it is marked
   ``tiny``: every case builds FFT plans and kernels, far too slow for Oclgrind
   (the kernels' race checks live in test_imaging_oclgrind.py).
-- clgrid has no ``ms2dirty`` / ``dirty2ms`` (ducc0's legacy positional API):
-  where ducc0 calls them, the equivalent keyword call of ``clgrid.vis2dirty``
-  / ``clgrid.dirty2vis`` is made (``nu = nv = 0`` there means "choose the grid",
-  which is all clgrid does).  ``test_ducc0_entry_points`` lists what is missing.
+- ducc0's legacy positional ``ms2dirty`` / ``dirty2ms`` are
+  ``clgrid.wgridder.ms2dirty`` / ``dirty2ms`` (``import clgrid.wgridder as
+  wgridder`` in place of ducc0's), called as ducc0's file calls them in
+  ``test_adjointness_ms2dirty``; elsewhere the equivalent keyword call of
+  ``clgrid.vis2dirty`` / ``clgrid.dirty2vis`` is made (``nu = nv = 0`` there
+  means "choose the grid", which is all clgrid does).
+  ``test_ducc0_entry_points`` lists what is missing (the tuning calls).
 - ducc0 passes ``gpu=`` (its SYCL build) to the faceting helpers; clgrid has
   no such argument (the device is chosen by ``queue``), so it is left out.
 - ducc0's adjointness check hands its absolute tolerance (already scaled by
@@ -54,6 +57,7 @@ import pytest
 from numpy.testing import assert_allclose
 
 import clgrid
+import clgrid.wgridder as wgridder
 
 SPEED_OF_LIGHT = 299792458.0
 F0 = 1e9
@@ -290,9 +294,12 @@ def test_adjointness_ms2dirty(cl_env, epsilon, single, wstacking, nx, ny, nrow, 
     common = dict(uvw=uvw, freq=freq, wgt=wgt, mask=mask, pixsize_x=pixsize_x,
                   pixsize_y=pixsize_y, epsilon=epsilon, do_wgridding=wstacking,
                   nthreads=nthreads, queue=_queue(cl_env, single))
-    # ducc0's ms2dirty / dirty2ms calls
-    dirty2 = clgrid.vis2dirty(vis=vis, npix_x=npix_x, npix_y=npix_y, **common)
-    vis2 = clgrid.dirty2vis(dirty=dirty, **common)
+    # ducc0's ms2dirty / dirty2ms calls, positional as in ducc0's file
+    queue = common["queue"]
+    dirty2 = wgridder.ms2dirty(uvw, freq, vis, wgt, npix_x, npix_y, pixsize_x, pixsize_y, 0, 0,
+                               epsilon, wstacking, nthreads, 0, mask, queue=queue)
+    vis2 = wgridder.dirty2ms(uvw, freq, dirty, wgt, pixsize_x, pixsize_y, 0, 0, epsilon,
+                             wstacking, nthreads, 0, mask, queue=queue)
     _check_adjoint(vis, vis2, dirty, dirty2, single, factor=3, compare_complex=False)
     dirty2 = vis2dirty_with_faceting(nfacets_x=nfacets_x, nfacets_y=nfacets_y, vis=vis,
                                      npix_x=npix_x, npix_y=npix_y, **common)
@@ -470,18 +477,18 @@ def test_ducc0_keywords_are_accepted(name):
     assert theirs - ours == set()
 
 
-MISSING_ENTRY_POINT = ("clgrid has no {}: ducc0 users' legacy / tuning calls "
-                       "(test_wgridder.py calls ms2dirty and dirty2ms) do not port")
+MISSING_ENTRY_POINT = ("clgrid has no {}: ducc0's faceting autotuner calls do not port")
 
 
 @pytest.mark.parametrize("path", [
     pytest.param(path, marks=pytest.mark.xfail(strict=True,
                                                reason=MISSING_ENTRY_POINT.format(path)))
-    for path in ("ms2dirty", "dirty2ms", "experimental.vis2dirty_tuning",
-                 "experimental.dirty2vis_tuning")])
+    for path in ("experimental.vis2dirty_tuning", "experimental.dirty2vis_tuning")]
+    + ["ms2dirty", "dirty2ms"])
 def test_ducc0_entry_points(path):
-    """ducc0.wgridder's other entry points, found in clgrid under the same path."""
-    target = clgrid
+    """ducc0.wgridder's other entry points, found in clgrid.wgridder under the same path."""
+    import clgrid.wgridder
+    target = clgrid.wgridder
     for part in path.split("."):
         target = getattr(target, part)
     assert callable(target)
@@ -555,3 +562,39 @@ def test_polarisation_axis_against_dft(cl_env, single, epsilon, wstacking):
         expected = explicit_degridder(uvw, freq, model[pol], wgt, mask, pixsize_x, pixsize_y,
                                       wstacking)
         assert l2error(predicted[:, :, pol], expected) <= epsilon
+
+
+def test_legacy_calls_are_vis2dirty_and_dirty2vis_and_agree_with_ducc0(cl_env):
+    """clgrid.wgridder.ms2dirty / dirty2ms (ducc0's positional legacy calls,
+    nu and nv ignored) give vis2dirty's / dirty2vis's bits, ducc0's results to
+    epsilon, and refuse a missing argument; the experimental module imports."""
+    from clgrid.wgridder.experimental import dirty2vis, vis2dirty
+    rng = np.random.default_rng(31)
+    nrow, nchan, npix = 40, 3, 32
+    pixsize = np.pi / 180 / 60
+    uvw, freq, vis, wgt, mask = _observation(rng, nrow, nchan, pixsize, True, True, False)
+    queue = _queue(cl_env, False)
+    dirty = wgridder.ms2dirty(uvw, freq, vis, wgt, npix, npix, pixsize, pixsize, 64, 64, 1e-7,
+                              True, 2, 0, mask, queue=queue)
+    keyword = vis2dirty(uvw=uvw, freq=freq, vis=vis, wgt=wgt, mask=mask, npix_x=npix,
+                        npix_y=npix, pixsize_x=pixsize, pixsize_y=pixsize, epsilon=1e-7,
+                        do_wgridding=True, queue=queue)
+    assert np.array_equal(dirty, keyword)
+    back = wgridder.dirty2ms(uvw, freq, dirty, wgt, pixsize, pixsize, 0, 0, 1e-7, True, 2, 0,
+                             mask, queue=queue)
+    assert np.array_equal(back, dirty2vis(uvw=uvw, freq=freq, dirty=dirty, wgt=wgt, mask=mask,
+                                          pixsize_x=pixsize, pixsize_y=pixsize, epsilon=1e-7,
+                                          do_wgridding=True, queue=queue))
+    try:
+        import ducc0.wgridder as ducc0_wgridder
+    except ImportError:
+        pass
+    else:
+        theirs = ducc0_wgridder.ms2dirty(uvw, freq, vis, wgt, npix, npix, pixsize, pixsize, 0, 0,
+                                         1e-7, True, 1, 0, mask)
+        assert l2error(dirty, theirs) <= 1e-7
+        theirs = ducc0_wgridder.dirty2ms(uvw, freq, dirty, wgt, pixsize, pixsize, 0, 0, 1e-7,
+                                         True, 1, 0, mask)
+        assert l2error(back, theirs) <= 1e-7
+    with pytest.raises(TypeError, match="missing required argument 'epsilon'"):
+        wgridder.ms2dirty(uvw, freq, vis, wgt, npix, npix, pixsize, pixsize, queue=queue)

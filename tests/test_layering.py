@@ -21,8 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "clgrid"
 
 #: What each part of the package may import (itself always).  ``top`` is
-#: ``clgrid/__init__.py``, ``clgrid/cli.py`` and the two compatibility
-#: aliases ``clgrid/gcf.py`` and ``clgrid/dask.py``: they may import anything.
+#: ``clgrid/__init__.py``, ``clgrid/cli.py`` and the compatibility aliases
+#: ``clgrid/gcf.py``, ``clgrid/dask.py`` and ``clgrid/wgridder.py``: they may
+#: import anything.
 ALLOWED = {
     "device": set(),                     # OpenCL devices, templates, radix sort
     "io": set(),                         # Measurement Sets, FITS, simulation: host only
@@ -34,7 +35,7 @@ ALLOWED = {
     "scaleout": {"imaging", "core", "device"},                 # several devices, Dask
     "pipeline": {"scaleout", "imaging", "core", "device", "io"},  # MS -> FITS, clgrid image
 }
-TOP = {"clgrid", "clgrid.cli", "clgrid.gcf", "clgrid.dask"}
+TOP = {"clgrid", "clgrid.cli", "clgrid.gcf", "clgrid.dask", "clgrid.wgridder"}
 #: Imports that cross the rule on purpose, as (importer, imported) modules.
 #: Empty today; an entry needs a reason beside it.
 EXCEPTIONS: set[tuple[str, str]] = set()
