@@ -67,7 +67,8 @@ __kernel void planes_to_dirty(__global const ${vec} *planes, const int nu, const
                               __global const ${real} *corr, const int npix_x, const int npix_y,
                               const double pixsize_x, const double pixsize_y,
                               const double centre_x, const double centre_y,
-                              const double w_first, const double dw, const ${real} scale)
+                              const double w_first, const double dw, const ${real} scale,
+                              const int accumulate)
 {
     const int j = get_global_id(0), i = get_global_id(1);
     if (i >= npix_x || j >= npix_y)
@@ -90,7 +91,8 @@ __kernel void planes_to_dirty(__global const ${vec} *planes, const int nu, const
 % endif
     }
     const size_t pixel = (size_t)i * npix_y + j;
-    dirty[pixel] += sum * corr[pixel] * scale;
+    // the first pass writes (no zeroed image needed), later ones add
+    dirty[pixel] = (accumulate ? dirty[pixel] : (${real})0) + sum * corr[pixel] * scale;
 }
 
 // Dirty image -> planes [plane0, plane0 + n_pass) (before the forward FFT):

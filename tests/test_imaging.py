@@ -368,3 +368,26 @@ def test_nan_visibilities_sent_in_blocks_are_still_refused(cl_env):
     bad[500, 1] = np.nan
     with pytest.raises(ValueError, match="vis contains NaN or Inf"):
         imager.vis2dirty(bad)
+
+
+@pytest.mark.parametrize("planes_per_pass", [1, 3])
+def test_w_planes_in_several_passes_match_the_direct_transform(cl_env, monkeypatch,
+                                                               planes_per_pass):
+    """Where the device holds fewer w planes than the job needs, the planes
+    go in passes: the first pass writes the image, later ones add to it; the
+    visibilities predicted pass by pass add up likewise."""
+    from clgrid.core import engine as engine_module
+    monkeypatch.setattr(engine_module, "planes_per_pass", lambda *a, **k: planes_per_pass)
+    uvw, freq, vis = _observation(n_rows=120, seed=21)
+    imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-6, do_wgridding=True,
+                    precision="double", **GEOMETRY)
+    assert len(imager.engine.passes()) > 1
+    reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=True, **GEOMETRY)
+    dirty = imager.vis2dirty(vis)
+    assert _rel_rms(dirty, reference) <= 1e-6
+    assert np.array_equal(dirty, imager.vis2dirty(vis))
+    image = np.random.default_rng(22).normal(size=(GEOMETRY["npix_x"], GEOMETRY["npix_y"]))
+    expected = dft_dirty2vis(uvw, freq, image, do_wgridding=True,
+                             pixsize_x=GEOMETRY["pixsize_x"], pixsize_y=GEOMETRY["pixsize_y"])
+    predicted = imager.dirty2vis(image)
+    assert np.linalg.norm(predicted - expected) / np.linalg.norm(expected) <= 1e-6

@@ -61,15 +61,16 @@ class Corrector:
         return corr
 
     def planes_to_dirty(self, planes_d: cla.Array, plane0: int, n_pass: int,
-                        dirty_d: cla.Array, scale: float) -> cl.Event:
-        """``dirty_d += `` the corrected sum of planes ``plane0 ..`` (after the FFT)."""
+                        dirty_d: cla.Array, scale: float, accumulate: bool = True) -> cl.Event:
+        """``dirty_d += `` the corrected sum of planes ``plane0 ..`` (after the
+        FFT); ``accumulate=False``: ``dirty_d =`` it (any prior content)."""
         g, layout = self.geometry, self.layout
         return self._to_dirty(
             self.queue, (g.npix_y, g.npix_x), None, planes_d.data, np.int32(layout.nu),
             np.int32(layout.nv), np.int32(n_pass), dirty_d.data, self.corr_d.data,
             np.int32(g.npix_x), np.int32(g.npix_y), *self._image_args(),
             np.float64(layout.w_of_plane(plane0)), np.float64(layout.dw),
-            g.grid_real.type(scale))
+            g.grid_real.type(scale), np.int32(accumulate))
 
     def dirty_to_planes(self, dirty_d: cla.Array, plane0: int, n_pass: int,
                         planes_d: cla.Array) -> cl.Event:

@@ -193,13 +193,14 @@ class GriddingEngine:
         return self.planes_d
 
     def planes_to_dirty(self, plane0: int, n_pass: int, dirty_d: cla.Array,
-                        prune: bool = True) -> None:
-        """Backward FFT of the planes buffer and its corrected sum into ``dirty_d``.
+                        prune: bool = True, accumulate: bool = True) -> None:
+        """Backward FFT of the planes buffer and its corrected sum added into
+        ``dirty_d`` (written over it with ``accumulate=False``).
         ``prune=False`` for grids holding other engines' visibilities too (a
         multi-device sum), whose rows this engine's pruning does not know."""
         self.fft.backward(self.planes_d, self.pruning if prune else None)
         self.corrector.planes_to_dirty(self.planes_d, plane0, n_pass, dirty_d,
-                                       self.fft.backward_scale)
+                                       self.fft.backward_scale, accumulate)
 
     def vis2dirty(self, vis_d: cla.Array, npol: int, pol: int,
                   wgt_d: cla.Array | None = None, mask_d: cla.Array | None = None,
@@ -208,11 +209,11 @@ class GriddingEngine:
         in grid precision.  ``vis_d``: complex, (row, chan[, pol]); ``ready``:
         see :data:`Ready` (only the first pass waits)."""
         g = self.geometry
-        dirty_d = cla.zeros(self.queue, (g.npix_x, g.npix_y), g.grid_real)
-        for plane0, n_pass in self.passes():
+        dirty_d = cla.empty(self.queue, (g.npix_x, g.npix_y), g.grid_real)
+        for index, (plane0, n_pass) in enumerate(self.passes()):
             self.grid_pass(vis_d, npol, pol, plane0, n_pass, wgt_d, mask_d, ready)
             ready = None
-            self.planes_to_dirty(plane0, n_pass, dirty_d)
+            self.planes_to_dirty(plane0, n_pass, dirty_d, accumulate=index > 0)
         return dirty_d
 
     # ---------------------------------------------------------- degridding

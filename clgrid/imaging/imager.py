@@ -280,11 +280,16 @@ class Imager(Operation):
         if self.engine is None:
             self.last_counts = {"n_vis": 0, "invalid_uvw": 0, "flagged": 0}
             return cla.zeros(self.queue, (npol, g.npix_x, g.npix_y), g.grid_real)
-        dirty_d = cla.empty(self.queue, (npol, g.npix_x, g.npix_y), g.grid_real)
+        dirty_d = None
         for pol in range(npol):
             image_d = self.engine.vis2dirty(arrays["vis"], npol, pol, arrays["wgt"],
                                             arrays["mask"], ready)
             ready = None
+            if npol == 1:   # the engine's image is the result: no copy
+                dirty_d = image_d.reshape((1,) + image_d.shape)
+                break
+            if dirty_d is None:
+                dirty_d = cla.empty(self.queue, (npol, g.npix_x, g.npix_y), g.grid_real)
             cl.enqueue_copy(self.queue, dirty_d.data, image_d.data,
                             dst_offset=pol * image_d.nbytes, byte_count=image_d.nbytes)
         self._check_finite(checks)

@@ -262,8 +262,8 @@ def grid_to_dirty(imager: Imager, grids) -> np.ndarray:
         else:
             engine.planes_d.set(np.ascontiguousarray(grids[pol], engine.grid_complex)
                                 .reshape(engine.planes_d.shape))
-        image = cla.zeros(imager.queue, (imager.npix_x, imager.npix_y), imager.grid_real)
-        engine.planes_to_dirty(0, 1, image, prune=False)
+        image = cla.empty(imager.queue, (imager.npix_x, imager.npix_y), imager.grid_real)
+        engine.planes_to_dirty(0, 1, image, prune=False, accumulate=False)
         images[pol] = image.get()
     return images
 
