@@ -6,9 +6,10 @@ stage                     module                                          kernel
 plan                      :mod:`clgrid.core.plan`                         (host: kernel, grid, planes, tiles)
 set points (bin, sort)    :mod:`clgrid.core.setpoints`                    ``core_setpoints.cl.mako``
 spread / interpolate      :mod:`clgrid.core.spread`                       ``core_spread``, ``core_interp``
-FFT                       :mod:`clgrid.core.fft`                          (reikna)
+table gridding (Gridder)  :mod:`clgrid.core.table`                        the same, table sources
+FFT                       :mod:`clgrid.core.fft`                          (pyvkfft, reikna, host)
 correct                   :mod:`clgrid.core.correct`                      ``core_correct.cl.mako``
-transfers                 :mod:`clgrid.core.transfer`                     (pinned staging)
+transfers                 :mod:`clgrid.core.transfer`                     (pinned, row blocks)
 all of them               :class:`clgrid.core.engine.GriddingEngine`
 ========================  ==============================================  ================================
 

@@ -80,7 +80,8 @@ class Corrector:
         return self._to_planes(
             self.queue, (layout.nv, layout.nu), None, dirty_d.data, self.corr_d.data,
             np.int32(g.npix_x), np.int32(g.npix_y), planes_d.data, np.int32(layout.nu),
-            np.int32(layout.nv), np.int32(n_pass), *self._image_args(), np.float64(layout.w_of_plane(plane0)),
+            np.int32(layout.nv), np.int32(n_pass), *self._image_args(),
+            np.float64(layout.w_of_plane(plane0)),
             np.float64(layout.dw))
 
 

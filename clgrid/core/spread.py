@@ -364,8 +364,9 @@ class Interpolator(_Stage):
                 self.queue, (-(-points.n_valid // self.points_per_item),), (1,),
                 points.cells.data, points.fracs.data, np.uint32(points.n_valid), uvw_d.data,
                 freq_scale_d.data, np.uint32(freq_scale_d.shape[0]), out_d.data,
-                np.uint32(npol), np.uint32(pol), *self._weights(wgt_d, mask_d), planes_d.data, np.int32(self.layout.nu),
-                np.int32(self.layout.nv), np.int32(plane0), np.int32(n_pass),
+                np.uint32(npol), np.uint32(pol), *self._weights(wgt_d, mask_d), planes_d.data,
+                np.int32(self.layout.nu), np.int32(self.layout.nv), np.int32(plane0),
+                np.int32(n_pass),
                 *_shift_args(self.geometry))
         return kernel(
             self.queue, (-(-points.n_valid // group) * group,), (group,),
