@@ -5,8 +5,10 @@ tile holding the first cell of its kernel footprint and, with w-stacking, the
 first w plane it touches (``templates/core_setpoints.cl.mako``).  clgrid's
 radix sort (:mod:`clgrid.device.radixsort`: stable and free of atomics, so the order
 -- and every sum made in it -- is the same run after run) orders the
-visibility indices by bin, and a second kernel writes where each bin starts.  Points whose uvw is not finite are counted
-and left out.  Nothing here reads the visibilities themselves: the result
+visibility indices by bin, a second kernel writes where each bin starts and
+a third each valid point's cells and offsets in that order (``point_records``,
+read by the spreaders).  Points whose uvw is not finite are counted and left
+out.  Nothing here reads the visibilities themselves: the result
 depends on the geometry only and is reused by every call with new data.
 """
 
