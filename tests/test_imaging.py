@@ -391,3 +391,10 @@ def test_w_planes_in_several_passes_match_the_direct_transform(cl_env, monkeypat
                              pixsize_x=GEOMETRY["pixsize_x"], pixsize_y=GEOMETRY["pixsize_y"])
     predicted = imager.dirty2vis(image)
     assert np.linalg.norm(predicted - expected) / np.linalg.norm(expected) <= 1e-6
+
+
+def test_all_w_planes_in_one_pass_when_they_fit_whatever_the_row_count(cl_env):
+    uvw, freq, _ = _observation(n_rows=3, seed=23)
+    imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-6, do_wgridding=True,
+                    precision="double", **GEOMETRY)
+    assert imager.n_planes > 3 and imager.engine.passes() == [(0, imager.n_planes)]

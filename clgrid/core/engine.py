@@ -116,10 +116,11 @@ class GriddingEngine:
             vis_per_block = 0   # spread_vector writes every tile: one block
         set_points = SetPoints(queue, geometry, layout, self.tiles)
         self.blocks = []
-        for first, stop in row_blocks(self.profile, uvw_d.shape[0], self.n_chan, vis_per_block):
-            block_uvw_d = row_view(uvw_d, first, stop)
-            self.blocks.append(RowBlock(first, stop, set_points(block_uvw_d, self.freq_scale_d),
-                                        block_uvw_d))
+        for row0, row_stop in row_blocks(self.profile, uvw_d.shape[0], self.n_chan,
+                                         vis_per_block):
+            block_uvw_d = row_view(uvw_d, row0, row_stop)
+            self.blocks.append(RowBlock(row0, row_stop,
+                                        set_points(block_uvw_d, self.freq_scale_d), block_uvw_d))
         other_bytes = uvw_d.nbytes + sum(self._block_bytes(b) for b in self.blocks)
         image_bytes = geometry.npix_x * geometry.npix_y * geometry.grid_real.itemsize
         self.n_pass = min(planes_per_pass(self.profile, layout, self.grid_complex, other_bytes,
