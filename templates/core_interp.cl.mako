@@ -12,8 +12,10 @@
 ##             "horner"): the kernel's taps by the formula or by the spreader's
 ##             per-tap polynomials (horner: their coefficients, as
 ##             eskernel.horner_coefficients), the same as spread_vector's so
-##             that the two stay adjoint.  out starts zeroed (points with no
-##             valid position are never visited);
+##             that the two stay adjoint.  accumulate (kernel argument): 0 in a
+##             job's first pass, which writes out; later passes add (points
+##             with no valid position are never visited: out starts zeroed
+##             where there are any);
 ##             kernel_source ("es" | "table" | "table_full"): "table*" adds
 ##             interpolate_table, the adjoint of core_spread's table sources
 ##             (clgrid.Degridder on the core), with oversample (int O);
@@ -69,7 +71,7 @@ __kernel void interpolate(__global const unsigned int *sorted_index, const unsig
                           const double u_scale, const double v_scale,
                           const double w_scale, const double w_offset,
                           const int plane0, const int n_pass,
-                          const double shift_u, const double shift_v)
+                          const double shift_u, const double shift_v, const int accumulate)
 {
     const unsigned int i = get_global_id(0);
     if (i >= n_points)
@@ -142,7 +144,8 @@ __kernel void interpolate(__global const unsigned int *sorted_index, const unsig
     sum = mask[k] ? sum : (${vec})(0, 0);
 % endif
     const size_t o = (size_t)k * npol + pol;
-    out[o] += (${vvec})((${vis_real})sum.x, (${vis_real})sum.y);
+    out[o] = (accumulate ? out[o] : (${vvec})(0, 0))
+             + (${vvec})((${vis_real})sum.x, (${vis_real})sum.y);
 }
 % if kernel_source != "es":
 
@@ -268,7 +271,7 @@ void interpolate_vector(__global const int4 *cells, __global const ${real}4 *fra
                         __global const ${vis_real} *wgt, __global const unsigned char *mask,
                         __global const ${vec} *planes, const int nu, const int nv,
                         const int plane0, const int n_pass,
-                        const double shift_u, const double shift_v)
+                        const double shift_u, const double shift_v, const int accumulate)
 {
     const unsigned int first = get_global_id(0) * POINTS_PER_ITEM;
     const unsigned int end = min(first + POINTS_PER_ITEM, n_points);
@@ -354,7 +357,8 @@ void interpolate_vector(__global const int4 *cells, __global const ${real}4 *fra
         sum = mask[k] ? sum : (${vec})(0, 0);
 % endif
         const size_t o = (size_t)k * npol + pol;
-        out[o] += (${vvec})((${vis_real})sum.x, (${vis_real})sum.y);
+        out[o] = (accumulate ? out[o] : (${vvec})(0, 0))
+                 + (${vvec})((${vis_real})sum.x, (${vis_real})sum.y);
     }
 }
 % endif

@@ -294,6 +294,9 @@ def test_nonfinite_uvw_rows_are_counted_and_left_out(cl_env):
     keep[7] = False
     reference = dft_vis2dirty(uvw[keep], freq, vis[keep], **GEOMETRY)
     assert _rel_rms(dirty, reference) <= 1e-6
+    with pytest.warns(RuntimeWarning):
+        predicted = imager.dirty2vis(dirty)
+    assert np.all(predicted[7] == 0) and np.all(predicted[keep] != 0)
 
 
 def test_cached_imagers_make_room_on_their_device(cl_env, monkeypatch):

@@ -223,16 +223,20 @@ class GriddingEngine:
         """(n_vis, npol) visibilities of npol (npix_x, npix_y) device images
         (grid precision)."""
         npol = len(images_d)
-        out_d = cla.zeros(self.queue, (self.uvw_d.shape[0], self.n_chan, npol), np.dtype(
-            np.complex64 if self.geometry.vis_real == np.float32 else np.complex128))
+        shape = (self.uvw_d.shape[0], self.n_chan, npol)
+        dtype = np.dtype(np.complex64 if self.geometry.vis_real == np.float32
+                         else np.complex128)
+        # every valid point is written by the first pass: zeros only for the others
+        out_d = (cla.zeros if self.n_invalid else cla.empty)(self.queue, shape, dtype)
         for pol, image_d in enumerate(images_d):
-            for plane0, n_pass in self.passes():
+            for index, (plane0, n_pass) in enumerate(self.passes()):
                 self.corrector.dirty_to_planes(image_d, plane0, n_pass, self.planes_d)
                 self.fft.forward(self.planes_d, self.pruning)
                 for block in self.blocks:
                     self.interpolator(block.points, block.uvw_d, self.freq_scale_d,
                                       _view(out_d, block), npol, pol, self.planes_d, plane0,
-                                      n_pass, _view(wgt_d, block), _view(mask_d, block))
+                                      n_pass, _view(wgt_d, block), _view(mask_d, block),
+                                      accumulate=index > 0)
         return out_d.reshape(self.n_vis, npol)
 
 

@@ -354,7 +354,9 @@ class Interpolator(_Stage):
     def __call__(self, points: PointSet, uvw_d: cla.Array, freq_scale_d: cla.Array,
                  out_d: cla.Array, npol: int, pol: int, planes_d: cla.Array,
                  plane0: int, n_pass: int, wgt_d: cla.Array | None = None,
-                 mask_d: cla.Array | None = None) -> cl.Event | None:
+                 mask_d: cla.Array | None = None, accumulate: bool = True) -> cl.Event | None:
+        """Add the interpolated visibilities of planes ``plane0 ..`` into
+        ``out_d`` (overwrite the points' entries with ``accumulate=False``)."""
         if points.n_valid == 0:
             return None
         kernel = self.kernel(wgt_d is not None, mask_d is not None)
@@ -366,15 +368,15 @@ class Interpolator(_Stage):
                 freq_scale_d.data, np.uint32(freq_scale_d.shape[0]), out_d.data,
                 np.uint32(npol), np.uint32(pol), *self._weights(wgt_d, mask_d), planes_d.data,
                 np.int32(self.layout.nu), np.int32(self.layout.nv), np.int32(plane0),
-                np.int32(n_pass),
-                *_shift_args(self.geometry))
+                np.int32(n_pass), *_shift_args(self.geometry), np.int32(accumulate))
         return kernel(
             self.queue, (-(-points.n_valid // group) * group,), (group,),
             points.sorted_index.data, np.uint32(points.n_valid), uvw_d.data,
             freq_scale_d.data, np.uint32(freq_scale_d.shape[0]), out_d.data, np.uint32(npol),
             np.uint32(pol), *self._weights(wgt_d, mask_d), planes_d.data,
             np.int32(self.layout.nu), np.int32(self.layout.nv), *self.scales,
-            np.int32(plane0), np.int32(n_pass), *_shift_args(self.geometry))
+            np.int32(plane0), np.int32(n_pass), *_shift_args(self.geometry),
+            np.int32(accumulate))
 
 
 __all__ = ["Interpolator", "Spreader"]
