@@ -116,7 +116,6 @@ class SetPoints:
         keys = cla.empty(queue, max(n_vis, 1), np.uint32)
         n_invalid_d = cla.zeros(queue, 1, np.uint32)
         u_scale, v_scale, w_scale, w_offset = coordinate_scales(self.geometry, self.layout)
-        sorted_keys, sorted_index = keys, cla.empty(queue, 1, np.uint32)
         n_invalid = 0
         if n_vis:
             self._keys(queue, (_round_up(n_vis, 256),), None, uvw_d.data, freq_scale_d.data,
@@ -126,15 +125,9 @@ class SetPoints:
                        np.float64(w_offset), np.int32(self.layout.n_wbins),
                        keys.data, n_invalid_d.data)
             n_invalid = int(n_invalid_d.get()[0])
-            # keys sort as min(key, n_bins): the invalid ones (INVALID_KEY) last
-            scratch = [cla.empty(queue, n_vis, np.uint32) for _ in range(3)]
-            keys_buffer, order_buffer, _ = self.sort(
-                keys.data, n_vis, 0, self.n_bins, tuple(a.data for a in scratch))
-            sorted_keys = _array_of(keys_buffer, [keys] + scratch)
-            sorted_index = _array_of(order_buffer, scratch)
-        bin_start = cla.empty(queue, self.n_bins + 1, np.uint32)
-        self._starts(queue, (_round_up(n_vis + 1, 256),), None, sorted_keys.data,
-                     np.uint32(n_vis), np.uint32(self.n_bins), bin_start.data)
+        # keys sort as min(key, n_bins): the invalid ones (INVALID_KEY) last
+        sorted_index, bin_start = sort_into_bins(queue, self.sort, self._starts, keys, n_vis,
+                                                 self.n_bins)
         points = PointSet(sorted_index, bin_start, n_vis - n_invalid, n_invalid,
                           self.ntiles_u, self.ntiles_v, bin_start.get())
         if self.records:
@@ -157,6 +150,24 @@ class SetPoints:
                           np.float64(w_offset), points.cells.data, points.fracs.data)
 
 
+def sort_into_bins(queue: cl.CommandQueue, sort: RadixSort, starts: cl.Kernel,
+                   keys: cla.Array, n_vis: int, n_bins: int) -> tuple[cla.Array, cla.Array]:
+    """Visibility indices sorted by their ``keys`` (stable, clgrid's radix
+    sort; keys >= ``n_bins`` last) and where each of the ``n_bins`` bins starts
+    (kernel ``bin_starts``): ``(sorted_index, bin_start)``."""
+    sorted_keys, sorted_index = keys, cla.empty(queue, 1, np.uint32)
+    if n_vis:
+        scratch = [cla.empty(queue, n_vis, np.uint32) for _ in range(3)]
+        keys_buffer, order_buffer, _ = sort(keys.data, n_vis, 0, n_bins,
+                                            tuple(a.data for a in scratch))
+        sorted_keys = _array_of(keys_buffer, [keys] + scratch)
+        sorted_index = _array_of(order_buffer, scratch)
+    bin_start = cla.empty(queue, n_bins + 1, np.uint32)
+    starts(queue, (_round_up(n_vis + 1, 256),), None, sorted_keys.data, np.uint32(n_vis),
+           np.uint32(n_bins), bin_start.data)
+    return sorted_index, bin_start
+
+
 def freq_scale(freq_hz: np.ndarray) -> np.ndarray:
     """freq / c: metres to wavelengths per channel."""
     return np.asarray(freq_hz, np.float64) / SPEED_OF_LIGHT
@@ -174,4 +185,4 @@ def _round_up(n: int, multiple: int) -> int:
     return -(-int(n) // multiple) * multiple
 
 
-__all__ = ["PointSet", "SetPoints", "coordinate_scales", "freq_scale"]
+__all__ = ["PointSet", "SetPoints", "coordinate_scales", "freq_scale", "sort_into_bins"]

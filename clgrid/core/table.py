@@ -38,7 +38,7 @@ from ..device.profiles import DeviceProfile
 from ..device.radixsort import RadixSort
 from .eskernel import KernelChoice
 from .plan import GridLayout, TileShape
-from .setpoints import PointSet, _array_of, _round_up
+from .setpoints import PointSet, _round_up, sort_into_bins
 from .spread import WorkList, work_list
 
 #: Largest support the table spread takes (a 32 x 32 tile reads W <= 33).
@@ -192,7 +192,6 @@ class TableSetPoints:
                              "per call; grid the rows in parts (out=)")
         counts_d = cla.zeros(queue, 3, np.uint32)
         keys = cla.empty(queue, max(n_vis, 1), np.uint32)
-        sorted_keys, sorted_index = keys, cla.empty(queue, 1, np.uint32)
         if n_vis:
             self._keys(queue, (_round_up(n_vis, 256),), None, uvw_d.data, freq_scale_d.data,
                        np.uint32(n_chan), np.uint32(n_vis), *self._geometry_args(),
@@ -200,14 +199,8 @@ class TableSetPoints:
                        (flags_d if flags_d is not None else self._dummy_flags).data,
                        np.uint32(npol), np.int32(flags_d is not None), keys.data,
                        counts_d.data)
-            scratch = [cla.empty(queue, n_vis, np.uint32) for _ in range(3)]
-            keys_buffer, order_buffer, _ = self.sort(
-                keys.data, n_vis, 0, self.n_bins, tuple(a.data for a in scratch))
-            sorted_keys = _array_of(keys_buffer, [keys] + scratch)
-            sorted_index = _array_of(order_buffer, scratch)
-        bin_start = cla.empty(queue, self.n_bins + 1, np.uint32)
-        self._starts(queue, (_round_up(n_vis + 1, 256),), None, sorted_keys.data,
-                     np.uint32(n_vis), np.uint32(self.n_bins), bin_start.data)
+        sorted_index, bin_start = sort_into_bins(queue, self.sort, self._starts, keys, n_vis,
+                                                 self.n_bins)
         n_flagged, n_offgrid, n_nonfinite = (int(c) for c in counts_d.get())
         n_valid = n_vis - n_flagged - n_offgrid - n_nonfinite
         cells = cla.empty(queue, max(n_valid, 1), cl.cltypes.int4)
