@@ -259,6 +259,16 @@ def _format_seconds(seconds: dict) -> str:
     return ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in sorted(seconds.items())) or "no times"
 
 
+def core_by_default(profile, support: int, precision: Any = np.float32,
+                    separable: bool = True) -> bool:
+    """Whether ``Gridder(strategy='auto')`` with ``deterministic=None`` (the
+    default) runs the core strategy: on GPUs where it can.  On the H200 it
+    takes 1.7x the scatter strategy's device time but is 13x faster end to
+    end (its set points are on the device; benchmarks/RESULTS.md)."""
+    return profile.device_type == "gpu" and core_possible(profile, support, precision,
+                                                          separable)[0]
+
+
 def explain(profile, support: int = 32, npol: int = 4, precision: Any = np.float32) -> dict:
     """One row for ``clgrid devices --explain``: what ``'auto'`` picks and why."""
     row = {"id": f"{profile.platform_index}:{profile.device_index}",
@@ -266,9 +276,12 @@ def explain(profile, support: int = 32, npol: int = 4, precision: Any = np.float
     if not profile.usable:
         return dict(row, strategy="-", geometry="-", why=f"unusable: {profile.build_problem}")
     try:
-        from .tunecache import cached_strategy
-        tuned = cached_strategy(profile, support, npol, precision, True)
-        choice = choose(profile, support, npol, precision, tuned=tuned)
+        if core_by_default(profile, support, precision):
+            choice = choose(profile, support, npol, precision, deterministic=True)
+        else:
+            from .tunecache import cached_strategy
+            tuned = cached_strategy(profile, support, npol, precision, True)
+            choice = choose(profile, support, npol, precision, tuned=tuned)
     except ValueError as error:
         return dict(row, strategy="-", geometry="-", why=str(error))
     geometry = {"scatter": choice.scatter, "tiled": choice.tiled,
@@ -281,5 +294,5 @@ def _short(params) -> str:
     return " ".join(f"{k}={v}" for k, v in dataclasses.asdict(params).items())
 
 
-__all__ = ["ATOMIC_FREE", "Choice", "ImageParams", "STRATEGIES", "choose", "core_possible",
-           "explain", "image_possible", "tiled_params"]
+__all__ = ["ATOMIC_FREE", "Choice", "ImageParams", "STRATEGIES", "choose", "core_by_default",
+           "core_possible", "explain", "image_possible", "tiled_params"]

@@ -241,13 +241,12 @@ class Gridder(_TableOperation):
         core (deterministic, and on the H200 13x faster end to end than the
         scatter strategy's host-prepared records, 1.7x slower on the device
         alone: benchmarks/RESULTS.md)."""
-        from .dispatch import core_possible
+        from .dispatch import core_by_default
         explicit_scatter = (isinstance(params, (GridderParams, dict)) or atomics is not None
                             or self.count_flushes)
         return (deterministic is None and strategy == "auto" and not explicit_scatter
-                and self.profile.device_type == "gpu"
-                and core_possible(self.profile, self.gcf.support, self.real_dtype,
-                                  self.gcf.separable)[0])
+                and core_by_default(self.profile, self.gcf.support, self.real_dtype,
+                                    self.gcf.separable))
 
     def _choose(self, strategy: str, params, atomics, tiled_params, image_params,
                 deterministic: bool, core_tiles=None):
