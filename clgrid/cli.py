@@ -108,6 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_image_parser(commands)
     from .gridders.tuning import add_parser as add_tune_parser
     add_tune_parser(commands)
+    from .imaging.tuning import add_parser as add_tune_core_parser
+    add_tune_core_parser(commands)
     return parser
 
 

@@ -54,6 +54,12 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "tiny: small enough for the Oclgrind simulator")
+    # a developer's own tuning (clgrid tune, clgrid tune-core) must not change
+    # what the tests run: an empty cache of the session's own
+    if "CLGRID_TUNING_CACHE" not in os.environ:
+        import tempfile
+        os.environ["CLGRID_TUNING_CACHE"] = os.path.join(
+            tempfile.mkdtemp(prefix="clgrid-test-tuning-"), "cache.json")
     config.pluginmanager.register(KernelTestTally(config), "clgrid-kernel-test-tally")
 
 

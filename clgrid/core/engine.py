@@ -35,6 +35,7 @@ from .fft import DeviceFFT, Pruning
 from .plan import GridLayout, ImageGeometry, TileShape, planes_per_pass, row_blocks
 from .setpoints import PointSet, SetPoints, freq_scale
 from .spread import Interpolator, Spreader
+from .tuning import cached_tiles
 
 
 @dataclasses.dataclass
@@ -89,8 +90,9 @@ class GriddingEngine:
     fft_backend
         As for :class:`clgrid.core.fft.DeviceFFT`.
     tiles
-        Spreading tile; default :meth:`TileShape.for_device` (tests force the
-        GPU shape on CPUs with it).
+        Spreading tile; default the device's tuned one (``clgrid tune --core``,
+        :func:`clgrid.core.tuning.cached_tiles`), else
+        :meth:`TileShape.for_device` (tests force the GPU shape on CPUs with it).
     vis_per_block
         Visibilities per row block (see :func:`clgrid.core.plan.row_blocks`);
         default from the device.
@@ -103,7 +105,9 @@ class GriddingEngine:
         self.queue = queue
         self.profile = DeviceProfile.from_device(queue.device)
         self.geometry, self.layout = geometry, layout
-        self.tiles = tiles or TileShape.for_device(self.profile, layout.choice.support)
+        self.tiles = tiles or cached_tiles(self.profile, layout.choice.support,
+                                           geometry.grid_real, geometry.do_w) \
+            or TileShape.for_device(self.profile, layout.choice.support)
         self.tiles.check(layout.choice.support)
         self.uvw_d = uvw_d
         self.freq_scale_d = cla.to_device(queue, freq_scale(freq_hz))

@@ -1,33 +1,20 @@
 """The per-device autotune cache of the table gridders (read and store).
 
-One JSON file under the user cache directory (``CLGRID_TUNING_CACHE``
-overrides), keyed by device (:attr:`DeviceProfile.cache_key`) and by
-parameter set.  :mod:`clgrid.gridders.tuning` fills it; ``Gridder`` and
-:func:`clgrid.gridders.dispatch.choose` read it.  It imports no gridder, so
-the readers do not import the tuner.
+Entries of clgrid's autotune cache (:mod:`clgrid.device.tunecache`: one
+JSON file per user, keyed by device), one per parameter set.
+:mod:`clgrid.gridders.tuning` fills them; ``Gridder`` and
+:func:`clgrid.gridders.dispatch.choose` read them.  It imports no gridder,
+so the readers do not import the tuner.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import time
-from pathlib import Path
 
 import numpy as np
-import platformdirs
 
+from ..device.tunecache import cache_path, load_cache, store_entry
 from .params import GridderParams, default_params
-
-_CACHE_VARIABLE = "CLGRID_TUNING_CACHE"
-
-
-def cache_path() -> Path:
-    """The tuning cache file (``CLGRID_TUNING_CACHE`` overrides)."""
-    override = os.environ.get(_CACHE_VARIABLE)
-    if override:
-        return Path(override)
-    return Path(platformdirs.user_cache_dir("clgrid")) / "gridder_tuning.json"
 
 
 def support_bucket(support: int) -> int:
@@ -40,11 +27,8 @@ def parameter_key(npol: int, precision, separable: bool, support: int) -> str:
             f"{'separable' if separable else 'full'}|support<={support_bucket(support)}")
 
 
-def _load() -> dict:
-    try:
-        return json.loads(cache_path().read_text())
-    except (OSError, ValueError):
-        return {}
+_load = load_cache   # the names the tuner imports
+_store = store_entry
 
 
 def cached_params(profile, support: int, npol: int, precision, separable: bool
@@ -84,16 +68,6 @@ def store_strategy(profile, support: int, npol: int, precision, separable: bool,
            {"strategy": winner, "seconds": timed,
             "tuned_at": time.strftime("%Y-%m-%d %H:%M:%S")})
     return winner
-
-
-def _store(profile, key: str, entry: dict) -> None:
-    path = cache_path()
-    data = _load()
-    data.setdefault(profile.cache_key, {})[key] = entry
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(data, indent=1, sort_keys=True))
-    temporary.replace(path)
 
 
 __all__ = ["cache_path", "cached_params", "cached_strategy", "parameter_key", "store_strategy",

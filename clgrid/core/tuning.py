@@ -1,0 +1,83 @@
+"""The gridding core's spreading tile per device: candidates and the cache.
+
+:func:`tile_candidates` lists the :class:`~clgrid.core.plan.TileShape` s worth
+timing on a device (the GPU kernel's tile and lane groups, the CPU kernel's
+tile and plane blocks); :func:`clgrid.imaging.tuning.tune_tiles` (``clgrid
+tune --core``) times them on a synthetic observation and stores the winner
+with :func:`store_tiles`; :class:`clgrid.core.engine.GriddingEngine` then
+takes :func:`cached_tiles` over :meth:`TileShape.for_device`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+
+from ..device.profiles import DeviceProfile
+from ..device.tunecache import cached_entry, store_entry
+from .plan import TileShape
+
+
+def tile_key(support: int, precision, do_w: bool) -> str:
+    """Cache key of the tile for one kernel width, grid precision and w mode."""
+    return f"core_tiles|{np.dtype(precision).name}|{'w' if do_w else 'no w'}|support={support}"
+
+
+def tile_candidates(profile: DeviceProfile, support: int, do_w: bool = False
+                    ) -> list[TileShape]:
+    """Tiles worth timing on ``profile`` for kernel width ``support`` (the
+    default first); every one passes :meth:`TileShape.check`.  GPUs: tile
+    sizes, lane groups and chunk lengths of ``spread``; CPUs: the vector
+    tile's rows and, with w-stacking, its planes per block."""
+    default = TileShape.for_device(profile, support)
+    if profile.device_type == "gpu":
+        shapes = [TileShape(8, 8, chunk, groups=groups) for groups in (2, 4, 8)
+                  for chunk in (2048, 4096)]
+        shapes += [TileShape(8, 16, 2048, groups=2), TileShape(8, 32, 2048),
+                   TileShape(16, 16, 2048, groups=2), TileShape(16, 32, 2048)]
+    else:
+        shapes = [dataclasses.replace(default, tile_u=tile_u, plane_block=block)
+                  for tile_u in (16, 32)
+                  for block in ((1, 2, 4) if do_w else (default.plane_block,))]
+    fitting = []
+    for shape in [default] + shapes:
+        try:
+            shape.check(support)
+        except ValueError:
+            continue
+        if shape not in fitting and shape.lanes * shape.groups <= profile.max_work_group_size:
+            fitting.append(shape)
+    return fitting
+
+
+def cached_tiles(profile: DeviceProfile, support: int, precision, do_w: bool
+                 ) -> TileShape | None:
+    """The tile measured fastest on this device (:func:`store_tiles`), or None."""
+    entry = cached_entry(profile, tile_key(support, precision, do_w))
+    if not entry:
+        return None
+    shape = TileShape(**entry["tiles"])
+    try:
+        shape.check(support)
+    except ValueError:
+        return None   # a stale entry: the defaults rather than a failure
+    return shape
+
+
+def store_tiles(profile: DeviceProfile, support: int, precision, do_w: bool,
+                seconds: dict[TileShape, float]) -> TileShape:
+    """Record the seconds each tile took; returns (and caches) the fastest."""
+    timed = {shape: float(value) for shape, value in seconds.items() if np.isfinite(value)}
+    if not timed:
+        raise ValueError("no finite tile time to store")
+    winner = min(timed, key=timed.get)
+    store_entry(profile, tile_key(support, precision, do_w), {
+        "tiles": dataclasses.asdict(winner), "seconds": timed[winner],
+        "candidates": {repr(shape): value for shape, value in timed.items()},
+        "tuned_at": time.strftime("%Y-%m-%d %H:%M:%S")})
+    return winner
+
+
+__all__ = ["cached_tiles", "store_tiles", "tile_candidates", "tile_key"]
