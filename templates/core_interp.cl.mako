@@ -62,6 +62,36 @@ inline void kernel_taps(const ${real} t, ${real} *taps)
 % endif
 
 
+// Writes (or, with accumulate, adds) visibility k's interpolated sum into
+// out, after the adjoints of the spreader's factors: the conjugate facet
+// phase, the weight and the mask.
+inline void store_point(${vec} sum, const unsigned int k, __global const double *uvw,
+                        __global const double *freq_scale, const unsigned int nchan,
+                        __global ${vvec} *out, const unsigned int npol, const unsigned int pol,
+                        __global const ${vis_real} *wgt, __global const unsigned char *mask,
+                        const double shift_u, const double shift_v, const int accumulate)
+{
+% if shifted:
+    {
+        const size_t row = k / nchan;
+        const double f = freq_scale[k - row * nchan];
+        double c;
+        const double s = sincos(-f * (uvw[3 * row] * shift_u + uvw[3 * row + 1] * shift_v), &c);
+        sum = cmul_${csuffix}(sum, (${vec})((${real})c, (${real})s));
+    }
+% endif
+% if weighted:
+    sum *= (${real})wgt[k];
+% endif
+% if masked:
+    sum = mask[k] ? sum : (${vec})(0, 0);
+% endif
+    const size_t o = (size_t)k * npol + pol;
+    // the first pass writes (out need not be zeroed), later ones add
+    out[o] = (accumulate ? out[o] : (${vvec})(0, 0))
+             + (${vvec})((${vis_real})sum.x, (${vis_real})sum.y);
+}
+
 __kernel void interpolate(__global const unsigned int *sorted_index, const unsigned int n_points,
                           __global const double *uvw, __global const double *freq_scale,
                           const unsigned int nchan,
@@ -130,22 +160,8 @@ __kernel void interpolate(__global const unsigned int *sorted_index, const unsig
         sum += plane_sum;
 % endif
     }
-% if shifted:
-    {
-        double c;
-        const double s = sincos(-f * (uvw[3 * row] * shift_u + uvw[3 * row + 1] * shift_v), &c);
-        sum = cmul_${csuffix}(sum, (${vec})((${real})c, (${real})s));
-    }
-% endif
-% if weighted:
-    sum *= (${real})wgt[k];
-% endif
-% if masked:
-    sum = mask[k] ? sum : (${vec})(0, 0);
-% endif
-    const size_t o = (size_t)k * npol + pol;
-    out[o] = (accumulate ? out[o] : (${vvec})(0, 0))
-             + (${vvec})((${vis_real})sum.x, (${vis_real})sum.y);
+    store_point(sum, k, uvw, freq_scale, nchan, out, npol, pol, wgt, mask, shift_u, shift_v,
+                accumulate);
 }
 % if kernel_source != "es":
 
@@ -340,25 +356,8 @@ void interpolate_vector(__global const int4 *cells, __global const ${real}4 *fra
 % endif
             }
         }
-% if shifted:
-        {
-            const size_t row = k / nchan;
-            const double f = freq_scale[k - row * nchan];
-            double c;
-            const double s = sincos(-f * (uvw[3 * row] * shift_u + uvw[3 * row + 1] * shift_v),
-                                    &c);
-            sum = cmul_${csuffix}(sum, (${vec})((${real})c, (${real})s));
-        }
-% endif
-% if weighted:
-        sum *= (${real})wgt[k];
-% endif
-% if masked:
-        sum = mask[k] ? sum : (${vec})(0, 0);
-% endif
-        const size_t o = (size_t)k * npol + pol;
-        out[o] = (accumulate ? out[o] : (${vvec})(0, 0))
-                 + (${vvec})((${vis_real})sum.x, (${vis_real})sum.y);
+        store_point(sum, k, uvw, freq_scale, nchan, out, npol, pol, wgt, mask, shift_u,
+                    shift_v, accumulate);
     }
 }
 % endif

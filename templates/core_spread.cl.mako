@@ -98,11 +98,12 @@ inline int tile_offset(const int c, const int t0, const int n, const int tile)
 }
 
 // Visibility k (row k / nchan) times its weight, mask and facet phase, in
-// the grid precision: everything the spreader adds but the kernel.
-inline ${vec} point_value(const unsigned int k, const size_t row, const double f,
-                          __global const double *uvw, __global const ${vvec} *vis,
-                          const unsigned int npol, const unsigned int pol,
-                          __global const ${vis_real} *wgt, __global const unsigned char *mask,
+// the grid precision: everything the spreaders add but the kernel.
+inline ${vec} point_value(const unsigned int k, __global const double *uvw,
+                          __global const double *freq_scale, const unsigned int nchan,
+                          __global const ${vvec} *vis, const unsigned int npol,
+                          const unsigned int pol, __global const ${vis_real} *wgt,
+                          __global const unsigned char *mask,
                           const double shift_u, const double shift_v)
 {
     const ${vvec} raw = vis[(size_t)k * npol + pol];
@@ -115,50 +116,14 @@ inline ${vec} point_value(const unsigned int k, const size_t row, const double f
 % endif
 % if shifted:
     {
+        const size_t row = k / nchan;
+        const double f = freq_scale[k - row * nchan];
         double c;
         const double s = sincos(f * (uvw[3 * row] * shift_u + uvw[3 * row + 1] * shift_v), &c);
         val = cmul_${csuffix}(val, (${vec})((${real})c, (${real})s));
     }
 % endif
     return val;
-}
-
-// Where visibility k lands relative to the tile starting at cell (u0, v0):
-// footprint start offsets (du, dv), sub-cell offsets of the first footprint
-// cell (xu, xv), its w in plane units, and its value times every factor but
-// the u and v kernels (and the w kernel at `plane`, unless plane < 0).
-// False when its footprint misses the tile (a neighbour bin's point).
-inline bool locate(const unsigned int k, __global const double *uvw,
-                   __global const double *freq_scale, const unsigned int nchan,
-                   __global const ${vvec} *vis, const unsigned int npol, const unsigned int pol,
-                   __global const ${vis_real} *wgt, __global const unsigned char *mask,
-                   const int nu, const int nv, const int u0, const int v0,
-                   const double u_scale, const double v_scale,
-                   const double w_scale, const double w_offset, const int plane,
-                   const double shift_u, const double shift_v,
-                   int *du, int *dv, ${real} *xu, ${real} *xv, double *w_pos,
-                   ${vec} *value)
-{
-    const size_t row = k / nchan;
-    const double f = freq_scale[k - row * nchan];
-    const double u = uvw[3 * row] * f * u_scale;
-    const double v = uvw[3 * row + 1] * f * v_scale;
-    const double fu = footprint_start(u), fv = footprint_start(v);
-    const int cu = wrap_cell(fu, nu), cv = wrap_cell(fv, nv);
-    *du = tile_offset(cu, u0, nu, TILE_U);
-    *dv = tile_offset(cv, v0, nv, LANES);
-    if (!(*du > -SUPPORT && *du < TILE_U && *dv > -SUPPORT && *dv < LANES))
-        return false;
-    *xu = (${real})(fu - u);
-    *xv = (${real})(fv - v);
-    ${vec} val = point_value(k, row, f, uvw, vis, npol, pol, wgt, mask, shift_u, shift_v);
-% if do_w:
-    *w_pos = uvw[3 * row + 2] * f * w_scale - w_offset;
-    if (plane >= 0)
-        val *= es_kernel((${real})((double)plane - *w_pos));
-% endif
-    *value = val;
-    return true;
 }
 
 // The part of the chunk [chunk_lo, chunk_hi) (counted over the four source
@@ -208,10 +173,8 @@ __kernel void gather_values(__global const int4 *cells, const unsigned int n_val
     const unsigned int i = get_global_id(0);
     if (i >= n_valid)
         return;
-    const unsigned int k = (unsigned int)cells[i].w;
-    const size_t row = k / nchan;
-    values[i] = point_value(k, row, freq_scale[k - row * nchan], uvw, vis, npol, pol, wgt, mask,
-                            shift_u, shift_v);
+    values[i] = point_value((unsigned int)cells[i].w, uvw, freq_scale, nchan, vis, npol, pol,
+                            wgt, mask, shift_u, shift_v);
 }
 
 % if tabulated:
@@ -595,25 +558,8 @@ void spread_vector(
         const int4 cell = cells[position];
         const int du = cell.x - u0, dv = cell.y - v0;   // in [0, TILE_U) x [0, LANES)
         const ${rn} frac = fracs[position];
-        const unsigned int k = (unsigned int)cell.w;
-        const ${vvec} raw = vis[(size_t)k * npol + pol];
-        ${vec} value = (${vec})((${real})raw.x, (${real})raw.y);
-% if weighted:
-        value *= (${real})wgt[k];
-% endif
-% if masked:
-        value = mask[k] ? value : (${vec})(0, 0);
-% endif
-% if shifted:
-        {
-            const size_t row = k / nchan;
-            const double f = freq_scale[k - row * nchan];
-            double c;
-            const double s = sincos(f * (uvw[3 * row] * shift_u + uvw[3 * row + 1] * shift_v),
-                                    &c);
-            value = cmul_${csuffix}(value, (${vec})((${real})c, (${real})s));
-        }
-% endif
+        const ${vec} value = point_value((unsigned int)cell.w, uvw, freq_scale, nchan, vis,
+                                         npol, pol, wgt, mask, shift_u, shift_v);
         vstore${taps_n}(es_taps(frac.x), 0, ku);
         // the v taps times the value, as interleaved complex cells
         ${real} kv_value[2 * TAPS];
