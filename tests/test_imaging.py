@@ -401,3 +401,19 @@ def test_all_w_planes_in_one_pass_when_they_fit_whatever_the_row_count(cl_env):
     imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-6, do_wgridding=True,
                     precision="double", **GEOMETRY)
     assert imager.n_planes > 3 and imager.engine.passes() == [(0, imager.n_planes)]
+
+
+def test_pinned_staging_uploads_a_strided_window_at_a_byte_offset(cl_env):
+    """PinnedStaging.upload (reprojection's path): any strides, placed at an offset."""
+    import pyopencl as cl
+    from clgrid.device.hostio import PinnedStaging
+    queue = _queue(cl_env)
+    image = np.arange(40 * 30, dtype=np.float32).reshape(40, 30)
+    window = image[5:25:2, 3:27]   # strided rows and columns
+    target = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4096)
+    staging = PinnedStaging(queue.context, queue)
+    staging.upload(window, target, offset=64)
+    queue.finish()
+    back = np.empty(window.size, np.float32)
+    cl.enqueue_copy(queue, back, target, src_offset=64)
+    assert np.array_equal(back.reshape(window.shape), window)

@@ -58,9 +58,10 @@ class _Pinned:
         return self.host[:nbytes]
 
 
-def _row_chunks(n_rows: int, row_bytes: int) -> list[tuple[int, int]]:
+def _row_chunks(first: int, stop: int, row_bytes: int) -> list[tuple[int, int]]:
+    """Rows ``first .. stop - 1`` in chunks of about :data:`CHUNK_BYTES`."""
     rows = max(1, CHUNK_BYTES // max(row_bytes, 1))
-    return [(start, min(start + rows, n_rows)) for start in range(0, n_rows, rows)]
+    return [(start, min(start + rows, stop)) for start in range(first, stop, rows)]
 
 
 def _as_rows(array: np.ndarray) -> np.ndarray:
@@ -81,28 +82,14 @@ class PinnedStaging:
         at byte ``offset``, C order.  Returns once the host side is copied;
         the device copies are enqueued (in order) on the queue."""
         rows = _as_rows(array) if array.ndim >= 2 else array.reshape(1, -1)
-        n_rows, row_items = rows.shape
-        row_bytes = row_items * array.dtype.itemsize
-        staging = self._up.view(n_rows * row_bytes)
-        chunks = _row_chunks(n_rows, row_bytes)
-
-        def copy(chunk):
-            start, stop = chunk
-            part = staging[start * row_bytes:stop * row_bytes].view(array.dtype)
-            np.copyto(part.reshape(stop - start, row_items), rows[start:stop])
-
-        events = []
-        for (start, stop), done in zip(chunks, copy_pool().map(copy, chunks)):
-            events.append(cl.enqueue_copy(
-                self.queue, target, staging[start * row_bytes:stop * row_bytes],
-                dst_offset=offset + start * row_bytes, is_blocking=False))
-        self._up.pending = events
+        self.upload_rows(rows, target, 0, rows.shape[0], offset=offset)
 
     def upload_rows(self, array: np.ndarray, target: cl.Buffer, first: int, stop: int,
-                    dtype=None) -> cl.Event | None:
+                    dtype=None, offset: int = 0) -> cl.Event | None:
         """Copy rows ``first .. stop - 1`` (first axis; any strides) of
-        ``array`` into the same rows of ``target`` (C order, as ``dtype``,
-        default ``array``'s; converted by the host copy, same kind only).
+        ``array`` into the same rows of ``target`` past byte ``offset`` (C
+        order, as ``dtype``, default ``array``'s; converted by the host copy,
+        same kind only).
 
         One array goes in consecutive calls, in row order, the first with
         ``first == 0`` (it waits until the staging memory's earlier copies are
@@ -113,8 +100,7 @@ class PinnedStaging:
         if first == 0:
             self._up.view(array.shape[0] * row_bytes)
         staging = self._up.host
-        step = max(1, CHUNK_BYTES // max(row_bytes, 1))
-        chunks = [(a, min(a + step, stop)) for a in range(first, stop, step)]
+        chunks = _row_chunks(first, stop, row_bytes)
 
         def copy(chunk):
             a, b = chunk
@@ -123,7 +109,7 @@ class PinnedStaging:
                       casting="same_kind")
 
         events = [cl.enqueue_copy(self.queue, target, staging[a * row_bytes:b * row_bytes],
-                                  dst_offset=a * row_bytes, is_blocking=False)
+                                  dst_offset=offset + a * row_bytes, is_blocking=False)
                   for (a, b), _ in zip(chunks, copy_pool().map(copy, chunks))]
         self._up.pending += events
         self.queue.flush()
@@ -137,7 +123,7 @@ class PinnedStaging:
         n_rows, row_items = rows.shape
         row_bytes = row_items * out.dtype.itemsize
         staging = self._down.view(n_rows * row_bytes)
-        chunks = _row_chunks(n_rows, row_bytes)
+        chunks = _row_chunks(0, n_rows, row_bytes)
         events = [cl.enqueue_copy(self.queue, staging[start * row_bytes:stop * row_bytes],
                                   source, src_offset=offset + start * row_bytes,
                                   is_blocking=False, wait_for=wait_for)
