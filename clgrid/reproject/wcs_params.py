@@ -104,30 +104,28 @@ def _sphx2s_vector(phi_deg: float, theta_deg: float, plane: CelestialPlane) -> n
                      np.sin(delta)])
 
 
+def _rotate(lon, lat, lon_from, lon_to, delta_p):
+    """The spherical rotation shared by wcslib's sphx2s and sphs2x: longitude
+    ``lon`` measured from ``lon_from`` becomes one measured from ``lon_to``
+    about a pole at latitude ``delta_p`` (radians throughout)."""
+    dlon = lon - lon_from
+    x = np.sin(lat) * np.cos(delta_p) - np.cos(lat) * np.sin(delta_p) * np.cos(dlon)
+    y = -np.cos(lat) * np.sin(dlon)
+    out_lat = np.arcsin(np.clip(np.sin(lat) * np.sin(delta_p)
+                                + np.cos(lat) * np.cos(delta_p) * np.cos(dlon), -1, 1))
+    return lon_to + np.arctan2(y, x), out_lat
+
+
 def sphx2s(phi_rad, theta_rad, plane: CelestialPlane):
     """Native spherical to celestial (radians), wcslib ``sphx2s``."""
     alpha_p, delta_p = np.deg2rad(plane.pole_deg)
-    phi_p = np.deg2rad(plane.lonpole_deg)
-    dphi = phi_rad - phi_p
-    x = np.sin(theta_rad) * np.cos(delta_p) - np.cos(theta_rad) * np.sin(delta_p) * np.cos(dphi)
-    y = -np.cos(theta_rad) * np.sin(dphi)
-    alpha = alpha_p + np.arctan2(y, x)
-    delta = np.arcsin(np.clip(np.sin(theta_rad) * np.sin(delta_p)
-                              + np.cos(theta_rad) * np.cos(delta_p) * np.cos(dphi), -1, 1))
-    return alpha, delta
+    return _rotate(phi_rad, theta_rad, np.deg2rad(plane.lonpole_deg), alpha_p, delta_p)
 
 
 def sphs2x(alpha_rad, delta_rad, plane: CelestialPlane):
     """Celestial to native spherical (radians), wcslib ``sphs2x``."""
     alpha_p, delta_p = np.deg2rad(plane.pole_deg)
-    phi_p = np.deg2rad(plane.lonpole_deg)
-    dalpha = alpha_rad - alpha_p
-    x = np.sin(delta_rad) * np.cos(delta_p) - np.cos(delta_rad) * np.sin(delta_p) * np.cos(dalpha)
-    y = -np.cos(delta_rad) * np.sin(dalpha)
-    phi = phi_p + np.arctan2(y, x)
-    theta = np.arcsin(np.clip(np.sin(delta_rad) * np.sin(delta_p)
-                              + np.cos(delta_rad) * np.cos(delta_p) * np.cos(dalpha), -1, 1))
-    return phi, theta
+    return _rotate(alpha_rad, delta_rad, alpha_p, np.deg2rad(plane.lonpole_deg), delta_p)
 
 
 def from_astropy(wcs) -> CelestialPlane | None:
