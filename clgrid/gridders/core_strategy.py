@@ -27,7 +27,7 @@ from ..core.setpoints import freq_scale
 from ..core.table import (TableGrid, TableInterpolator, TablePoints, TableSetPoints,
                           TableSpreader, check_tiles, table_tiles)
 from .gcf import GCF
-from .uvprep import check_finite
+from .uvprep import check_finite, check_vis_layout
 
 
 @dataclasses.dataclass
@@ -122,12 +122,7 @@ class CoreTableEngine:
         return CorePlan(points, flags_d, shape, npol)
 
     def upload_vis(self, vis, plan: CorePlan) -> cla.Array:
-        expected = plan.shape + (plan.npol,)
-        if vis.shape != expected:
-            raise ValueError(f"vis must have shape (nrow, nchan, npol) = {expected}, "
-                             f"got {vis.shape}")
-        if vis.dtype not in (np.complex64, np.complex128):
-            raise TypeError(f"vis must be complex64 or complex128, got {vis.dtype}")
+        check_vis_layout(vis, plan.shape + (plan.npol,))
         if isinstance(vis, cla.Array):
             if not vis.flags.c_contiguous:
                 raise ValueError("device vis must be C-contiguous")

@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 from .gcf import GCF
 from .params import GridderParams, ImageParams, default_params
 from ..device.kernels import KernelTemplate, Operation, real_dtype_name
-from .uvprep import UVPlan, check_finite, plan_uv
+from .uvprep import UVPlan, check_finite, check_vis_layout, plan_uv
 
 
 POLARISATIONS = (1, 2, 4)
@@ -95,12 +95,7 @@ class _TableOperation(Operation):
 
     def _check_vis(self, vis, plan: UVPlan, name: str = "vis") -> np.ndarray:
         vis = np.asarray(vis)
-        expected = plan.shape + (self.npol,)
-        if vis.shape != expected:
-            raise ValueError(f"{name} must have shape (nrow, nchan, npol) = {expected}, "
-                             f"got {vis.shape}")
-        if vis.dtype not in (np.complex64, np.complex128):
-            raise TypeError(f"{name} must be complex64 or complex128, got {vis.dtype}")
+        check_vis_layout(vis, plan.shape + (self.npol,), name)
         check_finite(name, vis)
         return vis
 

@@ -116,6 +116,16 @@ def _kept_weights(plan: UVPlan, weights, npol: int):
     return factor
 
 
+def check_vis_layout(vis, expected: tuple, name: str = "vis") -> None:
+    """Raise unless ``vis`` (numpy or device array) is (nrow, nchan, npol) =
+    ``expected`` complex64 or complex128."""
+    if vis.shape != expected:
+        raise ValueError(f"{name} must have shape (nrow, nchan, npol) = {expected}, "
+                         f"got {vis.shape}")
+    if vis.dtype not in (np.complex64, np.complex128):
+        raise TypeError(f"{name} must be complex64 or complex128, got {vis.dtype}")
+
+
 def check_finite(name: str, array: np.ndarray) -> None:
     """Raise ``ValueError`` naming ``name`` if ``array`` holds NaN or Inf."""
     if not np.all(np.isfinite(array)):
@@ -217,4 +227,4 @@ def plan_uv(uvw_m, freq_hz, gcf: GCF, nx: int, ny: int, cell_size_rad: float, *,
                   n_offgrid=n_offgrid, n_flagged=n_flagged, pol_mask=pol_mask)
 
 
-__all__ = ["SPEED_OF_LIGHT_M_S", "UVPlan", "check_finite", "plan_uv"]
+__all__ = ["SPEED_OF_LIGHT_M_S", "UVPlan", "check_finite", "check_vis_layout", "plan_uv"]
