@@ -140,10 +140,8 @@ class GriddingEngine:
         """Device bytes of a block's bins, its records and (GPU, counted per
         block to be safe) its gathered values."""
         points = block.points
-        records = 0 if points.cells is None else (
-            points.cells.nbytes + points.fracs.nbytes
-            + points.n_valid * self.grid_complex.itemsize)
-        return points.sorted_index.nbytes * 2 + points.bin_start.nbytes + records
+        return (points.sorted_index.nbytes * 2 + points.bin_start.nbytes + points.cells.nbytes
+                + points.fracs.nbytes + points.n_valid * self.grid_complex.itemsize)
 
     def _pruning(self) -> Pruning:
         """Grid rows the visibilities' kernels reach and grid columns of image

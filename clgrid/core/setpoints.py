@@ -48,8 +48,9 @@ class PointSet:
         Per valid point in sorted order: (n_valid,) int4 (first footprint
         cell in u and v, first w plane, visibility index) and (n_valid,)
         real4 offsets in [0, 1] past those cells (kernel ``point_records``),
-        which the spreaders and the CPU interpolator read instead of uvw;
-        None with ``records=False``.
+        which the spreaders and the CPU interpolator read instead of uvw
+        (set by :class:`SetPoints`; the table gridder's points,
+        :mod:`clgrid.core.table`, carry their own ``cells`` and no ``fracs``).
     """
 
     sorted_index: cla.Array
@@ -80,17 +81,13 @@ class SetPoints:
         Command queue of the device.
     geometry, layout, tiles
         From :mod:`clgrid.core.plan`.
-    records
-        Also write every valid point's position in sorted order
-        (:attr:`PointSet.cells`, :attr:`PointSet.fracs`; default True).
     """
 
     def __init__(self, queue: cl.CommandQueue, geometry: ImageGeometry, layout: GridLayout,
-                 tiles: TileShape, records: bool = True):
+                 tiles: TileShape):
         self.queue = queue
         self.sort = RadixSort(queue)
         self.geometry, self.layout, self.tiles = geometry, layout, tiles
-        self.records = records
         self.template = KernelTemplate(
             queue, "core_setpoints.cl.mako",
             {"support": layout.choice.support, "tile_u": tiles.tile_u,
@@ -130,8 +127,7 @@ class SetPoints:
                                                  self.n_bins)
         points = PointSet(sorted_index, bin_start, n_vis - n_invalid, n_invalid,
                           self.ntiles_u, self.ntiles_v, bin_start.get())
-        if self.records:
-            self._write_records(points, uvw_d, freq_scale_d)
+        self._write_records(points, uvw_d, freq_scale_d)
         return points
 
     def _write_records(self, points: PointSet, uvw_d: cla.Array,
