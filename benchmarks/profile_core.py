@@ -120,6 +120,14 @@ def main(argv=None) -> int:
     timed("interpolate (one pass)", lambda: [engine.interpolator(
         block.points, block.uvw_d, engine.freq_scale_d, row_view(out_d, block.first, block.stop),
         1, 0, engine.planes_d, plane0, n_pass) for block in engine.blocks], queue, args.repeats)
+    timed("interpolate (first pass)", lambda: [engine.interpolator(
+        block.points, block.uvw_d, engine.freq_scale_d, row_view(out_d, block.first, block.stop),
+        1, 0, engine.planes_d, plane0, n_pass, accumulate=False) for block in engine.blocks],
+        queue, args.repeats)
+    timed("dirty to planes", lambda: engine.corrector.dirty_to_planes(
+        image_d, plane0, n_pass, engine.planes_d), queue, args.repeats)
+    timed("fft forward (pruned)", lambda: engine.fft.forward(engine.planes_d, engine.pruning),
+          queue, args.repeats)
     timed("vis2dirty device-resident", lambda: imager.vis2dirty_device(vis_d), queue,
           args.repeats)
     timed("vis2dirty end to end", lambda: imager.vis2dirty(vis), queue, args.repeats)

@@ -228,8 +228,12 @@ class GriddingEngine:
         shape = (self.uvw_d.shape[0], self.n_chan, npol)
         dtype = np.dtype(np.complex64 if self.geometry.vis_real == np.float32
                          else np.complex128)
-        # every valid point is written by the first pass: zeros only for the others
-        out_d = (cla.zeros if self.n_invalid else cla.empty)(self.queue, shape, dtype)
+        # The first pass writes every valid point, so zeros are needed only for
+        # invalid ones, and where the output is cut into row blocks: NVIDIA's
+        # runtime sends a never-written buffer through the host the first time a
+        # kernel writes a sub-buffer of it (0.6 s for 930 MB on the H200).
+        fresh = self.n_invalid == 0 and len(self.blocks) == 1
+        out_d = (cla.empty if fresh else cla.zeros)(self.queue, shape, dtype)
         for pol, image_d in enumerate(images_d):
             for index, (plane0, n_pass) in enumerate(self.passes()):
                 self.corrector.dirty_to_planes(image_d, plane0, n_pass, self.planes_d)
