@@ -214,8 +214,8 @@ def vis2dirty_rows(args, devices, counts) -> list[dict]:
     vis = (np.random.default_rng(1).standard_normal((uvw.shape[0], freq_hz.size)) * (1 + 1j)
            ).astype(np.complex64)
     rows = []
-    cases = ((False, "time", "device"), (False, "time", "host"), (False, "baseline", "device"),
-             (True, "time", "device"))
+    cases = ((False, "time", "images"), (False, "time", "device"), (False, "baseline", "images"),
+             (True, "time", "images"))
     for do_w, partition, reduce in cases:
         t_one = None
         for n in counts:

@@ -13,7 +13,7 @@ from clgrid.scaleout import partition
 from clgrid.device.profiles import DeviceProfile, all_devices
 from oclgrind_check import run_clean
 from clgrid import dirty2vis, vis2dirty
-from clgrid.imaging import dft_dirty2vis, dft_vis2dirty
+from clgrid.imaging import Imager, dft_dirty2vis, dft_vis2dirty
 from clgrid.scaleout.multidevice import MultiDeviceImager
 from clgrid.scaleout.partition import cpu_sub_devices, partition_planes, partition_rows
 
@@ -110,6 +110,25 @@ def test_dirty2vis_on_two_devices_equals_one_device(cl_env, do_w):
     assert np.linalg.norm(multi - reference) / np.linalg.norm(reference) <= 1e-5
 
 
+@pytest.mark.parametrize("partition", ["time", "baseline"])
+def test_dirty2vis_of_polarisations_in_baseline_shares_equals_one_device(cl_env, partition):
+    """Shares of whole baselines are not contiguous rows: each still lands on
+    its own rows of the output, every row once."""
+    uvw, freq, _, baseline_ids = _observation(n_times=3)
+    rng = np.random.default_rng(7)
+    images = rng.normal(size=(2, GEOMETRY["npix_x"], GEOMETRY["npix_y"])).astype(np.float32)
+    single = Imager(cl_env.queue, uvw=uvw, freq=freq, epsilon=1e-5, **GEOMETRY)
+    imager = MultiDeviceImager(_two_devices(cl_env), uvw=uvw, freq=freq, epsilon=1e-5,
+                               partition=partition, baseline_ids=baseline_ids, **GEOMETRY)
+    try:
+        multi = imager.dirty2vis(images)
+    finally:
+        imager.close()
+    expected = single.dirty2vis(images)
+    assert multi.shape == expected.shape == (len(uvw), len(freq), 2)
+    assert _peak_error(multi, expected) <= ROUNDING
+
+
 def test_functional_devices_keyword_and_polarisations(cl_env):
     uvw, freq, vis, _ = _observation(n_times=3)
     vis3 = np.stack([vis, 2.0 * vis.conj()], axis=-1).astype(np.complex128)
@@ -123,10 +142,11 @@ def test_functional_devices_keyword_and_polarisations(cl_env):
     assert _peak_error(multi, single) <= 1e-12
 
 
-@pytest.mark.parametrize("reduce", ["host", "device"])
+@pytest.mark.parametrize("reduce", ["images", "host", "device"])
 def test_imager_contexts_keyword_and_grid_reduction(cl_env, reduce):
-    """``Imager(contexts=...)`` is the multi-device imager; summing the grids
-    on the first device or on the host gives the single-device image."""
+    """``Imager(contexts=...)`` is the multi-device imager; summing the
+    devices' images, or their grids on the first device or on the host,
+    gives the single-device image."""
     uvw, freq, vis, _ = _observation(n_times=4)
     vis2 = np.stack([vis, 0.5 * vis], axis=-1).astype(np.complex64)
     single = vis2dirty(uvw=uvw, freq=freq, vis=vis2, epsilon=1e-5, queue=cl_env.queue,

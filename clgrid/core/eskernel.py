@@ -38,6 +38,8 @@ SIGMAS = (1.25, 1.5, 1.75, 2.0, 2.5)
 SUPPORTS = tuple(range(2, 17))
 #: Float32 rounding floor: no kernel can do better than this in single precision.
 FLOAT32_FLOOR = 1e-6
+#: The per-dimension aliasing budget is epsilon / (ERROR_HEADROOM * sqrt(ndim)).
+ERROR_HEADROOM = 1.0
 _QUADRATURE_NODES = 200
 _ALIAS_TERMS = 6
 
@@ -329,7 +331,7 @@ def candidate_kernels(epsilon: float, ndim: int, sigma_min: float = 1.1,
     """
     if not (epsilon > 0.0):
         raise ValueError(f"epsilon must be positive, got {epsilon}")
-    budget = epsilon / (2.0 * math.sqrt(ndim))
+    budget = epsilon / (ERROR_HEADROOM * math.sqrt(ndim))
     choices = []
     for sigma in SIGMAS:
         if not sigma_min <= sigma <= sigma_max:

@@ -12,12 +12,15 @@ How the work is split
 * Without w-gridding there is one uv grid: the rows are partitioned
   (``partition='time'``: contiguous row blocks, MS rows being time ordered;
   ``'baseline'``: whole baselines, balanced by row count), every device grids
-  its rows into a private grid, the grids are summed once and the first
-  device runs the one FFT and the grid correction.  ``reduce='device'``
-  (default) keeps the first device's grid where it is and adds the others
-  into it there; ``reduce='host'`` downloads every grid and adds them with
-  numpy.  OpenCL has no copies between contexts, so either way the other
-  grids cross the host; benchmarks/scaling.py times both.
+  its rows.  ``reduce='images'`` (default): every device runs its own FFT
+  and grid correction (both linear) and the dirty images are summed on the
+  host; an image is 1 / (2 sigma^2) of a grid's bytes, and the FFT costs a
+  GPU about 1 ms at 8192^2.  ``reduce='device'`` keeps the first device's
+  grid where it is and adds the others into it there, ``reduce='host'``
+  adds the downloaded grids with numpy; with both the first device runs the
+  one FFT and the grid correction.  OpenCL has no copies between contexts,
+  so whatever is summed crosses the host; benchmarks/scaling.py times all
+  three.
 * With w-gridding (W-stacking) every w plane needs its own FFT: the planes
   are partitioned into contiguous blocks of equal cost (gridding taps plus
   one FFT each), each device grids, transforms and corrects only its planes
@@ -37,6 +40,7 @@ import atexit
 import concurrent.futures
 import gc
 import math
+import threading
 import time
 
 import numpy as np
@@ -66,8 +70,9 @@ class MultiDeviceImager:
     baseline_ids
         One id per row, for ``partition='baseline'``.
     reduce
-        Where the private grids are summed without w-gridding: ``'device'``
-        (on the first device, default) or ``'host'``.
+        What is summed without w-gridding: ``'images'`` (each device's dirty
+        image, default), or each device's grid on the first device
+        (``'device'``) or on the host (``'host'``).
     **geometry
         The other keywords of :class:`Imager` (``npix_x``, ``epsilon``...).
 
@@ -87,7 +92,7 @@ class MultiDeviceImager:
     """
 
     def __init__(self, devices, *, uvw, freq, partition: str = "time", baseline_ids=None,
-                 reduce: str = "device", fft_backend: str | None = None, **geometry):
+                 reduce: str = "images", fft_backend: str | None = None, **geometry):
         if reduce not in REDUCTIONS:
             raise ValueError(f"reduce must be one of {REDUCTIONS}, got {reduce!r}")
         self.reduce = reduce
@@ -107,6 +112,7 @@ class MultiDeviceImager:
             self.shard_rows = partition_rows(self.uvw_m.shape[0], n_dev, partition,
                                              baseline_ids)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=n_dev)
+        self._sum_lock = threading.Lock()
         self.shards = self._map(lambda d: self._make_shard(d, fft_backend))
 
     # ---------------------------------------------------------- construction
@@ -160,14 +166,14 @@ class MultiDeviceImager:
             return _take(vis, rows), _take(wgt, rows), _take(mask, rows)
 
         started = time.perf_counter()
-        if self.do_w:
+        if self.do_w or self.reduce == "images":
             images = self._map(lambda d: None if self.shards[d] is None
                                else self.shards[d].vis2dirty(*piece(d)))
             gridded = time.perf_counter()
             image = _sum([image for image in images if image is not None])
             self.last_timings = {"grid_s": gridded - started,
                                  "reduce_s": time.perf_counter() - gridded, "fft_s": 0.0}
-            return image
+            return image[0] if vis.ndim == 2 and image.ndim == 3 else image
         first = self.shards.index(self._first_shard())
         grids = self._map(lambda d: None if self.shards[d] is None else _grid_only(
             self.shards[d], *piece(d), on_device=self.reduce == "device" and d == first))
@@ -197,15 +203,34 @@ class MultiDeviceImager:
         for name, array in (("wgt", wgt), ("mask", mask)):
             if array is not None and np.shape(array) != shape:
                 raise ValueError(f"{name} must have shape {shape}, got {np.shape(array)}")
-        # each device applies the weights and flags of its rows (on the device)
-        parts = self._map(lambda d: None if self.shards[d] is None else self.shards[d].dirty2vis(
-            dirty, _take(wgt, self.shard_rows[d]), _take(mask, self.shard_rows[d])))
-        first = next(p for p in parts if p is not None)
-        out = np.zeros((self.n_rows,) + first.shape[1:], first.dtype)
-        for rows, part in zip(self.shard_rows, parts):
-            if part is not None:
-                out[rows] += part  # rows are unique within a shard
-        return out
+        shard = self._first_shard()
+        npol = 1 if dirty.ndim == 2 else dirty.shape[0]
+        out = (np.zeros if self.do_w else np.empty)(shape + (npol,), shard.vis_complex)
+
+        def predict(d):
+            """Each device applies the weights and flags of its rows; without
+            w the shards' rows are disjoint and every row is in one of them,
+            so a contiguous share goes straight into ``out``."""
+            rows = self.shard_rows[d]
+            if self.shards[d] is None:
+                return
+            vis_d = self.shards[d].dirty2vis_device(dirty, _take(wgt, rows), _take(mask, rows))
+            if self.do_w:
+                part = self.shards[d]._uploader.to_host(vis_d)
+                with self._sum_lock:   # rows are unique within a shard, not across
+                    out[rows] += part
+            elif _is_block(rows):
+                self.shards[d]._uploader.to_host(vis_d, out=out[rows[0]:rows[-1] + 1])
+            else:
+                out[rows] = self.shards[d]._uploader.to_host(vis_d)
+
+        self._map(predict)
+        return out[:, :, 0] if dirty.ndim == 2 else out
+
+
+def _is_block(rows: np.ndarray) -> bool:
+    """Whether sorted, unique ``rows`` are one contiguous block."""
+    return bool(rows.size) and rows[-1] - rows[0] == rows.size - 1
 
 
 def _take(array, rows: np.ndarray):
@@ -213,7 +238,7 @@ def _take(array, rows: np.ndarray):
     if array is None:
         return None
     array = np.asarray(array)
-    if rows.size and rows[-1] - rows[0] == rows.size - 1:   # sorted and unique
+    if _is_block(rows):
         return array[rows[0]:rows[-1] + 1]
     return array[rows]
 

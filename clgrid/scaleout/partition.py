@@ -21,7 +21,7 @@ from ..device.profiles import (DeviceProfile, all_devices, create_context, resol
 
 
 PARTITIONS = ("time", "baseline")
-REDUCTIONS = ("host", "device")
+REDUCTIONS = ("images", "device", "host")
 
 # Keyword arguments of Imager that fix the geometry (everything but the data).
 _GEOMETRY_KEYS = ("npix_x", "npix_y", "pixsize_x", "pixsize_y", "epsilon", "do_wgridding",
