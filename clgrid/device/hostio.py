@@ -24,10 +24,11 @@ _pool: ThreadPoolExecutor | None = None
 
 
 def copy_pool() -> ThreadPoolExecutor:
-    """Threads for host copies (numpy releases the GIL while copying)."""
+    """Threads for host copies (numpy releases the GIL while copying); up to
+    16, so that several devices' copies in flight at once each get threads."""
     global _pool
     if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=max(2, min(8, os.cpu_count() or 2)),
+        _pool = ThreadPoolExecutor(max_workers=max(2, min(16, os.cpu_count() or 2)),
                                    thread_name_prefix="clgrid-copy")
     return _pool
 

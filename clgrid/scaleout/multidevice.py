@@ -47,6 +47,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
+from ..device.hostio import copy_pool
 from ..core.plan import FFT_COST_PER_CELL, GRID_COST_PER_TAP, check_freq, check_uvw, precision_of
 from ..imaging.imager import Imager
 from .partition import (REDUCTIONS, balance, geometry_of, layout_of_rows, partition_planes,
@@ -244,9 +245,20 @@ def _take(array, rows: np.ndarray):
 
 
 def _sum(arrays: list[np.ndarray]) -> np.ndarray:
-    total = arrays[0].copy()
-    for array in arrays[1:]:
-        total += array
+    """The sum of equal-shaped arrays, added into the first (the shards' own
+    fresh results), in slabs on the copy threads; every element adds its
+    terms in list order, so the bits do not depend on the threads."""
+    total = arrays[0] if arrays[0].flags.c_contiguous else arrays[0].copy()
+    if len(arrays) == 1:
+        return total
+    flat = [total.reshape(-1)] + [array.reshape(-1) for array in arrays[1:]]
+    step = max(1, (1 << 20) // total.itemsize)
+
+    def add(start: int) -> None:
+        for other in flat[1:]:
+            flat[0][start:start + step] += other[start:start + step]
+
+    list(copy_pool().map(add, range(0, flat[0].size, step)))
     return total
 
 
