@@ -14,8 +14,9 @@ For 1, 2, 4 ... devices (as many as given) the same problem is split:
 * ``vis2dirty``: :class:`clgrid.scaleout.multidevice.MultiDeviceImager` at epsilon
   1e-5 on benchmarks/imaging.py's SKA-mid case (2000 baselines, 2 h of 8 s,
   64 channels = 115 M visibilities, 4096^2 pixels), end to end from host
-  visibilities: rows split in time or by baseline without w (grids summed
-  on the device or the host), w planes split with w; with the load balance
+  visibilities: rows split in time or by baseline (images summed, or
+  without w grids summed on the first device), or w planes split with w;
+  with the load balance
   and the phases (parallel gridding, reduction, FFT).
 * ``dask`` (``--dask-workers 1 2``): :func:`clgrid.dask.vis2dirty` on a
   LocalCluster of that many worker processes (needs ``distributed``).
@@ -215,7 +216,7 @@ def vis2dirty_rows(args, devices, counts) -> list[dict]:
            ).astype(np.complex64)
     rows = []
     cases = ((False, "time", "images"), (False, "time", "device"), (False, "baseline", "images"),
-             (True, "time", "images"))
+             (True, "time", "images"), (True, "w-planes", "images"))
     for do_w, partition, reduce in cases:
         t_one = None
         for n in counts:
@@ -232,7 +233,7 @@ def vis2dirty_rows(args, devices, counts) -> list[dict]:
                          "Mvis/s": round(vis.size / seconds / 1e6, 2),
                          "efficiency": round(t_one / (n * seconds), 3),
                          "partition": imager.partition,
-                         "reduce": "images" if do_w else reduce,
+                         "reduce": reduce,
                          "balance": round(imager.load_balance, 3),
                          **{k: round(v, 4) for k, v in phases.items()}})
             print(rows[-1], flush=True)

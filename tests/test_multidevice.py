@@ -67,11 +67,16 @@ def _two_devices(cl_env) -> list:
 
 
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
-@pytest.mark.parametrize("partition", ["time", "baseline"])
+@pytest.mark.parametrize("partition", ["time", "baseline", "w-planes"])
 def test_vis2dirty_on_two_devices_equals_one_device(cl_env, do_w, partition):
     uvw, freq, vis, baseline_ids = _observation()
     vis = vis.astype(np.complex64)
     epsilon = 1e-5
+    if partition == "w-planes" and not do_w:
+        with pytest.raises(ValueError, match="w-planes.*do_wgridding"):
+            MultiDeviceImager([cl_env.queue], uvw=uvw, freq=freq, epsilon=epsilon,
+                              partition=partition, **GEOMETRY)
+        return
     single = vis2dirty(uvw=uvw, freq=freq, vis=vis, epsilon=epsilon, do_wgridding=do_w,
                        queue=cl_env.queue, **GEOMETRY)
     imager = MultiDeviceImager(_two_devices(cl_env), uvw=uvw, freq=freq, epsilon=epsilon,
@@ -93,6 +98,7 @@ def test_vis2dirty_on_two_devices_equals_one_device(cl_env, do_w, partition):
 
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
 def test_dirty2vis_on_two_devices_equals_one_device(cl_env, do_w):
+    """The default partition: rows, or w planes with w on CPUs."""
     uvw, freq, _, _ = _observation(n_times=3)
     image = np.random.default_rng(5).normal(size=(GEOMETRY["npix_x"], GEOMETRY["npix_y"]))
     pixsizes = dict(pixsize_x=GEOMETRY["pixsize_x"], pixsize_y=GEOMETRY["pixsize_y"])
@@ -110,16 +116,19 @@ def test_dirty2vis_on_two_devices_equals_one_device(cl_env, do_w):
     assert np.linalg.norm(multi - reference) / np.linalg.norm(reference) <= 1e-5
 
 
-@pytest.mark.parametrize("partition", ["time", "baseline"])
-def test_dirty2vis_of_polarisations_in_baseline_shares_equals_one_device(cl_env, partition):
+@pytest.mark.parametrize("do_w,partition", [(False, "time"), (False, "baseline"),
+                                             (True, "time"), (True, "w-planes")])
+def test_dirty2vis_of_polarisations_in_shares_equals_one_device(cl_env, do_w, partition):
     """Shares of whole baselines are not contiguous rows: each still lands on
-    its own rows of the output, every row once."""
+    its own rows of the output, every row once; w-plane shares add up."""
     uvw, freq, _, baseline_ids = _observation(n_times=3)
     rng = np.random.default_rng(7)
     images = rng.normal(size=(2, GEOMETRY["npix_x"], GEOMETRY["npix_y"])).astype(np.float32)
-    single = Imager(cl_env.queue, uvw=uvw, freq=freq, epsilon=1e-5, **GEOMETRY)
+    single = Imager(cl_env.queue, uvw=uvw, freq=freq, epsilon=1e-5, do_wgridding=do_w,
+                    **GEOMETRY)
     imager = MultiDeviceImager(_two_devices(cl_env), uvw=uvw, freq=freq, epsilon=1e-5,
-                               partition=partition, baseline_ids=baseline_ids, **GEOMETRY)
+                               do_wgridding=do_w, partition=partition,
+                               baseline_ids=baseline_ids, **GEOMETRY)
     try:
         multi = imager.dirty2vis(images)
     finally:
