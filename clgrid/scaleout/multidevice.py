@@ -252,13 +252,22 @@ def _is_block(rows: np.ndarray) -> bool:
 
 
 def _take(array, rows: np.ndarray):
-    """``array[rows]``; a view, not a copy, when the rows are one contiguous block."""
+    """``array[rows]``; a view, not a copy, when the rows are one contiguous
+    block, else gathered in slabs of rows on the copy threads."""
     if array is None:
         return None
     array = np.asarray(array)
     if _is_block(rows):
         return array[rows[0]:rows[-1] + 1]
-    return array[rows]
+    out = np.empty((rows.size,) + array.shape[1:], array.dtype)
+    row_bytes = max(1, out[:1].nbytes)
+    step = max(1, (8 << 20) // row_bytes)
+
+    def gather(start: int) -> None:
+        np.take(array, rows[start:start + step], axis=0, out=out[start:start + step])
+
+    list(copy_pool().map(gather, range(0, rows.size, step)))
+    return out
 
 
 def _sum(arrays: list[np.ndarray]) -> np.ndarray:
