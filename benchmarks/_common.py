@@ -12,12 +12,26 @@ from typing import Callable
 import pyopencl as cl
 
 
+#: Seconds of calls before timing: short calls on a CPU runtime take 20-30%
+#: longer for their first few dozen repeats (threads waking, caches, pools).
+WARMUP_S = 0.2
+
+
+def warm_up(run: Callable[[], object], finish: Callable[[], object] = lambda: None,
+            calls: int = 1, seconds: float = WARMUP_S) -> None:
+    """Call ``run()`` at least ``calls`` times and for at least ``seconds``."""
+    start, done = time.perf_counter(), 0
+    while done < calls or time.perf_counter() - start < seconds:
+        run()
+        finish()
+        done += 1
+
+
 def median_seconds(run: Callable[[], object], queue: cl.CommandQueue, repeats: int = 5,
                    warmup: int = 1) -> float:
-    """Median wall time of ``run()`` with the queue drained around each call."""
-    for _ in range(warmup):
-        run()
-        queue.finish()
+    """Median wall time of ``run()`` with the queue drained around each call,
+    after :func:`warm_up`."""
+    warm_up(run, queue.finish, warmup)
     times = []
     for _ in range(repeats):
         queue.finish()

@@ -42,7 +42,7 @@ from clgrid.imaging.imager import Imager  # noqa: E402
 from clgrid.io.simulate import simulate_observation  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import median_seconds, print_table, write_json  # noqa: E402
+from _common import median_seconds, print_table, warm_up, write_json  # noqa: E402
 
 try:
     from ducc0 import wgridder
@@ -208,25 +208,32 @@ def run_case(case, queue, epsilon, do_w, repeats) -> dict:
            "w": do_w, "W": imager.kernel_choice.support, "sigma": imager.kernel_choice.sigma,
            "planes": imager.n_planes, "passes": len(imager.engine.passes()),
            "plan": round(plan_s, 3),
-           "v2d e2e": round(median_seconds(lambda: imager.vis2dirty(vis), queue, repeats), 4),
            "v2d dev": round(median_seconds(lambda: imager.vis2dirty_device(vis_d), queue,
                                            repeats), 4),
-           "d2v e2e": round(median_seconds(lambda: imager.dirty2vis(image), queue, repeats), 4),
            "d2v dev": round(median_seconds(lambda: imager.dirty2vis_device(image_d), queue,
                                            repeats), 4)}
-    spread, fft = _stage_times(imager, vis_d, queue, repeats)
-    row.update({"spread": round(spread, 4), "fft": round(fft, 4)})
-    ours = imager.vis2dirty(vis)
-    row["bitwise"] = bool(np.array_equal(ours, imager.vis2dirty(vis)))
-    vis_d = image_d = None   # free the device copies before the peers run
+    # end to end beside ducc0: their calls alternate, so a busy machine slows both alike
+    peers = {}
     if wgridder is not None:
         arguments = dict(uvw=case["uvw"], freq=case["freq"], epsilon=epsilon,
                          do_wgridding=do_w, nthreads=os.cpu_count(), pixsize_x=case["cell"],
                          pixsize_y=case["cell"])
-        row["ducc0 v2d"] = round(_host_median(lambda: wgridder.vis2dirty(
-            vis=vis, npix_x=case["npix"], npix_y=case["npix"], **arguments), repeats), 4)
-        row["ducc0 d2v"] = round(_host_median(
-            lambda: wgridder.dirty2vis(dirty=image, **arguments), repeats), 4)
+        peers = {"ducc0 v2d": lambda: wgridder.vis2dirty(
+                     vis=vis, npix_x=case["npix"], npix_y=case["npix"], **arguments),
+                 "ducc0 d2v": lambda: wgridder.dirty2vis(dirty=image, **arguments)}
+    medians = interleaved_medians({"v2d e2e": lambda: imager.vis2dirty(vis),
+                                   "d2v e2e": lambda: imager.dirty2vis(image), **peers},
+                                  queue, repeats)
+    row.update({key: round(value, 4) for key, value in medians.items()})
+    order = ("v2d e2e", "v2d dev", "d2v e2e", "d2v dev")
+    row = {**{k: v for k, v in row.items() if k not in order and not k.startswith("ducc0")},
+           **{k: row[k] for k in order}, **{k: v for k, v in row.items() if k.startswith("ducc0")}}
+    spread, fft = _stage_times(imager, vis_d, queue, repeats)
+    row.update({"spread": round(spread, 4), "fft": round(fft, 4)})
+    ours = imager.vis2dirty(vis)
+    row["bitwise"] = bool(np.array_equal(ours, imager.vis2dirty(vis)))
+    vis_d = image_d = None   # free the device copies before cuFINUFFT runs
+    if wgridder is not None:
         theirs = wgridder.vis2dirty(vis=vis, npix_x=case["npix"], npix_y=case["npix"],
                                     **arguments)
         row["err"] = _rel(ours, theirs)
@@ -241,14 +248,20 @@ def run_case(case, queue, epsilon, do_w, repeats) -> dict:
     return row
 
 
-def _host_median(run, repeats) -> float:
-    times = []
-    run()
+def interleaved_medians(runs: dict, queue, repeats: int) -> dict:
+    """Median seconds of each of ``runs`` (name -> call), timed in turns,
+    each warmed up first."""
+    times = {name: [] for name in runs}
+    for run in runs.values():
+        warm_up(run, queue.finish)
     for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+        for name, run in runs.items():
+            queue.finish()
+            start = time.perf_counter()
+            run()
+            queue.finish()
+            times[name].append(time.perf_counter() - start)
+    return {name: float(np.median(values)) for name, values in times.items()}
 
 
 def main(argv=None) -> int:

@@ -136,14 +136,21 @@ def _runs(indices: np.ndarray) -> list[slice]:
     return [slice(int(indices[a]), int(indices[b - 1]) + 1) for a, b in zip(starts, stops)]
 
 
-#: Columns per block of the pruned transform's strided pass: a block is
-#: copied out contiguously, transformed and copied back (a plane row is
-#: nv * 8 bytes apart, so transforming columns in place thrashes the caches:
-#: 2048^2 complex64, 1024 columns: 10.3 ms as one call, 5.7 ms in blocks of
-#: 64 on one core).
-COLUMN_BLOCK = 64
-#: Rows per block of the contiguous pass (its copy back stays in cache).
+#: Most bytes per block of the pruned transform's passes.  A block of
+#: columns is copied out contiguously, transformed and copied back (a plane
+#: row is nv * 8 bytes apart, so transforming columns in place thrashes the
+#: caches: 2048^2 complex64, 1024 columns: 10.3 ms as one call, 5.7 ms in
+#: blocks of 64 columns, 1 MiB, on one core); a block of rows is transformed
+#: and copied back while in cache.  2 MiB measured best from 1024^2 to 4096^2
+#: on two cores.
+BLOCK_BYTES = 2 << 20
+#: Fewest rows per block of the contiguous pass.
 ROW_BLOCK = 32
+#: Blocks per thread and pass, where BLOCK_BYTES allows: each block costs a
+#: scipy call and a pool task (tens of microseconds), which small grids feel
+#: (1024^2 pruned on two cores: 2.8 ms in blocks of 32 rows and 64 columns,
+#: 1.7 ms in 4 blocks per thread, 1.5 ms in one).
+BLOCKS_PER_THREAD = 1
 _pool = None
 _pool_lock = threading.Lock()
 
@@ -176,8 +183,13 @@ def _pruned_transform(view: np.ndarray, forward: bool, prune: Pruning, threads: 
         transforms, options = np.fft, {}
     one_d = transforms.fft if forward else transforms.ifft
     planes = view.reshape((-1,) + view.shape[-2:])
-    row_blocks = _blocks(_runs(np.sort(prune.rows)), ROW_BLOCK)
-    col_blocks = _blocks(_runs(np.sort(prune.cols)), COLUMN_BLOCK)
+    n_blocks = BLOCKS_PER_THREAD * threads
+    row_size = max(ROW_BLOCK, min(-(-prune.rows.size // n_blocks),
+                                  BLOCK_BYTES // (planes.shape[2] * planes.itemsize)))
+    col_size = max(1, min(-(-prune.cols.size // n_blocks),
+                          BLOCK_BYTES // (planes.shape[1] * planes.itemsize)))
+    row_blocks = _blocks(_runs(np.sort(prune.rows)), row_size)
+    col_blocks = _blocks(_runs(np.sort(prune.cols)), col_size)
 
     def rows(task):
         plane, block = task
