@@ -250,12 +250,15 @@ def run_case(case, queue, epsilon, do_w, repeats) -> dict:
 
 def interleaved_medians(runs: dict, queue, repeats: int) -> dict:
     """Median seconds of each of ``runs`` (name -> call), timed in turns,
-    each warmed up first."""
+    each warmed up first and each turn after an untimed call of the same run
+    (the previous run's threads may still hold the cores: ducc0's pool
+    slowed the next 2 ms clgrid call by 1-2 ms on two cores)."""
     times = {name: [] for name in runs}
     for run in runs.values():
         warm_up(run, queue.finish)
     for _ in range(repeats):
         for name, run in runs.items():
+            run()
             queue.finish()
             start = time.perf_counter()
             run()
