@@ -39,12 +39,15 @@ SUPPORTS = tuple(range(2, 17))
 #: Float32 rounding floor: no kernel can do better than this in single precision.
 FLOAT32_FLOOR = 1e-6
 #: The per-dimension aliasing budget is epsilon / (ERROR_HEADROOM * sqrt(ndim)).
-#: 1.25 measured 0.04-0.6 epsilon against the direct transform and gave the
-#: CPU benchmark 5-10% (W 8 sigma 1.5 at 1e-5), but it also admits kernels
-#: such as W 14 sigma 1.25 at 1e-7 with w, whose correction amplifies float64
-#: rounding 3e8 times (adjointness only to 1e-11): kept at 2 until the
-#: choice also weighs the correction gain.
-ERROR_HEADROOM = 2.0
+#: The table's errors are worst cases over the image; the rms errors measured
+#: against the direct transform stay at 0.04-0.6 epsilon with 1.25 (epsilon
+#: 1e-2 to 1e-12, fields of 15-20 degrees, with and without w).
+ERROR_HEADROOM = 1.25
+#: Largest grid-correction gain (all dimensions together) a kernel may have:
+#: the correction amplifies the grid's rounding by it at the image edge, and
+#: so the mismatch of vis2dirty and dirty2vis as each other's adjoint (W 14,
+#: sigma 1.25 with w has 3e8: adjoint only to 1e-11 in float64).
+MAX_CORRECTION_GAIN = 1e4
 _QUADRATURE_NODES = 200
 _ALIAS_TERMS = 6
 
@@ -328,11 +331,12 @@ def candidate_kernels(epsilon: float, ndim: int, sigma_min: float = 1.1,
     """Smallest support per oversampling factor in range that meets ``epsilon``.
 
     The per-dimension errors add up in quadrature over ``ndim`` dimensions
-    (2 without, 3 with the w kernel); a factor 2 of headroom covers the
-    grid's own rounding and the model's approximations.  ``unit_roundoff``
-    (2**-24 for float32 grids) rules out kernels whose grid correction
-    would amplify the grid's rounding beyond ``epsilon`` at the image edge
-    (measured: sigma 1.25 in single precision with w planes missed 1e-5).
+    (2 without, 3 with the w kernel), with :data:`ERROR_HEADROOM` for the
+    grid's own rounding and the model's approximations.  Kernels whose grid
+    correction gain exceeds :data:`MAX_CORRECTION_GAIN`, or amplifies the
+    grid's ``unit_roundoff`` (2**-24 for float32 grids) beyond half of
+    ``epsilon`` at the image edge, are ruled out (measured: sigma 1.25 in
+    single precision with w planes missed 1e-5).
     """
     if not (epsilon > 0.0):
         raise ValueError(f"epsilon must be positive, got {epsilon}")
@@ -345,7 +349,7 @@ def candidate_kernels(epsilon: float, ndim: int, sigma_min: float = 1.1,
             beta, error = _table()[(sigma, support)]
             if error <= budget:
                 gain = correction_gain(support, beta, sigma) ** ndim
-                if gain * unit_roundoff > 0.5 * epsilon:
+                if gain > MAX_CORRECTION_GAIN or gain * unit_roundoff > 0.5 * epsilon:
                     break  # larger supports only amplify more
                 choices.append(KernelChoice(support, beta, sigma, error))
                 break
@@ -356,7 +360,8 @@ def candidate_kernels(epsilon: float, ndim: int, sigma_min: float = 1.1,
     return choices
 
 
-__all__ = ["KERNEL_EVALS", "KERNEL_TABLE", "KernelChoice", "aliasing_error", "build_table",
+__all__ = ["ERROR_HEADROOM", "KERNEL_EVALS", "KERNEL_TABLE", "MAX_CORRECTION_GAIN",
+           "KernelChoice", "aliasing_error", "build_table",
            "candidate_kernels", "correction_gain", "es_fourier", "es_kernel",
            "horner_coefficients", "horner_degree", "horner_error", "horner_suits",
            "horner_taps", "horner_variables", "optimal_beta"]
