@@ -417,3 +417,41 @@ def test_pinned_staging_uploads_a_strided_window_at_a_byte_offset(cl_env):
     back = np.empty(window.size, np.float32)
     cl.enqueue_copy(queue, back, target, src_offset=64)
     assert np.array_equal(back.reshape(window.shape), window)
+
+
+def _copy_at(array: np.ndarray, offset: int) -> np.ndarray:
+    """A C-contiguous copy of ``array`` ``offset`` bytes past a page boundary."""
+    raw = np.empty(array.nbytes + 8192, np.uint8)
+    start = (-raw.ctypes.data) % 4096 + offset
+    copy = raw[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
+    copy[...] = array
+    return copy
+
+
+def test_cpu_devices_read_aligned_host_arrays_in_place(cl_env):
+    """On CPU devices host arrays are lent to the kernels: an aligned one in
+    place, another as an aligned copy; both give the same bits, and a device
+    result is final before the lent array changes."""
+    import pyopencl as cl
+    queue = _queue(cl_env)
+    if not queue.device.type & cl.device_type.CPU:
+        pytest.skip("lending host arrays is for CPU devices")
+    uvw, freq, vis = _observation(n_rows=600, n_chan=16, seed=31)
+    aligned = _copy_at(vis.astype(np.complex64), 0)
+    misaligned = _copy_at(vis.astype(np.complex64), 8)
+    assert aligned.nbytes >= 64 * 1024
+    imager = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-5, **GEOMETRY)
+    lent = imager._uploader.to_device(aligned, np.complex64).data.hostbuf
+    assert lent.ctypes.data == aligned.ctypes.data
+    imager._uploader.settle()
+    lent = imager._uploader.to_device(misaligned, np.complex64).data.hostbuf
+    assert lent.ctypes.data != misaligned.ctypes.data and lent.ctypes.data % 128 == 0
+    assert np.array_equal(lent, misaligned)
+    imager._uploader.settle()
+    expected = imager.vis2dirty(misaligned)
+    assert np.array_equal(imager.vis2dirty(aligned), expected)
+    assert np.array_equal(imager.vis2dirty(vis), expected)   # complex128, converted
+    for lent in (aligned, misaligned):
+        dirty_d = imager.vis2dirty_device(lent)
+        lent[...] = 0   # after the call returns: must not reach the result
+        assert np.array_equal(dirty_d.get()[0], expected)

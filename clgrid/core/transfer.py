@@ -6,8 +6,12 @@ GPUs through the device layer's pinned staging
 (:class:`clgrid.device.hostio.PinnedStaging`: mapped ``ALLOC_HOST_PTR``
 memory, host threads copying one chunk while the DMA sends the last).
 Pageable copies from numpy reach 6 GB/s on the H200 host, pinned ones 55 GB/s
-(``../shared/PLATFORMS.md``).  On CPU devices the device memory is host memory
-and one plain copy is cheapest.
+(``../shared/PLATFORMS.md``).  On CPU devices the device memory is host memory:
+host arrays are lent to the device (:class:`clgrid.device.hostio.LentHostMemory`,
+``USE_HOST_PTR``): in place where aligned, else as a copy made by the copy
+threads (the Intel runtime's own copy into a buffer runs at about 2 GB/s);
+:meth:`Uploader.settle` waits for the kernels that read them before the caller
+may change them.
 """
 
 from __future__ import annotations
@@ -18,10 +22,12 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..device.hostio import PinnedStaging
+from ..device.hostio import LentHostMemory, PinnedStaging
 
 # Below this, staging costs more than it saves.
 _MIN_PINNED_BYTES = 8 * 2 ** 20
+# Below this, lending saves less than a buffer object costs.
+_MIN_LENT_BYTES = 64 * 2 ** 10
 
 
 class Uploader:
@@ -38,6 +44,10 @@ class Uploader:
         self._staging = PinnedStaging(queue.context, queue) if pinned else None
         self._copy_queue: cl.CommandQueue | None = None
         self._row_stagings: dict[str, PinnedStaging] = {}
+        on_cpu = not pinned and queue.device.type & cl.device_type.CPU != 0
+        self._lender = (LentHostMemory(queue.context, queue.device.mem_base_addr_align // 8)
+                        if on_cpu else None)
+        self._lent = False
 
     def rows_to_device(self, arrays: dict[str, tuple[np.ndarray | None, np.dtype]],
                        blocks: list[tuple[int, int]]) -> tuple[dict, Callable | None]:
@@ -74,6 +84,15 @@ class Uploader:
 
         return devices, ready
 
+    def settle(self) -> None:
+        """Wait for the kernels reading host arrays lent since the last call
+        (a caller returning device results must, before the host arrays
+        may change or go away)."""
+        if self._lent:
+            self.queue.finish()
+            self._lent = False
+            self._lender.release()
+
     def to_host(self, array_d: cla.Array, out: np.ndarray | None = None) -> np.ndarray:
         """``array_d`` in host memory (``out``, or a new array): through
         pinned staging on GPUs, after the queue's earlier work."""
@@ -98,6 +117,9 @@ class Uploader:
         out = cla.empty(self.queue, host.shape, dtype)
         if host.size == 0:
             return out
+        if self._lender is not None and host.size * dtype.itemsize >= _MIN_LENT_BYTES:
+            self._lent = True
+            return cla.Array(self.queue, host.shape, dtype, data=self._lender.lend(host, dtype))
         if host.dtype != dtype:
             host = host.astype(dtype)
         if self._staging is None or host.nbytes < _MIN_PINNED_BYTES:

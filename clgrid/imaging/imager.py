@@ -276,6 +276,7 @@ class Imager(Operation):
         npol = self._check_vis(vis)
         wgt, mask = self._check_weights(wgt, mask)
         g = self.geometry
+        self._uploader.settle()   # host copies lent to an earlier call are free again
         arrays, ready, checks = self._inputs(vis, wgt, mask)
         if self.engine is None:
             self.last_counts = {"n_vis": 0, "invalid_uvw": 0, "flagged": 0}
@@ -294,6 +295,7 @@ class Imager(Operation):
                             dst_offset=pol * image_d.nbytes, byte_count=image_d.nbytes)
         self._check_finite(checks)
         self._count(arrays["mask"])
+        self._uploader.settle()
         return dirty_d
 
     def vis2dirty(self, vis, wgt=None, mask=None, dirty=None) -> np.ndarray:
@@ -341,6 +343,7 @@ class Imager(Operation):
 
     def dirty2vis_device(self, dirty, wgt=None, mask=None) -> cla.Array:
         """Visibilities on the device: (nrow, nchan, npol) complex."""
+        self._uploader.settle()   # host copies lent to an earlier call are free again
         dirty_d, _ = self._dirty_to_device(dirty)
         wgt, mask = self._check_weights(wgt, mask)
         npol = dirty_d.shape[0]
@@ -350,6 +353,7 @@ class Imager(Operation):
             return cla.zeros(self.queue, (0, self.n_chan, npol), self.vis_complex)
         self._count(arrays["mask"])
         out_d = self.engine.dirty2vis(_planes_of(dirty_d), arrays["wgt"], arrays["mask"])
+        self._uploader.settle()
         return out_d.reshape(self.n_rows, self.n_chan, npol)
 
     def dirty2vis(self, dirty, wgt=None, mask=None) -> np.ndarray:

@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 import pyopencl as cl
+import pyopencl.array as cla
 from tqdm.auto import tqdm
 
 from ..core.plan import TileShape
@@ -64,7 +65,7 @@ def tune_tiles(queue: cl.CommandQueue, *, epsilon: float = 1e-5, do_wgridding: b
     for shape in tqdm(tile_candidates(profile, support, do_wgridding), desc="clgrid tune-core",
                       disable=not progress):
         imager = Imager(queue, tiles=shape, layout=reference.layout, **geometry)
-        vis_d = imager._uploader.to_device(vis, imager.vis_complex)
+        vis_d = cla.to_device(queue, np.ascontiguousarray(vis, imager.vis_complex))
         seconds[shape] = _seconds(lambda: imager.vis2dirty_device(vis_d), queue, repeats)
     winner = store_tiles(profile, support, reference.grid_real, do_wgridding, seconds)
     return {"tiles": winner, "seconds": seconds, "support": support}

@@ -292,6 +292,7 @@ def _grid_only(shard: Imager, vis, wgt, mask, on_device: bool = False):
     """The (npol, nu, nv) uv grid of one shard (no FFT; no w-gridding): numpy,
     or a device array on the shard's queue with ``on_device``."""
     npol = shard._check_vis(vis)
+    shard._uploader.settle()
     arrays, ready, checks = shard._inputs(vis, *shard._check_weights(wgt, mask))
     shape = (npol, shard.nu, shard.nv)
     grids = (cla.empty(shard.queue, shape, shard.engine.grid_complex) if on_device
@@ -307,6 +308,7 @@ def _grid_only(shard: Imager, vis, wgt, mask, on_device: bool = False):
         else:
             cl.enqueue_copy(shard.queue, grids[pol], planes_d.data)   # no w: one plane
     shard._check_finite(checks)
+    shard._uploader.settle()
     shard.queue.finish()
     return grids
 
