@@ -110,16 +110,18 @@ class Uploader:
         return out
 
     def to_device(self, host: np.ndarray, dtype) -> cla.Array:
-        """A device copy of ``host`` as ``dtype`` (C order).  Data of another
-        precision is converted on the host first (the caller's choice)."""
+        """``host`` on the device as ``dtype`` (C order): a copy, or on CPU
+        devices a buffer lent over it or over an aligned copy (valid until
+        the next :meth:`settle`).  Data of another precision is converted on
+        the host first (the caller's choice)."""
         dtype = np.dtype(dtype)
         host = np.asarray(host)
-        out = cla.empty(self.queue, host.shape, dtype)
-        if host.size == 0:
-            return out
         if self._lender is not None and host.size * dtype.itemsize >= _MIN_LENT_BYTES:
             self._lent = True
             return cla.Array(self.queue, host.shape, dtype, data=self._lender.lend(host, dtype))
+        out = cla.empty(self.queue, host.shape, dtype)
+        if host.size == 0:
+            return out
         if host.dtype != dtype:
             host = host.astype(dtype)
         if self._staging is None or host.nbytes < _MIN_PINNED_BYTES:
