@@ -121,9 +121,9 @@ def test_device_output_and_accumulation(cl_env):
     assert _relative_error(grid.get(), 2 * reference) < 1e-5
 
 
-@pytest.mark.parametrize("separable", [True, False])
-def test_random_user_tables(cl_env, separable):
-    """Random complex tables, different on u and v, catch any index mix-up."""
+def random_user_tables_case(separable: bool):
+    """(rng, uvw, cell, gcf, nx, ny): random complex user tables, different on
+    u and v (and in every slice of a full table), over 3 w planes."""
     rng = np.random.default_rng(11)
     support, oversample, planes, nx, ny = 5, 3, 3, 58, 46
     uvw, cell = _setup(rng, nx, ny, 150, support, w_max_m=200.0)
@@ -134,6 +134,13 @@ def test_random_user_tables(cl_env, separable):
     gcf = (clgrid.gcf.user_gcf(support, oversample, table_u=tables[0], table_v=tables[1],
                                w_step_lambda=w_step) if separable else
            clgrid.gcf.user_gcf(support, oversample, table=tables[0], w_step_lambda=w_step))
+    return rng, uvw, cell, gcf, nx, ny
+
+
+@pytest.mark.parametrize("separable", [True, False])
+def test_random_user_tables(cl_env, separable):
+    """Random complex tables, different on u and v, catch any index mix-up."""
+    rng, uvw, cell, gcf, nx, ny = random_user_tables_case(separable)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 4))
     result = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=4,
                      params=GridderParams(2, 2, 32, 64))(uvw, FREQ_HZ, vis.astype(np.complex64))

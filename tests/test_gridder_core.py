@@ -10,10 +10,10 @@ import pytest
 
 import clgrid
 from clgrid.core.plan import TileShape
-from clgrid.gcf import separable_gcf, user_gcf, w_projection_gcf
+from clgrid.gcf import separable_gcf, w_projection_gcf
 from clgrid.gridders.gridder import Gridder
 
-from test_gridder import FREQ_HZ, _relative_error, _setup
+from test_gridder import FREQ_HZ, _relative_error, _setup, random_user_tables_case
 from test_gridder_reference import C, footprints, grid_reference, random_vis
 
 #: Tile shapes forced on every device: the device's own, and the GPU kernel's
@@ -89,16 +89,7 @@ def test_w_projection_matches_reference(cl_env, tiles, npol, precision):
 def test_random_complex_user_tables(cl_env, separable):
     """Random complex tables, different on u and v (and in every slice of a
     full table), catch any index mix-up of the table reads."""
-    rng = np.random.default_rng(11)
-    support, oversample, planes, nx, ny = 5, 3, 3, 58, 46
-    uvw, cell = _setup(rng, nx, ny, 150, support, w_max_m=200.0)
-    w_step = 200.0 * FREQ_HZ.max() / C / (planes - 1)
-    shape = (planes, oversample, support) if separable else (
-        planes, oversample, oversample, support, support)
-    tables = [random_vis(rng, shape) for _ in range(2)]
-    gcf = (user_gcf(support, oversample, table_u=tables[0], table_v=tables[1],
-                    w_step_lambda=w_step) if separable else
-           user_gcf(support, oversample, table=tables[0], w_step_lambda=w_step))
+    rng, uvw, cell, gcf, nx, ny = random_user_tables_case(separable)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2))
     for tiles in TILES.values():
         gridder = _core(cl_env, gcf, nx, ny, cell, tiles, npol=2)
