@@ -137,7 +137,8 @@ class TablePoints:
     bit, visibility index) of the i-th kept point in sorted order.
     ``n_flagged`` (all polarisations flagged), ``n_offgrid`` (footprint off
     the grid or W beyond the table), ``n_nonfinite`` (uvw not finite): left
-    out.  ``work``: the spreader's work lists, built on first use.
+    out.  ``work``: the spreader's work lists per (polarisation, accumulate), built on
+    first use, and the host copy of the first one (the others are made from it).
     """
 
     points: PointSet
@@ -264,8 +265,12 @@ class TableSpreader:
                 table_points.work[(0, accumulate)] = base
             if pol == 0:
                 return base
-            items = base.items.get() if base.items is not None else None
-            folds = base.folds.get() if base.folds is not None else None
+            host_key = ("host", accumulate)   # the base list on the host, fetched once
+            if host_key not in table_points.work:
+                table_points.work[host_key] = tuple(
+                    None if part is None else part.get() for part in (base.items, base.folds))
+            items, folds = (None if part is None else part.copy()
+                            for part in table_points.work[host_key])
             if items is not None:
                 items[:, 1] = pol
             if folds is not None:
