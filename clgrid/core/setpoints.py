@@ -51,6 +51,9 @@ class PointSet:
         which the spreaders and the CPU interpolator read instead of uvw
         (set by :class:`SetPoints`; the table gridder's points,
         :mod:`clgrid.core.table`, carry their own ``cells`` and no ``fracs``).
+    work
+        The spreader's work lists over these points, built on first use
+        (they depend on the bins only).
     """
 
     sorted_index: cla.Array
@@ -62,6 +65,7 @@ class PointSet:
     bin_start_host: np.ndarray
     cells: cla.Array | None = None
     fracs: cla.Array | None = None
+    work: dict = dataclasses.field(default_factory=dict)
 
 
 def coordinate_scales(geometry: ImageGeometry, layout: GridLayout) -> tuple[float, ...]:

@@ -218,7 +218,6 @@ class Spreader(_Stage):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._work: dict[tuple, WorkList] = {}
         self._dummy_scratch = cla.empty(self.queue, 1, np.complex128)
         self._values: cla.Array | None = None   # gather's output, reused
         self._grid_complex = np.dtype(np.complex64 if self.geometry.grid_real == np.float32
@@ -242,16 +241,16 @@ class Spreader(_Stage):
     def work(self, points: PointSet, plane0: int, n_pass: int,
              accumulate: bool = False) -> WorkList:
         """The pass's work list, built on first use (geometry only)."""
-        key = (id(points), plane0, n_pass, accumulate)
-        if key not in self._work:
+        key = (plane0, n_pass, accumulate)
+        if key not in points.work:
             if self.tiles.vector and accumulate:
                 raise ValueError("spread_vector grids all rows in one block (no accumulate)")
-            self._work[key] = (
+            points.work[key] = (
                 block_list(self.queue, points, self.layout, self.tiles, self.plane_block,
                            plane0, n_pass, self._grid_complex) if self.tiles.vector
                 else work_list(self.queue, points, self.layout, self.tiles, plane0, n_pass,
                                accumulate))
-        return self._work[key]
+        return points.work[key]
 
     def __call__(self, points: PointSet, uvw_d: cla.Array, freq_scale_d: cla.Array,
                  vis_d: cla.Array, npol: int, pol: int, planes_d: cla.Array,

@@ -137,8 +137,7 @@ class TablePoints:
     bit, visibility index) of the i-th kept point in sorted order.
     ``n_flagged`` (all polarisations flagged), ``n_offgrid`` (footprint off
     the grid or W beyond the table), ``n_nonfinite`` (uvw not finite): left
-    out.  ``work``: the spreader's work lists per (polarisation, accumulate), built on
-    first use, and the host copy of the first one (the others are made from it).
+    out.
     """
 
     points: PointSet
@@ -146,7 +145,6 @@ class TablePoints:
     n_flagged: int
     n_offgrid: int
     n_nonfinite: int
-    work: dict = dataclasses.field(default_factory=dict)
 
     @property
     def n_kept(self) -> int:
@@ -255,31 +253,34 @@ class TableSpreader:
         return self._kernels[key]
 
     def work(self, table_points: TablePoints, pol: int, accumulate: bool) -> WorkList:
-        """The work list of polarisation ``pol`` (its plane index in the items)."""
+        """The work list of polarisation ``pol`` (its plane index in the items),
+        kept with the points: the first one is planned from the bins, the
+        others from one host copy of it."""
+        work = table_points.points.work
         key = (pol, accumulate)
-        if key not in table_points.work:
-            base = table_points.work.get((0, accumulate))
+        if key not in work:
+            base = work.get((0, accumulate))
             if base is None:
                 base = work_list(self.queue, table_points.points, self.layout, self.tiles, 0, 1,
                                  accumulate)
-                table_points.work[(0, accumulate)] = base
+                work[(0, accumulate)] = base
             if pol == 0:
                 return base
-            host_key = ("host", accumulate)   # the base list on the host, fetched once
-            if host_key not in table_points.work:
-                table_points.work[host_key] = tuple(
+            host_key = ("host", accumulate)
+            if host_key not in work:
+                work[host_key] = tuple(
                     None if part is None else part.get() for part in (base.items, base.folds))
             items, folds = (None if part is None else part.copy()
-                            for part in table_points.work[host_key])
+                            for part in work[host_key])
             if items is not None:
                 items[:, 1] = pol
             if folds is not None:
                 folds[:, 1] = pol
-            table_points.work[key] = WorkList(
+            work[key] = WorkList(
                 cla.to_device(self.queue, items) if items is not None else None,
                 cla.to_device(self.queue, folds) if folds is not None else None,
                 base.scratch, base.n_items, base.n_folds)
-        return table_points.work[key]
+        return work[key]
 
     def gather(self, table_points: TablePoints, vis_d: cla.Array, wgt_d: cla.Array | None,
                flags_d: cla.Array | None) -> list[cla.Array]:
