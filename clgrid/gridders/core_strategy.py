@@ -27,7 +27,7 @@ from ..core.setpoints import freq_scale
 from ..core.table import (TableGrid, TableInterpolator, TablePoints, TableSetPoints,
                           TableSpreader, check_tiles, table_tiles)
 from .gcf import GCF
-from .uvprep import check_finite, check_vis_layout
+from .uvprep import check_uvw_freq, check_vis_layout
 
 
 @dataclasses.dataclass
@@ -97,17 +97,7 @@ class CoreTableEngine:
     def plan(self, uvw_m, freq_hz, flags=None, npol: int = 1) -> CorePlan:
         """Set points on the device for (nrow, 3) metres, (nchan,) Hz and
         optional flags broadcastable to (nrow, nchan, npol)."""
-        uvw_m = np.asarray(uvw_m)
-        if uvw_m.ndim != 2 or uvw_m.shape[1] != 3:
-            raise ValueError(f"uvw_m must have shape (nrow, 3), got {uvw_m.shape}")
-        if uvw_m.dtype.kind != "f":
-            raise TypeError(f"uvw_m must be float, got {uvw_m.dtype}")
-        freq_hz = np.atleast_1d(np.asarray(freq_hz, dtype=np.float64))
-        if freq_hz.ndim != 1 or freq_hz.size == 0:
-            raise ValueError(f"freq_hz must be 1-D and non-empty, got shape {freq_hz.shape}")
-        check_finite("freq_hz", freq_hz)
-        if np.any(freq_hz <= 0):
-            raise ValueError("freq_hz must be positive")
+        uvw_m, freq_hz = check_uvw_freq(uvw_m, freq_hz, finite_uvw=False)
         shape = (uvw_m.shape[0], freq_hz.size)
         uvw_d = cla.to_device(self.queue, np.ascontiguousarray(uvw_m, np.float64))
         scale_d = cla.to_device(self.queue, freq_scale(freq_hz))

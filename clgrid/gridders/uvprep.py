@@ -133,6 +133,26 @@ def check_finite(name: str, array: np.ndarray) -> None:
         raise ValueError(f"{name} contains {bad} NaN/Inf value(s); flag them instead")
 
 
+def check_uvw_freq(uvw_m, freq_hz, finite_uvw: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """The Gridder's checks of (nrow, 3) float uvw in metres and (nchan,)
+    positive frequencies in Hz; ``finite_uvw=False`` leaves NaN/Inf in uvw
+    to the caller (the core strategy counts them on the device)."""
+    uvw_m = np.asarray(uvw_m)
+    freq_hz = np.atleast_1d(np.asarray(freq_hz, dtype=np.float64))
+    if uvw_m.ndim != 2 or uvw_m.shape[1] != 3:
+        raise ValueError(f"uvw_m must have shape (nrow, 3), got {uvw_m.shape}")
+    if uvw_m.dtype.kind != "f":
+        raise TypeError(f"uvw_m must be float, got {uvw_m.dtype}")
+    if freq_hz.ndim != 1 or freq_hz.size == 0:
+        raise ValueError(f"freq_hz must be 1-D and non-empty, got shape {freq_hz.shape}")
+    if finite_uvw:
+        check_finite("uvw_m", uvw_m)
+    check_finite("freq_hz", freq_hz)
+    if np.any(freq_hz <= 0):
+        raise ValueError("freq_hz must be positive")
+    return uvw_m, freq_hz
+
+
 def plan_uv(uvw_m, freq_hz, gcf: GCF, nx: int, ny: int, cell_size_rad: float, *,
             flags=None, npol: int = 1, compress: bool = True,
             conjugate_negative_w: bool = True) -> UVPlan:
@@ -160,18 +180,7 @@ def plan_uv(uvw_m, freq_hz, gcf: GCF, nx: int, ny: int, cell_size_rad: float, *,
     conjugate_negative_w
         Negate uvw with w < 0 (the gridder then conjugates the visibility).
     """
-    uvw_m = np.asarray(uvw_m)
-    freq_hz = np.atleast_1d(np.asarray(freq_hz, dtype=np.float64))
-    if uvw_m.ndim != 2 or uvw_m.shape[1] != 3:
-        raise ValueError(f"uvw_m must have shape (nrow, 3), got {uvw_m.shape}")
-    if uvw_m.dtype.kind != "f":
-        raise TypeError(f"uvw_m must be float, got {uvw_m.dtype}")
-    if freq_hz.ndim != 1 or freq_hz.size == 0:
-        raise ValueError(f"freq_hz must be 1-D and non-empty, got shape {freq_hz.shape}")
-    check_finite("uvw_m", uvw_m)
-    check_finite("freq_hz", freq_hz)
-    if np.any(freq_hz <= 0):
-        raise ValueError("freq_hz must be positive")
+    uvw_m, freq_hz = check_uvw_freq(uvw_m, freq_hz)
     if not (cell_size_rad > 0 and np.isfinite(cell_size_rad)):
         raise ValueError(f"cell_size_rad must be positive, got {cell_size_rad}")
     nrow, nchan = uvw_m.shape[0], freq_hz.size
@@ -227,4 +236,4 @@ def plan_uv(uvw_m, freq_hz, gcf: GCF, nx: int, ny: int, cell_size_rad: float, *,
                   n_offgrid=n_offgrid, n_flagged=n_flagged, pol_mask=pol_mask)
 
 
-__all__ = ["SPEED_OF_LIGHT_M_S", "UVPlan", "check_finite", "check_vis_layout", "plan_uv"]
+__all__ = ["SPEED_OF_LIGHT_M_S", "UVPlan", "check_finite", "check_uvw_freq", "check_vis_layout", "plan_uv"]
