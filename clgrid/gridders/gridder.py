@@ -231,15 +231,19 @@ class Gridder(_TableOperation):
         else:
             self._build(atomics)
 
+    def _asks_for_scatter(self, params, atomics) -> bool:
+        """Explicit scatter params, ``atomics=`` or ``count_flushes=``."""
+        return (isinstance(params, (GridderParams, dict)) or atomics is not None
+                or self.count_flushes)
+
     def _core_by_default(self, deterministic, strategy: str, params, atomics) -> bool:
         """``deterministic=None`` on a GPU where the core strategy fits: the
         core (deterministic, and on the H200 13x faster end to end than the
         scatter strategy's host-prepared records, 1.7x slower on the device
         alone: benchmarks/RESULTS.md)."""
         from .dispatch import core_by_default
-        explicit_scatter = (isinstance(params, (GridderParams, dict)) or atomics is not None
-                            or self.count_flushes)
-        return (deterministic is None and strategy == "auto" and not explicit_scatter
+        return (deterministic is None and strategy == "auto"
+                and not self._asks_for_scatter(params, atomics)
                 and core_by_default(self.profile, self.gcf.support, self.real_dtype,
                                     self.gcf.separable))
 
@@ -248,9 +252,7 @@ class Gridder(_TableOperation):
         """Resolve ``strategy`` through :func:`clgrid.gridders.dispatch.choose`."""
         from .dispatch import Choice, choose
         from .tiled import TiledParams
-        forced_scatter = strategy == "auto" and (
-            isinstance(params, (GridderParams, dict)) or atomics is not None
-            or self.count_flushes)
+        forced_scatter = strategy == "auto" and self._asks_for_scatter(params, atomics)
         if deterministic and (forced_scatter or atomics is not None or self.count_flushes):
             raise ValueError("deterministic=True runs an atomic-free strategy (core or tiled): "
                              "explicit scatter params, atomics= and count_flushes= do not apply")
