@@ -158,6 +158,22 @@ def copy_rows(target: np.ndarray, source: np.ndarray) -> None:
     list(copy_pool().map(copy, chunks))
 
 
+def gather_rows(source: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``source[rows]`` (rows on the first axis), gathered in chunks on the
+    copy threads."""
+    out = np.empty((rows.size,) + source.shape[1:], source.dtype)
+    if out.size == 0:
+        return out
+    chunks = _row_chunks(0, rows.size, out[:1].nbytes)
+
+    def gather(chunk):
+        a, b = chunk
+        np.take(source, rows[a:b], axis=0, out=out[a:b])
+
+    list(copy_pool().map(gather, chunks))
+    return out
+
+
 class LentHostMemory:
     """Host arrays lent to a CPU device in place (``USE_HOST_PTR``).
 
@@ -205,4 +221,5 @@ class LentHostMemory:
         self._used = 0
 
 
-__all__ = ["CHUNK_BYTES", "LentHostMemory", "PinnedStaging", "copy_pool", "copy_rows"]
+__all__ = ["CHUNK_BYTES", "LentHostMemory", "PinnedStaging", "copy_pool", "copy_rows",
+           "gather_rows"]

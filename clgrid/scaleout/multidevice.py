@@ -55,7 +55,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..device.hostio import copy_pool
+from ..device.hostio import copy_pool, gather_rows
 from ..core.plan import FFT_COST_PER_CELL, GRID_COST_PER_TAP, check_freq, check_uvw, precision_of
 from ..imaging.imager import Imager
 from .partition import (REDUCTIONS, balance, geometry_of, layout_of_rows, partition_planes,
@@ -259,15 +259,7 @@ def _take(array, rows: np.ndarray):
     array = np.asarray(array)
     if _is_block(rows):
         return array[rows[0]:rows[-1] + 1]
-    out = np.empty((rows.size,) + array.shape[1:], array.dtype)
-    row_bytes = max(1, out[:1].nbytes)
-    step = max(1, (8 << 20) // row_bytes)
-
-    def gather(start: int) -> None:
-        np.take(array, rows[start:start + step], axis=0, out=out[start:start + step])
-
-    list(copy_pool().map(gather, range(0, rows.size, step)))
-    return out
+    return gather_rows(array, rows)
 
 
 def _sum(arrays: list[np.ndarray]) -> np.ndarray:
