@@ -17,14 +17,19 @@ the first records (consecutive tracks) of the compressed observation, up to a
 budget of grid-point additions per support so that every support runs in
 seconds.
 
-Beside the scatter strategy's rows (one per atomic path), a row for
-``Gridder(strategy='core')`` (the gridding core: device set points, output-
-owned tiles, no atomics; ``--no-core`` skips it): the first rows of the
+Beside the scatter strategy's rows (one per atomic path; ``--no-scatter``
+skips them), rows for ``Gridder(strategy='core')`` (the gridding core:
+device set points; ``--no-core`` skips them), one per spread of
+``--core-methods`` (``tiles``: output-owned tiles, no atomics;
+``register``: Romein/Merry register accumulation, one row per
+``--register`` geometry): the first rows of the
 observation, all channels, up to the same budget of grid-point additions
 (no compression: every kept visibility is gridded), device-only
 (``grid_plan`` with its set points made and the visibilities on the device);
-its ``prep_Mvis_per_s`` is the device set points' rate.  Supports above 33
-have no core row (the core strategy's limit).
+its ``prep_Mvis_per_s`` is the device set points' rate.  The register
+spread merges sorted points of equal footprint start and table slice as it
+goes; its GGPAPS count the additions of the merged records only.  Supports above 33
+have no ``tiles`` row (that spread's limit).
 
     python benchmarks/gridding.py --device intel --quick
     python benchmarks/gridding.py --device nvidia --peak-gpaps 8.4e12 --json out.json
@@ -82,6 +87,14 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--core", action=argparse.BooleanOptionalAction, default=True,
                         help="also time Gridder(strategy='core') (default on, needs fp64)")
+    parser.add_argument("--core-methods", nargs="+", default=["tiles", "register"],
+                        choices=("tiles", "register"),
+                        help="the core's spreads to time (tiles: support <= 33)")
+    parser.add_argument("--register", nargs="+", default=["auto"],
+                        help="register spread geometries: 'auto' (defaults) or "
+                             "block_u,block_v,wg_size,batch,points_per_group")
+    parser.add_argument("--no-scatter", dest="scatter", action="store_false",
+                        help="skip the scatter strategy's rows")
     return parser.parse_args(argv)
 
 
@@ -124,7 +137,7 @@ def run_support(args, context, support, uvw, freq_hz, nx, cell, w_max, atomics_p
     records = (rng.standard_normal((n_records, args.npol))
                + 1j * rng.standard_normal((n_records, args.npol))).astype(np.complex64)
     rows = []
-    for path in atomics_paths:
+    for path in (atomics_paths if args.scatter else []):
         gridder = Gridder(context, gcf, nx, nx, cell, npol=args.npol, params=params,
                           atomics=path)
         header_d = cla.to_device(gridder.queue, plan.header[:n_records])
@@ -156,16 +169,41 @@ def run_support(args, context, support, uvw, freq_hz, nx, cell, w_max, atomics_p
             row["peak_fraction"] = gpaps / args.peak_gpaps
         rows.append(row)
     profile = clgrid.DeviceProfile.from_device(context.devices[0])
-    if args.core and profile.fp64 and support <= MAX_TABLE_SUPPORT:
-        rows.append(core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget))
+    if args.core and profile.fp64:
+        for method in args.core_methods:
+            if method == "tiles" and support > MAX_TABLE_SUPPORT:
+                continue
+            for geometry in (args.register if method == "register" else [None]):
+                rows.append(core_row(args, context, gcf, support, uvw, freq_hz, nx, cell,
+                                     budget, method, register_geometry(geometry)))
     return rows
 
 
-def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget) -> dict:
+def register_geometry(text: str | None) -> dict | None:
+    """RegisterParams fields from 'block_u,block_v,wg_size,batch,points_per_group'."""
+    if text in (None, "auto"):
+        return None
+    names = ("block_u", "block_v", "wg_size", "batch", "points_per_group")
+    return dict(zip(names, (int(x) for x in text.split(","))))
+
+
+def merged_records(plan) -> int:
+    """Records the register spread adds: runs of sorted points with the same
+    footprint start and table slice (it merges each run into one; a run cut
+    by a stream boundary counts once, so this is a lower bound)."""
+    cells = plan.points.points.cells.get()[:plan.n_kept].view(np.int32).reshape(-1, 4).copy()
+    cells[:, 2] &= (1 << 30) - 1                   # the conjugation bit is in the values
+    same = np.all(cells[1:, :3] == cells[:-1, :3], axis=1)
+    return int(cells.shape[0] - same.sum())
+
+
+def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method="tiles",
+             register=None) -> dict:
     """Gridder(strategy='core') on the first rows, device-only."""
     per_row = support * support * args.npol * freq_hz.size
     n_rows = int(min(uvw.shape[0], max(1, budget // per_row)))
-    gridder = Gridder(context, gcf, nx, nx, cell, npol=args.npol, strategy="core")
+    gridder = Gridder(context, gcf, nx, nx, cell, npol=args.npol, strategy="core",
+                      core_method=method, register_params=register)
     queue = gridder.queue
     gridder.plan(uvw[:n_rows], freq_hz)                     # warm-up (builds)
     queue.finish()
@@ -185,13 +223,13 @@ def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget) -> dic
         gridder.grid_plan(plan, vis_d, return_device=True)
         queue.finish()
         best = min(best, time.perf_counter() - begin)
-    updates = plan.n_kept * support * support * args.npol
-    tiles = gridder._core.tiles
-    row = {"support": support, "atomics": "none (core)",
-           "params": f"tile {tiles.tile_u}x{tiles.lanes} g{tiles.groups}",
-           "records": plan.n_kept, "vis": plan.n_kept, "time_s": best,
+    records = merged_records(plan) if method == "register" else plan.n_kept
+    updates = records * support * support * args.npol
+    row = {"support": support, "atomics": f"{gridder.atomic_path} (core {method})",
+           "params": gridder._core.geometry,
+           "records": records, "vis": plan.n_kept, "time_s": best,
            "GGPAPS": updates / best / 1e9, "Mvis_per_s": plan.n_kept / best / 1e6,
-           "flush_fraction": 0.0, "compression": 1.0,
+           "flush_fraction": None, "compression": plan.n_kept / max(records, 1),
            "prep_Mvis_per_s": n_rows * freq_hz.size / set_points_s / 1e6}
     if args.peak_gpaps:
         row["peak_fraction"] = updates / best / args.peak_gpaps

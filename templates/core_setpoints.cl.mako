@@ -13,10 +13,16 @@
 ##             positions ("es" | "table"): "table" adds table_keys and
 ##             table_records, the positions of the tabulated-kernel Gridder
 ##             (clgrid.gridders.uvprep's conventions), with oversample (int O),
-##             conjugate (bool: negate uvw with w < 0), w_planes (int).
+##             conjugate (bool: negate uvw with w < 0), w_planes (int),
+##             key_order ("tile" | "cell"): table keys by tile (the tile
+##             spread's bins, 32 bits) or by footprint start cell and table
+##             slice, (y0 nx + x0) slices + slice (64 bits: the register
+##             spread's streams, equal points adjacent).
 <%
     if positions not in ("es", "table"):
         raise ValueError(f"positions must be 'es' or 'table', got {positions!r}")
+    if key_order not in ("tile", "cell"):
+        raise ValueError(f"key_order must be 'tile' or 'cell', got {key_order!r}")
 %>\
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #define SUPPORT ${support}
@@ -119,6 +125,14 @@ __kernel void point_records(__global const unsigned int *sorted_index,
 #define W_PLANES ${w_planes}
 #define TABLE_CONJUGATE (1 << 30)
 #define TABLE_INDEX_MASK (TABLE_CONJUGATE - 1)
+#define TABLE_SLICES ${w_planes * oversample * oversample}
+% if key_order == "cell":
+typedef ulong key_t;
+#define INVALID_TABLE_KEY 0xffffffffffffffffuL
+% else:
+typedef unsigned int key_t;
+#define INVALID_TABLE_KEY INVALID_KEY
+% endif
 
 // floor(a / b) for b > 0 (C division truncates toward zero)
 inline long floor_div(const long a, const long b)
@@ -170,7 +184,8 @@ inline int table_position(const unsigned int k, __global const double *uvw,
     return 0;
 }
 
-// Bin key of every visibility (tile of its footprint start; one w bin), or
+// Bin key of every visibility (tile of its footprint start, or the start
+// cell and table slice with key_order "cell"; one w bin), or
 // INVALID_KEY where it is left out: fully flagged (all npol flags set),
 // off the grid, or not finite; each counted (counts[0..2]: flagged,
 // off-grid, non-finite), as uvprep counts them.
@@ -180,7 +195,7 @@ __kernel void table_keys(__global const double *uvw, __global const double *freq
                          const int ntiles_x,
                          __global const unsigned char *flags, const unsigned int npol,
                          const int flagged,
-                         __global unsigned int *keys, volatile __global unsigned int *counts)
+                         __global key_t *keys, volatile __global unsigned int *counts)
 {
     const unsigned int k = get_global_id(0);
     if (k >= n_vis)
@@ -190,7 +205,7 @@ __kernel void table_keys(__global const double *uvw, __global const double *freq
         for (unsigned int p = 0; p < npol; ++p)
             all &= flags[(size_t)k * npol + p] != 0;
         if (all) {
-            keys[k] = INVALID_KEY;
+            keys[k] = INVALID_TABLE_KEY;
             atomic_inc(&counts[0]);
             return;
         }
@@ -198,12 +213,17 @@ __kernel void table_keys(__global const double *uvw, __global const double *freq
     int4 where;
     const int status = table_position(k, uvw, freq_scale, nchan, nx, ny, cell, w_step, &where);
     if (status) {
-        keys[k] = INVALID_KEY;
+        keys[k] = INVALID_TABLE_KEY;
         atomic_inc(&counts[status]);
         return;
     }
+% if key_order == "cell":
+    keys[k] = ((ulong)where.x * (ulong)nx + (ulong)where.y) * TABLE_SLICES
+              + (ulong)(where.z & TABLE_INDEX_MASK);
+% else:
     keys[k] = (unsigned int)(where.x / TILE_U) * (unsigned int)ntiles_x
               + (unsigned int)(where.y / TILE_V);
+% endif
 }
 
 // The kept points in sorted order: cells[i] = (footprint start y0 (core

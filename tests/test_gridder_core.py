@@ -196,7 +196,28 @@ def test_bad_input_errors(cl_env):
         gridder.grid_records(np.zeros((1, 4), np.int32), np.zeros((1, 1), np.complex64),
                              gridder.zeros())
     with pytest.raises(ValueError, match="support <= 33"):
-        Gridder(cl_env.queue, separable_gcf(40, 2), 128, 128, cell, strategy="core")
+        Gridder(cl_env.queue, separable_gcf(40, 2), 128, 128, cell, strategy="core",
+                core_method="tiles")
+    wide = Gridder(cl_env.queue, separable_gcf(40, 2), 128, 128, cell, strategy="core")
+    assert wide.choice.core_method == "register" and not wide.deterministic
+    with pytest.raises(ValueError, match="deterministic=True needs the core's tile spread"):
+        Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell, strategy="core",
+                core_method="register", deterministic=True)
+    with pytest.raises(ValueError, match="core_tiles shapes the core's tile spread"):
+        Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell, strategy="core",
+                core_method="register", core_tiles=TileShape(8, 8))
+    with pytest.raises(ValueError, match="core_method must be one of"):
+        Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell, strategy="core",
+                core_method="atomic")
+    with pytest.raises(ValueError, match="applies to strategy 'core'"):
+        Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell, strategy="scatter",
+                core_method="register")
+    with pytest.raises(ValueError, match="block_u and block_v must be in"):
+        Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell, strategy="core",
+                core_method="register", register_params={"block_u": 3})
+    with pytest.raises(ValueError, match="complex sums a work-item"):
+        Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell, strategy="core", npol=4,
+                core_method="register", register_params={"block_u": 8, "block_v": 2})
     with pytest.raises(ValueError, match="too small for kernel support"):
         _core(cl_env, separable_gcf(12, 2), 64, 64, cell, TileShape(8, 8))
 
@@ -265,6 +286,13 @@ for gcf in (separable_gcf(3, 2), w_projection_gcf(3, 2, 2, 60.0, 20 * cell)):
     degridder = clgrid.Degridder(queue, gcf, 20, 18, cell, npol=2, strategy="core",
                                  core_tiles=TileShape(4, 4))
     assert np.abs(degridder(grid, uvw, [1e8], weights, flags)).max() > 0
+    for params in ({"block_u": 1, "block_v": 1, "wg_size": 8, "batch": 3,
+                    "points_per_group": 5},
+                   {"block_u": 2, "block_v": 2, "wg_size": 3, "batch": 4,
+                    "points_per_group": 7}):
+        register = Gridder(queue, gcf, 20, 18, cell, npol=2, strategy="core",
+                           core_method="register", register_params=params)
+        assert np.allclose(register(uvw, [1e8], vis, weights, flags), grid, atol=1e-5)
 print("done")
 """
 
@@ -371,3 +399,118 @@ def test_supports_from_1_to_33(cl_env, support):
             result = _core(cl_env, gcf, nx, nx, cell, tiles, npol=2)(
                 uvw, FREQ_HZ, vis.astype(np.complex64))
             assert _relative_error(result, reference) < 1e-5, (gcf.separable, tiles)
+
+
+# ------------------------------------------------ the register spread (Romein/Merry)
+#: Register geometries forced on every device: one point a work-item with
+#: several streams a group; coarsened blocks; a box split over groups; tiny
+#: batches and groups so that passes, streams and group ends all occur.
+REGISTER = {
+    "device": None,
+    "1x1-streams": {"block_u": 1, "block_v": 1, "wg_size": 64, "batch": 5,
+                    "points_per_group": 97},
+    "2x2": {"block_u": 2, "block_v": 2, "wg_size": 32, "batch": 16,
+            "points_per_group": 300},
+    "4x2-split-box": {"block_u": 4, "block_v": 2, "wg_size": 8, "batch": 7,
+                      "points_per_group": 1000},
+}
+
+
+def _register(cl_env, gcf, nx, ny, cell, params=None, **kwargs) -> Gridder:
+    _skip_without_fp64(cl_env)
+    gridder = Gridder(cl_env.queue, gcf, nx, ny, cell, strategy="core", core_method="register",
+                      register_params=params, **kwargs)
+    assert gridder.choice.core_method == "register" and not gridder.deterministic
+    return gridder
+
+
+@pytest.mark.parametrize("geometry", list(REGISTER), ids=list(REGISTER))
+@pytest.mark.parametrize("npol, precision", [(1, np.float32), (4, np.float32),
+                                             (2, np.float64)])
+def test_register_separable_matches_reference(cl_env, geometry, npol, precision):
+    nx, ny = 58, 46
+    rng = np.random.default_rng(31 + npol)
+    uvw, cell = _setup(rng, nx, ny, 300, 8, tracks=True)
+    vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, npol))
+    weights = rng.uniform(0.5, 2.0, vis.shape)
+    flags = rng.random(vis.shape) < 0.1
+    flags[::7] = True
+    gcf = separable_gcf(8, 8)
+    params = REGISTER[geometry]
+    if params and params["block_u"] * params["block_v"] * npol > 32:
+        params = dict(params, block_v=1)
+    gridder = _register(cl_env, gcf, nx, ny, cell, params, npol=npol, precision=precision)
+    result = gridder(uvw, FREQ_HZ, vis.astype(gridder.complex_dtype), weights, flags)
+    reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell, weights, flags)
+    assert result.shape == (npol, ny, nx) and result.dtype == gridder.complex_dtype
+    assert _relative_error(result, reference) < _tolerance(precision)
+    assert gridder.last_stats["n_flagged"] == int(flags.all(axis=2).sum())
+
+
+@pytest.mark.parametrize("geometry", list(REGISTER), ids=list(REGISTER))
+@pytest.mark.parametrize("support", [7, 40])
+def test_register_w_projection_matches_reference(cl_env, geometry, support):
+    """Full W-projection tables, a support beyond the tile spread's 33 too."""
+    rng = np.random.default_rng(support)
+    nx, ny = (72, 66) if support < 33 else (112, 104)
+    uvw, cell = _setup(rng, nx, ny, 120, support, w_max_m=300.0)
+    gcf = w_projection_gcf(support, 4, 5, 300.0 * FREQ_HZ.max() / C, nx * cell)
+    vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2))
+    weights = rng.uniform(0.5, 2.0, vis.shape[:2] + (1,))
+    gridder = _register(cl_env, gcf, nx, ny, cell, REGISTER[geometry], npol=2)
+    result = gridder(uvw, FREQ_HZ, vis.astype(np.complex64), weights)
+    reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell, weights)
+    assert gridder.last_stats["n_kept"] > 100
+    assert _relative_error(result, reference) < 1e-5
+
+
+@pytest.mark.parametrize("separable", [True, False], ids=["separable", "full"])
+def test_register_random_complex_user_tables(cl_env, separable):
+    rng, uvw, cell, gcf, nx, ny = random_user_tables_case(separable)
+    vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2))
+    reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell)
+    for params in REGISTER.values():
+        result = _register(cl_env, gcf, nx, ny, cell, params, npol=2)(
+            uvw, FREQ_HZ, vis.astype(np.complex64))
+        assert _relative_error(result, reference) < 1e-5, params
+
+
+def test_register_accumulates_drops_and_cas_atomics(cl_env):
+    """out= adds; off-grid points are counted as the host plan counts them;
+    the compare-and-swap path gives the same grid as the device's best."""
+    rng = np.random.default_rng(41)
+    nx = ny = 48
+    uvw, cell = _setup(rng, nx, ny, 300, 6, fill=1.3, w_max_m=400.0)
+    gcf = w_projection_gcf(6, 4, 4, 300.0 * FREQ_HZ.max() / C, nx * cell)
+    vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 1), np.complex64)
+    reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell)
+    host = clgrid.gridders.uvprep.plan_uv(uvw, FREQ_HZ, gcf, nx, ny, cell)
+    for atomics in (None, "cas"):
+        gridder = _register(cl_env, gcf, nx, ny, cell, atomics=atomics)
+        with pytest.warns(UserWarning, match="off the grid"):
+            grid = gridder(uvw, FREQ_HZ, vis, return_device=True)
+        assert gridder.last_stats["n_offgrid"] == host.n_offgrid > 0
+        assert _relative_error(grid.get(), reference) < 1e-5
+        with pytest.warns(UserWarning, match="off the grid"):
+            gridder(uvw, FREQ_HZ, vis, out=grid)
+        assert _relative_error(grid.get(), 2 * reference) < 1e-5
+    assert gridder.atomic_path == "cas"
+
+
+def test_register_degridder_is_adjoint_beyond_the_tile_limit(cl_env):
+    """Support 40: Degridder(strategy='core') sorts by cell; Re <g, G v> = Re <D g, v>."""
+    _skip_without_fp64(cl_env)
+    rng = np.random.default_rng(43)
+    nx = ny = 112
+    uvw, cell = _setup(rng, nx, ny, 80, 40, w_max_m=300.0)
+    gcf = w_projection_gcf(40, 4, 3, 300.0 * FREQ_HZ.max() / C, nx * cell)
+    grid = random_vis(rng, (1, ny, nx))
+    values = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 1))
+    degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, precision=np.float64,
+                                 strategy="core")
+    gridder = _register(cl_env, gcf, nx, ny, cell, precision=np.float64)
+    degridded = degridder(grid, uvw, FREQ_HZ)
+    gridded = gridder(uvw, FREQ_HZ, values)
+    lhs = np.vdot(grid, gridded).real
+    rhs = np.vdot(degridded, values).real
+    assert abs(lhs - rhs) < 1e-10 * abs(lhs) and gridder.last_stats["n_kept"] > 100

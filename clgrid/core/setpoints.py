@@ -97,7 +97,8 @@ class SetPoints:
             {"support": layout.choice.support, "tile_u": tiles.tile_u,
              "tile_v": tiles.lanes, "do_w": geometry.do_w,
              "real": real_dtype_name(geometry.grid_real), "positions": "es",
-             "oversample": 1, "conjugate": False, "w_planes": 1}, need_f64=True)
+             "oversample": 1, "conjugate": False, "w_planes": 1, "key_order": "tile"},
+            need_f64=True)
         self._keys = self.template.kernel("bin_keys")
         self._starts = self.template.kernel("bin_starts")
         self._records = self.template.kernel("point_records")
@@ -150,18 +151,28 @@ class SetPoints:
                           np.float64(w_offset), points.cells.data, points.fracs.data)
 
 
-def sort_into_bins(queue: cl.CommandQueue, sort: RadixSort, starts: cl.Kernel,
-                   keys: cla.Array, n_vis: int, n_bins: int) -> tuple[cla.Array, cla.Array]:
+def sort_by_key(queue: cl.CommandQueue, sort: RadixSort, keys: cla.Array, n_vis: int,
+                span: int) -> tuple[cla.Array, cla.Array]:
     """Visibility indices sorted by their ``keys`` (stable, clgrid's radix
-    sort; keys >= ``n_bins`` last) and where each of the ``n_bins`` bins starts
-    (kernel ``bin_starts``): ``(sorted_index, bin_start)``."""
+    sort of ``min(key, span)``, so keys >= ``span`` last):
+    ``(sorted_keys, sorted_index)``."""
     sorted_keys, sorted_index = keys, cla.empty(queue, 1, np.uint32)
     if n_vis:
-        scratch = [cla.empty(queue, n_vis, np.uint32) for _ in range(3)]
-        keys_buffer, order_buffer, _ = sort(keys.data, n_vis, 0, n_bins,
+        scratch = [cla.empty(queue, n_vis, keys.dtype)] + [
+            cla.empty(queue, n_vis, np.uint32) for _ in range(2)]
+        keys_buffer, order_buffer, _ = sort(keys.data, n_vis, 0, span,
                                             tuple(a.data for a in scratch))
         sorted_keys = _array_of(keys_buffer, [keys] + scratch)
         sorted_index = _array_of(order_buffer, scratch)
+    return sorted_keys, sorted_index
+
+
+def sort_into_bins(queue: cl.CommandQueue, sort: RadixSort, starts: cl.Kernel,
+                   keys: cla.Array, n_vis: int, n_bins: int) -> tuple[cla.Array, cla.Array]:
+    """Visibility indices sorted by their ``keys`` (:func:`sort_by_key`) and
+    where each of the ``n_bins`` bins starts (kernel ``bin_starts``):
+    ``(sorted_index, bin_start)``."""
+    sorted_keys, sorted_index = sort_by_key(queue, sort, keys, n_vis, n_bins)
     bin_start = cla.empty(queue, n_bins + 1, np.uint32)
     starts(queue, (_round_up(n_vis + 1, 256),), None, sorted_keys.data, np.uint32(n_vis),
            np.uint32(n_bins), bin_start.data)
@@ -185,4 +196,5 @@ def _round_up(n: int, multiple: int) -> int:
     return -(-int(n) // multiple) * multiple
 
 
-__all__ = ["PointSet", "SetPoints", "coordinate_scales", "freq_scale", "sort_into_bins"]
+__all__ = ["PointSet", "SetPoints", "coordinate_scales", "freq_scale", "sort_by_key",
+           "sort_into_bins"]

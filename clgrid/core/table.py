@@ -38,11 +38,14 @@ from ..device.profiles import DeviceProfile
 from ..device.radixsort import RadixSort
 from .eskernel import KernelChoice
 from .plan import GridLayout, TileShape
-from .setpoints import PointSet, _round_up, sort_into_bins
+from .setpoints import PointSet, _round_up, sort_by_key, sort_into_bins
 from .spread import WorkList, work_list
 
 #: Largest support the table spread takes (a 32 x 32 tile reads W <= 33).
 MAX_TABLE_SUPPORT = 33
+#: Orders of the table set points: by tile (the tile spread's bins) or by
+#: footprint start cell (the register spread's streams).
+KEY_ORDERS = ("tile", "cell")
 #: Bit of a point's table index that marks a conjugated visibility.
 TABLE_CONJUGATE = 1 << 30
 
@@ -75,8 +78,11 @@ class TableGrid:
     def complex_dtype(self) -> np.dtype:
         return np.dtype(np.complex64 if self.real == np.float32 else np.complex128)
 
-    def check(self) -> None:
-        if self.support > MAX_TABLE_SUPPORT:
+    def check(self, tiled: bool = True) -> None:
+        """ValueError where the core cannot grid with these tables: the tile
+        spread (``tiled``) takes support <= MAX_TABLE_SUPPORT, both 32-bit
+        table indices."""
+        if tiled and self.support > MAX_TABLE_SUPPORT:
             raise ValueError(f"the core strategy takes support <= {MAX_TABLE_SUPPORT}, "
                              f"got {self.support}: use strategy 'tiled' or 'scatter'")
         entries = self.w_planes * self.oversample ** 2
@@ -152,17 +158,31 @@ class TablePoints:
 
 
 class TableSetPoints:
-    """Compile-once binning of table-gridder visibilities on one device."""
+    """Compile-once binning of table-gridder visibilities on one device:
+    ``order='tile'`` bins them by the tile of their footprint start (with
+    bin starts, for :class:`TableSpreader`), ``order='cell'`` sorts them by
+    the start cell itself, row-major, then by table slice (64-bit keys; for
+    the register spread, :mod:`clgrid.core.register`, which merges the
+    equal points this makes adjacent)."""
 
-    def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tiles: TileShape):
-        self.queue, self.grid, self.tiles = queue, grid, tiles
-        self.sort = RadixSort(queue)
+    def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tiles: TileShape,
+                 order: str = "tile"):
+        if order not in KEY_ORDERS:
+            raise ValueError(f"order must be one of {KEY_ORDERS}, got {order!r}")
+        #: Sort keys of the cell order: (cell, table slice) pairs.
+        self.n_cell_keys = grid.nx * grid.ny * grid.w_planes * grid.oversample ** 2
+        if order == "cell" and self.n_cell_keys >= 2 ** 64 - 1:
+            raise ValueError(f"a {grid.ny} x {grid.nx} grid of {grid.w_planes} w planes has "
+                             "too many (cell, slice) pairs for 64-bit sort keys")
+        self.queue, self.grid, self.tiles, self.order = queue, grid, tiles, order
+        self.key_dtype = np.dtype(np.uint64 if order == "cell" else np.uint32)
+        self.sort = RadixSort(queue, key_dtype=self.key_dtype)
         template = KernelTemplate(
             queue, "core_setpoints.cl.mako",
             {"support": grid.support, "tile_u": tiles.tile_u, "tile_v": tiles.lanes,
              "do_w": False, "real": real_dtype_name(grid.real), "positions": "table",
              "oversample": grid.oversample, "conjugate": grid.conjugate_negative_w,
-             "w_planes": grid.w_planes}, need_f64=True)
+             "w_planes": grid.w_planes, "key_order": order}, need_f64=True)
         self._keys = template.kernel("table_keys")
         self._starts = template.kernel("bin_starts")
         self._records = template.kernel("table_records")
@@ -190,7 +210,7 @@ class TableSetPoints:
             raise ValueError(f"{n_vis} visibilities: the core strategy takes fewer than 2**31 "
                              "per call; grid the rows in parts (out=)")
         counts_d = cla.zeros(queue, 3, np.uint32)
-        keys = cla.empty(queue, max(n_vis, 1), np.uint32)
+        keys = cla.empty(queue, max(n_vis, 1), self.key_dtype)
         if n_vis:
             self._keys(queue, (_round_up(n_vis, 256),), None, uvw_d.data, freq_scale_d.data,
                        np.uint32(n_chan), np.uint32(n_vis), *self._geometry_args(),
@@ -198,8 +218,12 @@ class TableSetPoints:
                        (flags_d if flags_d is not None else self._dummy_flags).data,
                        np.uint32(npol), np.int32(flags_d is not None), keys.data,
                        counts_d.data)
-        sorted_index, bin_start = sort_into_bins(queue, self.sort, self._starts, keys, n_vis,
-                                                 self.n_bins)
+        if self.order == "cell":
+            sorted_index = sort_by_key(queue, self.sort, keys, n_vis, self.n_cell_keys)[1]
+            bin_start = cla.zeros(queue, 1, np.uint32)   # no bins: one sorted stream
+        else:
+            sorted_index, bin_start = sort_into_bins(queue, self.sort, self._starts, keys,
+                                                     n_vis, self.n_bins)
         n_flagged, n_offgrid, n_nonfinite = (int(c) for c in counts_d.get())
         n_valid = n_vis - n_flagged - n_offgrid - n_nonfinite
         cells = cla.empty(queue, max(n_valid, 1), cl.cltypes.int4)
@@ -208,8 +232,84 @@ class TableSetPoints:
                           np.uint32(n_valid), uvw_d.data, freq_scale_d.data,
                           np.uint32(n_chan), *self._geometry_args(), cells.data)
         points = PointSet(sorted_index, bin_start, n_valid, n_vis - n_valid, self.ntiles_u,
-                          self.ntiles_v, bin_start.get(), cells=cells)
+                          self.ntiles_v, bin_start.get() if self.order == "tile" else None,
+                          cells=cells)
         return TablePoints(points, n_vis, n_flagged, n_offgrid, n_nonfinite)
+
+
+def _spread_params(grid: TableGrid, tiles: TileShape, vis_real: np.dtype, weighted: bool,
+                   masked: bool) -> dict:
+    """Parameters of ``core_spread.cl.mako`` for a table grid."""
+    return {"real": real_dtype_name(grid.real), "vis_real": real_dtype_name(vis_real),
+            "support": grid.support, "beta": 0.0, "do_w": False, "shifted": False,
+            "weighted": weighted, "masked": masked, "with_f64": True,
+            "kernel_source": grid.kernel_source, "oversample": grid.oversample,
+            "table_real": grid.table_real, "tile_u": tiles.tile_u, "lanes": tiles.lanes,
+            "vector": False, "groups": tiles.groups, "plane_block": 1,
+            "kernel_eval": "exp", "horner": []}
+
+
+class _SpreadKernels:
+    """Kernels of ``core_spread.cl.mako`` for one table grid and tile, built on
+    first use per (name, visibility precision, weighted, masked)."""
+
+    def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tiles: TileShape):
+        self.queue, self.grid, self.tiles = queue, grid, tiles
+        self._kernels: dict = {}
+
+    def __call__(self, name: str, vis_real=None, weighted: bool = False,
+                 masked: bool = False) -> cl.Kernel:
+        vis_real = np.dtype(vis_real if vis_real is not None else self.grid.real)
+        key = (name, vis_real, weighted, masked)
+        if key not in self._kernels:
+            template = KernelTemplate(
+                self.queue, "core_spread.cl.mako",
+                _spread_params(self.grid, self.tiles, vis_real, weighted, masked),
+                need_f64=True)
+            self._kernels[key] = template.kernel(name)
+        return self._kernels[key]
+
+
+class TableValues:
+    """Every polarisation's values in the points' sorted order (kernel
+    ``gather_table_values``): what both table spreads add."""
+
+    def __init__(self, queue: cl.CommandQueue, grid: TableGrid,
+                 kernels: _SpreadKernels | None = None):
+        self.queue, self.grid = queue, grid
+        self.kernels = kernels or _SpreadKernels(queue, grid, TileShape(8, 8))
+        self._dummy_real = cla.empty(queue, 1, grid.real)
+        self._dummy_flags = cla.empty(queue, 1, np.uint8)
+        self._values: list[cla.Array] = []
+
+    def __call__(self, table_points: TablePoints, vis_d: cla.Array, wgt_d: cla.Array | None,
+                 flags_d: cla.Array | None) -> list[cla.Array]:
+        """One (n_kept,) complex array per polarisation: the visibility times
+        its weight, zero where flagged, conjugated where set points negated
+        uvw; ValueError when a kept visibility or weight is not finite."""
+        npol = vis_d.shape[-1]
+        n_valid = table_points.n_kept
+        while len(self._values) < npol:
+            self._values.append(cla.empty(self.queue, 1, self.grid.complex_dtype))
+        vis_real = np.float32 if vis_d.dtype == np.complex64 else np.float64
+        kernel = self.kernels("gather_table_values", vis_real,
+                              wgt_d is not None, flags_d is not None)
+        n_bad = cla.zeros(self.queue, 1, np.uint32)
+        for pol in range(npol):
+            if self._values[pol].size < n_valid:
+                self._values[pol] = cla.empty(self.queue, n_valid, self.grid.complex_dtype)
+            if n_valid:
+                kernel(self.queue, (_round_up(n_valid, 256),), None,
+                       table_points.points.cells.data, np.uint32(n_valid), vis_d.data,
+                       np.uint32(npol), np.uint32(pol),
+                       (wgt_d if wgt_d is not None else self._dummy_real).data,
+                       (flags_d if flags_d is not None else self._dummy_flags).data,
+                       self._values[pol].data, n_bad.data)
+        bad = int(n_bad.get()[0]) if n_valid else 0
+        if bad:
+            raise ValueError(f"vis or weights contain {bad} NaN/Inf value(s) among the gridded "
+                             "visibilities; flag them instead")
+        return self._values[:npol]
 
 
 class TableSpreader:
@@ -225,32 +325,14 @@ class TableSpreader:
         # work_list's view of this grid: one plane, one w bin, the table's support
         self.layout = GridLayout(KernelChoice(grid.support, 0.0, 1.0, 0.0), rows, cols,
                                  (0.0, 0.0), 1, 1.0, 0.0)
-        self._kernels: dict = {}
-        self._dummy_real = cla.empty(queue, 1, grid.real)
-        self._dummy_flags = cla.empty(queue, 1, np.uint8)
+        self._kernels = _SpreadKernels(queue, grid, tiles)
+        self.gather = TableValues(queue, grid, self._kernels)
         self._dummy_scratch = cla.empty(queue, 1, np.complex128)
         self._planes: cla.Array | None = None   # padded planes, when padding is needed
-        self._values: list[cla.Array] = []
-
-    def _params(self, vis_real: np.dtype, weighted: bool, masked: bool) -> dict:
-        g, t = self.grid, self.tiles
-        return {"real": real_dtype_name(g.real), "vis_real": real_dtype_name(vis_real),
-                "support": g.support, "beta": 0.0, "do_w": False, "shifted": False,
-                "weighted": weighted, "masked": masked, "with_f64": True,
-                "kernel_source": g.kernel_source, "oversample": g.oversample,
-                "table_real": g.table_real, "tile_u": t.tile_u, "lanes": t.lanes,
-                "vector": False, "groups": t.groups, "plane_block": 1,
-                "kernel_eval": "exp", "horner": []}
 
     def kernel(self, name: str, vis_real=None, weighted: bool = False,
                masked: bool = False) -> cl.Kernel:
-        vis_real = np.dtype(vis_real if vis_real is not None else self.grid.real)
-        key = (name, vis_real, weighted, masked)
-        if key not in self._kernels:
-            template = KernelTemplate(self.queue, "core_spread.cl.mako",
-                                      self._params(vis_real, weighted, masked), need_f64=True)
-            self._kernels[key] = template.kernel(name)
-        return self._kernels[key]
+        return self._kernels(name, vis_real, weighted, masked)
 
     def work(self, table_points: TablePoints, pol: int, accumulate: bool) -> WorkList:
         """The work list of polarisation ``pol`` (its plane index in the items),
@@ -281,34 +363,6 @@ class TableSpreader:
                 cla.to_device(self.queue, folds) if folds is not None else None,
                 base.scratch, base.n_items, base.n_folds)
         return work[key]
-
-    def gather(self, table_points: TablePoints, vis_d: cla.Array, wgt_d: cla.Array | None,
-               flags_d: cla.Array | None) -> list[cla.Array]:
-        """Every polarisation's values in sorted order (``gather_table_values``);
-        ValueError when a kept visibility or weight is not finite."""
-        npol = vis_d.shape[-1]
-        n_valid = table_points.n_kept
-        while len(self._values) < npol:
-            self._values.append(cla.empty(self.queue, 1, self.grid.complex_dtype))
-        vis_real = np.float32 if vis_d.dtype == np.complex64 else np.float64
-        kernel = self.kernel("gather_table_values", vis_real,
-                             wgt_d is not None, flags_d is not None)
-        n_bad = cla.zeros(self.queue, 1, np.uint32)
-        for pol in range(npol):
-            if self._values[pol].size < n_valid:
-                self._values[pol] = cla.empty(self.queue, n_valid, self.grid.complex_dtype)
-            if n_valid:
-                kernel(self.queue, (_round_up(n_valid, 256),), None,
-                       table_points.points.cells.data, np.uint32(n_valid), vis_d.data,
-                       np.uint32(npol), np.uint32(pol),
-                       (wgt_d if wgt_d is not None else self._dummy_real).data,
-                       (flags_d if flags_d is not None else self._dummy_flags).data,
-                       self._values[pol].data, n_bad.data)
-        bad = int(n_bad.get()[0]) if n_valid else 0
-        if bad:
-            raise ValueError(f"vis or weights contain {bad} NaN/Inf value(s) among the gridded "
-                             "visibilities; flag them instead")
-        return self._values[:npol]
 
     def __call__(self, table_points: TablePoints, vis_d: cla.Array, wgt_d: cla.Array | None,
                  flags_d: cla.Array | None, grid_d: cla.Array, accumulate: bool) -> None:
@@ -396,5 +450,6 @@ class TableInterpolator:
         return out_d
 
 
-__all__ = ["MAX_TABLE_SUPPORT", "TableInterpolator", "TABLE_CONJUGATE", "TableGrid", "TablePoints",
-           "TableSetPoints", "TableSpreader", "check_tiles", "staging_bytes", "table_tiles"]
+__all__ = ["KEY_ORDERS", "MAX_TABLE_SUPPORT", "TABLE_CONJUGATE", "TableGrid",
+           "TableInterpolator", "TablePoints", "TableSetPoints", "TableSpreader", "TableValues",
+           "check_tiles", "staging_bytes", "table_tiles"]

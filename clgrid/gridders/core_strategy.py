@@ -24,8 +24,10 @@ import pyopencl.array as cla
 
 from ..core.plan import TileShape
 from ..core.setpoints import freq_scale
+from ..core.register import RegisterParams, RegisterSpreader
 from ..core.table import (TableGrid, TableInterpolator, TablePoints, TableSetPoints,
-                          TableSpreader, check_tiles, table_tiles)
+                          TableSpreader, TableValues, check_tiles, table_tiles)
+from .dispatch import CORE_METHODS
 from .gcf import GCF
 from .uvprep import check_uvw_freq, check_vis_layout
 
@@ -72,27 +74,59 @@ def tile_shape(tiles) -> TileShape | None:
 
 
 class CoreTableEngine:
-    """Set points and spread of one :class:`clgrid.Gridder` on the core."""
+    """Set points and spread of one :class:`clgrid.Gridder` on the core.
+
+    ``method``: ``'tiles'`` (output-owned tiles, no atomics, the same bits
+    every run; support <= 33) or ``'register'`` (Romein/Merry register
+    accumulation over points sorted by cell, float atomics at flushes;
+    :mod:`clgrid.core.register`), with ``register_params`` and ``atomics``
+    for the latter.  ``spread=False``: set points and interpolation only
+    (:class:`clgrid.Degridder`)."""
 
     def __init__(self, queue: cl.CommandQueue, profile, gcf: GCF, nx: int, ny: int,
                  cell_size_rad: float, real_dtype, tables_d: list[cla.Array],
-                 conjugate_negative_w: bool, tiles: TileShape | None = None):
+                 conjugate_negative_w: bool, tiles: TileShape | None = None, *,
+                 method: str = "tiles", npol: int = 1,
+                 register_params: RegisterParams | None = None, atomics: str | None = None,
+                 spread: bool = True):
+        if method not in CORE_METHODS:
+            raise ValueError(f"core method must be one of {CORE_METHODS}, got {method!r}")
         if not profile.fp64:
             raise ValueError(f"the core strategy computes positions and sums in double "
                              f"precision; {profile.device_name!r} has no fp64")
         table_real = bool(gcf.separable and not np.any(gcf.table_u.imag)
                           and not np.any(gcf.table_v.imag))
         self.table_grid = TableGrid(nx, ny, float(cell_size_rad), gcf.support, gcf.oversample,
-                              gcf.w_planes, float(gcf.w_step_lambda), gcf.separable,
-                              table_real, bool(conjugate_negative_w), np.dtype(real_dtype))
-        self.table_grid.check()
+                                    gcf.w_planes, float(gcf.w_step_lambda), gcf.separable,
+                                    table_real, bool(conjugate_negative_w),
+                                    np.dtype(real_dtype))
+        self.table_grid.check(tiled=method == "tiles")
+        self.queue, self.method = queue, method
+        self.interpolator = TableInterpolator(queue, self.table_grid, tables_d)
+        if method == "register":
+            self.tiles = None
+            # the tile only shapes the set points' (unused) bins in cell order
+            self.set_points = TableSetPoints(queue, self.table_grid, TileShape(8, 8), "cell")
+            if spread:
+                self.values = TableValues(queue, self.table_grid)
+                self.register = RegisterSpreader(queue, self.table_grid, tables_d, npol,
+                                                 register_params, atomics)
+            return
         self.tiles = tiles if tiles is not None else table_tiles(profile, gcf.support)
         check_tiles(self.table_grid, self.tiles, profile)
-        self.queue = queue
         self.set_points = TableSetPoints(queue, self.table_grid, self.tiles)
-        self.spreader = TableSpreader(queue, self.table_grid, self.tiles, tables_d,
-                                      self.set_points.rows, self.set_points.cols)
-        self.interpolator = TableInterpolator(queue, self.table_grid, tables_d)
+        if spread:
+            self.spreader = TableSpreader(queue, self.table_grid, self.tiles, tables_d,
+                                          self.set_points.rows, self.set_points.cols)
+
+    @property
+    def geometry(self) -> str:
+        """The spread's launch geometry, in words."""
+        if self.method == "register":
+            p = self.register.params
+            return (f"register {p.block_u}x{p.block_v} wg{self.register.wg_size} "
+                    f"sub{self.register.n_sub} ppg{p.points_per_group}")
+        return f"tile {self.tiles.tile_u}x{self.tiles.lanes} g{self.tiles.groups}"
 
     def plan(self, uvw_m, freq_hz, flags=None, npol: int = 1) -> CorePlan:
         """Set points on the device for (nrow, 3) metres, (nchan,) Hz and
@@ -143,6 +177,10 @@ class CoreTableEngine:
         """Spread ``vis`` ((nrow, nchan, npol), numpy or device) into ``grid_d``."""
         vis_d = self.upload_vis(vis, plan)
         wgt_d = self.upload_weights(weights, plan)
+        if self.method == "register":
+            values = self.values(plan.points, vis_d, wgt_d, plan.flags_d)
+            self.register(plan.points, values, grid_d, accumulate)
+            return
         self.spreader(plan.points, vis_d, wgt_d, plan.flags_d, grid_d, accumulate)
 
     def degrid(self, plan: CorePlan, grid_d: cla.Array, weights) -> cla.Array:

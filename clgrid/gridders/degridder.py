@@ -56,7 +56,8 @@ class Degridder(_TableOperation):
     ``Gridder(strategy='core')``: set points on the device, one work-item
     per visibility in sorted order, ``interpolate_table`` in
     ``templates/core_interp.cl.mako``; no host pass over the rows; needs
-    fp64 and support <= 33; ``core_tiles`` sets its binning tile).  Both
+    fp64; ``core_tiles`` sets its binning tile up to support 33, larger
+    supports are sorted by cell).  Both
     are deterministic (one writer per visibility).
     """
 
@@ -71,10 +72,17 @@ class Degridder(_TableOperation):
         self.strategy = strategy
         self._core = None
         if strategy == "core":
+            from ..core.table import MAX_TABLE_SUPPORT
             from .core_strategy import CoreTableEngine, tile_shape
+            # interpolation reads points in any order: cell order where no tile fits
+            method = "tiles" if gcf.support <= MAX_TABLE_SUPPORT else "register"
+            if core_tiles is not None and method != "tiles":
+                raise ValueError(f"core_tiles bins by tile, for support <= {MAX_TABLE_SUPPORT}; "
+                                 f"support {gcf.support} is sorted by cell")
             self._core = CoreTableEngine(self.queue, self.profile, gcf, nx, ny, cell_size_rad,
                                          self.real_dtype, self._tables, conjugate_negative_w,
-                                         tile_shape(core_tiles))
+                                         tile_shape(core_tiles), method=method, npol=npol,
+                                         spread=False)
             self.params = None
             return
         if params is None:

@@ -22,10 +22,13 @@ host uv preparation (:mod:`clgrid.gridders.uvprep`):
     cache holds a measurement where it won on this device.
 ``'core'``
     The gridding core (:mod:`clgrid.core.table`, :mod:`clgrid.gridders.core_strategy`):
-    set points on the device, output-owned tiles with the tables' weights
-    (``templates/core_spread.cl.mako``), no float atomics and no host pass
-    over the visibilities.  Needs fp64 (positions and sums in double) and
-    support <= 33.
+    set points on the device and no host pass over the visibilities, with
+    one of two spreads (``core_method``): ``'tiles'``, output-owned tiles
+    with the tables' weights (``templates/core_spread.cl.mako``), no float
+    atomics, support <= 33; or ``'register'``, Romein/Merry register
+    accumulation over points sorted by cell, float atomics at flushes
+    (``templates/core_spread_register.cl.mako``, any support).  Needs fp64
+    (positions in double).
 
 With ``deterministic=True`` only the atomic-free strategies qualify: the
 scatter and image strategies add into the grid with float atomics, whose
@@ -53,6 +56,8 @@ from .params import GridderParams, ImageParams, default_params
 from .tiled import TILE_SIZES, TiledParams, fits_local
 
 STRATEGIES = ("auto", "scatter", "tiled", "image", "core")
+#: Spreads of the core strategy (its ``core_method``).
+CORE_METHODS = ("tiles", "register")
 #: Strategies that add without float atomics (deterministic=True).
 ATOMIC_FREE = ("tiled", "core")
 #: Work-items per group the GPU strategies aim for (8 warps of 32, 4 wavefronts of 64).
@@ -75,11 +80,12 @@ class Choice:
     image: ImageParams | None = None
     reasons: tuple[str, ...] = ()
     core: TileShape | None = None
+    core_method: str | None = None
 
     def describe(self) -> str:
         """One line: strategy, geometry and why."""
-        geometry = {"scatter": self.scatter, "tiled": self.tiled,
-                    "image": self.image, "core": self.core}.get(self.strategy)
+        geometry = {"scatter": self.scatter, "tiled": self.tiled, "image": self.image,
+                    "core": self.core or self.core_method}.get(self.strategy)
         return f"{self.strategy} {geometry}: " + "; ".join(self.reasons)
 
 
@@ -123,7 +129,8 @@ def tiled_params(profile, support: int, npol: int, complex_itemsize: int,
 
 def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
            separable: bool = True, strategy: str = "auto", scatter_params=None,
-           tuned: dict | None = None, deterministic: bool = False) -> Choice:
+           tuned: dict | None = None, deterministic: bool = False,
+           core_method: str | None = None) -> Choice:
     """Pick strategy and launch geometry for one gridder configuration.
 
     Parameters
@@ -144,6 +151,9 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
         Bitwise-reproducible grids wanted: ``'auto'`` picks the core
         strategy on GPUs that can run it and the tiled strategy elsewhere
         (whatever the tuning cache prefers).
+    core_method
+        The core strategy's spread, ``'tiles'`` or ``'register'``; None:
+        :func:`core_method_for`.
 
     Raises
     ------
@@ -167,7 +177,14 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
     reasons += tile_notes
     image_ok, image_why = image_possible(profile, support, separable)
 
-    core_ok, core_why = core_possible(profile, support, precision, separable)
+    if core_method not in (None,) + CORE_METHODS:
+        raise ValueError(f"core_method must be one of {CORE_METHODS} or None, got "
+                         f"{core_method!r}")
+    if deterministic and core_method == "register":
+        raise ValueError("deterministic=True needs the core's tile spread: core_method "
+                         "'register' adds with float atomics in a varying order")
+    method = core_method or core_method_for(profile, support, deterministic)
+    core_ok, core_why = core_possible(profile, support, precision, separable, method)
     if deterministic and strategy not in ("auto",) + ATOMIC_FREE:
         raise ValueError(f"deterministic=True needs an atomic-free strategy {ATOMIC_FREE}; "
                          f"{strategy!r} adds with float atomics in a varying order")
@@ -199,14 +216,27 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
                   tiled=tiles if strategy == "tiled" else None,
                   image=ImageParams() if strategy == "image" else None,
                   reasons=tuple(reasons),
-                  core=table_tiles(profile, support) if strategy == "core" else None)
+                  core=table_tiles(profile, support)
+                  if strategy == "core" and method == "tiles" else None,
+                  core_method=method if strategy == "core" else None)
+
+
+def core_method_for(profile, support: int, deterministic: bool = False) -> str:
+    """The core strategy's spread when none is asked for: ``'tiles'`` where
+    it fits (support <= 33) or determinism is asked for, else
+    ``'register'``."""
+    if deterministic or support <= MAX_TABLE_SUPPORT:
+        return "tiles"
+    return "register"
 
 
 def core_possible(profile, support: int, precision: Any = np.float32,
-                  separable: bool = True) -> tuple[bool, str]:
-    """Whether the core strategy can run, and if not why."""
+                  separable: bool = True, method: str = "tiles") -> tuple[bool, str]:
+    """Whether the core strategy can run with spread ``method``, and if not why."""
     if not profile.fp64:
-        return False, "the device has no fp64 (the core computes positions and sums in double)"
+        return False, "the device has no fp64 (the core computes positions in double)"
+    if method == "register":
+        return True, ""
     if support > MAX_TABLE_SUPPORT:
         return False, f"support {support}: the core takes support <= {MAX_TABLE_SUPPORT}"
     tiles = table_tiles(profile, support)
@@ -286,6 +316,9 @@ def explain(profile, support: int = 32, npol: int = 4, precision: Any = np.float
         return dict(row, strategy="-", geometry="-", why=str(error))
     geometry = {"scatter": choice.scatter, "tiled": choice.tiled,
                 "image": choice.image, "core": choice.core}[choice.strategy]
+    if geometry is None:
+        return dict(row, strategy=f"{choice.strategy} {choice.core_method}", geometry="-",
+                    why="; ".join(choice.reasons))
     return dict(row, strategy=choice.strategy, geometry=_short(geometry),
                 why="; ".join(choice.reasons))
 
@@ -294,5 +327,6 @@ def _short(params) -> str:
     return " ".join(f"{k}={v}" for k, v in dataclasses.asdict(params).items())
 
 
-__all__ = ["ATOMIC_FREE", "Choice", "ImageParams", "STRATEGIES", "choose", "core_by_default",
-           "core_possible", "explain", "image_possible", "tiled_params"]
+__all__ = ["ATOMIC_FREE", "CORE_METHODS", "Choice", "ImageParams", "STRATEGIES", "choose",
+           "core_by_default", "core_method_for", "core_possible", "explain", "image_possible",
+           "tiled_params"]

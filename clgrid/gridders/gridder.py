@@ -162,14 +162,22 @@ class Gridder(_TableOperation):
         ``'scatter'`` (Romein/Merry with float atomics), ``'tiled'``
         (atomic-free, :mod:`clgrid.gridders.tiled`), ``'image'`` (GCF in an
         OpenCL image with hardware interpolation, :mod:`clgrid.gridders.image_gcf`)
-        and ``'core'`` (the gridding core: set points on the device, output-
-        owned tiles, no float atomics, no host pass over the visibilities;
-        :mod:`clgrid.gridders.core_strategy`; needs fp64, support <= 33).
-        The choice and its reasons are in :attr:`choice`.
+        and ``'core'`` (the gridding core: set points on the device, no host
+        pass over the visibilities; :mod:`clgrid.gridders.core_strategy`;
+        needs fp64).  The choice and its reasons are in :attr:`choice`.
     tiled_params, image_params, core_tiles
         Override the dispatcher's geometry of the tiled / image / core strategy
         (:class:`clgrid.gridders.tiled.TiledParams`, :class:`clgrid.gridders.params.ImageParams`,
         :class:`clgrid.core.plan.TileShape` or dicts of their fields).
+    core_method
+        The core strategy's spread: ``'tiles'`` (output-owned tiles, no
+        float atomics, support <= 33) or ``'register'`` (Romein/Merry
+        register accumulation, float atomics at flushes, any support,
+        :mod:`clgrid.core.register`; ``atomics`` picks its atomic path);
+        None: :func:`clgrid.gridders.dispatch.core_method_for`.
+    register_params
+        Launch geometry of the register spread
+        (:class:`clgrid.core.register.RegisterParams` or a dict of its fields).
     deterministic
         True: bitwise-identical grids call after call (same device and
         driver): ``'auto'`` picks the core strategy on GPUs (where the
@@ -192,7 +200,8 @@ class Gridder(_TableOperation):
                  npol: int = 1, precision=np.float32, params=None, atomics: str | None = None,
                  count_flushes: bool = False, conjugate_negative_w: bool = True,
                  compress: bool = True, strategy: str = "auto", tiled_params=None,
-                 image_params=None, deterministic: bool | None = None, core_tiles=None):
+                 image_params=None, deterministic: bool | None = None, core_tiles=None,
+                 core_method: str | None = None, register_params=None):
         super().__init__(context, gcf, nx, ny, cell_size_rad, npol, precision,
                          conjugate_negative_w, compress)
         if deterministic not in (None, True, False):
@@ -201,21 +210,26 @@ class Gridder(_TableOperation):
         self.count_flushes = bool(count_flushes)
         self.choice = self._choose(strategy, params, atomics, tiled_params, image_params,
                                    deterministic is True or self._core_by_default(
-                                       deterministic, strategy, params, atomics), core_tiles)
+                                       deterministic, strategy, params, atomics), core_tiles,
+                                   core_method)
         self.strategy = self.choice.strategy
         #: Whether grids are bitwise-reproducible run to run (see ``deterministic``).
-        self.deterministic = self.strategy == "core" or (
+        self.deterministic = self.choice.core_method == "tiles" or (
             bool(deterministic) if deterministic is not None else
             (self.strategy == "tiled" and self.profile.device_type == "cpu"))
         self._plan_gcf = gcf
         self._engine = None
         self._core = None
         if self.strategy == "core":
+            from ..core.register import as_register_params
             from .core_strategy import CoreTableEngine
-            self._core = CoreTableEngine(self.queue, self.profile, gcf, nx, ny, cell_size_rad,
-                                         self.real_dtype, self._tables, conjugate_negative_w,
-                                         self.choice.core)
-            self.atomic_path = "none"
+            self._core = CoreTableEngine(
+                self.queue, self.profile, gcf, nx, ny, cell_size_rad, self.real_dtype,
+                self._tables, conjugate_negative_w, self.choice.core,
+                method=self.choice.core_method, npol=self.npol,
+                register_params=as_register_params(register_params), atomics=atomics)
+            self.atomic_path = (self._core.register.atomic_path
+                                if self.choice.core_method == "register" else "none")
         elif self.strategy == "tiled":
             from .tiled import TiledEngine
             self._engine = TiledEngine(self.queue, self._template_params(), self.choice.tiled,
@@ -231,10 +245,11 @@ class Gridder(_TableOperation):
         else:
             self._build(atomics)
 
-    def _asks_for_scatter(self, params, atomics) -> bool:
-        """Explicit scatter params, ``atomics=`` or ``count_flushes=``."""
-        return (isinstance(params, (GridderParams, dict)) or atomics is not None
-                or self.count_flushes)
+    def _asks_for_scatter(self, params, atomics, strategy: str = "auto") -> bool:
+        """Explicit scatter params, ``atomics=`` (except for the core) or
+        ``count_flushes=``."""
+        return (isinstance(params, (GridderParams, dict)) or self.count_flushes
+                or (atomics is not None and strategy != "core"))
 
     def _core_by_default(self, deterministic, strategy: str, params, atomics) -> bool:
         """``deterministic=None`` on a GPU where the core strategy fits: the
@@ -248,7 +263,7 @@ class Gridder(_TableOperation):
                                     self.gcf.separable))
 
     def _choose(self, strategy: str, params, atomics, tiled_params, image_params,
-                deterministic: bool, core_tiles=None):
+                deterministic: bool, core_tiles=None, core_method=None):
         """Resolve ``strategy`` through :func:`clgrid.gridders.dispatch.choose`."""
         from .dispatch import Choice, choose
         from .tiled import TiledParams
@@ -269,13 +284,20 @@ class Gridder(_TableOperation):
                                     self.gcf.separable)
         choice = choose(self.profile, self.gcf.support, self.npol, self.real_dtype,
                         separable=self.gcf.separable, strategy=strategy,
-                        scatter_params=self.params, tuned=tuned, deterministic=deterministic)
+                        scatter_params=self.params, tuned=tuned, deterministic=deterministic,
+                        core_method=core_method)
+        if core_method is not None and choice.strategy != "core":
+            raise ValueError(f"core_method={core_method!r} applies to strategy 'core', not "
+                             f"{choice.strategy!r}")
         if choice.strategy == "tiled" and tiled_params is not None:
             if isinstance(tiled_params, dict):
                 tiled_params = TiledParams(**tiled_params)
             tiled_params.validate()
             choice = dataclasses.replace(choice, tiled=tiled_params)
         if choice.strategy == "core" and core_tiles is not None:
+            if choice.core_method != "tiles":
+                raise ValueError("core_tiles shapes the core's tile spread; core_method is "
+                                 f"{choice.core_method!r}")
             from .core_strategy import tile_shape
             choice = dataclasses.replace(choice, core=tile_shape(core_tiles))
         if choice.strategy == "image" and image_params is not None:

@@ -1,0 +1,187 @@
+"""Gridding core, tabulated kernels: the register-accumulation spread
+(``templates/core_spread_register.cl.mako``).
+
+Romein (2012)'s work distribution with Merry (2016)'s thread coarsening, on
+the core's device set points: the points are sorted by footprint start
+cell (:class:`clgrid.core.table.TableSetPoints` with ``order='cell'``), a
+work-group streams a contiguous run of them past a box of ``bin_u x bin_v``
+grid points, each work-item holds ``block_u x block_v`` of those points (all
+polarisations) in registers and adds them to the grid with one float atomic
+per point and polarisation only when the stream moves its block.  Every
+grid point of every footprint is one complex multiply-add per polarisation,
+with no search over tiles: the strategy for large supports on devices with
+native float atomics.  Atomics add in a varying order, so the last bits of
+the grid vary run to run (the tile spread, :class:`TableSpreader`, is the
+deterministic one).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+
+from ..device.kernels import KernelTemplate, real_dtype_name
+from ..device.profiles import DeviceProfile
+from .table import TableGrid, TablePoints
+
+#: Coarsening factors a work-item may take along each axis.
+REGISTER_BLOCKS = (1, 2, 4, 8)
+#: Most complex sums (grid points times polarisations) a work-item holds.
+MAX_REGISTER_SUMS = 32
+#: Bytes of local memory per staged point: its cell (int4).
+_CELL_BYTES = 16
+
+
+@dataclasses.dataclass(frozen=True)
+class RegisterParams:
+    """Launch geometry of the register spread (tunable).
+
+    block_u, block_v
+        Grid points per work-item along x (u) and y (v): Merry's coarsening.
+    wg_size
+        Work-items per group; a box of fewer blocks runs ``wg_size //
+        blocks`` independent point streams in one group, one of more blocks
+        is split over several groups that see the same points.
+    batch
+        Points each stream stages in local memory per pass.
+    points_per_group
+        Consecutive sorted points per work-group (load balance against
+        flushes at run ends).
+    """
+
+    block_u: int = 2
+    block_v: int = 2
+    wg_size: int = 256
+    batch: int = 64
+    points_per_group: int = 4096
+
+    def validate(self, npol: int = 1) -> None:
+        if self.block_u not in REGISTER_BLOCKS or self.block_v not in REGISTER_BLOCKS:
+            raise ValueError(f"block_u and block_v must be in {REGISTER_BLOCKS}, got "
+                             f"{self.block_u} x {self.block_v}")
+        if self.block_u * self.block_v * max(npol, 1) > MAX_REGISTER_SUMS:
+            raise ValueError(f"block {self.block_u} x {self.block_v} of {npol} polarisations "
+                             f"is more than {MAX_REGISTER_SUMS} complex sums a work-item")
+        if self.wg_size < 1 or self.batch < 1 or self.points_per_group < 1:
+            raise ValueError("wg_size, batch and points_per_group must be >= 1")
+
+    def bins(self, support: int) -> tuple[int, int]:
+        """The box: smallest multiples of the block holding any block-aligned
+        box around a ``support``-wide footprint."""
+        return (-(-(support + self.block_u - 1) // self.block_u) * self.block_u,
+                -(-(support + self.block_v - 1) // self.block_v) * self.block_v)
+
+
+def default_register_params(profile: DeviceProfile, support: int, npol: int) -> RegisterParams:
+    """Untuned geometry from the device profile: coarsen more for larger
+    supports (Merry: 4-8 points a work-item), fewer points per item for
+    four polarisations (registers)."""
+    if support < 8:
+        block = (1, 1)
+    elif support < 16:
+        block = (2, 2) if npol < 4 else (2, 1)
+    else:
+        block = (4, 2) if npol < 4 else (2, 2)
+    wg = min(256, int(profile.max_work_group_size))
+    if profile.device_type != "gpu":
+        wg = min(64, wg)
+    return RegisterParams(block[0], block[1], wg, 64, 4096)
+
+
+def as_register_params(value) -> RegisterParams | None:
+    """A :class:`RegisterParams` from itself, a dict of its fields or None."""
+    if value is None or isinstance(value, RegisterParams):
+        return value
+    if isinstance(value, dict):
+        return RegisterParams(**value)
+    raise TypeError(f"register_params must be a RegisterParams or a dict, got "
+                    f"{type(value).__name__}")
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return -(-int(n) // multiple) * multiple
+
+
+class RegisterSpreader:
+    """Compile-once register spread of one table grid on one device.
+
+    Parameters
+    ----------
+    queue
+        Command queue of the device.
+    grid
+        The table grid (:class:`TableGrid`).
+    tables_d
+        The GCF tables on the device: ``[table_u, table_v]`` (separable) or
+        ``[table]`` (full), complex of the grid's precision.
+    npol
+        Polarisations per visibility.
+    params
+        :class:`RegisterParams` (default: :func:`default_register_params`).
+    atomics
+        Atomic path to force (``'cas'``, ``'native-cl'``, ``'native-ptx'``);
+        default the device's best.
+    """
+
+    def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Array],
+                 npol: int, params: RegisterParams | None = None, atomics: str | None = None):
+        self.queue, self.grid, self.tables_d = queue, grid, tables_d
+        profile = DeviceProfile.from_device(queue.device)
+        self.npol = int(npol)
+        self.params = params or default_register_params(profile, grid.support, self.npol)
+        self.params.validate(self.npol)
+        bin_u, bin_v = self.params.bins(grid.support)
+        n_blocks = (bin_u // self.params.block_u) * (bin_v // self.params.block_v)
+        wg = min(self.params.wg_size, int(profile.max_work_group_size))
+        point_bytes = _CELL_BYTES + self.npol * grid.complex_dtype.itemsize
+        while True:
+            n_sub = max(1, wg // n_blocks)
+            batch = max(1, min(self.params.batch,
+                               (profile.local_mem_bytes - 1024) // (n_sub * point_bytes)))
+            template = KernelTemplate(queue, "core_spread_register.cl.mako", {
+                "real": real_dtype_name(grid.real), "npol": self.npol,
+                "support": grid.support, "oversample": grid.oversample,
+                "separable": grid.separable, "block_u": self.params.block_u,
+                "block_v": self.params.block_v, "bin_u": bin_u, "bin_v": bin_v,
+                "wg_size": wg, "n_sub": n_sub, "batch": batch,
+                "with_f64": grid.real == np.float64},
+                atomics=atomics, need_f64=grid.real == np.float64)
+            self._kernel = template.kernel("spread_register")
+            limit = template.max_work_group_size(self._kernel)
+            if wg <= limit:
+                break
+            wg = max(1, limit)   # registers limit this variant's group size
+        self.wg_size, self.n_sub, self.batch = wg, n_sub, batch
+        #: Groups along dimension 1 that share one box (a box of more blocks than wg_size).
+        self.box_groups = 1 if n_sub > 1 else -(-n_blocks // wg)
+        self.atomic_path = template.atomics["atomic_f64" if grid.real == np.float64
+                                            else "atomic_f32"]
+
+    def __call__(self, table_points: TablePoints, values: list[cla.Array],
+                 grid_d: cla.Array, accumulate: bool) -> None:
+        """Add (or, without ``accumulate``, write) the ``values`` (one array
+        per polarisation, in the points' sorted order) into ``grid_d``
+        ((npol, ny, nx) complex on the device)."""
+        if len(values) != self.npol:
+            raise ValueError(f"{len(values)} value arrays for a spread of {self.npol} "
+                             "polarisations")
+        if not accumulate:
+            grid_d.fill(0)
+        n_points = table_points.n_kept
+        if n_points == 0:
+            return
+        ppg = self.params.points_per_group
+        n_groups = -(-n_points // ppg)
+        g = self.grid
+        self._kernel(self.queue, (n_groups * self.wg_size, self.box_groups),
+                     (self.wg_size, 1), table_points.points.cells.data, np.uint32(n_points),
+                     np.uint32(ppg), *(v.data for v in values),
+                     *(t.data for t in self.tables_d), grid_d.data, np.int32(g.nx),
+                     np.int32(g.ny))
+
+
+__all__ = ["MAX_REGISTER_SUMS", "REGISTER_BLOCKS", "RegisterParams", "RegisterSpreader",
+           "as_register_params", "default_register_params"]

@@ -1,0 +1,213 @@
+## Gridding core, tabulated kernels: register accumulation (Romein 2012's
+## work distribution with Merry 2016's thread coarsening) over the points of
+## the core's set points, sorted by footprint start cell.
+## Parameters (validated in clgrid/core/register.py):
+##   real ("float" | "double"), with_f64 (bool: real is double), npol (1..4),
+##   support S, oversample O,
+##   separable (bool: two 1-D tables (w_planes, O, S), else one full table
+##   (w_planes, O, O, S, S)),
+##   block_u, block_v (grid points per work-item along x / y: coarsening),
+##   bin_u, bin_v (the box: multiples of the block, >= S + block - 1),
+##   wg_size (work-items per group), n_sub (independent point streams per
+##   group when the box has fewer blocks than the group has work-items),
+##   batch (points staged in local memory per stream and pass).
+## Points: cells[i] = (footprint start y0, x0, table index | TABLE_CONJUGATE,
+## visibility index) from set points (table_records), values<p>[i] the
+## weighted, flagged and conjugated value of polarisation p (kernel
+## gather_table_values).  Grid: (npol, ny, nx) complex, parts interleaved.
+<%
+    vec = real + "2"
+    suffix = "f32" if real == "float" else "f64"
+    catomic = "atomic_add_c64" if real == "float" else "atomic_add_c128"
+    blocks_u = bin_u // block_u
+    blocks_v = bin_v // block_v
+    n_blocks = blocks_u * blocks_v
+    per_stream = wg_size // n_sub
+%>
+<%include file="atomics.cl.mako"/>
+<%include file="complex.cl.mako"/>
+
+#define SUPPORT ${support}
+#define OVERSAMPLE ${oversample}
+#define NPOL ${npol}
+#define BIN_U ${bin_u}
+#define BIN_V ${bin_v}
+#define N_BLOCKS ${n_blocks}
+#define WG_SIZE ${wg_size}
+#define N_SUB ${n_sub}
+#define PER_STREAM ${per_stream}
+#define BATCH ${batch}
+#define TABLE_INDEX_MASK ((1 << 30) - 1)
+
+// Position of the block with box offset `offset` (a multiple of the block)
+// in the box that starts at `box` (also a multiple): the box holds one copy
+// of every offset modulo the bin, so a block has one grid position per
+// point, which only changes when the box slides past it (Romein's insight:
+// a sorted stream of points changes it rarely).
+inline int block_position(const int box, const int offset, const int bin)
+{
+    const int shift = offset - box % bin;
+    return box + (shift < 0 ? shift + bin : shift);
+}
+
+inline void flush_block(volatile __global ${real} *grid, const int u, const int v,
+                        const int nx, const int ny, ${vec} acc[${block_v}][${block_u}][NPOL])
+{
+% for b in range(block_v):
+%   for a in range(block_u):
+    // box positions past the grid edge only ever hold zeros
+    if (u + ${a} < nx && v + ${b} < ny) {
+%     for p in range(npol):
+        ${catomic}(grid + 2 * ((size_t)(${p} * ny + v + ${b}) * nx + u + ${a}), acc[${b}][${a}][${p}]);
+%     endfor
+    }
+%     for p in range(npol):
+    acc[${b}][${a}][${p}] = (${vec})(0, 0);
+%     endfor
+%   endfor
+% endfor
+}
+
+## One (merged) record `record` with the values `value[NPOL]` into the
+## accumulators: flush the block where the record moves it, then add.
+<%def name="add_record()">
+        {
+            const int y0 = record.x, x0 = record.y;
+            const int pos_u = block_position(x0 - x0 % ${block_u}, offset_u, BIN_U);
+            const int pos_v = block_position(y0 - y0 % ${block_v}, offset_v, BIN_V);
+            if (pos_u != cur_u || pos_v != cur_v) {
+                if (cur_u >= 0)
+                    flush_block(grid, cur_u, cur_v, nx, ny, acc);
+                cur_u = pos_u;
+                cur_v = pos_v;
+            }
+            const int index = record.z & TABLE_INDEX_MASK;
+            const int du = pos_u - x0;   // footprint column of the block's first point
+            const int dv = pos_v - y0;
+% if separable:
+            const int fx = index % OVERSAMPLE, fy = (index / OVERSAMPLE) % OVERSAMPLE;
+            const int w_plane = index / (OVERSAMPLE * OVERSAMPLE);
+            __global const ${vec} *row_u = gcf_u + (w_plane * OVERSAMPLE + fx) * SUPPORT + du;
+            __global const ${vec} *row_v = gcf_v + (w_plane * OVERSAMPLE + fy) * SUPPORT + dv;
+            ${vec} wu[${block_u}];
+%   for a in range(block_u):
+            wu[${a}] = (du + ${a} >= 0 && du + ${a} < SUPPORT) ? row_u[${a}] : (${vec})(0, 0);
+%   endfor
+%   for b in range(block_v):
+            {
+                const ${vec} wv = (dv + ${b} >= 0 && dv + ${b} < SUPPORT) ? row_v[${b}]
+                                                                          : (${vec})(0, 0);
+                // Merry: G_u (G_v V) costs fewer multiplies than (G_u G_v) V
+                ${vec} row_value[NPOL];
+%     for p in range(npol):
+                row_value[${p}] = cmul_${suffix}(wv, value[${p}]);
+%     endfor
+%     for a in range(block_u):
+%       for p in range(npol):
+                acc[${b}][${a}][${p}] = cmad_${suffix}(wu[${a}], row_value[${p}], acc[${b}][${a}][${p}]);
+%       endfor
+%     endfor
+            }
+%   endfor
+% else:
+            __global const ${vec} *slice = gcf + (size_t)index * SUPPORT * SUPPORT
+                                           + dv * SUPPORT + du;
+%   for b in range(block_v):
+%     for a in range(block_u):
+            if (du + ${a} >= 0 && du + ${a} < SUPPORT && dv + ${b} >= 0 && dv + ${b} < SUPPORT) {
+                const ${vec} weight = slice[${b} * SUPPORT + ${a}];
+%       for p in range(npol):
+                acc[${b}][${a}][${p}] = cmad_${suffix}(weight, value[${p}], acc[${b}][${a}][${p}]);
+%       endfor
+            }
+%     endfor
+%   endfor
+% endif
+        }
+</%def>
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void spread_register(__global const int4 *cells, const unsigned int n_points,
+                     const unsigned int points_per_group,
+% for p in range(npol):
+                     __global const ${vec} *values${p},
+% endfor
+% if separable:
+                     __global const ${vec} *gcf_u, __global const ${vec} *gcf_v,
+% else:
+                     __global const ${vec} *gcf,
+% endif
+                     volatile __global ${real} *grid, const int nx, const int ny)
+{
+    __local int4 l_cell[N_SUB][BATCH];
+    __local ${vec} l_vis[N_SUB][BATCH][NPOL];
+    const int lid = get_local_id(0);
+    // dimension 1 splits a box of more blocks than a group has work-items
+    const int block_index = get_group_id(1) * PER_STREAM + lid % PER_STREAM;
+    const int stream = lid / PER_STREAM;
+    const bool active = block_index < N_BLOCKS && stream < N_SUB;
+    const int offset_u = (block_index % ${blocks_u}) * ${block_u};
+    const int offset_v = (block_index / ${blocks_u}) * ${block_v};
+    // each stream takes a contiguous share of the group's points, so that
+    // its positions change as rarely as the sorted order allows
+    const unsigned int group_first = get_group_id(0) * points_per_group;
+    const unsigned int group_end = min(group_first + points_per_group, n_points);
+    const unsigned int stream_len = (group_end - group_first + N_SUB - 1) / N_SUB;
+    const unsigned int longest = min(stream_len, group_end - group_first);
+
+    int cur_u = -1, cur_v = -1;
+    int4 record = (int4)(-1, -1, -1, -1);   // the points being merged, and their sum
+    ${vec} value[NPOL];
+    ${vec} acc[${block_v}][${block_u}][NPOL];
+% for b in range(block_v):
+%   for a in range(block_u):
+%     for p in range(npol):
+    acc[${b}][${a}][${p}] = (${vec})(0, 0);
+%     endfor
+%   endfor
+% endfor
+
+    for (unsigned int pass = 0; pass < longest; pass += BATCH) {
+        barrier(CLK_LOCAL_MEM_FENCE);  // the previous batch fully consumed
+        for (int t = lid; t < N_SUB * BATCH; t += WG_SIZE) {
+            const int s = t / BATCH, j = t - (t / BATCH) * BATCH;
+            const unsigned int at = group_first + s * stream_len + pass + j;
+            const bool here = pass + j < stream_len && at < group_end;
+            const int4 cell = here ? cells[at] : (int4)(0, 0, 0, 0);
+            l_cell[s][j] = cell;
+% for p in range(npol):
+            l_vis[s][j][${p}] = here ? values${p}[at] : (${vec})(0, 0);
+% endfor
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (!active)
+            continue;
+        const unsigned int s_first = group_first + stream * stream_len + pass;
+        const unsigned int s_end = min(group_first + (stream + 1) * stream_len, group_end);
+        const int n_here = s_first < s_end ? (int)min((unsigned int)BATCH, s_end - s_first) : 0;
+        for (int i = 0; i < n_here; ++i) {
+            const int4 h = l_cell[stream][i];
+            // on-the-fly compression (Muscat, Merry): a point at the record's
+            // cell with the record's table slice (its values are conjugated
+            // already) only adds its value; the same branch for every
+            // work-item, so no divergence
+            if (h.x == record.x && h.y == record.y
+                && (h.z & TABLE_INDEX_MASK) == (record.z & TABLE_INDEX_MASK)) {
+% for p in range(npol):
+                value[${p}] += l_vis[stream][i][${p}];
+% endfor
+                continue;
+            }
+            if (record.x >= 0)
+${add_record()}
+            record = h;
+% for p in range(npol):
+            value[${p}] = l_vis[stream][i][${p}];
+% endfor
+        }
+    }
+    if (active && record.x >= 0)
+${add_record()}
+    if (active && cur_u >= 0)
+        flush_block(grid, cur_u, cur_v, nx, ny, acc);
+}
