@@ -27,8 +27,8 @@ observation, all channels, up to the same budget of grid-point additions
 (no compression: every kept visibility is gridded), device-only
 (``grid_plan`` with its set points made and the visibilities on the device);
 its ``prep_Mvis_per_s`` is the device set points' rate.  The register
-spread merges sorted points of equal footprint start and table slice as it
-goes; its GGPAPS count the additions of the merged records only.  Supports above 33
+spread merges sorted points of equal footprint start and table slice into
+records on the device; its GGPAPS count the additions of those records.  Supports above 33
 have no ``tiles`` row (that spread's limit).
 
     python benchmarks/gridding.py --device intel --quick
@@ -187,16 +187,6 @@ def register_geometry(text: str | None) -> dict | None:
     return dict(zip(names, (int(x) for x in text.split(","))))
 
 
-def merged_records(plan) -> int:
-    """Records the register spread adds: runs of sorted points with the same
-    footprint start and table slice (it merges each run into one; a run cut
-    by a stream boundary counts once, so this is a lower bound)."""
-    cells = plan.points.points.cells.get()[:plan.n_kept].view(np.int32).reshape(-1, 4).copy()
-    cells[:, 2] &= (1 << 30) - 1                   # the conjugation bit is in the values
-    same = np.all(cells[1:, :3] == cells[:-1, :3], axis=1)
-    return int(cells.shape[0] - same.sum())
-
-
 def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method="tiles",
              register=None) -> dict:
     """Gridder(strategy='core') on the first rows, device-only."""
@@ -223,7 +213,8 @@ def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method
         gridder.grid_plan(plan, vis_d, return_device=True)
         queue.finish()
         best = min(best, time.perf_counter() - begin)
-    records = merged_records(plan) if method == "register" else plan.n_kept
+    records = (gridder._core.register.records(plan.points).n_records if method == "register"
+               else plan.n_kept)
     updates = records * support * support * args.npol
     row = {"support": support, "atomics": f"{gridder.atomic_path} (core {method})",
            "params": gridder._core.geometry,

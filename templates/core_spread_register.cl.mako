@@ -1,6 +1,8 @@
 ## Gridding core, tabulated kernels: register accumulation (Romein 2012's
-## work distribution with Merry 2016's thread coarsening) over the points of
-## the core's set points, sorted by footprint start cell.
+## work distribution with Merry 2016's thread coarsening) over the records
+## of the core's set points: points sorted by footprint start cell and
+## table slice, each run of equal ones merged into one record
+## (core_records.cl.mako).
 ## Parameters (validated in clgrid/core/register.py):
 ##   real ("float" | "double"), with_f64 (bool: real is double), npol (1..4),
 ##   support S, oversample O,
@@ -8,13 +10,12 @@
 ##   (w_planes, O, O, S, S)),
 ##   block_u, block_v (grid points per work-item along x / y: coarsening),
 ##   bin_u, bin_v (the box: multiples of the block, >= S + block - 1),
-##   wg_size (work-items per group), n_sub (independent point streams per
+##   wg_size (work-items per group), n_sub (independent record streams per
 ##   group when the box has fewer blocks than the group has work-items),
-##   batch (points staged in local memory per stream and pass).
-## Points: cells[i] = (footprint start y0, x0, table index | TABLE_CONJUGATE,
-## visibility index) from set points (table_records), values<p>[i] the
-## weighted, flagged and conjugated value of polarisation p (kernel
-## gather_table_values).  Grid: (npol, ny, nx) complex, parts interleaved.
+##   batch (records staged in local memory per stream and pass).
+## Records: cells[r] = (footprint start y0, x0, table index | conjugated bit,
+## first point), values[r * npol + p] their summed values (gather_records).
+## Grid: (npol, ny, nx) complex, parts interleaved.
 <%
     vec = real + "2"
     suffix = "f32" if real == "float" else "f64"
@@ -68,7 +69,7 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
 % endfor
 }
 
-## One (merged) record `record` with the values `value[NPOL]` into the
+## One record `record` with the values `value[NPOL]` into the
 ## accumulators: flush the block where the record moves it, then add.
 <%def name="add_record()">
         {
@@ -127,11 +128,8 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
 </%def>
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
-void spread_register(__global const int4 *cells, const unsigned int n_points,
-                     const unsigned int points_per_group,
-% for p in range(npol):
-                     __global const ${vec} *values${p},
-% endfor
+void spread_register(__global const int4 *cells, const unsigned int n_records,
+                     const unsigned int records_per_group, __global const ${vec} *values,
 % if separable:
                      __global const ${vec} *gcf_u, __global const ${vec} *gcf_v,
 % else:
@@ -148,16 +146,14 @@ void spread_register(__global const int4 *cells, const unsigned int n_points,
     const bool active = block_index < N_BLOCKS && stream < N_SUB;
     const int offset_u = (block_index % ${blocks_u}) * ${block_u};
     const int offset_v = (block_index / ${blocks_u}) * ${block_v};
-    // each stream takes a contiguous share of the group's points, so that
+    // each stream takes a contiguous share of the group's records, so that
     // its positions change as rarely as the sorted order allows
-    const unsigned int group_first = get_group_id(0) * points_per_group;
-    const unsigned int group_end = min(group_first + points_per_group, n_points);
+    const unsigned int group_first = get_group_id(0) * records_per_group;
+    const unsigned int group_end = min(group_first + records_per_group, n_records);
     const unsigned int stream_len = (group_end - group_first + N_SUB - 1) / N_SUB;
     const unsigned int longest = min(stream_len, group_end - group_first);
 
     int cur_u = -1, cur_v = -1;
-    int4 record = (int4)(-1, -1, -1, -1);   // the points being merged, and their sum
-    ${vec} value[NPOL];
     ${vec} acc[${block_v}][${block_u}][NPOL];
 % for b in range(block_v):
 %   for a in range(block_u):
@@ -173,10 +169,9 @@ void spread_register(__global const int4 *cells, const unsigned int n_points,
             const int s = t / BATCH, j = t - (t / BATCH) * BATCH;
             const unsigned int at = group_first + s * stream_len + pass + j;
             const bool here = pass + j < stream_len && at < group_end;
-            const int4 cell = here ? cells[at] : (int4)(0, 0, 0, 0);
-            l_cell[s][j] = cell;
+            l_cell[s][j] = here ? cells[at] : (int4)(0, 0, 0, 0);
 % for p in range(npol):
-            l_vis[s][j][${p}] = here ? values${p}[at] : (${vec})(0, 0);
+            l_vis[s][j][${p}] = here ? values[(size_t)at * NPOL + ${p}] : (${vec})(0, 0);
 % endfor
         }
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -186,28 +181,14 @@ void spread_register(__global const int4 *cells, const unsigned int n_points,
         const unsigned int s_end = min(group_first + (stream + 1) * stream_len, group_end);
         const int n_here = s_first < s_end ? (int)min((unsigned int)BATCH, s_end - s_first) : 0;
         for (int i = 0; i < n_here; ++i) {
-            const int4 h = l_cell[stream][i];
-            // on-the-fly compression (Muscat, Merry): a point at the record's
-            // cell with the record's table slice (its values are conjugated
-            // already) only adds its value; the same branch for every
-            // work-item, so no divergence
-            if (h.x == record.x && h.y == record.y
-                && (h.z & TABLE_INDEX_MASK) == (record.z & TABLE_INDEX_MASK)) {
-% for p in range(npol):
-                value[${p}] += l_vis[stream][i][${p}];
-% endfor
-                continue;
-            }
-            if (record.x >= 0)
-${add_record()}
-            record = h;
+            const int4 record = l_cell[stream][i];
+            ${vec} value[NPOL];
 % for p in range(npol):
             value[${p}] = l_vis[stream][i][${p}];
 % endfor
+${add_record()}
         }
     }
-    if (active && record.x >= 0)
-${add_record()}
     if (active && cur_u >= 0)
         flush_block(grid, cur_u, cur_v, nx, ny, acc);
 }

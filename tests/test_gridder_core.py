@@ -293,6 +293,16 @@ for gcf in (separable_gcf(3, 2), w_projection_gcf(3, 2, 2, 60.0, 20 * cell)):
         register = Gridder(queue, gcf, 20, 18, cell, npol=2, strategy="core",
                            core_method="register", register_params=params)
         assert np.allclose(register(uvw, [1e8], vis, weights, flags), grid, atol=1e-5)
+from clgrid.core.register import RecordScan
+from clgrid.core.table import TableGrid
+import pyopencl.array as cla
+cells = np.zeros((150, 4), np.int32)
+cells[:, 1] = np.sort(rng.integers(0, 9, 150))
+cells[:, 2] = rng.integers(0, 2, 150)
+cut = RecordScan(queue, TableGrid(8, 8, 1.0, 3, 2, 1, 0.0, True, False, True,
+                                  np.dtype(np.float32)))._cut(
+    cla.to_device(queue, cells.view(cl.cltypes.int4).ravel()), 150)
+assert cut.n_records == 1 + int(np.any(cells[1:, :3] != cells[:-1, :3], axis=1).sum())
 print("done")
 """
 
@@ -495,6 +505,38 @@ def test_register_accumulates_drops_and_cas_atomics(cl_env):
             gridder(uvw, FREQ_HZ, vis, out=grid)
         assert _relative_error(grid.get(), 2 * reference) < 1e-5
     assert gridder.atomic_path == "cas"
+
+
+@pytest.mark.parametrize("n", [0, 1, 37, 5000])
+def test_record_cut_matches_numpy(cl_env, n):
+    """Runs of equal (cell, table slice) among sorted points (the conjugated
+    bit ignored), cut on the device across many tiles."""
+    import pyopencl as cl
+    import pyopencl.array as cla
+    from clgrid.core.register import RecordScan
+    from clgrid.core.table import TableGrid
+    _skip_without_fp64(cl_env)
+    rng = np.random.default_rng(n)
+    cells = np.zeros((n, 4), np.int32)
+    order = np.lexsort((rng.integers(0, 3, n), rng.integers(0, 4, n), rng.integers(0, 5, n)))
+    cells[:, 0] = np.sort(rng.integers(0, 5, n))
+    cells[:, 1] = rng.integers(0, 4, n)[order]
+    cells[:, 2] = rng.integers(0, 3, n) | (rng.integers(0, 2, n) << 30)
+    cells[:, 3] = np.arange(n)
+    grid = TableGrid(8, 8, 1.0, 3, 2, 1, 0.0, True, False, True, np.dtype(np.float32))
+    scan = RecordScan(cl_env.queue, grid)
+    scan._max_tiles = 7                              # several tiles, some partial
+    device = cla.to_device(cl_env.queue, cells.view(cl.cltypes.int4).ravel()) if n else \
+        cla.empty(cl_env.queue, 1, cl.cltypes.int4)
+    records = scan._cut(device, n)
+    key = cells[:, :3].copy()
+    key[:, 2] &= (1 << 30) - 1
+    heads = np.flatnonzero(np.r_[True, np.any(key[1:] != key[:-1], axis=1)]) if n else []
+    assert records.n_records == len(heads)
+    np.testing.assert_array_equal(records.start.get()[:len(heads) + 1], np.r_[heads, n])
+    if n:
+        got = records.cells.get()[:len(heads)].view(np.int32).reshape(-1, 4)
+        np.testing.assert_array_equal(got, cells[heads])
 
 
 def test_register_degridder_is_adjoint_beyond_the_tile_limit(cl_env):

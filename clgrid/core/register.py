@@ -3,9 +3,12 @@
 
 Romein (2012)'s work distribution with Merry (2016)'s thread coarsening, on
 the core's device set points: the points are sorted by footprint start
-cell (:class:`clgrid.core.table.TableSetPoints` with ``order='cell'``), a
-work-group streams a contiguous run of them past a box of ``bin_u x bin_v``
-grid points, each work-item holds ``block_u x block_v`` of those points (all
+cell and table slice (:class:`clgrid.core.table.TableSetPoints` with
+``order='cell'``), each run of equal ones is one *record* (a device cut,
+:class:`RecordScan`, once per set of points; the values summed per call by
+``gather_records``, ``templates/core_records.cl.mako``: Muscat and Merry's
+compression, made on the device), and a work-group streams a contiguous
+run of records past a box of ``bin_u x bin_v`` grid points, each work-item holds ``block_u x block_v`` of those points (all
 polarisations) in registers and adds them to the grid with one float atomic
 per point and polarisation only when the stream moves its block.  Every
 grid point of every footprint is one complex multiply-add per polarisation,
@@ -46,10 +49,10 @@ class RegisterParams:
         blocks`` independent point streams in one group, one of more blocks
         is split over several groups that see the same points.
     batch
-        Points each stream stages in local memory per pass.
+        Records each stream stages in local memory per pass.
     points_per_group
-        Consecutive sorted points per work-group (load balance against
-        flushes at run ends).
+        Consecutive records per work-group (load balance against flushes
+        at run ends).
     """
 
     block_u: int = 2
@@ -103,6 +106,116 @@ def as_register_params(value) -> RegisterParams | None:
 
 def _round_up(n: int, multiple: int) -> int:
     return -(-int(n) // multiple) * multiple
+
+
+@dataclasses.dataclass
+class Records:
+    """Runs of sorted points with one footprint start and table slice.
+
+    ``cells[r]``: the first point's cell (y0, x0, table index | conjugated
+    bit, visibility index) of record ``r``; its points are
+    ``start[r] .. start[r + 1] - 1`` in sorted order."""
+
+    cells: cla.Array
+    start: cla.Array
+    n_records: int
+
+
+class RecordScan:
+    """Compile-once cut of sorted points into :class:`Records`
+    (``count_runs``, ``scan_tiles``, ``write_records`` in
+    ``templates/core_records.cl.mako``: no atomics, the same records every
+    run)."""
+
+    def __init__(self, queue: cl.CommandQueue, grid: TableGrid):
+        self.queue = queue
+        profile = DeviceProfile.from_device(queue.device)
+        self.group = 256 if profile.device_type == "gpu" else 16
+        self.group = min(self.group, int(profile.max_work_group_size))
+        template = KernelTemplate(queue, "core_records.cl.mako", {
+            "real": real_dtype_name(grid.real), "vis_real": real_dtype_name(grid.real),
+            "npol": 1, "weighted": False, "masked": False, "group": self.group},
+            need_f64=True)
+        self._count = template.kernel("count_runs")
+        self._scan = template.kernel("scan_tiles")
+        self._write = template.kernel("write_records")
+        units = int(queue.device.max_compute_units)
+        self._max_tiles = 8 * units if profile.device_type == "gpu" else 4 * units
+
+    def __call__(self, table_points: TablePoints) -> Records:
+        """The records of ``table_points`` (sorted by cell), kept with them."""
+        work = table_points.points.work
+        if "records" not in work:
+            work["records"] = self._cut(table_points.points.cells, table_points.n_kept)
+        return work["records"]
+
+    def _cut(self, cells: cla.Array, n: int) -> Records:
+        queue, group = self.queue, self.group
+        start = cla.empty(queue, n + 1, np.uint32)
+        record_cells = cla.empty(queue, max(n, 1), cells.dtype)
+        if n == 0:
+            start.fill(0)
+            return Records(record_cells, start, 0)
+        n_tiles = max(1, min(self._max_tiles, -(-n // group)))
+        tile_size = _round_up(-(-n // n_tiles), group)
+        n_tiles = -(-n // tile_size)
+        tile_counts = cla.empty(queue, n_tiles, np.uint32)
+        tile_first = cla.empty(queue, n_tiles, np.uint32)
+        n_records = cla.empty(queue, 1, np.uint32)
+        self._count(queue, (n_tiles * group,), (group,), cells.data, np.uint32(n),
+                    np.uint32(tile_size), tile_counts.data)
+        self._scan(queue, (group,), (group,), tile_counts.data, np.uint32(n_tiles),
+                   tile_first.data, np.uint32(n), start.data, n_records.data)
+        self._write(queue, (n_tiles * group,), (group,), cells.data, np.uint32(n),
+                    np.uint32(tile_size), tile_first.data, start.data, record_cells.data)
+        return Records(record_cells, start, int(n_records.get()[0]))
+
+
+class RecordGather:
+    """Per call: the summed values of every record (``gather_records``)."""
+
+    def __init__(self, queue: cl.CommandQueue, grid: TableGrid, npol: int):
+        self.queue, self.grid, self.npol = queue, grid, npol
+        self._kernels: dict = {}
+        self._dummy_real = cla.empty(queue, 1, grid.real)
+        self._dummy_flags = cla.empty(queue, 1, np.uint8)
+        self._values: cla.Array | None = None
+
+    def _kernel(self, vis_real, weighted: bool, masked: bool) -> cl.Kernel:
+        key = (np.dtype(vis_real), weighted, masked)
+        if key not in self._kernels:
+            template = KernelTemplate(self.queue, "core_records.cl.mako", {
+                "real": real_dtype_name(self.grid.real), "vis_real": real_dtype_name(vis_real),
+                "npol": self.npol, "weighted": weighted, "masked": masked, "group": 1},
+                need_f64=True)
+            self._kernels[key] = template.kernel("gather_records")
+        return self._kernels[key]
+
+    def __call__(self, table_points: TablePoints, records: Records, vis_d: cla.Array,
+                 wgt_d: cla.Array | None, flags_d: cla.Array | None) -> cla.Array:
+        """(n_records, npol) summed values; ValueError when a kept visibility
+        or weight is not finite."""
+        if vis_d.shape[-1] != self.npol:
+            raise ValueError(f"vis has {vis_d.shape[-1]} polarisations, the spread "
+                             f"{self.npol}")
+        n = records.n_records
+        if self._values is None or self._values.shape[0] < max(n, 1):
+            self._values = cla.empty(self.queue, (max(n, 1), self.npol),
+                                     self.grid.complex_dtype)
+        n_bad = cla.zeros(self.queue, 1, np.uint32)
+        if n:
+            vis_real = np.float32 if vis_d.dtype == np.complex64 else np.float64
+            self._kernel(vis_real, wgt_d is not None, flags_d is not None)(
+                self.queue, (_round_up(n, 64),), None, table_points.points.cells.data,
+                records.start.data, np.uint32(n), vis_d.data,
+                (wgt_d if wgt_d is not None else self._dummy_real).data,
+                (flags_d if flags_d is not None else self._dummy_flags).data,
+                self._values.data, n_bad.data)
+            bad = int(n_bad.get()[0])
+            if bad:
+                raise ValueError(f"vis or weights contain {bad} NaN/Inf value(s) among the "
+                                 "gridded visibilities; flag them instead")
+        return self._values
 
 
 class RegisterSpreader:
@@ -159,29 +272,31 @@ class RegisterSpreader:
         self.box_groups = 1 if n_sub > 1 else -(-n_blocks // wg)
         self.atomic_path = template.atomics["atomic_f64" if grid.real == np.float64
                                             else "atomic_f32"]
+        self.records = RecordScan(queue, grid)
+        self.gather = RecordGather(queue, grid, self.npol)
 
-    def __call__(self, table_points: TablePoints, values: list[cla.Array],
-                 grid_d: cla.Array, accumulate: bool) -> None:
-        """Add (or, without ``accumulate``, write) the ``values`` (one array
-        per polarisation, in the points' sorted order) into ``grid_d``
-        ((npol, ny, nx) complex on the device)."""
-        if len(values) != self.npol:
-            raise ValueError(f"{len(values)} value arrays for a spread of {self.npol} "
-                             "polarisations")
+    def __call__(self, table_points: TablePoints, vis_d: cla.Array,
+                 wgt_d: cla.Array | None, flags_d: cla.Array | None, grid_d: cla.Array,
+                 accumulate: bool) -> None:
+        """Grid ``vis_d`` ((nrow, nchan, npol) complex on the device, with
+        optional weights and flags of that shape) into ``grid_d`` ((npol,
+        ny, nx) complex on the device): overwrite it, or add to it
+        (``accumulate``)."""
+        records = self.records(table_points)
+        values = self.gather(table_points, records, vis_d, wgt_d, flags_d)
         if not accumulate:
             grid_d.fill(0)
-        n_points = table_points.n_kept
-        if n_points == 0:
+        if records.n_records == 0:
             return
-        ppg = self.params.points_per_group
-        n_groups = -(-n_points // ppg)
+        per_group = self.params.points_per_group
+        n_groups = -(-records.n_records // per_group)
         g = self.grid
         self._kernel(self.queue, (n_groups * self.wg_size, self.box_groups),
-                     (self.wg_size, 1), table_points.points.cells.data, np.uint32(n_points),
-                     np.uint32(ppg), *(v.data for v in values),
-                     *(t.data for t in self.tables_d), grid_d.data, np.int32(g.nx),
-                     np.int32(g.ny))
+                     (self.wg_size, 1), records.cells.data, np.uint32(records.n_records),
+                     np.uint32(per_group), values.data, *(t.data for t in self.tables_d),
+                     grid_d.data, np.int32(g.nx), np.int32(g.ny))
 
 
-__all__ = ["MAX_REGISTER_SUMS", "REGISTER_BLOCKS", "RegisterParams", "RegisterSpreader",
+__all__ = ["MAX_REGISTER_SUMS", "REGISTER_BLOCKS", "RecordGather", "RecordScan", "Records",
+           "RegisterParams", "RegisterSpreader",
            "as_register_params", "default_register_params"]

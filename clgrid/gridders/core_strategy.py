@@ -26,7 +26,7 @@ from ..core.plan import TileShape
 from ..core.setpoints import freq_scale
 from ..core.register import RegisterParams, RegisterSpreader
 from ..core.table import (TableGrid, TableInterpolator, TablePoints, TableSetPoints,
-                          TableSpreader, TableValues, check_tiles, table_tiles)
+                          TableSpreader, check_tiles, table_tiles)
 from .dispatch import CORE_METHODS
 from .gcf import GCF
 from .uvprep import check_uvw_freq, check_vis_layout
@@ -108,7 +108,6 @@ class CoreTableEngine:
             # the tile only shapes the set points' (unused) bins in cell order
             self.set_points = TableSetPoints(queue, self.table_grid, TileShape(8, 8), "cell")
             if spread:
-                self.values = TableValues(queue, self.table_grid)
                 self.register = RegisterSpreader(queue, self.table_grid, tables_d, npol,
                                                  register_params, atomics)
             return
@@ -178,8 +177,7 @@ class CoreTableEngine:
         vis_d = self.upload_vis(vis, plan)
         wgt_d = self.upload_weights(weights, plan)
         if self.method == "register":
-            values = self.values(plan.points, vis_d, wgt_d, plan.flags_d)
-            self.register(plan.points, values, grid_d, accumulate)
+            self.register(plan.points, vis_d, wgt_d, plan.flags_d, grid_d, accumulate)
             return
         self.spreader(plan.points, vis_d, wgt_d, plan.flags_d, grid_d, accumulate)
 

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Table Gridder fraction of fp32 peak on the H200 (issue 13's >= 50% target):
+# the core's register spread at several geometries beside the scatter
+# strategy and the core's tile spread, full W-projection and separable
+# tables, in one device call (about 6 minutes).  Run with the device tool:
+#
+#   kind nvidia-h200, carry [".whl"], command: bash benchmarks/h200_register.sh
+#
+# Output: $OUT/register_h200.txt and $OUT/gridding_{full,separable}_h200.json.
+set -o pipefail
+CLGRID_WHEELS=.whl . benchmarks/h200_setup.sh || exit 1
+export PYTHONWARNINGS=ignore
+GEOMETRIES=${GEOMETRIES:-"auto 1,1,256,64,4096 2,1,256,64,4096 2,2,256,64,4096 4,2,256,64,4096 2,2,256,128,16384"}
+SUPPORTS=${SUPPORTS:-"8 16 32 64"}
+{
+    nvidia-smi --query-gpu=name,clocks.max.sm --format=csv
+    for table in full separable; do
+        timeout 280 python3 benchmarks/gridding.py --device nvidia --peak-gpaps 8.4e12 \
+            --gpa-budget 1e12 --repeats 3 --table $table --supports $SUPPORTS \
+            --atomics native-ptx --register $GEOMETRIES \
+            --json "$OUT/gridding_${table}_h200.json"
+    done
+} 2>&1 | grep -v "CompilerWarning\|prg.build\|_create_built" | tee "$OUT/register_h200.txt"
