@@ -10,13 +10,16 @@
 set -o pipefail
 CLGRID_WHEELS=.whl . benchmarks/h200_setup.sh || exit 1
 export PYTHONWARNINGS=ignore
-GEOMETRIES=${GEOMETRIES:-"auto 1,1,256,64,4096 2,1,256,64,4096 2,2,256,64,4096 4,2,256,64,4096 2,2,256,128,16384"}
-SUPPORTS=${SUPPORTS:-"8 16 32 64"}
+GEOMETRIES=${GEOMETRIES:-"auto 2,1,256,64,4096,1 2,2,256,64,4096,1 4,2,256,64,4096,0 4,2,256,64,4096,1 4,2,128,64,4096,1 8,1,256,64,4096,1 4,2,256,32,2048,1"}
+FULL_SUPPORTS=${FULL_SUPPORTS:-"8 16 32 64"}
+SEPARABLE_SUPPORTS=${SEPARABLE_SUPPORTS:-"32 64 128"}
 {
     nvidia-smi --query-gpu=name,clocks.max.sm --format=csv
     for table in full separable; do
+        supports=$FULL_SUPPORTS
+        [[ $table == separable ]] && supports=$SEPARABLE_SUPPORTS
         timeout 280 python3 benchmarks/gridding.py --device nvidia --peak-gpaps 8.4e12 \
-            --gpa-budget 1e12 --repeats 3 --table $table --supports $SUPPORTS \
+            --gpa-budget 1e12 --repeats 3 --table $table --supports $supports \
             --atomics native-ptx --register $GEOMETRIES \
             --json "$OUT/gridding_${table}_h200.json"
     done

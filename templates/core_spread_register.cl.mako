@@ -12,7 +12,8 @@
 ##   bin_u, bin_v (the box: multiples of the block, >= S + block - 1),
 ##   wg_size (work-items per group), n_sub (independent record streams per
 ##   group when the box has fewer blocks than the group has work-items),
-##   batch (records staged in local memory per stream and pass).
+##   batch (records staged in local memory per stream and pass),
+##   prefetch (bool: load the next record's weights while adding this one).
 ## Records: cells[r] = (footprint start y0, x0, table index | conjugated bit,
 ## first point), values[r * npol + p] their summed values (gather_records).
 ## Grid: (npol, ny, nx) complex, parts interleaved.
@@ -69,62 +70,92 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
 % endfor
 }
 
-## One record `record` with the values `value[NPOL]` into the
-## accumulators: flush the block where the record moves it, then add.
-<%def name="add_record()">
-        {
-            const int y0 = record.x, x0 = record.y;
-            const int pos_u = block_position(x0 - x0 % ${block_u}, offset_u, BIN_U);
-            const int pos_v = block_position(y0 - y0 % ${block_v}, offset_v, BIN_V);
-            if (pos_u != cur_u || pos_v != cur_v) {
-                if (cur_u >= 0)
-                    flush_block(grid, cur_u, cur_v, nx, ny, acc);
-                cur_u = pos_u;
-                cur_v = pos_v;
-            }
-            const int index = record.z & TABLE_INDEX_MASK;
-            const int du = pos_u - x0;   // footprint column of the block's first point
-            const int dv = pos_v - y0;
+## The two halves of adding one record: `prepare` finds where the record
+## puts this work-item's block and loads its weights into the registers
+## tagged `t`; `apply` flushes the block where the record moves it and adds
+## the record's values.  With prefetch, the next record's weights load
+## while the current one is applied (two register sets, A and B).
+<%def name="declare(t)">
+    int ${t}_i = 0, ${t}_pu = 0, ${t}_pv = 0;
 % if separable:
-            const int fx = index % OVERSAMPLE, fy = (index / OVERSAMPLE) % OVERSAMPLE;
-            const int w_plane = index / (OVERSAMPLE * OVERSAMPLE);
-            __global const ${vec} *row_u = gcf_u + (w_plane * OVERSAMPLE + fx) * SUPPORT + du;
-            __global const ${vec} *row_v = gcf_v + (w_plane * OVERSAMPLE + fy) * SUPPORT + dv;
-            ${vec} wu[${block_u}];
+    ${vec} ${t}_wu[${block_u}], ${t}_wv[${block_v}];
+% else:
+    ${vec} ${t}_w[${block_v}][${block_u}];
+% endif
+</%def>
+<%def name="prepare(t, at)">
+            {
+                ${t}_i = ${at};
+                const int4 record = l_cell[stream][${t}_i];
+                const int y0 = record.x, x0 = record.y;
+                ${t}_pu = block_position(x0 - x0 % ${block_u}, offset_u, BIN_U);
+                ${t}_pv = block_position(y0 - y0 % ${block_v}, offset_v, BIN_V);
+                const int index = record.z & TABLE_INDEX_MASK;
+                const int du = ${t}_pu - x0;   // footprint column of the block's first point
+                const int dv = ${t}_pv - y0;
+% if separable:
+                const int fx = index % OVERSAMPLE, fy = (index / OVERSAMPLE) % OVERSAMPLE;
+                const int w_plane = index / (OVERSAMPLE * OVERSAMPLE);
+                __global const ${vec} *row_u = gcf_u + (w_plane * OVERSAMPLE + fx) * SUPPORT + du;
+                __global const ${vec} *row_v = gcf_v + (w_plane * OVERSAMPLE + fy) * SUPPORT + dv;
 %   for a in range(block_u):
-            wu[${a}] = (du + ${a} >= 0 && du + ${a} < SUPPORT) ? row_u[${a}] : (${vec})(0, 0);
+                ${t}_wu[${a}] = (du + ${a} >= 0 && du + ${a} < SUPPORT) ? row_u[${a}]
+                                                                      : (${vec})(0, 0);
 %   endfor
 %   for b in range(block_v):
-            {
-                const ${vec} wv = (dv + ${b} >= 0 && dv + ${b} < SUPPORT) ? row_v[${b}]
-                                                                          : (${vec})(0, 0);
-                // Merry: G_u (G_v V) costs fewer multiplies than (G_u G_v) V
-                ${vec} row_value[NPOL];
-%     for p in range(npol):
-                row_value[${p}] = cmul_${suffix}(wv, value[${p}]);
-%     endfor
-%     for a in range(block_u):
-%       for p in range(npol):
-                acc[${b}][${a}][${p}] = cmad_${suffix}(wu[${a}], row_value[${p}], acc[${b}][${a}][${p}]);
-%       endfor
-%     endfor
-            }
+                ${t}_wv[${b}] = (dv + ${b} >= 0 && dv + ${b} < SUPPORT) ? row_v[${b}]
+                                                                      : (${vec})(0, 0);
 %   endfor
 % else:
-            __global const ${vec} *slice = gcf + (size_t)index * SUPPORT * SUPPORT
-                                           + dv * SUPPORT + du;
+                __global const ${vec} *slice = gcf + (size_t)index * SUPPORT * SUPPORT
+                                               + dv * SUPPORT + du;
 %   for b in range(block_v):
 %     for a in range(block_u):
-            if (du + ${a} >= 0 && du + ${a} < SUPPORT && dv + ${b} >= 0 && dv + ${b} < SUPPORT) {
-                const ${vec} weight = slice[${b} * SUPPORT + ${a}];
-%       for p in range(npol):
-                acc[${b}][${a}][${p}] = cmad_${suffix}(weight, value[${p}], acc[${b}][${a}][${p}]);
-%       endfor
-            }
+                ${t}_w[${b}][${a}] = (du + ${a} >= 0 && du + ${a} < SUPPORT && dv + ${b} >= 0
+                                   && dv + ${b} < SUPPORT) ? slice[${b} * SUPPORT + ${a}]
+                                                           : (${vec})(0, 0);
 %     endfor
 %   endfor
 % endif
-        }
+            }
+</%def>
+<%def name="apply(t)">
+            {
+                if (${t}_pu != cur_u || ${t}_pv != cur_v) {
+                    if (cur_u >= 0)
+                        flush_block(grid, cur_u, cur_v, nx, ny, acc);
+                    cur_u = ${t}_pu;
+                    cur_v = ${t}_pv;
+                }
+                ${vec} value[NPOL];
+% for p in range(npol):
+                value[${p}] = l_vis[stream][${t}_i][${p}];
+% endfor
+% if separable:
+%   for b in range(block_v):
+                {
+                    // Merry: G_u (G_v V) costs fewer multiplies than (G_u G_v) V
+                    ${vec} row_value[NPOL];
+%     for p in range(npol):
+                    row_value[${p}] = cmul_${suffix}(${t}_wv[${b}], value[${p}]);
+%     endfor
+%     for a in range(block_u):
+%       for p in range(npol):
+                    acc[${b}][${a}][${p}] = cmad_${suffix}(${t}_wu[${a}], row_value[${p}], acc[${b}][${a}][${p}]);
+%       endfor
+%     endfor
+                }
+%   endfor
+% else:
+%   for b in range(block_v):
+%     for a in range(block_u):
+%       for p in range(npol):
+                acc[${b}][${a}][${p}] = cmad_${suffix}(${t}_w[${b}][${a}], value[${p}], acc[${b}][${a}][${p}]);
+%       endfor
+%     endfor
+%   endfor
+% endif
+            }
 </%def>
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
@@ -154,6 +185,10 @@ void spread_register(__global const int4 *cells, const unsigned int n_records,
     const unsigned int longest = min(stream_len, group_end - group_first);
 
     int cur_u = -1, cur_v = -1;
+${declare("A")}
+% if prefetch:
+${declare("B")}
+% endif
     ${vec} acc[${block_v}][${block_u}][NPOL];
 % for b in range(block_v):
 %   for a in range(block_u):
@@ -180,14 +215,25 @@ void spread_register(__global const int4 *cells, const unsigned int n_records,
         const unsigned int s_first = group_first + stream * stream_len + pass;
         const unsigned int s_end = min(group_first + (stream + 1) * stream_len, group_end);
         const int n_here = s_first < s_end ? (int)min((unsigned int)BATCH, s_end - s_first) : 0;
-        for (int i = 0; i < n_here; ++i) {
-            const int4 record = l_cell[stream][i];
-            ${vec} value[NPOL];
-% for p in range(npol):
-            value[${p}] = l_vis[stream][i][${p}];
-% endfor
-${add_record()}
+% if prefetch:
+        if (n_here > 0)
+${prepare("A", "0")}
+        for (int i = 0; i < n_here; i += 2) {
+            if (i + 1 < n_here)
+${prepare("B", "i + 1")}
+${apply("A")}
+            if (i + 1 >= n_here)
+                break;
+            if (i + 2 < n_here)
+${prepare("A", "i + 2")}
+${apply("B")}
         }
+% else:
+        for (int i = 0; i < n_here; ++i) {
+${prepare("A", "i")}
+${apply("A")}
+        }
+% endif
     }
     if (active && cur_u >= 0)
         flush_block(grid, cur_u, cur_v, nx, ny, acc);

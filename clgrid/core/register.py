@@ -53,6 +53,9 @@ class RegisterParams:
     points_per_group
         Consecutive records per work-group (load balance against flushes
         at run ends).
+    prefetch
+        Load the next record's weights while adding the current one (two
+        register sets: hides the table reads' latency at some occupancy).
     """
 
     block_u: int = 2
@@ -60,6 +63,7 @@ class RegisterParams:
     wg_size: int = 256
     batch: int = 64
     points_per_group: int = 4096
+    prefetch: bool = True
 
     def validate(self, npol: int = 1) -> None:
         if self.block_u not in REGISTER_BLOCKS or self.block_v not in REGISTER_BLOCKS:
@@ -260,6 +264,7 @@ class RegisterSpreader:
                 "separable": grid.separable, "block_u": self.params.block_u,
                 "block_v": self.params.block_v, "bin_u": bin_u, "bin_v": bin_v,
                 "wg_size": wg, "n_sub": n_sub, "batch": batch,
+                "prefetch": bool(self.params.prefetch),
                 "with_f64": grid.real == np.float64},
                 atomics=atomics, need_f64=grid.real == np.float64)
             self._kernel = template.kernel("spread_register")
