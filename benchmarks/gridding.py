@@ -220,13 +220,23 @@ def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method
         best = min(best, time.perf_counter() - begin)
     records = (gridder._core.register.records(plan.points).n_records if method == "register"
                else plan.n_kept)
+    gather_ms = None
+    if method == "register":      # the per-call sum of the records' values, alone
+        spread = gridder._core.register
+        cut = spread.records(plan.points)
+        queue.finish()
+        begin = time.perf_counter()
+        spread.gather(plan.points, cut, vis_d, None, None)
+        queue.finish()
+        gather_ms = (time.perf_counter() - begin) * 1e3
     updates = records * support * support * args.npol
     row = {"support": support, "atomics": f"{gridder.atomic_path} (core {method})",
            "params": gridder._core.geometry,
            "records": records, "vis": plan.n_kept, "time_s": best,
            "GGPAPS": updates / best / 1e9, "Mvis_per_s": plan.n_kept / best / 1e6,
            "flush_fraction": None, "compression": plan.n_kept / max(records, 1),
-           "prep_Mvis_per_s": n_rows * freq_hz.size / set_points_s / 1e6}
+           "prep_Mvis_per_s": n_rows * freq_hz.size / set_points_s / 1e6,
+           "gather_ms": gather_ms}
     if args.peak_gpaps:
         row["peak_fraction"] = updates / best / args.peak_gpaps
     return row
@@ -278,7 +288,8 @@ def main(argv=None) -> int:
             for row in rows:
                 row["ratio_to_peer"] = row["Mvis_per_s"] / peer_rate
             peer_note += f": {peer_rate:.2f} M vis/s (npol {args.npol})"
-    print_table([{k: fmt(row.get(k)) for k in rows[0]} for row in rows])
+    keys = list(dict.fromkeys(k for row in rows for k in row))   # every row's columns
+    print_table([{k: fmt(row.get(k)) for k in keys} for row in rows])
     print(f"# peer: {peer_note}")
     if args.json:
         Path(args.json).write_text(json.dumps({

@@ -16,11 +16,14 @@
 #define TABLE_CONJUGATE (1 << 30)
 #define TABLE_INDEX_MASK (TABLE_CONJUGATE - 1)
 #define GROUP ${group}
+#define MAX_RUN ${max_run}
 
-// 1 where sorted point i starts a run (another cell or table slice)
+// 1 where sorted point i starts a record: another cell or table slice, or
+// every MAX_RUN-th point (so that no work-item of gather_records sums a
+// dense cell's thousands of points alone)
 inline unsigned int starts_run(__global const int4 *cells, const unsigned int i)
 {
-    if (i == 0)
+    if (i % MAX_RUN == 0)
         return 1;
     const int4 a = cells[i], b = cells[i - 1];
     return a.x != b.x || a.y != b.y || (a.z & TABLE_INDEX_MASK) != (b.z & TABLE_INDEX_MASK);

@@ -302,7 +302,8 @@ cells[:, 2] = rng.integers(0, 2, 150)
 cut = RecordScan(queue, TableGrid(8, 8, 1.0, 3, 2, 1, 0.0, True, False, True,
                                   np.dtype(np.float32)))._cut(
     cla.to_device(queue, cells.view(cl.cltypes.int4).ravel()), 150)
-assert cut.n_records == 1 + int(np.any(cells[1:, :3] != cells[:-1, :3], axis=1).sum())
+assert cut.n_records == int((np.r_[True, np.any(cells[1:, :3] != cells[:-1, :3], axis=1)]
+                            | (np.arange(150) % 64 == 0)).sum())
 print("done")
 """
 
@@ -512,7 +513,8 @@ def test_register_accumulates_drops_and_cas_atomics(cl_env):
 @pytest.mark.parametrize("n", [0, 1, 37, 5000])
 def test_record_cut_matches_numpy(cl_env, n):
     """Runs of equal (cell, table slice) among sorted points (the conjugated
-    bit ignored), cut on the device across many tiles."""
+    bit ignored; cut every MAX_RUN points too), cut on the device across
+    many tiles."""
     import pyopencl as cl
     import pyopencl.array as cla
     from clgrid.core.register import RecordScan
@@ -533,7 +535,9 @@ def test_record_cut_matches_numpy(cl_env, n):
     records = scan._cut(device, n)
     key = cells[:, :3].copy()
     key[:, 2] &= (1 << 30) - 1
-    heads = np.flatnonzero(np.r_[True, np.any(key[1:] != key[:-1], axis=1)]) if n else []
+    from clgrid.core.register import MAX_RUN
+    cut_here = np.r_[True, np.any(key[1:] != key[:-1], axis=1)] | (np.arange(n) % MAX_RUN == 0)
+    heads = np.flatnonzero(cut_here) if n else []
     assert records.n_records == len(heads)
     np.testing.assert_array_equal(records.start.get()[:len(heads) + 1], np.r_[heads, n])
     if n:

@@ -34,6 +34,9 @@ from .table import TableGrid, TablePoints
 REGISTER_BLOCKS = (1, 2, 4, 8)
 #: Most complex sums (grid points times polarisations) a work-item holds.
 MAX_REGISTER_SUMS = 32
+#: Most points a record (runs are cut every MAX_RUN sorted points): bounds
+#: the serial sum of one work-item of gather_records in a dense cell.
+MAX_RUN = 64
 #: Bytes of local memory per staged point: its cell (int4).
 _CELL_BYTES = 16
 
@@ -114,7 +117,8 @@ def _round_up(n: int, multiple: int) -> int:
 
 @dataclasses.dataclass
 class Records:
-    """Runs of sorted points with one footprint start and table slice.
+    """Runs of sorted points with one footprint start and table slice (at
+    most :data:`MAX_RUN` points each).
 
     ``cells[r]``: the first point's cell (y0, x0, table index | conjugated
     bit, visibility index) of record ``r``; its points are
@@ -138,7 +142,8 @@ class RecordScan:
         self.group = min(self.group, int(profile.max_work_group_size))
         template = KernelTemplate(queue, "core_records.cl.mako", {
             "real": real_dtype_name(grid.real), "vis_real": real_dtype_name(grid.real),
-            "npol": 1, "weighted": False, "masked": False, "group": self.group},
+            "npol": 1, "weighted": False, "masked": False, "group": self.group,
+            "max_run": MAX_RUN},
             need_f64=True)
         self._count = template.kernel("count_runs")
         self._scan = template.kernel("scan_tiles")
@@ -190,7 +195,8 @@ class RecordGather:
         if key not in self._kernels:
             template = KernelTemplate(self.queue, "core_records.cl.mako", {
                 "real": real_dtype_name(self.grid.real), "vis_real": real_dtype_name(vis_real),
-                "npol": self.npol, "weighted": weighted, "masked": masked, "group": 1},
+                "npol": self.npol, "weighted": weighted, "masked": masked, "group": 1,
+                "max_run": MAX_RUN},
                 need_f64=True)
             self._kernels[key] = template.kernel("gather_records")
         return self._kernels[key]
@@ -302,6 +308,6 @@ class RegisterSpreader:
                      grid_d.data, np.int32(g.nx), np.int32(g.ny))
 
 
-__all__ = ["MAX_REGISTER_SUMS", "REGISTER_BLOCKS", "RecordGather", "RecordScan", "Records",
+__all__ = ["MAX_REGISTER_SUMS", "MAX_RUN", "REGISTER_BLOCKS", "RecordGather", "RecordScan", "Records",
            "RegisterParams", "RegisterSpreader",
            "as_register_params", "default_register_params"]
