@@ -38,6 +38,7 @@ def _skip_without_fp64(cl_env):
 
 def _core(cl_env, gcf, nx, ny, cell, tiles=None, **kwargs) -> Gridder:
     _skip_without_fp64(cl_env)
+    kwargs.setdefault("core_method", "tiles")
     gridder = Gridder(cl_env.queue, gcf, nx, ny, cell, strategy="core", core_tiles=tiles,
                       **kwargs)
     assert gridder.strategy == "core" and gridder.deterministic
@@ -229,8 +230,9 @@ def test_deterministic_default_picks_core_only_on_gpus(cl_env):
 
 
 def test_gpus_default_to_core_unless_scatter_is_asked_for(cl_env):
-    """deterministic=None: the core on GPUs where it fits (13x faster end to
-    end on the H200), nothing changes where scatter is asked for or impossible."""
+    """deterministic=None: the core on GPUs with fp64 (register accumulation,
+    faster than scatter on the H200 at every support), nothing changes where
+    scatter is asked for or the core is impossible."""
     import dataclasses
     gridder = Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, 1e-3)
     gridder.profile = dataclasses.replace(gridder.profile, device_type="gpu", fp64=True)
@@ -260,6 +262,17 @@ def test_dispatcher_on_fake_profiles():
     assert choose(fake(device_type="cpu"), 8, 1, deterministic=True).strategy == "tiled"
     assert choose(gpu, 8, 1).strategy == "scatter"                # not asked: unchanged
     assert choose(gpu, 8, 1, strategy="core").strategy == "core"
+    # the core's spread: register accumulation where float atomics are native
+    # or the support is beyond the tiles', tiles where determinism is asked for
+    from clgrid.gridders.dispatch import core_by_default, core_method_for
+    assert gpu.atomic_f32 in ("native-ptx", "native-cl")
+    assert choose(gpu, 8, 1, strategy="core").core_method == "register"
+    assert choose(gpu, 8, 1, strategy="core").core is None
+    assert choose(gpu, 48, 4, strategy="core").core_method == "register"
+    assert choose(gpu, 8, 1, deterministic=True).core_method == "tiles"
+    cas = fake(atomic_f32="cas")
+    assert core_method_for(cas, 8) == "tiles" and core_method_for(cas, 48) == "register"
+    assert core_by_default(gpu, 48) and not core_by_default(fake(device_type="cpu"), 8)
     with pytest.raises(ValueError, match="core strategy impossible"):
         choose(fake(fp64=False), 8, 1, strategy="core")
 
@@ -287,7 +300,7 @@ for gcf in (separable_gcf(3, 2), w_projection_gcf(3, 2, 2, 60.0, 20 * cell)):
                                  core_tiles=TileShape(4, 4))
     assert np.abs(degridder(grid, uvw, [1e8], weights, flags)).max() > 0
     for params in ({"block_u": 1, "block_v": 1, "wg_size": 8, "batch": 3,
-                    "points_per_group": 5},
+                    "points_per_group": 5, "prefetch": True},
                    {"block_u": 2, "block_v": 2, "wg_size": 3, "batch": 4,
                     "points_per_group": 7, "prefetch": False}):
         register = Gridder(queue, gcf, 20, 18, cell, npol=2, strategy="core",
@@ -419,7 +432,7 @@ def test_supports_from_1_to_33(cl_env, support):
 REGISTER = {
     "device": None,
     "1x1-streams": {"block_u": 1, "block_v": 1, "wg_size": 64, "batch": 5,
-                    "points_per_group": 97},
+                    "points_per_group": 97, "prefetch": True},
     "2x1-no-prefetch": {"block_u": 2, "block_v": 1, "wg_size": 64, "batch": 6,
                         "points_per_group": 50, "prefetch": False},
     "2x2": {"block_u": 2, "block_v": 2, "wg_size": 32, "batch": 16,

@@ -58,7 +58,7 @@ class RegisterParams:
         at run ends).
     prefetch
         Load the next record's weights while adding the current one (two
-        register sets: hides the table reads' latency at some occupancy).
+        register sets; on the H200 within +-5% either way, so off by default).
     """
 
     block_u: int = 2
@@ -66,7 +66,7 @@ class RegisterParams:
     wg_size: int = 256
     batch: int = 64
     points_per_group: int = 4096
-    prefetch: bool = True
+    prefetch: bool = False
 
     def validate(self, npol: int = 1) -> None:
         if self.block_u not in REGISTER_BLOCKS or self.block_v not in REGISTER_BLOCKS:
@@ -85,20 +85,27 @@ class RegisterParams:
                 -(-(support + self.block_v - 1) // self.block_v) * self.block_v)
 
 
-def default_register_params(profile: DeviceProfile, support: int, npol: int) -> RegisterParams:
-    """Untuned geometry from the device profile: coarsen more for larger
-    supports (Merry: 4-8 points a work-item), fewer points per item for
-    four polarisations (registers)."""
-    if support < 8:
-        block = (1, 1)
-    elif support < 16:
-        block = (2, 2) if npol < 4 else (2, 1)
-    else:
-        block = (4, 2) if npol < 4 else (2, 2)
-    wg = min(256, int(profile.max_work_group_size))
+def default_register_params(profile: DeviceProfile, support: int, npol: int,
+                            separable: bool = False) -> RegisterParams:
+    """Geometry from the device profile, as measured on the H200
+    (benchmarks/RESULTS.md, 2026-11-23, 4 polarisations): GPUs 2 x 2 points
+    a work-item, 256 work-items a group up to support 16 (several record
+    streams a group), 128 above; separable tables above 32 coarsen to 4 x 2
+    (fewer table reads per point).  CPUs (Intel runtime, 2 cores): one
+    point a work-item, 64 a group (the driver vectorises across items)."""
+    limit = int(profile.max_work_group_size)
     if profile.device_type != "gpu":
-        wg = min(64, wg)
-    return RegisterParams(block[0], block[1], wg, 64, 4096)
+        return RegisterParams(1, 1, min(64, limit), 64, 4096, prefetch=False)
+    if support < 4:
+        block = (1, 1)
+    elif separable and support > 32:
+        block = (4, 2)
+    else:
+        block = (2, 2)
+    while block[0] * block[1] * npol > MAX_REGISTER_SUMS:
+        block = (block[0], block[1] // 2) if block[1] > 1 else (block[0] // 2, 1)
+    wg = min(256 if support <= 16 else 128, limit)
+    return RegisterParams(block[0], block[1], wg, 64, 4096, prefetch=False)
 
 
 def as_register_params(value) -> RegisterParams | None:
@@ -254,7 +261,8 @@ class RegisterSpreader:
         self.queue, self.grid, self.tables_d = queue, grid, tables_d
         profile = DeviceProfile.from_device(queue.device)
         self.npol = int(npol)
-        self.params = params or default_register_params(profile, grid.support, self.npol)
+        self.params = params or default_register_params(profile, grid.support, self.npol,
+                                                        grid.separable)
         self.params.validate(self.npol)
         bin_u, bin_v = self.params.bins(grid.support)
         n_blocks = (bin_u // self.params.block_u) * (bin_v // self.params.block_v)

@@ -223,11 +223,15 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
 
 def core_method_for(profile, support: int, deterministic: bool = False) -> str:
     """The core strategy's spread when none is asked for: ``'tiles'`` where
-    it fits (support <= 33) or determinism is asked for, else
-    ``'register'``."""
-    if deterministic or support <= MAX_TABLE_SUPPORT:
+    determinism is asked for, or where float atomics are not native and the
+    tile spread fits (support <= 33); else ``'register'`` (on the H200
+    1.4-3.3x the scatter strategy's visibility rate and 3-24x the tile
+    spread's, benchmarks/RESULTS.md)."""
+    if deterministic:
         return "tiles"
-    return "register"
+    if _has_native_atomics(profile) or support > MAX_TABLE_SUPPORT:
+        return "register"
+    return "tiles"
 
 
 def core_possible(profile, support: int, precision: Any = np.float32,
@@ -292,11 +296,13 @@ def _format_seconds(seconds: dict) -> str:
 def core_by_default(profile, support: int, precision: Any = np.float32,
                     separable: bool = True) -> bool:
     """Whether ``Gridder(strategy='auto')`` with ``deterministic=None`` (the
-    default) runs the core strategy: on GPUs where it can.  On the H200 it
-    takes 1.7x the scatter strategy's device time but is 13x faster end to
-    end (its set points are on the device; benchmarks/RESULTS.md)."""
+    default) runs the core strategy: on GPUs with fp64, with the spread of
+    :func:`core_method_for` (register accumulation where float atomics are
+    native: on the H200 faster than the scatter strategy at every support,
+    and its set points are on the device)."""
+    method = core_method_for(profile, support)
     return profile.device_type == "gpu" and core_possible(profile, support, precision,
-                                                          separable)[0]
+                                                          separable, method)[0]
 
 
 def explain(profile, support: int = 32, npol: int = 4, precision: Any = np.float32) -> dict:
@@ -307,7 +313,7 @@ def explain(profile, support: int = 32, npol: int = 4, precision: Any = np.float
         return dict(row, strategy="-", geometry="-", why=f"unusable: {profile.build_problem}")
     try:
         if core_by_default(profile, support, precision):
-            choice = choose(profile, support, npol, precision, deterministic=True)
+            choice = choose(profile, support, npol, precision, strategy="core")
         else:
             from .tunecache import cached_strategy
             tuned = cached_strategy(profile, support, npol, precision, True)

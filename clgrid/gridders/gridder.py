@@ -187,13 +187,14 @@ class Gridder(_TableOperation):
         cursor; forcing ``'scatter'``/``'image'``, explicit scatter
         ``params``, ``atomics`` or ``count_flushes`` is an error.
         False: the fastest path, whose last bits may vary (float atomics on
-        GPUs, atomic binning in the tiled strategy).  None (default): True
-        where it costs little: on GPUs the core strategy where it fits
-        (fp64, support <= 33; on the H200 1.7x the scatter strategy's device
-        time but 13x faster end to end, its set points being on the device),
-        on CPUs the tiled strategy (the dispatcher's usual choice there);
-        False elsewhere (a GPU without fp64 keeps the scatter strategy with
-        native float atomics).  The result is in :attr:`deterministic`.
+        GPUs, atomic binning in the tiled strategy).  None (default): on
+        GPUs with fp64 the core strategy with the spread of
+        :func:`clgrid.gridders.dispatch.core_method_for` (register
+        accumulation where float atomics are native: on the H200 faster than
+        the scatter strategy at every support, with device set points; not
+        bitwise reproducible), on CPUs the tiled strategy (deterministic,
+        the dispatcher's usual choice there), elsewhere the dispatcher's
+        choice.  The result is in :attr:`deterministic`.
     """
 
     def __init__(self, context, gcf: GCF, nx: int, ny: int, cell_size_rad: float, *,
@@ -208,10 +209,14 @@ class Gridder(_TableOperation):
             raise TypeError(f"deterministic must be True, False or None, got {deterministic!r}")
         self.params = self._resolve_params(params)
         self.count_flushes = bool(count_flushes)
-        self.choice = self._choose(strategy, params, atomics, tiled_params, image_params,
-                                   deterministic is True or self._core_by_default(
-                                       deterministic, strategy, params, atomics), core_tiles,
-                                   core_method)
+        core_default = self._core_by_default(deterministic, strategy, params, atomics)
+        self.choice = self._choose("core" if core_default else strategy, params, atomics,
+                                   tiled_params, image_params, deterministic is True,
+                                   core_tiles, core_method)
+        if core_default:
+            self.choice = dataclasses.replace(self.choice, reasons=(
+                "deterministic=None on a GPU with fp64: the core strategy (device set "
+                f"points), spread {self.choice.core_method!r} (dispatch.core_method_for)",))
         self.strategy = self.choice.strategy
         #: Whether grids are bitwise-reproducible run to run (see ``deterministic``).
         self.deterministic = self.choice.core_method == "tiles" or (
@@ -252,10 +257,9 @@ class Gridder(_TableOperation):
                 or (atomics is not None and strategy != "core"))
 
     def _core_by_default(self, deterministic, strategy: str, params, atomics) -> bool:
-        """``deterministic=None`` on a GPU where the core strategy fits: the
-        core (deterministic, and on the H200 13x faster end to end than the
-        scatter strategy's host-prepared records, 1.7x slower on the device
-        alone: benchmarks/RESULTS.md)."""
+        """``deterministic=None``, ``strategy='auto'`` and nothing asked of
+        the scatter strategy, on a GPU where the core can run
+        (:func:`clgrid.gridders.dispatch.core_by_default`)."""
         from .dispatch import core_by_default
         return (deterministic is None and strategy == "auto"
                 and not self._asks_for_scatter(params, atomics)
