@@ -432,9 +432,22 @@ def planes_per_pass(profile: DeviceProfile, layout: GridLayout, grid_complex: np
     return -(-layout.n_planes // passes)
 
 
+def params_of(value, cls: type, name: str):
+    """``value`` as a ``cls`` dataclass: itself, one made from a dict of its
+    fields, or None; TypeError otherwise (``name``: the keyword, for the
+    message)."""
+    if value is None or isinstance(value, cls):
+        return value
+    if isinstance(value, dict):
+        return cls(**value)
+    raise TypeError(f"{name} must be a {cls.__module__}.{cls.__name__} or a dict, got "
+                    f"{type(value).__name__}")
+
+
 __all__ = ["FFT_COST_PER_CELL", "GRID_COST_PER_TAP", "GRID_MULTIPLE", "MIN_EPSILON",
            "SPEED_OF_LIGHT", "VIS_PER_BLOCK", "W_MARGIN", "GridLayout", "ImageGeometry",
            "TileShape", "check_epsilon", "check_finite", "check_freq", "check_npix",
            "check_positive", "check_uvw", "choose_kernel", "good_grid_size", "n_planes_for",
+           "params_of",
            "plane_spacing", "planes_per_pass", "precision_dtype", "precision_of", "row_blocks",
            "w_range_wavelengths"]

@@ -28,6 +28,7 @@ import pyopencl.array as cla
 
 from ..device.kernels import KernelTemplate, real_dtype_name
 from ..device.profiles import DeviceProfile
+from .plan import params_of
 from .table import TableGrid, TablePoints
 
 #: Coarsening factors a work-item may take along each axis.
@@ -110,12 +111,7 @@ def default_register_params(profile: DeviceProfile, support: int, npol: int,
 
 def as_register_params(value) -> RegisterParams | None:
     """A :class:`RegisterParams` from itself, a dict of its fields or None."""
-    if value is None or isinstance(value, RegisterParams):
-        return value
-    if isinstance(value, dict):
-        return RegisterParams(**value)
-    raise TypeError(f"register_params must be a RegisterParams or a dict, got "
-                    f"{type(value).__name__}")
+    return params_of(value, RegisterParams, "register_params")
 
 
 def _round_up(n: int, multiple: int) -> int:

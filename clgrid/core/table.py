@@ -272,12 +272,12 @@ class _SpreadKernels:
 
 class TableValues:
     """Every polarisation's values in the points' sorted order (kernel
-    ``gather_table_values``): what both table spreads add."""
+    ``gather_table_values``): what the tile spread adds (the register spread
+    sums them per record instead, :mod:`clgrid.core.register`)."""
 
-    def __init__(self, queue: cl.CommandQueue, grid: TableGrid,
-                 kernels: _SpreadKernels | None = None):
+    def __init__(self, queue: cl.CommandQueue, grid: TableGrid, kernels: _SpreadKernels):
         self.queue, self.grid = queue, grid
-        self.kernels = kernels or _SpreadKernels(queue, grid, TileShape(8, 8))
+        self.kernels = kernels
         self._dummy_real = cla.empty(queue, 1, grid.real)
         self._dummy_flags = cla.empty(queue, 1, np.uint8)
         self._values: list[cla.Array] = []

@@ -22,7 +22,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..core.plan import TileShape
+from ..core.plan import TileShape, params_of
 from ..core.setpoints import freq_scale
 from ..core.register import RegisterParams, RegisterSpreader
 from ..core.table import (TableGrid, TableInterpolator, TablePoints, TableSetPoints,
@@ -65,12 +65,7 @@ class CorePlan:
 
 def tile_shape(tiles) -> TileShape | None:
     """A :class:`TileShape` from a TileShape, a dict of its fields or None."""
-    if tiles is None or isinstance(tiles, TileShape):
-        return tiles
-    if isinstance(tiles, dict):
-        return TileShape(**tiles)
-    raise TypeError(f"core_tiles must be a clgrid.core.plan.TileShape or a dict, got "
-                    f"{type(tiles).__name__}")
+    return params_of(tiles, TileShape, "core_tiles")
 
 
 class CoreTableEngine:
