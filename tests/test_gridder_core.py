@@ -581,14 +581,3 @@ def test_register_degridder_is_adjoint_beyond_the_tile_limit(cl_env):
     lhs = np.vdot(grid, gridded).real
     rhs = np.vdot(degridded, values).real
     assert abs(lhs - rhs) < 1e-10 * abs(lhs) and gridder.last_stats["n_kept"] > 100
-
-
-def test_balanced_group_leaves_few_work_items_idle():
-    from clgrid.core.register import balanced_group
-    assert balanced_group(81, 256, 1024, 32) == 256             # streams share the group
-    assert balanced_group(289, 128, 1024, 32) == 160            # 2 x 160, not 3 x 128
-    for n_blocks in (289, 561, 1089, 4225, 8385):
-        size = balanced_group(n_blocks, 128, 1024, 32)
-        groups = -(-n_blocks // size)
-        assert size % 32 == 0 and size <= 256 and n_blocks / (groups * size) > 0.89
-    assert balanced_group(300, 128, 64, 32) <= 64               # the device's limit holds

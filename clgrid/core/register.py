@@ -49,10 +49,9 @@ class RegisterParams:
     block_u, block_v
         Grid points per work-item along x (u) and y (v): Merry's coarsening.
     wg_size
-        Work-items per group, a target: a box of fewer blocks runs
-        ``wg_size // blocks`` independent record streams in one group, one
-        of more blocks is split over several groups that see the same
-        records, sized to leave few work-items idle (:func:`balanced_group`).
+        Work-items per group; a box of fewer blocks runs ``wg_size //
+        blocks`` independent point streams in one group, one of more blocks
+        is split over several groups that see the same points.
     batch
         Records each stream stages in local memory per pass.
     points_per_group
@@ -108,27 +107,6 @@ def default_register_params(profile: DeviceProfile, support: int, npol: int,
         block = (block[0], block[1] // 2) if block[1] > 1 else (block[0] // 2, 1)
     wg = min(256 if support <= 16 else 128, limit)
     return RegisterParams(block[0], block[1], wg, 64, 4096, prefetch=False)
-
-
-def balanced_group(n_blocks: int, target: int, limit: int, multiple: int) -> int:
-    """Work-items a group for a box of ``n_blocks`` blocks and a ``target``
-    group size: a box within the target keeps it (several record streams
-    share a group); a larger box is split over k groups of a warp multiple,
-    k chosen for the fewest idle work-items (ties: fewer groups), groups up
-    to twice the target.  Support 32 in 2 x 2 blocks is 289 blocks: 3 groups
-    of 128 leave 25% idle, 2 of 160 leave 10%."""
-    if n_blocks <= target:
-        return target
-    cap = max(multiple, min(limit, 2 * target) // multiple * multiple)
-    best = None
-    for k in range(-(-n_blocks // cap), -(-n_blocks // max(multiple, target // 2)) + 1):
-        size = -(-n_blocks // k)
-        size = -(-size // multiple) * multiple
-        if size > limit:
-            continue
-        if best is None or k * size < best[0] * best[1]:
-            best = (k, size)
-    return best[1] if best else min(target, limit)
 
 
 def as_register_params(value) -> RegisterParams | None:
@@ -284,9 +262,7 @@ class RegisterSpreader:
         self.params.validate(self.npol)
         bin_u, bin_v = self.params.bins(grid.support)
         n_blocks = (bin_u // self.params.block_u) * (bin_v // self.params.block_v)
-        multiple = 32 if profile.device_type == "gpu" else 16
-        wg = balanced_group(n_blocks, min(self.params.wg_size, int(profile.max_work_group_size)),
-                            int(profile.max_work_group_size), multiple)
+        wg = min(self.params.wg_size, int(profile.max_work_group_size))
         point_bytes = _CELL_BYTES + self.npol * grid.complex_dtype.itemsize
         while True:
             n_sub = max(1, wg // n_blocks)
@@ -336,6 +312,6 @@ class RegisterSpreader:
                      grid_d.data, np.int32(g.nx), np.int32(g.ny))
 
 
-__all__ = ["MAX_REGISTER_SUMS", "MAX_RUN", "balanced_group", "REGISTER_BLOCKS", "RecordGather", "RecordScan", "Records",
+__all__ = ["MAX_REGISTER_SUMS", "MAX_RUN", "REGISTER_BLOCKS", "RecordGather", "RecordScan", "Records",
            "RegisterParams", "RegisterSpreader",
            "as_register_params", "default_register_params"]
