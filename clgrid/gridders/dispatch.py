@@ -305,6 +305,14 @@ def core_by_default(profile, support: int, precision: Any = np.float32,
                                                           separable, method)[0]
 
 
+def core_default(choice: Choice) -> Choice:
+    """A ``strategy='core'`` choice made because ``deterministic=None`` on a
+    GPU with fp64 (:func:`core_by_default`), with that reason."""
+    return dataclasses.replace(choice, reasons=(
+        "deterministic=None on a GPU with fp64: the core strategy (device set points), "
+        f"spread {choice.core_method!r} (core_method_for)",))
+
+
 def explain(profile, support: int = 32, npol: int = 4, precision: Any = np.float32) -> dict:
     """One row for ``clgrid devices --explain``: what ``'auto'`` picks and why."""
     row = {"id": f"{profile.platform_index}:{profile.device_index}",
@@ -313,7 +321,7 @@ def explain(profile, support: int = 32, npol: int = 4, precision: Any = np.float
         return dict(row, strategy="-", geometry="-", why=f"unusable: {profile.build_problem}")
     try:
         if core_by_default(profile, support, precision):
-            choice = choose(profile, support, npol, precision, strategy="core")
+            choice = core_default(choose(profile, support, npol, precision, strategy="core"))
         else:
             from .tunecache import cached_strategy
             tuned = cached_strategy(profile, support, npol, precision, True)
@@ -322,8 +330,10 @@ def explain(profile, support: int = 32, npol: int = 4, precision: Any = np.float
         return dict(row, strategy="-", geometry="-", why=str(error))
     geometry = {"scatter": choice.scatter, "tiled": choice.tiled,
                 "image": choice.image, "core": choice.core}[choice.strategy]
-    if geometry is None:
-        return dict(row, strategy=f"{choice.strategy} {choice.core_method}", geometry="-",
+    if choice.core_method == "register":
+        from ..core.register import default_register_params
+        return dict(row, strategy="core register",
+                    geometry=_short(default_register_params(profile, support, npol, True)),
                     why="; ".join(choice.reasons))
     return dict(row, strategy=choice.strategy, geometry=_short(geometry),
                 why="; ".join(choice.reasons))
@@ -334,5 +344,5 @@ def _short(params) -> str:
 
 
 __all__ = ["ATOMIC_FREE", "CORE_METHODS", "Choice", "ImageParams", "STRATEGIES", "choose",
-           "core_by_default", "core_method_for", "core_possible", "explain", "image_possible",
+           "core_by_default", "core_default", "core_method_for", "core_possible", "explain", "image_possible",
            "tiled_params"]

@@ -214,9 +214,8 @@ class Gridder(_TableOperation):
                                    tiled_params, image_params, deterministic is True,
                                    core_tiles, core_method)
         if core_default:
-            self.choice = dataclasses.replace(self.choice, reasons=(
-                "deterministic=None on a GPU with fp64: the core strategy (device set "
-                f"points), spread {self.choice.core_method!r} (dispatch.core_method_for)",))
+            from .dispatch import core_default as with_default_reason
+            self.choice = with_default_reason(self.choice)
         self.strategy = self.choice.strategy
         #: Whether grids are bitwise-reproducible run to run (see ``deterministic``).
         self.deterministic = self.choice.core_method == "tiles" or (
