@@ -51,6 +51,7 @@ import pyopencl.array as cla  # noqa: E402
 
 import clgrid  # noqa: E402
 from benchmarks._common import fmt, print_table  # noqa: E402
+from clgrid.core.register import RegisterSpreader  # noqa: E402
 from clgrid.core.table import MAX_TABLE_SUPPORT  # noqa: E402
 from clgrid.gcf import separable_gcf, w_projection_gcf  # noqa: E402
 from clgrid.gridders.gridder import Gridder, GridderParams  # noqa: E402
@@ -220,9 +221,16 @@ def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method
         best = min(best, time.perf_counter() - begin)
     records = (gridder._core.register.records(plan.points).n_records if method == "register"
                else plan.n_kept)
-    gather_ms = None
+    gather_ms = flush_fraction = None
     if method == "register":      # the per-call sum of the records' values, alone
         spread = gridder._core.register
+        counting = RegisterSpreader(queue, spread.grid, spread.tables_d, args.npol,
+                                    spread.params, count_flushes=True)
+        counting(plan.points, vis_d, None, None, cla.zeros(queue, (args.npol, nx, nx),
+                                                           gridder.complex_dtype), False)
+        block_points = spread.params.block_u * spread.params.block_v
+        flush_fraction = (counting.last_flushes * block_points
+                          / max(1, counting.records(plan.points).n_records * support ** 2))
         cut = spread.records(plan.points)
         queue.finish()
         begin = time.perf_counter()
@@ -234,7 +242,7 @@ def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method
            "params": gridder._core.geometry,
            "records": records, "vis": plan.n_kept, "time_s": best,
            "GGPAPS": updates / best / 1e9, "Mvis_per_s": plan.n_kept / best / 1e6,
-           "flush_fraction": None, "compression": plan.n_kept / max(records, 1),
+           "flush_fraction": flush_fraction, "compression": plan.n_kept / max(records, 1),
            "prep_Mvis_per_s": n_rows * freq_hz.size / set_points_s / 1e6,
            "gather_ms": gather_ms}
     if args.peak_gpaps:

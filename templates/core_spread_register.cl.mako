@@ -13,7 +13,8 @@
 ##   wg_size (work-items per group), n_sub (independent record streams per
 ##   group when the box has fewer blocks than the group has work-items),
 ##   batch (records staged in local memory per stream and pass),
-##   prefetch (bool: load the next record's weights while adding this one).
+##   prefetch (bool: load the next record's weights while adding this one),
+##   count_flushes (bool: count block flushes into flush_count, statistics).
 ## Records: cells[r] = (footprint start y0, x0, table index | conjugated bit,
 ## first point), values[r * npol + p] their summed values (gather_records).
 ## Grid: (npol, ny, nx) complex, parts interleaved.
@@ -122,8 +123,12 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
 <%def name="apply(t)">
             {
                 if (${t}_pu != cur_u || ${t}_pv != cur_v) {
-                    if (cur_u >= 0)
+                    if (cur_u >= 0) {
                         flush_block(grid, cur_u, cur_v, nx, ny, acc);
+% if count_flushes:
+                        ++flushes;
+% endif
+                    }
                     cur_u = ${t}_pu;
                     cur_v = ${t}_pv;
                 }
@@ -166,7 +171,8 @@ void spread_register(__global const int4 *cells, const unsigned int n_records,
 % else:
                      __global const ${vec} *gcf,
 % endif
-                     volatile __global ${real} *grid, const int nx, const int ny)
+                     volatile __global ${real} *grid, const int nx, const int ny,
+                     volatile __global unsigned int *flush_count)
 {
     __local int4 l_cell[N_SUB][BATCH];
     __local ${vec} l_vis[N_SUB][BATCH][NPOL];
@@ -185,6 +191,7 @@ void spread_register(__global const int4 *cells, const unsigned int n_records,
     const unsigned int longest = min(stream_len, group_end - group_first);
 
     int cur_u = -1, cur_v = -1;
+    unsigned int flushes = 0;   // block flushes (count_flushes: statistics)
 ${declare("A")}
 % if prefetch:
 ${declare("B")}
@@ -237,4 +244,10 @@ ${apply("A")}
     }
     if (active && cur_u >= 0)
         flush_block(grid, cur_u, cur_v, nx, ny, acc);
+% if count_flushes:
+    if (active && cur_u >= 0)
+        ++flushes;
+    if (flushes)
+        atomic_add(flush_count, flushes);
+% endif
 }

@@ -581,3 +581,26 @@ def test_register_degridder_is_adjoint_beyond_the_tile_limit(cl_env):
     lhs = np.vdot(grid, gridded).real
     rhs = np.vdot(degridded, values).real
     assert abs(lhs - rhs) < 1e-10 * abs(lhs) and gridder.last_stats["n_kept"] > 100
+
+
+def test_register_flush_count(cl_env):
+    """count_flushes: one record flushes each of its S x S one-point blocks
+    once (at the end); points that move the footprint flush more."""
+    from clgrid.core.register import RegisterParams, RegisterSpreader
+    _skip_without_fp64(cl_env)
+    gcf = separable_gcf(6, 4)
+    uvw = np.array([[10.0, -5.0, 0.0], [10.0, -5.0, 0.0], [400.0, 300.0, 0.0]])
+    gridder = _register(cl_env, gcf, 64, 64, 1.0 / (64 * 30.0), {"block_u": 1, "block_v": 1})
+    engine = gridder._core
+    counting = RegisterSpreader(cl_env.queue, engine.table_grid, gridder._tables, 1,
+                                RegisterParams(1, 1, 64), count_flushes=True)
+    vis = np.ones((3, 1, 1), np.complex64)
+    for rows, flushes in ((2, 36), (3, None)):
+        plan = gridder.plan(uvw[:rows], [1e8])
+        counting(plan.points, engine.upload_vis(vis[:rows], plan), None, None,
+                 gridder.zeros(), False)
+        assert counting.records(plan.points).n_records == rows - 1
+        if flushes is not None:
+            assert counting.last_flushes == flushes
+        else:
+            assert 36 < counting.last_flushes <= 2 * 36

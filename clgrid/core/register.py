@@ -250,10 +250,14 @@ class RegisterSpreader:
     atomics
         Atomic path to force (``'cas'``, ``'native-cl'``, ``'native-ptx'``);
         default the device's best.
+    count_flushes
+        Count the block flushes (statistics, for benchmarks): after a call,
+        :attr:`last_flushes` holds how many blocks were flushed.
     """
 
     def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Array],
-                 npol: int, params: RegisterParams | None = None, atomics: str | None = None):
+                 npol: int, params: RegisterParams | None = None, atomics: str | None = None,
+                 count_flushes: bool = False):
         self.queue, self.grid, self.tables_d = queue, grid, tables_d
         profile = DeviceProfile.from_device(queue.device)
         self.npol = int(npol)
@@ -274,7 +278,7 @@ class RegisterSpreader:
                 "separable": grid.separable, "block_u": self.params.block_u,
                 "block_v": self.params.block_v, "bin_u": bin_u, "bin_v": bin_v,
                 "wg_size": wg, "n_sub": n_sub, "batch": batch,
-                "prefetch": bool(self.params.prefetch),
+                "prefetch": bool(self.params.prefetch), "count_flushes": bool(count_flushes),
                 "with_f64": grid.real == np.float64},
                 atomics=atomics, need_f64=grid.real == np.float64)
             self._kernel = template.kernel("spread_register")
@@ -288,6 +292,10 @@ class RegisterSpreader:
         self.atomic_path = template.atomics["atomic_f64" if grid.real == np.float64
                                             else "atomic_f32"]
         self.records = RecordScan(queue, grid)
+        self.count_flushes = bool(count_flushes)
+        self._flush_count = cla.zeros(queue, 1, np.uint32)
+        #: Blocks flushed by the last call (with ``count_flushes``), else None.
+        self.last_flushes: int | None = None
         self.gather = RecordGather(queue, grid, self.npol)
 
     def __call__(self, table_points: TablePoints, vis_d: cla.Array,
@@ -309,7 +317,10 @@ class RegisterSpreader:
         self._kernel(self.queue, (n_groups * self.wg_size, self.box_groups),
                      (self.wg_size, 1), records.cells.data, np.uint32(records.n_records),
                      np.uint32(per_group), values.data, *(t.data for t in self.tables_d),
-                     grid_d.data, np.int32(g.nx), np.int32(g.ny))
+                     grid_d.data, np.int32(g.nx), np.int32(g.ny), self._flush_count.data)
+        if self.count_flushes:
+            self.last_flushes = int(self._flush_count.get()[0])
+            self._flush_count.fill(0)
 
 
 __all__ = ["MAX_REGISTER_SUMS", "MAX_RUN", "REGISTER_BLOCKS", "RecordGather", "RecordScan", "Records",
