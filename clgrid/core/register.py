@@ -91,8 +91,9 @@ def default_register_params(profile: DeviceProfile, support: int, npol: int,
     """Geometry from the device profile, as measured on the H200
     (benchmarks/RESULTS.md, 2026-11-23, 4 polarisations): GPUs 2 x 2 points
     a work-item, 256 work-items a group up to support 16 (several record
-    streams a group), 128 above; separable tables above 32 coarsen to 4 x 2
-    (fewer table reads per point).  CPUs (Intel runtime, 2 cores): one
+    streams a group), 128 above, 2048 records a group (3-7% faster than
+    4096, fewer than 1024 flush more); separable tables above 32 coarsen to
+    4 x 2 (fewer table reads per point).  CPUs (Intel runtime, 2 cores): one
     point a work-item, 64 a group (the driver vectorises across items)."""
     limit = int(profile.max_work_group_size)
     if profile.device_type != "gpu":
@@ -106,7 +107,7 @@ def default_register_params(profile: DeviceProfile, support: int, npol: int,
     while block[0] * block[1] * npol > MAX_REGISTER_SUMS:
         block = (block[0], block[1] // 2) if block[1] > 1 else (block[0] // 2, 1)
     wg = min(256 if support <= 16 else 128, limit)
-    return RegisterParams(block[0], block[1], wg, 64, 4096, prefetch=False)
+    return RegisterParams(block[0], block[1], wg, 64, 2048, prefetch=False)
 
 
 def as_register_params(value) -> RegisterParams | None:
