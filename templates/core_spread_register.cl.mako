@@ -42,15 +42,27 @@
 #define BATCH ${batch}
 #define TABLE_INDEX_MASK ((1 << 30) - 1)
 
-// Position of the block with box offset `offset` (a multiple of the block)
-// in the box that starts at `box` (also a multiple): the box holds one copy
-// of every offset modulo the bin, so a block has one grid position per
-// point, which only changes when the box slides past it (Romein's insight:
-// a sorted stream of points changes it rarely).
-inline int block_position(const int box, const int offset, const int bin)
+// Once per record, for every work-item of the stream: the box of bins that
+// holds each block offset once (Romein's insight: a block's grid position
+// changes only when the box slides past it), as its start box.x rounded
+// down to a multiple of the bin and the offset box.y there, so that a block
+// at offset o sits at box.x + o, plus a bin where o < box.y; the footprint
+// start and the record's table offsets: (x0, y0, full slice or u row, v row).
+inline void stage_record(const int4 record, __local int4 *where, __local int4 *box)
 {
-    const int shift = offset - box % bin;
-    return box + (shift < 0 ? shift + bin : shift);
+    const int y0 = record.x, x0 = record.y;
+    const int index = record.z & TABLE_INDEX_MASK;
+    const int box_u = x0 - x0 % ${block_u}, box_v = y0 - y0 % ${block_v};
+    const int r_u = box_u % BIN_U, r_v = box_v % BIN_V;
+    *box = (int4)(box_u - r_u, r_u, box_v - r_v, r_v);
+% if separable:
+    const int fx = index % OVERSAMPLE, fy = (index / OVERSAMPLE) % OVERSAMPLE;
+    const int w_plane = index / (OVERSAMPLE * OVERSAMPLE);
+    *where = (int4)(x0, y0, (w_plane * OVERSAMPLE + fx) * SUPPORT,
+                    (w_plane * OVERSAMPLE + fy) * SUPPORT);
+% else:
+    *where = (int4)(x0, y0, index, 0);
+% endif
 }
 
 inline void flush_block(volatile __global ${real} *grid, const int u, const int v,
@@ -87,18 +99,15 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
 <%def name="prepare(t, at)">
             {
                 ${t}_i = ${at};
-                const int4 record = l_cell[stream][${t}_i];
-                const int y0 = record.x, x0 = record.y;
-                ${t}_pu = block_position(x0 - x0 % ${block_u}, offset_u, BIN_U);
-                ${t}_pv = block_position(y0 - y0 % ${block_v}, offset_v, BIN_V);
-                const int index = record.z & TABLE_INDEX_MASK;
-                const int du = ${t}_pu - x0;   // footprint column of the block's first point
-                const int dv = ${t}_pv - y0;
+                // what staging worked out once for every work-item (stage_record)
+                const int4 where = l_cell[stream][${t}_i], box = l_box[stream][${t}_i];
+                ${t}_pu = box.x + offset_u + (offset_u < box.y ? BIN_U : 0);
+                ${t}_pv = box.z + offset_v + (offset_v < box.w ? BIN_V : 0);
+                const int du = ${t}_pu - where.x;   // footprint column of the block's first point
+                const int dv = ${t}_pv - where.y;
 % if separable:
-                const int fx = index % OVERSAMPLE, fy = (index / OVERSAMPLE) % OVERSAMPLE;
-                const int w_plane = index / (OVERSAMPLE * OVERSAMPLE);
-                __global const ${vec} *row_u = gcf_u + (w_plane * OVERSAMPLE + fx) * SUPPORT + du;
-                __global const ${vec} *row_v = gcf_v + (w_plane * OVERSAMPLE + fy) * SUPPORT + dv;
+                __global const ${vec} *row_u = gcf_u + where.z + du;
+                __global const ${vec} *row_v = gcf_v + where.w + dv;
 %   for a in range(block_u):
                 ${t}_wu[${a}] = (du + ${a} >= 0 && du + ${a} < SUPPORT) ? row_u[${a}]
                                                                       : (${vec})(0, 0);
@@ -108,7 +117,7 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
                                                                       : (${vec})(0, 0);
 %   endfor
 % else:
-                __global const ${vec} *slice = gcf + (size_t)index * SUPPORT * SUPPORT
+                __global const ${vec} *slice = gcf + (size_t)where.z * SUPPORT * SUPPORT
                                                + dv * SUPPORT + du;
 %   for b in range(block_v):
 %     for a in range(block_u):
@@ -174,7 +183,8 @@ void spread_register(__global const int4 *cells, const unsigned int n_records,
                      volatile __global ${real} *grid, const int nx, const int ny,
                      volatile __global unsigned int *flush_count)
 {
-    __local int4 l_cell[N_SUB][BATCH];
+    __local int4 l_cell[N_SUB][BATCH];   // (x0, y0, table offsets) of each record
+    __local int4 l_box[N_SUB][BATCH];    // (box start, bin offset) along x, then y
     __local ${vec} l_vis[N_SUB][BATCH][NPOL];
     const int lid = get_local_id(0);
     // dimension 1 splits a box of more blocks than a group has work-items
@@ -211,7 +221,7 @@ ${declare("B")}
             const int s = t / BATCH, j = t - (t / BATCH) * BATCH;
             const unsigned int at = group_first + s * stream_len + pass + j;
             const bool here = pass + j < stream_len && at < group_end;
-            l_cell[s][j] = here ? cells[at] : (int4)(0, 0, 0, 0);
+            stage_record(here ? cells[at] : (int4)(0, 0, 0, 0), &l_cell[s][j], &l_box[s][j]);
 % for p in range(npol):
             l_vis[s][j][${p}] = here ? values[(size_t)at * NPOL + ${p}] : (${vec})(0, 0);
 % endfor

@@ -38,8 +38,8 @@ MAX_REGISTER_SUMS = 32
 #: Most points a record (runs are cut every MAX_RUN sorted points): bounds
 #: the serial sum of one work-item of gather_records in a dense cell.
 MAX_RUN = 64
-#: Bytes of local memory per staged point: its cell (int4).
-_CELL_BYTES = 16
+#: Bytes of local memory per staged record: its cell and box (two int4).
+_CELL_BYTES = 32
 
 
 @dataclasses.dataclass(frozen=True)
