@@ -224,7 +224,7 @@ def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method
     gather_ms = flush_fraction = None
     if method == "register":      # the per-call sum of the records' values, alone
         spread = gridder._core.register
-        counting = RegisterSpreader(queue, spread.grid, gridder._tables, args.npol,
+        counting = RegisterSpreader(queue, spread.grid, spread.tables_d, args.npol,
                                     spread.params, count_flushes=True)
         counting(plan.points, vis_d, None, None, cla.zeros(queue, (args.npol, nx, nx),
                                                            gridder.complex_dtype), False)

@@ -6,9 +6,8 @@
 ## Parameters (validated in clgrid/core/register.py):
 ##   real ("float" | "double"), with_f64 (bool: real is double), npol (1..4),
 ##   support S, oversample O,
-##   separable (bool: two 1-D tables (w_planes O, PAD_U) and (w_planes O,
-##   PAD_V), else one full table (w_planes O O, PAD_V, PAD_U): the GCF
-##   tables with the zero margins of clgrid.core.register.padded_tables),
+##   separable (bool: two 1-D tables (w_planes, O, S), else one full table
+##   (w_planes, O, O, S, S)),
 ##   block_u, block_v (grid points per work-item along x / y: coarsening),
 ##   bin_u, bin_v (the box: multiples of the block, >= S + block - 1),
 ##   wg_size (work-items per group), n_sub (independent record streams per
@@ -27,8 +26,6 @@
     blocks_v = bin_v // block_v
     n_blocks = blocks_u * blocks_v
     per_stream = wg_size // n_sub
-    pad_u = bin_u + 2 * block_u - 2    # padded table row (clgrid.core.register.padded_tables)
-    pad_v = bin_v + 2 * block_v - 2
 %>
 <%include file="atomics.cl.mako"/>
 <%include file="complex.cl.mako"/>
@@ -43,8 +40,6 @@
 #define N_SUB ${n_sub}
 #define PER_STREAM ${per_stream}
 #define BATCH ${batch}
-#define PAD_U ${pad_u}
-#define PAD_V ${pad_v}
 #define TABLE_INDEX_MASK ((1 << 30) - 1)
 
 // Once per record, for every work-item of the stream: the box of bins that
@@ -63,8 +58,8 @@ inline void stage_record(const int4 record, __local int4 *where, __local int4 *b
 % if separable:
     const int fx = index % OVERSAMPLE, fy = (index / OVERSAMPLE) % OVERSAMPLE;
     const int w_plane = index / (OVERSAMPLE * OVERSAMPLE);
-    *where = (int4)(x0, y0, (w_plane * OVERSAMPLE + fx) * PAD_U,
-                    (w_plane * OVERSAMPLE + fy) * PAD_V);
+    *where = (int4)(x0, y0, (w_plane * OVERSAMPLE + fx) * SUPPORT,
+                    (w_plane * OVERSAMPLE + fy) * SUPPORT);
 % else:
     *where = (int4)(x0, y0, index, 0);
 % endif
@@ -110,22 +105,25 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
                 ${t}_pv = box.z + offset_v + (offset_v < box.w ? BIN_V : 0);
                 const int du = ${t}_pu - where.x;   // footprint column of the block's first point
                 const int dv = ${t}_pv - where.y;
-                // zero margins: no test of the footprint's edges
 % if separable:
-                __global const ${vec} *row_u = gcf_u + where.z + du + ${block_u - 1};
-                __global const ${vec} *row_v = gcf_v + where.w + dv + ${block_v - 1};
+                __global const ${vec} *row_u = gcf_u + where.z + du;
+                __global const ${vec} *row_v = gcf_v + where.w + dv;
 %   for a in range(block_u):
-                ${t}_wu[${a}] = row_u[${a}];
+                ${t}_wu[${a}] = (du + ${a} >= 0 && du + ${a} < SUPPORT) ? row_u[${a}]
+                                                                      : (${vec})(0, 0);
 %   endfor
 %   for b in range(block_v):
-                ${t}_wv[${b}] = row_v[${b}];
+                ${t}_wv[${b}] = (dv + ${b} >= 0 && dv + ${b} < SUPPORT) ? row_v[${b}]
+                                                                      : (${vec})(0, 0);
 %   endfor
 % else:
-                __global const ${vec} *slice = gcf + (size_t)where.z * (PAD_U * PAD_V)
-                                               + (dv + ${block_v - 1}) * PAD_U + du + ${block_u - 1};
+                __global const ${vec} *slice = gcf + (size_t)where.z * SUPPORT * SUPPORT
+                                               + dv * SUPPORT + du;
 %   for b in range(block_v):
 %     for a in range(block_u):
-                ${t}_w[${b}][${a}] = slice[${b} * PAD_U + ${a}];
+                ${t}_w[${b}][${a}] = (du + ${a} >= 0 && du + ${a} < SUPPORT && dv + ${b} >= 0
+                                   && dv + ${b} < SUPPORT) ? slice[${b} * SUPPORT + ${a}]
+                                                           : (${vec})(0, 0);
 %     endfor
 %   endfor
 % endif

@@ -110,25 +110,6 @@ def default_register_params(profile: DeviceProfile, support: int, npol: int,
     return RegisterParams(block[0], block[1], wg, 64, 2048, prefetch=False)
 
 
-def padded_tables(tables: list[np.ndarray], support: int, bins: tuple[int, int],
-                  block: tuple[int, int]) -> list[np.ndarray]:
-    """The tables with zero margins, so that every read of a block in its
-    box lands in the table and no work-item tests the footprint's edges: a
-    block's first column du lies in [1 - block_u, bin_u), its points up to
-    du + block_u - 1, so each row gets block_u - 1 zeros before and
-    bin_u + block_u - 1 - support after (likewise along v).  Separable:
-    ``[table_u (.., S) -> (.., PW), table_v]``; full: ``[(.., S, S) ->
-    (slices, PH, PW)]``."""
-    (bin_u, bin_v), (block_u, block_v) = bins, block
-    pad_u = (block_u - 1, bin_u + block_u - 1 - support)
-    pad_v = (block_v - 1, bin_v + block_v - 1 - support)
-    if len(tables) == 2:
-        table_u, table_v = (t.reshape(-1, support) for t in tables)
-        return [np.pad(table_u, ((0, 0), pad_u)), np.pad(table_v, ((0, 0), pad_v))]
-    slices = tables[0].reshape(-1, support, support)
-    return [np.pad(slices, ((0, 0), pad_v, pad_u))]
-
-
 def as_register_params(value) -> RegisterParams | None:
     """A :class:`RegisterParams` from itself, a dict of its fields or None."""
     return params_of(value, RegisterParams, "register_params")
@@ -278,17 +259,13 @@ class RegisterSpreader:
     def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Array],
                  npol: int, params: RegisterParams | None = None, atomics: str | None = None,
                  count_flushes: bool = False):
-        self.queue, self.grid = queue, grid
+        self.queue, self.grid, self.tables_d = queue, grid, tables_d
         profile = DeviceProfile.from_device(queue.device)
         self.npol = int(npol)
         self.params = params or default_register_params(profile, grid.support, self.npol,
                                                         grid.separable)
         self.params.validate(self.npol)
         bin_u, bin_v = self.params.bins(grid.support)
-        block = (self.params.block_u, self.params.block_v)
-        #: The tables with zero margins (:func:`padded_tables`), on the device.
-        self.tables_d = [cla.to_device(queue, np.ascontiguousarray(t)) for t in padded_tables(
-            [t.get() for t in tables_d], grid.support, (bin_u, bin_v), block)]
         n_blocks = (bin_u // self.params.block_u) * (bin_v // self.params.block_v)
         wg = min(self.params.wg_size, int(profile.max_work_group_size))
         point_bytes = _CELL_BYTES + self.npol * grid.complex_dtype.itemsize
@@ -347,6 +324,6 @@ class RegisterSpreader:
             self._flush_count.fill(0)
 
 
-__all__ = ["MAX_REGISTER_SUMS", "MAX_RUN", "padded_tables", "REGISTER_BLOCKS", "RecordGather", "RecordScan", "Records",
+__all__ = ["MAX_REGISTER_SUMS", "MAX_RUN", "REGISTER_BLOCKS", "RecordGather", "RecordScan", "Records",
            "RegisterParams", "RegisterSpreader",
            "as_register_params", "default_register_params"]
