@@ -225,7 +225,7 @@ def core_method_for(profile, support: int, deterministic: bool = False) -> str:
     """The core strategy's spread when none is asked for: ``'tiles'`` where
     determinism is asked for, or where float atomics are not native and the
     tile spread fits (support <= 33); else ``'register'`` (on the H200
-    1.4-3.3x the scatter strategy's visibility rate and 3-24x the tile
+    1.1-3.7x the scatter strategy's visibility rate and 8-27x the tile
     spread's, benchmarks/RESULTS.md)."""
     if deterministic:
         return "tiles"
