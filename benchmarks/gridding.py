@@ -93,7 +93,7 @@ def parse_args(argv=None):
                         help="the core's spreads to time (tiles: support <= 33)")
     parser.add_argument("--register", nargs="+", default=["auto"],
                         help="register spread geometries: 'auto' (defaults) or "
-                             "block_u,block_v,wg_size,batch,points_per_group[,prefetch]")
+                             "block_u,block_v,wg_size,batch,points_per_group")
     parser.add_argument("--no-scatter", dest="scatter", action="store_false",
                         help="skip the scatter strategy's rows")
     return parser.parse_args(argv)
@@ -181,16 +181,11 @@ def run_support(args, context, support, uvw, freq_hz, nx, cell, w_max, atomics_p
 
 
 def register_geometry(text: str | None) -> dict | None:
-    """RegisterParams fields from
-    'block_u,block_v,wg_size,batch,points_per_group[,prefetch 0|1]'."""
+    """RegisterParams fields from 'block_u,block_v,wg_size,batch,points_per_group'."""
     if text in (None, "auto"):
         return None
-    names = ("block_u", "block_v", "wg_size", "batch", "points_per_group", "prefetch")
-    values = [int(x) for x in text.split(",")]
-    fields = dict(zip(names, values))
-    if "prefetch" in fields:
-        fields["prefetch"] = bool(fields["prefetch"])
-    return fields
+    names = ("block_u", "block_v", "wg_size", "batch", "points_per_group")
+    return dict(zip(names, (int(x) for x in text.split(","))))
 
 
 def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method="tiles",

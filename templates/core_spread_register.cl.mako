@@ -13,7 +13,6 @@
 ##   wg_size (work-items per group), n_sub (independent record streams per
 ##   group when the box has fewer blocks than the group has work-items),
 ##   batch (records staged in local memory per stream and pass),
-##   prefetch (bool: load the next record's weights while adding this one),
 ##   count_flushes (bool: count block flushes into flush_count, statistics).
 ## Records: cells[r] = (footprint start y0, x0, table index | conjugated bit,
 ## first point), values[r * npol + p] their summed values (gather_records).
@@ -83,67 +82,52 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
 % endfor
 }
 
-## The two halves of adding one record: `prepare` finds where the record
-## puts this work-item's block and loads its weights into the registers
-## tagged `t`; `apply` flushes the block where the record moves it and adds
-## the record's values.  With prefetch, the next record's weights load
-## while the current one is applied (two register sets, A and B).
-<%def name="declare(t)">
-    int ${t}_i = 0, ${t}_pu = 0, ${t}_pv = 0;
-% if separable:
-    ${vec} ${t}_wu[${block_u}], ${t}_wv[${block_v}];
-% else:
-    ${vec} ${t}_w[${block_v}][${block_u}];
-% endif
-</%def>
-<%def name="prepare(t, at)">
+## One record (staged at index i) into this work-item's block: where the
+## record puts the block, its weights, a flush where the block moves, then
+## the multiply-adds of every polarisation.
+<%def name="add_record()">
             {
-                ${t}_i = ${at};
                 // what staging worked out once for every work-item (stage_record)
-                const int4 where = l_cell[stream][${t}_i], box = l_box[stream][${t}_i];
-                ${t}_pu = box.x + offset_u + (offset_u < box.y ? BIN_U : 0);
-                ${t}_pv = box.z + offset_v + (offset_v < box.w ? BIN_V : 0);
-                const int du = ${t}_pu - where.x;   // footprint column of the block's first point
-                const int dv = ${t}_pv - where.y;
+                const int4 where = l_cell[stream][i], box = l_box[stream][i];
+                const int pu = box.x + offset_u + (offset_u < box.y ? BIN_U : 0);
+                const int pv = box.z + offset_v + (offset_v < box.w ? BIN_V : 0);
+                const int du = pu - where.x;   // footprint column of the block's first point
+                const int dv = pv - where.y;
 % if separable:
+                ${vec} wu[${block_u}], wv[${block_v}];
                 __global const ${vec} *row_u = gcf_u + where.z + du;
                 __global const ${vec} *row_v = gcf_v + where.w + dv;
 %   for a in range(block_u):
-                ${t}_wu[${a}] = (du + ${a} >= 0 && du + ${a} < SUPPORT) ? row_u[${a}]
-                                                                      : (${vec})(0, 0);
+                wu[${a}] = (du + ${a} >= 0 && du + ${a} < SUPPORT) ? row_u[${a}] : (${vec})(0, 0);
 %   endfor
 %   for b in range(block_v):
-                ${t}_wv[${b}] = (dv + ${b} >= 0 && dv + ${b} < SUPPORT) ? row_v[${b}]
-                                                                      : (${vec})(0, 0);
+                wv[${b}] = (dv + ${b} >= 0 && dv + ${b} < SUPPORT) ? row_v[${b}] : (${vec})(0, 0);
 %   endfor
 % else:
+                ${vec} w[${block_v}][${block_u}];
                 __global const ${vec} *slice = gcf + (size_t)where.z * SUPPORT * SUPPORT
                                                + dv * SUPPORT + du;
 %   for b in range(block_v):
 %     for a in range(block_u):
-                ${t}_w[${b}][${a}] = (du + ${a} >= 0 && du + ${a} < SUPPORT && dv + ${b} >= 0
-                                   && dv + ${b} < SUPPORT) ? slice[${b} * SUPPORT + ${a}]
-                                                           : (${vec})(0, 0);
+                w[${b}][${a}] = (du + ${a} >= 0 && du + ${a} < SUPPORT && dv + ${b} >= 0
+                                 && dv + ${b} < SUPPORT) ? slice[${b} * SUPPORT + ${a}]
+                                                         : (${vec})(0, 0);
 %     endfor
 %   endfor
 % endif
-            }
-</%def>
-<%def name="apply(t)">
-            {
-                if (${t}_pu != cur_u || ${t}_pv != cur_v) {
+                if (pu != cur_u || pv != cur_v) {
                     if (cur_u >= 0) {
                         flush_block(grid, cur_u, cur_v, nx, ny, acc);
 % if count_flushes:
                         ++flushes;
 % endif
                     }
-                    cur_u = ${t}_pu;
-                    cur_v = ${t}_pv;
+                    cur_u = pu;
+                    cur_v = pv;
                 }
                 ${vec} value[NPOL];
 % for p in range(npol):
-                value[${p}] = l_vis[stream][${t}_i][${p}];
+                value[${p}] = l_vis[stream][i][${p}];
 % endfor
 % if separable:
 %   for b in range(block_v):
@@ -151,11 +135,11 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
                     // Merry: G_u (G_v V) costs fewer multiplies than (G_u G_v) V
                     ${vec} row_value[NPOL];
 %     for p in range(npol):
-                    row_value[${p}] = cmul_${suffix}(${t}_wv[${b}], value[${p}]);
+                    row_value[${p}] = cmul_${suffix}(wv[${b}], value[${p}]);
 %     endfor
 %     for a in range(block_u):
 %       for p in range(npol):
-                    acc[${b}][${a}][${p}] = cmad_${suffix}(${t}_wu[${a}], row_value[${p}], acc[${b}][${a}][${p}]);
+                    acc[${b}][${a}][${p}] = cmad_${suffix}(wu[${a}], row_value[${p}], acc[${b}][${a}][${p}]);
 %       endfor
 %     endfor
                 }
@@ -164,7 +148,7 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
 %   for b in range(block_v):
 %     for a in range(block_u):
 %       for p in range(npol):
-                acc[${b}][${a}][${p}] = cmad_${suffix}(${t}_w[${b}][${a}], value[${p}], acc[${b}][${a}][${p}]);
+                acc[${b}][${a}][${p}] = cmad_${suffix}(w[${b}][${a}], value[${p}], acc[${b}][${a}][${p}]);
 %       endfor
 %     endfor
 %   endfor
@@ -202,10 +186,6 @@ void spread_register(__global const int4 *cells, const unsigned int n_records,
 
     int cur_u = -1, cur_v = -1;
     unsigned int flushes = 0;   // block flushes (count_flushes: statistics)
-${declare("A")}
-% if prefetch:
-${declare("B")}
-% endif
     ${vec} acc[${block_v}][${block_u}][NPOL];
 % for b in range(block_v):
 %   for a in range(block_u):
@@ -232,25 +212,9 @@ ${declare("B")}
         const unsigned int s_first = group_first + stream * stream_len + pass;
         const unsigned int s_end = min(group_first + (stream + 1) * stream_len, group_end);
         const int n_here = s_first < s_end ? (int)min((unsigned int)BATCH, s_end - s_first) : 0;
-% if prefetch:
-        if (n_here > 0)
-${prepare("A", "0")}
-        for (int i = 0; i < n_here; i += 2) {
-            if (i + 1 < n_here)
-${prepare("B", "i + 1")}
-${apply("A")}
-            if (i + 1 >= n_here)
-                break;
-            if (i + 2 < n_here)
-${prepare("A", "i + 2")}
-${apply("B")}
-        }
-% else:
         for (int i = 0; i < n_here; ++i) {
-${prepare("A", "i")}
-${apply("A")}
+${add_record()}
         }
-% endif
     }
     if (active && cur_u >= 0)
         flush_block(grid, cur_u, cur_v, nx, ny, acc);

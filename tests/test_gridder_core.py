@@ -303,9 +303,9 @@ for gcf in (separable_gcf(3, 2), w_projection_gcf(3, 2, 2, 60.0, 20 * cell)):
                                  core_tiles=TileShape(4, 4))
     assert np.abs(degridder(grid, uvw, [1e8], weights, flags)).max() > 0
     for params in ({"block_u": 1, "block_v": 1, "wg_size": 8, "batch": 3,
-                    "points_per_group": 5, "prefetch": True},
+                    "points_per_group": 5},
                    {"block_u": 2, "block_v": 2, "wg_size": 3, "batch": 4,
-                    "points_per_group": 7, "prefetch": False}):
+                    "points_per_group": 7}):
         register = Gridder(queue, gcf, 20, 18, cell, npol=2, strategy="core",
                            core_method="register", register_params=params)
         assert np.allclose(register(uvw, [1e8], vis, weights, flags), grid, atol=1e-5)
@@ -438,9 +438,8 @@ def test_supports_from_1_to_33(cl_env, support):
 REGISTER = {
     "device": None,
     "1x1-streams": {"block_u": 1, "block_v": 1, "wg_size": 64, "batch": 5,
-                    "points_per_group": 97, "prefetch": True},
-    "2x1-no-prefetch": {"block_u": 2, "block_v": 1, "wg_size": 64, "batch": 6,
-                        "points_per_group": 50, "prefetch": False},
+                    "points_per_group": 97},
+    "2x1": {"block_u": 2, "block_v": 1, "wg_size": 64, "batch": 6, "points_per_group": 50},
     "2x2": {"block_u": 2, "block_v": 2, "wg_size": 32, "batch": 16,
             "points_per_group": 300},
     "4x2-split-box": {"block_u": 4, "block_v": 2, "wg_size": 8, "batch": 7,

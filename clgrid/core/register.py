@@ -57,17 +57,13 @@ class RegisterParams:
     points_per_group
         Consecutive records per work-group (load balance against flushes
         at run ends).
-    prefetch
-        Load the next record's weights while adding the current one (two
-        register sets; on the H200 within +-5% either way, so off by default).
-    """
+"""
 
     block_u: int = 2
     block_v: int = 2
     wg_size: int = 256
     batch: int = 64
     points_per_group: int = 4096
-    prefetch: bool = False
 
     def validate(self, npol: int = 1) -> None:
         if self.block_u not in REGISTER_BLOCKS or self.block_v not in REGISTER_BLOCKS:
@@ -97,7 +93,7 @@ def default_register_params(profile: DeviceProfile, support: int, npol: int,
     point a work-item, 64 a group (the driver vectorises across items)."""
     limit = int(profile.max_work_group_size)
     if profile.device_type != "gpu":
-        return RegisterParams(1, 1, min(64, limit), 64, 4096, prefetch=False)
+        return RegisterParams(1, 1, min(64, limit), 64, 4096)
     if support < 4:
         block = (1, 1)
     elif separable and support > 32:
@@ -107,7 +103,7 @@ def default_register_params(profile: DeviceProfile, support: int, npol: int,
     while block[0] * block[1] * npol > MAX_REGISTER_SUMS:
         block = (block[0], block[1] // 2) if block[1] > 1 else (block[0] // 2, 1)
     wg = min(256 if support <= 16 else 128, limit)
-    return RegisterParams(block[0], block[1], wg, 64, 2048, prefetch=False)
+    return RegisterParams(block[0], block[1], wg, 64, 2048)
 
 
 def as_register_params(value) -> RegisterParams | None:
@@ -279,7 +275,7 @@ class RegisterSpreader:
                 "separable": grid.separable, "block_u": self.params.block_u,
                 "block_v": self.params.block_v, "bin_u": bin_u, "bin_v": bin_v,
                 "wg_size": wg, "n_sub": n_sub, "batch": batch,
-                "prefetch": bool(self.params.prefetch), "count_flushes": bool(count_flushes),
+                "count_flushes": bool(count_flushes),
                 "with_f64": grid.real == np.float64},
                 atomics=atomics, need_f64=grid.real == np.float64)
             self._kernel = template.kernel("spread_register")

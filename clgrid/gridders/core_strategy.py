@@ -120,7 +120,7 @@ class CoreTableEngine:
             p = self.register.params
             return (f"register {p.block_u}x{p.block_v} wg{self.register.wg_size} "
                     f"sub{self.register.n_sub} b{self.register.batch} "
-                    f"rpg{p.points_per_group}{' pf' if p.prefetch else ''}")
+                    f"rpg{p.points_per_group}")
         return f"tile {self.tiles.tile_u}x{self.tiles.lanes} g{self.tiles.groups}"
 
     def plan(self, uvw_m, freq_hz, flags=None, npol: int = 1) -> CorePlan:
