@@ -17,8 +17,10 @@
 ##             with no valid position are never visited: out starts zeroed
 ##             where there are any);
 ##             kernel_source ("es" | "table" | "table_full"): "table*" adds
-##             interpolate_table, the adjoint of core_spread's table sources
-##             (clgrid.Degridder on the core), with oversample (int O);
+##             interpolate_table (per point) and interpolate_table_records
+##             (per record of equal points), the adjoint of core_spread's
+##             table sources (clgrid.Degridder on the core), with oversample
+##             (int O);
 ##             table_real is accepted and unused.
 <%
     csuffix = "f32" if real == "float" else "f64"
@@ -169,14 +171,63 @@ __kernel void interpolate(__global const unsigned int *sorted_index, const unsig
 #define TABLE_CONJUGATE (1 << 30)
 #define TABLE_INDEX_MASK (TABLE_CONJUGATE - 1)
 
+// The footprint of polarisation pol of the (npol, ny, nx) grid at cell
+// (start y0, x0, table index) times the conjugated table weights, summed in
+// a fixed order.  Separable: table_a = table_v (rows), table_b = table_u
+// (columns); full: table_a = the (w_planes, O, O, S, S) table.
+inline ${vec} table_footprint_sum(const int4 cell, const unsigned int pol,
+                                  __global const ${vec} *grid, const int nx, const int ny,
+                                  __global const ${vec} *table_a,
+                                  __global const ${vec} *table_b)
+{
+    const int index = cell.z & TABLE_INDEX_MASK;
+%   if kernel_source == "table":
+    const int fx = index % OVERSAMPLE, fy = (index / OVERSAMPLE) % OVERSAMPLE;
+    const int w_plane = index / (OVERSAMPLE * OVERSAMPLE);
+    __global const ${vec} *kernel_v = table_a + (size_t)(w_plane * OVERSAMPLE + fy) * SUPPORT;
+    __global const ${vec} *kernel_u = table_b + (size_t)(w_plane * OVERSAMPLE + fx) * SUPPORT;
+%   else:
+    __global const ${vec} *slice = table_a + (size_t)index * SUPPORT * SUPPORT;
+%   endif
+    __global const ${vec} *footprint = grid + ((size_t)pol * ny + cell.x) * nx + cell.y;
+    ${vec} sum = (${vec})(0, 0);
+    for (int a = 0; a < SUPPORT; ++a) {
+%   if kernel_source == "table":
+        ${vec} row = (${vec})(0, 0);
+        for (int b = 0; b < SUPPORT; ++b)
+            row += cmulconj_${csuffix}(footprint[(size_t)a * nx + b], kernel_u[b]);
+        sum += cmulconj_${csuffix}(row, kernel_v[a]);
+%   else:
+        for (int b = 0; b < SUPPORT; ++b)
+            sum += cmulconj_${csuffix}(footprint[(size_t)a * nx + b], slice[a * SUPPORT + b]);
+%   endif
+    }
+    return sum;
+}
+
+// Point `cell`'s visibility of polarisation pol from its footprint sum:
+// conjugated back where uvw was negated, times the weight, zero where that
+// polarisation is flagged.
+inline void store_table_point(${vec} sum, const int4 cell, const unsigned int pol,
+                              const unsigned int npol, __global const ${real} *wgt,
+                              __global const unsigned char *flags, __global ${vec} *out)
+{
+    const size_t k = (size_t)(unsigned int)cell.w;
+    if (cell.z & TABLE_CONJUGATE)
+        sum.y = -sum.y;
+%   if weighted:
+    sum *= wgt[k * npol + pol];
+%   endif
+%   if masked:
+    sum = flags[k * npol + pol] ? (${vec})(0, 0) : sum;
+%   endif
+    out[k * npol + pol] = sum;
+}
+
 // clgrid.Degridder on the core: one work-item per kept point in the order of
 // set points' table_records (cells: footprint start y0, x0, table index |
-// TABLE_CONJUGATE, visibility index), every polarisation: the footprint of
-// the (npol, ny, nx) grid times the conjugated table weights, summed in a
-// fixed order, conjugated back where uvw was negated, times the weight, zero
-// where that polarisation is flagged.  One writer per visibility.
-// Separable: table_a = table_v (rows), table_b = table_u (columns); full:
-// table_a = the (w_planes, O, O, S, S) table.
+// TABLE_CONJUGATE, visibility index), every polarisation.  One writer per
+// visibility.
 __kernel void interpolate_table(__global const int4 *cells, const unsigned int n_points,
                                 __global const ${vec} *grid, const int nx, const int ny,
                                 const unsigned int npol,
@@ -188,39 +239,36 @@ __kernel void interpolate_table(__global const int4 *cells, const unsigned int n
     if (i >= n_points)
         return;
     const int4 cell = cells[i];
-    const int index = cell.z & TABLE_INDEX_MASK;
-    const size_t k = (size_t)(unsigned int)cell.w;
-%   if kernel_source == "table":
-    const int fx = index % OVERSAMPLE, fy = (index / OVERSAMPLE) % OVERSAMPLE;
-    const int w_plane = index / (OVERSAMPLE * OVERSAMPLE);
-    __global const ${vec} *kernel_v = table_a + (size_t)(w_plane * OVERSAMPLE + fy) * SUPPORT;
-    __global const ${vec} *kernel_u = table_b + (size_t)(w_plane * OVERSAMPLE + fx) * SUPPORT;
-%   else:
-    __global const ${vec} *slice = table_a + (size_t)index * SUPPORT * SUPPORT;
-%   endif
+    for (unsigned int pol = 0; pol < npol; ++pol)
+        store_table_point(table_footprint_sum(cell, pol, grid, nx, ny, table_a, table_b),
+                          cell, pol, npol, wgt, flags, out);
+}
+
+// The same on records (clgrid.core.register: runs of sorted points with one
+// footprint start and table slice): one work-item per record sums its
+// footprint once per polarisation and gives it to each of its points, so a
+// record of m points costs one footprint instead of m.
+__kernel void interpolate_table_records(__global const int4 *cells,
+                                        __global const int4 *record_cells,
+                                        __global const unsigned int *record_start,
+                                        const unsigned int n_records,
+                                        __global const ${vec} *grid, const int nx,
+                                        const int ny, const unsigned int npol,
+                                        __global const ${vec} *table_a,
+                                        __global const ${vec} *table_b,
+                                        __global const ${real} *wgt,
+                                        __global const unsigned char *flags,
+                                        __global ${vec} *out)
+{
+    const unsigned int r = get_global_id(0);
+    if (r >= n_records)
+        return;
+    const int4 cell = record_cells[r];
+    const unsigned int end = record_start[r + 1];
     for (unsigned int pol = 0; pol < npol; ++pol) {
-        __global const ${vec} *footprint = grid + ((size_t)pol * ny + cell.x) * nx + cell.y;
-        ${vec} sum = (${vec})(0, 0);
-        for (int a = 0; a < SUPPORT; ++a) {
-%   if kernel_source == "table":
-            ${vec} row = (${vec})(0, 0);
-            for (int b = 0; b < SUPPORT; ++b)
-                row += cmulconj_${csuffix}(footprint[(size_t)a * nx + b], kernel_u[b]);
-            sum += cmulconj_${csuffix}(row, kernel_v[a]);
-%   else:
-            for (int b = 0; b < SUPPORT; ++b)
-                sum += cmulconj_${csuffix}(footprint[(size_t)a * nx + b], slice[a * SUPPORT + b]);
-%   endif
-        }
-        if (cell.z & TABLE_CONJUGATE)
-            sum.y = -sum.y;
-%   if weighted:
-        sum *= wgt[k * npol + pol];
-%   endif
-%   if masked:
-        sum = flags[k * npol + pol] ? (${vec})(0, 0) : sum;
-%   endif
-        out[k * npol + pol] = sum;
+        const ${vec} sum = table_footprint_sum(cell, pol, grid, nx, ny, table_a, table_b);
+        for (unsigned int i = record_start[r]; i < end; ++i)
+            store_table_point(sum, cells[i], pol, npol, wgt, flags, out);
     }
 }
 % endif

@@ -302,6 +302,9 @@ for gcf in (separable_gcf(3, 2), w_projection_gcf(3, 2, 2, 60.0, 20 * cell)):
     degridder = clgrid.Degridder(queue, gcf, 20, 18, cell, npol=2, strategy="core",
                                  core_tiles=TileShape(4, 4))
     assert np.abs(degridder(grid, uvw, [1e8], weights, flags)).max() > 0
+    by_record = clgrid.Degridder(queue, gcf, 20, 18, cell, npol=2, strategy="core")
+    assert np.allclose(by_record(grid, uvw, [1e8], weights, flags),
+                       degridder(grid, uvw, [1e8], weights, flags), atol=1e-5)
     for params in ({"block_u": 1, "block_v": 1, "wg_size": 8, "batch": 3,
                     "points_per_group": 5},
                    {"block_u": 2, "block_v": 2, "wg_size": 3, "batch": 4,

@@ -418,8 +418,9 @@ class TableInterpolator:
         self._dummy_real = cla.empty(queue, 1, grid.real)
         self._dummy_flags = cla.empty(queue, 1, np.uint8)
 
-    def kernel(self, weighted: bool, masked: bool) -> cl.Kernel:
-        key = (weighted, masked)
+    def kernel(self, weighted: bool, masked: bool,
+               name: str = "interpolate_table") -> cl.Kernel:
+        key = (weighted, masked, name)
         if key not in self._kernels:
             g = self.grid
             params = {"real": real_dtype_name(g.real), "vis_real": real_dtype_name(g.real),
@@ -429,24 +430,33 @@ class TableInterpolator:
                       "table_real": g.table_real, "vector": False, "kernel_eval": "exp",
                       "horner": [], "points_per_item": 1}
             template = KernelTemplate(self.queue, "core_interp.cl.mako", params, need_f64=True)
-            self._kernels[key] = template.kernel("interpolate_table")
+            self._kernels[key] = template.kernel(name)
         return self._kernels[key]
 
     def __call__(self, table_points: TablePoints, grid_d: cla.Array, npol: int,
-                 wgt_d: cla.Array | None = None, flags_d: cla.Array | None = None
-                 ) -> cla.Array:
-        """(n_vis, npol) visibilities; zero where left out or flagged."""
+                 wgt_d: cla.Array | None = None, flags_d: cla.Array | None = None,
+                 records=None) -> cla.Array:
+        """(n_vis, npol) visibilities; zero where left out or flagged.  With
+        ``records`` (:class:`clgrid.core.register.Records` of these points,
+        sorted by cell): one footprint per record (``interpolate_table_records``)."""
         out_d = cla.zeros(self.queue, (max(table_points.n_vis, 1), npol),
                           self.grid.complex_dtype)
-        n_points = table_points.n_kept
-        if n_points:
-            g = self.grid
+        if table_points.n_kept == 0:
+            return out_d
+        g = self.grid
+        common = (grid_d.data, np.int32(g.nx), np.int32(g.ny), np.uint32(npol),
+                  *(t.data for t in self.tables_d),
+                  (wgt_d if wgt_d is not None else self._dummy_real).data,
+                  (flags_d if flags_d is not None else self._dummy_flags).data, out_d.data)
+        cells = table_points.points.cells
+        if records is None:
             self.kernel(wgt_d is not None, flags_d is not None)(
-                self.queue, (_round_up(n_points, 64),), None, table_points.points.cells.data,
-                np.uint32(n_points), grid_d.data, np.int32(g.nx), np.int32(g.ny),
-                np.uint32(npol), *(t.data for t in self.tables_d),
-                (wgt_d if wgt_d is not None else self._dummy_real).data,
-                (flags_d if flags_d is not None else self._dummy_flags).data, out_d.data)
+                self.queue, (_round_up(table_points.n_kept, 64),), None, cells.data,
+                np.uint32(table_points.n_kept), *common)
+        elif records.n_records:
+            self.kernel(wgt_d is not None, flags_d is not None, "interpolate_table_records")(
+                self.queue, (_round_up(records.n_records, 64),), None, cells.data,
+                records.cells.data, records.start.data, np.uint32(records.n_records), *common)
         return out_d
 
 

@@ -24,7 +24,7 @@ import pyopencl.array as cla
 
 from ..core.plan import TileShape, params_of
 from ..core.setpoints import freq_scale
-from ..core.register import RegisterParams, RegisterSpreader
+from ..core.register import RecordScan, RegisterParams, RegisterSpreader
 from ..core.table import (TableGrid, TableInterpolator, TablePoints, TableSetPoints,
                           TableSpreader, check_tiles, table_tiles)
 from .dispatch import CORE_METHODS
@@ -102,6 +102,8 @@ class CoreTableEngine:
             self.tiles = None
             # the tile only shapes the set points' (unused) bins in cell order
             self.set_points = TableSetPoints(queue, self.table_grid, TileShape(8, 8), "cell")
+            #: Runs of equal points (cell, table slice), cut once per plan.
+            self.records = RecordScan(queue, self.table_grid)
             if spread:
                 self.register = RegisterSpreader(queue, self.table_grid, tables_d, npol,
                                                  register_params, atomics)
@@ -112,6 +114,13 @@ class CoreTableEngine:
         if spread:
             self.spreader = TableSpreader(queue, self.table_grid, self.tiles, tables_d,
                                           self.set_points.rows, self.set_points.cols)
+
+    def n_records(self, plan: CorePlan) -> int:
+        """Footprints summed per call: the records of the cell order (runs of
+        equal points), else one a kept point."""
+        if self.method == "register":
+            return self.records(plan.points).n_records
+        return plan.n_kept
 
     @property
     def geometry(self) -> str:
@@ -181,7 +190,8 @@ class CoreTableEngine:
         """(nrow, nchan, npol) visibilities of ``grid_d`` ((npol, ny, nx),
         on the device) on the device; zero where dropped or flagged."""
         wgt_d = self.upload_weights(weights, plan)
-        out_d = self.interpolator(plan.points, grid_d, plan.npol, wgt_d, plan.flags_d)
+        records = self.records(plan.points) if self.method == "register" else None
+        out_d = self.interpolator(plan.points, grid_d, plan.npol, wgt_d, plan.flags_d, records)
         return out_d.reshape(plan.shape + (plan.npol,)) if plan.points.n_vis else \
             cla.zeros(self.queue, plan.shape + (plan.npol,), self.table_grid.complex_dtype)
 

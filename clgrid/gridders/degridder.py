@@ -53,11 +53,12 @@ class Degridder(_TableOperation):
 
     ``strategy``: ``'records'`` (default: the host plan's records,
     ``templates/gridder_degrid.cl.mako``) or ``'core'`` (the adjoint of
-    ``Gridder(strategy='core')``: set points on the device, one work-item
-    per visibility in sorted order, ``interpolate_table`` in
+    ``Gridder(strategy='core')``: set points on the device sorted by cell
+    and table slice, one work-item per record of equal points summing its
+    footprint once, ``interpolate_table_records`` in
     ``templates/core_interp.cl.mako``; no host pass over the rows; needs
-    fp64; ``core_tiles`` sets its binning tile up to support 33, larger
-    supports are sorted by cell).  Both
+    fp64; ``core_tiles`` bins by tile instead, one work-item per
+    visibility, up to support 33).  Both
     are deterministic (one writer per visibility).
     """
 
@@ -74,9 +75,10 @@ class Degridder(_TableOperation):
         if strategy == "core":
             from ..core.table import MAX_TABLE_SUPPORT
             from .core_strategy import CoreTableEngine, tile_shape
-            # interpolation reads points in any order: cell order where no tile fits
-            method = "tiles" if gcf.support <= MAX_TABLE_SUPPORT else "register"
-            if core_tiles is not None and method != "tiles":
+            # points sorted by cell and merged into records: one footprint a
+            # record; core_tiles asks for the tile bins and one a point
+            method = "register" if core_tiles is None else "tiles"
+            if core_tiles is not None and gcf.support > MAX_TABLE_SUPPORT:
                 raise ValueError(f"core_tiles bins by tile, for support <= {MAX_TABLE_SUPPORT}; "
                                  f"support {gcf.support} is sorted by cell")
             self._core = CoreTableEngine(self.queue, self.profile, gcf, nx, ny, cell_size_rad,
@@ -123,10 +125,11 @@ class Degridder(_TableOperation):
         strategy): the ``pyopencl.array.Array`` instead of a numpy copy."""
         if self._core is not None:
             out_d = self._core.degrid(plan, self._grid_on_device(grid), weights)
+            n_records = self._core.n_records(plan)
             self.last_stats = {"n_visibilities": plan.shape[0] * plan.shape[1],
                                "n_kept": plan.n_kept, "n_offgrid": plan.n_offgrid,
-                               "n_flagged": plan.n_flagged, "n_records": plan.n_records,
-                               "compression_ratio": 1.0}
+                               "n_flagged": plan.n_flagged, "n_records": n_records,
+                               "compression_ratio": plan.n_kept / max(n_records, 1)}
             self._report_drops(plan)
             return out_d if return_device else out_d.get()
         weights = self._check_weights(weights, plan)

@@ -1,0 +1,126 @@
+"""Benchmark of the table degridder: ``Degridder(strategy='records')`` (host
+plan, compressed records, ``templates/gridder_degrid.cl.mako``) beside
+``Degridder(strategy='core')`` (device set points sorted by cell, records of
+equal points cut on the device, one footprint a record:
+``interpolate_table_records`` in ``templates/core_interp.cl.mako``).
+
+Same observation as ``benchmarks/gridding.py`` (SKA1-mid + MeerKAT layout,
+16 channels, quad polarisation, 8 x 8 oversampling, 32 W planes). Times,
+best of ``--repeats``, plan made once: ``records`` degrid_plan from a device
+grid to host visibilities (its per-record predictions are expanded to the
+visibilities on the host); ``core`` the same call (host out) and with
+``return_device=True`` (device-resident). Prints a table, writes JSON.
+
+    python benchmarks/degridding.py --device intel --quick
+    python benchmarks/degridding.py --device nvidia --supports 8 16 32 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pyopencl.array as cla  # noqa: E402
+
+import clgrid  # noqa: E402
+from benchmarks._common import fmt, print_table  # noqa: E402
+from benchmarks.gridding import apply_size_defaults, observation  # noqa: E402
+from clgrid.gcf import separable_gcf, w_projection_gcf  # noqa: E402
+from clgrid.gridders.uvprep import SPEED_OF_LIGHT_M_S  # noqa: E402
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--supports", type=int, nargs="+", default=None)
+    parser.add_argument("--table", choices=("full", "separable"), default="full")
+    parser.add_argument("--npol", type=int, default=4, choices=(1, 2, 4))
+    parser.add_argument("--nx", type=int, default=None)
+    parser.add_argument("--oversample", type=int, default=8)
+    parser.add_argument("--w-planes", type=int, default=32)
+    parser.add_argument("--baselines", type=int, default=None)
+    parser.add_argument("--hours", type=float, default=6.0)
+    parser.add_argument("--integration", type=float, default=10.0)
+    parser.add_argument("--channels", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=3)
+    return parser.parse_args(argv)
+
+
+def best_of(repeats: int, call) -> float:
+    call()                                                   # warm-up
+    best = np.inf
+    for _ in range(repeats):
+        begin = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - begin)
+    return best
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    apply_size_defaults(args, quick_supports=(8, 16))
+    context = clgrid.create_context(args.device)
+    profile = clgrid.DeviceProfile.from_device(context.devices[0])
+    uvw, freq_hz = observation(args)
+    nx = args.nx
+    uv_max = np.abs(uvw[:, :2]).max() * freq_hz.max() / SPEED_OF_LIGHT_M_S
+    cell = 1.0 / (nx * uv_max / (nx / 2 - max(args.supports) - 2))
+    w_max = np.abs(uvw[:, 2]).max() * freq_hz.max() / SPEED_OF_LIGHT_M_S
+    n_vis = uvw.shape[0] * freq_hz.size
+    print(f"# clgrid degridding benchmark {time.strftime('%Y-%m-%d %H:%M')}")
+    print(f"# device: {profile.device_name} ({profile.platform_key}), command: "
+          f"{' '.join(sys.argv)}")
+    print(f"# {n_vis} visibilities, npol {args.npol}, grid {nx}^2, {args.table} table")
+    rng = np.random.default_rng(0)
+    rows = []
+    for support in args.supports:
+        gcf = (w_projection_gcf(support, args.oversample, args.w_planes, w_max, nx * cell)
+               if args.table == "full" else separable_gcf(support, args.oversample))
+        grid = (rng.standard_normal((args.npol, nx, nx))
+                + 1j * rng.standard_normal((args.npol, nx, nx))).astype(np.complex64)
+        row = {"support": support}
+        results = {}
+        for strategy in ("records", "core"):
+            degridder = clgrid.Degridder(context, gcf, nx, nx, cell, npol=args.npol,
+                                         strategy=strategy)
+            grid_d = cla.to_device(degridder.queue, grid)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                plan = degridder.plan(uvw, freq_hz)
+                row[f"{strategy}_s"] = best_of(
+                    args.repeats, lambda: degridder.degrid_plan(plan, grid_d))
+                if strategy == "core":
+                    row["core_device_s"] = best_of(
+                        args.repeats, lambda: (degridder.degrid_plan(plan, grid_d,
+                                                                     return_device=True),
+                                               degridder.queue.finish()))
+                results[strategy] = degridder.degrid_plan(plan, grid_d)
+            row[f"{strategy}_records"] = degridder.last_stats["n_records"]
+        reference = results["records"]
+        row["max_rel_diff"] = float(np.abs(results["core"] - reference).max()
+                                    / np.abs(reference).max())
+        row["core_Mvis_per_s"] = n_vis / row["core_device_s"] / 1e6
+        row["speedup_host_out"] = row["records_s"] / row["core_s"]
+        rows.append(row)
+        print(f"# support {support} done", flush=True)
+    print_table([{k: fmt(v) for k, v in row.items()} for row in rows])
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "date": time.strftime("%Y-%m-%d %H:%M:%S"), "device": profile.summary(),
+            "command": " ".join(sys.argv), "rows": rows}, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
