@@ -65,16 +65,20 @@
 ## inner loop from the point's 2-D slice.  oversample (int O) and table_real
 ## (bool: separable tables with zero imaginary parts, staged as reals so the
 ## inner loop is the ES one) apply to the table sources only, which need
-## vector, do_w and shifted False; they add gather_table_values and
-## crop_planes.
+## do_w and shifted False; they add gather_table_values and crop_planes.
+## spread_vector (CPUs) takes "table" with table_real: a point's taps are the
+## rows of the tables padded to TAPS reals (taps_u, taps_v: (w_planes * O,
+## TAPS), clgrid/core/table.py), its value from gather_table_values.
 <%
     if kernel_source not in ("es", "table", "table_full"):
         raise ValueError(f"kernel_source must be 'es', 'table' or 'table_full', "
                          f"got {kernel_source!r}")
     tabulated = kernel_source != "es"
-    if tabulated and (vector or do_w or shifted):
-        raise ValueError("the table kernel sources run in the GPU kernel `spread` only, "
-                         "without w-stacking or facet shifts")
+    if tabulated and (do_w or shifted):
+        raise ValueError("the table kernel sources run without w-stacking or facet shifts")
+    if tabulated and vector and not (kernel_source == "table" and table_real):
+        raise ValueError("spread_vector takes separable real tables only "
+                         "(kernel_source 'table', table_real)")
     table_args = {"es": "", "table": f", __global const {vec} *table_u, __global const {vec} *table_v",
                   "table_full": f", __global const {vec} *table"}[kernel_source]
     ku_type = real if (kernel_source == "es" or table_real) else vec
@@ -156,27 +160,6 @@ inline int source_bin(const int sb, const int tu, const int tv, const int ntiles
     return (bu * ntiles_v + bv) * n_wbins;
 }
 
-% if not vector:
-// GPUs, once per call and polarisation: the values `spread` adds, in the
-// order of the sort (point_value of each valid point), so that the
-// work-groups, which read every point up to four times, read them in
-// sequence rather than gathering them from the visibilities' order.
-__kernel void gather_values(__global const int4 *cells, const unsigned int n_valid,
-                            __global const double *uvw, __global const double *freq_scale,
-                            const unsigned int nchan,
-                            __global const ${vvec} *vis, const unsigned int npol,
-                            const unsigned int pol,
-                            __global const ${vis_real} *wgt, __global const unsigned char *mask,
-                            const double shift_u, const double shift_v,
-                            __global ${vec} *values)
-{
-    const unsigned int i = get_global_id(0);
-    if (i >= n_valid)
-        return;
-    values[i] = point_value((unsigned int)cells[i].w, uvw, freq_scale, nchan, vis, npol, pol,
-                            wgt, mask, shift_u, shift_v);
-}
-
 % if tabulated:
 // clgrid.Gridder on the core, once per call and polarisation: the values
 // `spread` adds, in the order of the sort: visibility times its weight (per
@@ -228,6 +211,28 @@ __kernel void crop_planes(__global const ${vec} *padded, const int rows_padded,
 }
 
 % endif
+
+% if not vector:
+// GPUs, once per call and polarisation: the values `spread` adds, in the
+// order of the sort (point_value of each valid point), so that the
+// work-groups, which read every point up to four times, read them in
+// sequence rather than gathering them from the visibilities' order.
+__kernel void gather_values(__global const int4 *cells, const unsigned int n_valid,
+                            __global const double *uvw, __global const double *freq_scale,
+                            const unsigned int nchan,
+                            __global const ${vvec} *vis, const unsigned int npol,
+                            const unsigned int pol,
+                            __global const ${vis_real} *wgt, __global const unsigned char *mask,
+                            const double shift_u, const double shift_v,
+                            __global ${vec} *values)
+{
+    const unsigned int i = get_global_id(0);
+    if (i >= n_valid)
+        return;
+    values[i] = point_value((unsigned int)cells[i].w, uvw, freq_scale, nchan, vis, npol, pol,
+                            wgt, mask, shift_u, shift_v);
+}
+
 // GPUs: a work-group of GROUPS x LANES work-items per work item (tile,
 // plane, chunk); the points come from point_records (set points) and
 // gather_values, in order.  Each group of LANES lanes keeps the whole tile
@@ -503,12 +508,18 @@ inline void fold_rows(${real} *acc, double16 *total, const int r_lo, const int r
 // it in u and v, to its slot, which add_halos adds there.
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void spread_vector(
+% if tabulated:
+            __global const int4 *cells, __global const ${vec} *values,
+            __global const unsigned int *bin_start,
+            __global const ${real} *taps_u, __global const ${real} *taps_v,
+% else:
             __global const int4 *cells, __global const ${rn} *fracs,
             __global const unsigned int *bin_start,
             __global const double *uvw, __global const double *freq_scale,
             const unsigned int nchan,
             __global const ${vvec} *vis, const unsigned int npol, const unsigned int pol,
             __global const ${vis_real} *wgt, __global const unsigned char *mask,
+% endif
             __global ${vec} *planes, const int nu, const int nv,
             const int ntiles_u, const int ntiles_v,
             const int plane0, const int n_wbins,
@@ -557,14 +568,28 @@ void spread_vector(
     for (unsigned int position = first; position < end; ++position) {
         const int4 cell = cells[position];
         const int du = cell.x - u0, dv = cell.y - v0;   // in [0, TILE_U) x [0, LANES)
+% if tabulated:
+        // the point's rows of the tables: v along the tile's rows, u along its
+        // columns (as the GPU kernel's table source)
+        const int index = cell.z & TABLE_INDEX_MASK;
+        const int fx = index % OVERSAMPLE, fy = (index / OVERSAMPLE) % OVERSAMPLE;
+        const int w_plane = index / (OVERSAMPLE * OVERSAMPLE);
+        const ${vec} value = values[position];
+        vstore${taps_n}(vload${taps_n}(w_plane * OVERSAMPLE + fy, taps_v), 0, ku);
+% else:
         const ${rn} frac = fracs[position];
         const ${vec} value = point_value((unsigned int)cell.w, uvw, freq_scale, nchan, vis,
                                          npol, pol, wgt, mask, shift_u, shift_v);
         vstore${taps_n}(es_taps(frac.x), 0, ku);
+% endif
         // the v taps times the value, as interleaved complex cells
         ${real} kv_value[2 * TAPS];
         {
+% if tabulated:
+            const ${tn} kv = vload${taps_n}(w_plane * OVERSAMPLE + fx, taps_u);
+% else:
             const ${tn} kv = es_taps(frac.y);
+% endif
 % for h in range(pieces):
             vstore${piece}(shuffle(kv, (${index_type}${piece})(${pair_lanes(h)}))
                            * (${pn})(${value_pattern}), ${h}, kv_value);

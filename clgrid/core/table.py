@@ -39,13 +39,16 @@ from ..device.radixsort import RadixSort
 from .eskernel import KernelChoice
 from .plan import GridLayout, TileShape
 from .setpoints import PointSet, _round_up, sort_by_key, sort_into_bins
-from .spread import WorkList, work_list
+from .engine import row_view
+from .spread import WorkList, block_list, work_list
 
 #: Largest support the table spread takes (a 32 x 32 tile reads W <= 33).
 MAX_TABLE_SUPPORT = 33
 #: Orders of the table set points: by tile (the tile spread's bins) or by
 #: footprint start cell (the register spread's streams).
 KEY_ORDERS = ("tile", "cell")
+#: Most taps a point of the vector (CPU) table spread has per axis.
+VECTOR_TAPS = 16
 #: Bit of a point's table index that marks a conjugated visibility.
 TABLE_CONJUGATE = 1 << 30
 
@@ -91,14 +94,18 @@ class TableGrid:
             raise ValueError("the table is too large for the core strategy's 32-bit indices")
 
 
-def table_tiles(profile: DeviceProfile, support: int) -> TileShape:
+def table_tiles(profile: DeviceProfile, support: int,
+                separable_real: bool = False) -> TileShape:
     """Spreading tile of the table kernel for a device and support.
 
     GPUs: the ES path's shapes (8 x 8 in 4 groups up to W 9, 16 x 32 up to
-    17), 32 x 32 up to 33; other devices run the same kernel with square
-    tiles of one group (8, 16 or 32 lanes), never split (they pull
-    work-groups as they go).  Intel CPU runtime, 1.9 M points, W 8, 1024^2
-    (2026-11-23): 8 x 8: 0.08 s; 8 x 8 in 4 groups: 0.33 s; 16 x 16: 0.86 s."""
+    17), 32 x 32 up to 33.  CPUs with separable real tables up to W 16
+    (``separable_real``): the ES path's vector tile (``spread_vector``, 16 x
+    16, a point's taps two table rows).  Other devices and tables run the GPU
+    kernel with square tiles of one group (8, 16 or 32 lanes), never split
+    (they pull work-groups as they go).  Intel CPU runtime, 1.9 M points, W 8,
+    1024^2 (2026-11-23): 8 x 8: 0.08 s; 8 x 8 in 4 groups: 0.33 s; 16 x 16:
+    0.86 s."""
     if support > MAX_TABLE_SUPPORT:
         raise ValueError(f"the core strategy takes support <= {MAX_TABLE_SUPPORT}, "
                          f"got {support}")
@@ -106,6 +113,8 @@ def table_tiles(profile: DeviceProfile, support: int) -> TileShape:
         if support <= 9:
             return TileShape(8, 8, 4096, groups=4)
         return TileShape(16, 32, 2048) if support <= 17 else TileShape(32, 32, 2048)
+    if profile.device_type == "cpu" and separable_real and support <= VECTOR_TAPS:
+        return TileShape(16, 16, vector=True)
     if support <= 9:
         return TileShape(8, 8)
     return TileShape(16, 16) if support <= 17 else TileShape(32, 32)
@@ -126,9 +135,12 @@ def staging_bytes(grid: TableGrid, tiles: TileShape) -> int:
 def check_tiles(grid: TableGrid, tiles: TileShape, profile: DeviceProfile) -> None:
     """A tile the table spread can run with on this device, or ValueError."""
     tiles.check(grid.support)
-    if tiles.vector or tiles.plane_block != 1:
-        raise ValueError("the table spread runs the GPU kernel `spread`: no vector tile, "
-                         "plane_block 1")
+    if tiles.plane_block != 1:
+        raise ValueError("the table spread grids one plane a polarisation: plane_block 1")
+    if tiles.vector:
+        if not (grid.separable and grid.table_real):
+            raise ValueError("a vector tile (spread_vector) takes separable real tables only")
+        return
     need = staging_bytes(grid, tiles)
     if need > profile.local_mem_bytes:
         raise ValueError(f"tile {tiles.tile_u}x{tiles.lanes} in {tiles.groups} groups needs "
@@ -245,7 +257,7 @@ def _spread_params(grid: TableGrid, tiles: TileShape, vis_real: np.dtype, weight
             "weighted": weighted, "masked": masked, "with_f64": True,
             "kernel_source": grid.kernel_source, "oversample": grid.oversample,
             "table_real": grid.table_real, "tile_u": tiles.tile_u, "lanes": tiles.lanes,
-            "vector": False, "groups": tiles.groups, "plane_block": 1,
+            "vector": tiles.vector, "groups": tiles.groups, "plane_block": 1,
             "kernel_eval": "exp", "horner": []}
 
 
@@ -329,6 +341,20 @@ class TableSpreader:
         self.gather = TableValues(queue, grid, self._kernels)
         self._dummy_scratch = cla.empty(queue, 1, np.complex128)
         self._planes: cla.Array | None = None   # padded planes, when padding is needed
+        self._taps = self._vector_taps() if tiles.vector else []
+
+    def _vector_taps(self) -> list[cla.Array]:
+        """spread_vector's taps: each row of the separable tables (u, v) as
+        TAPS reals, zeros past the support (one vector load a point)."""
+        support = self.grid.support
+        taps_n = 4 if support <= 4 else (8 if support <= 8 else VECTOR_TAPS)
+        taps = []
+        for table_d in self.tables_d:
+            rows = table_d.get().real.reshape(-1, support)
+            padded = np.zeros((rows.shape[0], taps_n), self.grid.real)
+            padded[:, :support] = rows
+            taps.append(cla.to_device(self.queue, padded))
+        return taps
 
     def kernel(self, name: str, vis_real=None, weighted: bool = False,
                masked: bool = False) -> cl.Kernel:
@@ -370,6 +396,9 @@ class TableSpreader:
         ((npol, ny, nx) complex): overwrite it, or add to it (``accumulate``)."""
         npol = vis_d.shape[-1]
         values = self.gather(table_points, vis_d, wgt_d, flags_d)
+        if self.tiles.vector:
+            self._spread_vector(table_points, values, grid_d, accumulate)
+            return
         if self.padded:
             shape = (npol, self.rows, self.cols)
             if self._planes is None or self._planes.shape != shape:
@@ -399,6 +428,46 @@ class TableSpreader:
                     np.int32(self.cols), np.int32(points.ntiles_v),
                     np.int32(spread_accumulate))
         if self.padded:
+            g = self.grid
+            self.kernel("crop_planes")(
+                self.queue, (g.nx, g.ny, npol), None,
+                planes.data, np.int32(self.rows), np.int32(self.cols), grid_d.data,
+                np.int32(g.ny), np.int32(g.nx), np.int32(accumulate))
+
+
+    def _spread_vector(self, table_points: TablePoints, values: list[cla.Array],
+                       grid_d: cla.Array, accumulate: bool) -> None:
+        """CPUs: each tile grids its own points once into a private tile with
+        a halo (``spread_vector``), ``add_halos`` adds the halos to the
+        neighbouring tiles in a fixed order; it writes whole planes, so an
+        accumulating or padded grid goes through the padded planes."""
+        npol = len(values)
+        points = table_points.points
+        direct = not (self.padded or accumulate)
+        if direct:
+            planes = grid_d
+        else:
+            shape = (npol, self.rows, self.cols)
+            if self._planes is None or self._planes.shape != shape:
+                self._planes = cla.empty(self.queue, shape, self.grid.complex_dtype)
+            planes = self._planes
+        if ("vector",) not in points.work:
+            points.work[("vector",)] = block_list(self.queue, points, self.layout, self.tiles,
+                                                  1, 0, 1, self.grid.complex_dtype)
+        work = points.work[("vector",)]
+        spread, add_halos = self.kernel("spread_vector"), self.kernel("add_halos")
+        geometry = (np.int32(self.rows), np.int32(self.cols), np.int32(points.ntiles_u),
+                    np.int32(points.ntiles_v))
+        for pol in range(npol):
+            plane = row_view(planes, pol, pol + 1)
+            spread(self.queue, (work.n_items,), (1,), points.cells.data, values[pol].data,
+                   points.bin_start.data, *(t.data for t in self._taps), plane.data,
+                   *geometry, np.int32(0), np.int32(1), np.float64(0), np.float64(0),
+                   work.items.data, work.scratch.data)
+            add_halos(self.queue, (points.ntiles_u * points.ntiles_v, 1), None,
+                      work.folds.data, np.int32(work.n_folds), work.scratch.data, plane.data,
+                      *geometry)
+        if not direct:
             g = self.grid
             self.kernel("crop_planes")(
                 self.queue, (g.nx, g.ny, npol), None,
@@ -462,4 +531,4 @@ class TableInterpolator:
 
 __all__ = ["KEY_ORDERS", "MAX_TABLE_SUPPORT", "TABLE_CONJUGATE", "TableGrid",
            "TableInterpolator", "TablePoints", "TableSetPoints", "TableSpreader", "TableValues",
-           "check_tiles", "staging_bytes", "table_tiles"]
+           "check_tiles", "staging_bytes", "table_tiles", "VECTOR_TAPS"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 import warnings
 from importlib import resources
 from pathlib import Path
@@ -84,6 +85,20 @@ def quiet_builds():
         yield
 
 
+def _fresh_build(context: cl.Context, device: cl.Device, source: str,
+                 options: tuple[str, ...]) -> cl.Program:
+    """Build past the drivers' kernel caches.  PyPI's PoCL 3.0 hands back a
+    program whose 16-wide vectors made its compiler warn (AVX ABI) from its
+    kernel cache with no kernels in it (the first build is good): a source
+    with an option no cache holds is built afresh."""
+    nonce = f"-DCLGRID_FRESH_BUILD={os.getpid()}_{time.time_ns()}"
+    program = cl.Program(context, source).build(options=[*options, nonce], devices=[device])
+    if not program.all_kernels():
+        raise RuntimeError(f"{device.platform.name.strip()} built a program with no kernels "
+                           "in it (set PYOPENCL_COMPILER_OUTPUT=1 to see its build log)")
+    return program
+
+
 def build_program(context: cl.Context, device: cl.Device, source: str,
                   options: tuple[str, ...] = ()) -> cl.Program:
     """Build ``source`` for ``device`` once per context; cached in memory."""
@@ -93,6 +108,8 @@ def build_program(context: cl.Context, device: cl.Device, source: str,
     if program is None:
         with quiet_builds():
             program = cl.Program(context, source).build(options=list(options), devices=[device])
+            if not program.all_kernels():
+                program = _fresh_build(context, device, source, options)
         with _programs_lock:
             _programs[key] = program
     return program

@@ -108,7 +108,8 @@ class CoreTableEngine:
                 self.register = RegisterSpreader(queue, self.table_grid, tables_d, npol,
                                                  register_params, atomics)
             return
-        self.tiles = tiles if tiles is not None else table_tiles(profile, gcf.support)
+        self.tiles = (tiles if tiles is not None
+                      else table_tiles(profile, gcf.support, gcf.separable and table_real))
         check_tiles(self.table_grid, self.tiles, profile)
         self.set_points = TableSetPoints(queue, self.table_grid, self.tiles)
         if spread:

@@ -51,7 +51,9 @@ class Degridder(_TableOperation):
     rounding, drops and compression as the gridder.  Parameters as for
     :class:`Gridder`; ``params`` is a :class:`DegridderParams` or dict.
 
-    ``strategy``: ``'records'`` (default: the host plan's records,
+    ``strategy``: ``'auto'`` (default: ``'core'`` where the device has
+    fp64, unless ``params`` or ``compress=False`` ask for the records
+    strategy, else ``'records'``), ``'records'`` (the host plan's records,
     ``templates/gridder_degrid.cl.mako``) or ``'core'`` (the adjoint of
     ``Gridder(strategy='core')``: set points on the device sorted by cell
     and table slice, one work-item per record of equal points summing its
@@ -65,11 +67,17 @@ class Degridder(_TableOperation):
     def __init__(self, context, gcf: GCF, nx: int, ny: int, cell_size_rad: float, *,
                  npol: int = 1, precision=np.float32, params=None,
                  conjugate_negative_w: bool = True, compress: bool = True,
-                 strategy: str = "records", core_tiles=None):
+                 strategy: str = "auto", core_tiles=None):
         super().__init__(context, gcf, nx, ny, cell_size_rad, npol, precision,
                          conjugate_negative_w, compress)
-        if strategy not in ("records", "core"):
-            raise ValueError(f"strategy must be 'records' or 'core', got {strategy!r}")
+        if strategy not in ("auto", "records", "core"):
+            raise ValueError(f"strategy must be 'auto', 'records' or 'core', got {strategy!r}")
+        if strategy == "auto":
+            # the core wherever it runs (fp64): H200 5-10x, Intel CPU 1-1.3x the
+            # records strategy end to end (benchmarks/RESULTS.md); explicit
+            # params or compress=False are the records strategy's options
+            strategy = ("core" if self.profile.fp64 and params is None and compress
+                        else "records")
         self.strategy = strategy
         self._core = None
         if strategy == "core":
