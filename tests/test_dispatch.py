@@ -166,3 +166,25 @@ def test_auto_on_real_device_follows_choose(cl_env, tmp_path, monkeypatch):
                                    {other: 1.0, gridder.strategy: 2.0})
     assert winner == other
     assert Gridder(cl_env.queue, gcf, 64, 64, 1e-3, npol=2).strategy == other
+
+
+def test_vector_tiles_only_where_the_compiler_builds_them():
+    """PyPI's PoCL 3.0 (LLVM 14) hangs or aborts on the vector kernels: its
+    CPUs get the lane tiles by default, and a forced vector tile a clear error."""
+    from clgrid.core.plan import TileShape
+    from clgrid.core.table import table_tiles
+    from clgrid.core.tuning import tile_candidates
+    pocl = "Portable Computing Language"
+    old = fake(device_type="cpu", platform_name=pocl, driver_version="3.0-rc2")
+    for profile in (fake(device_type="cpu", platform_name=pocl, driver_version="3.1+debian"),
+                    fake(device_type="cpu", platform_name="Intel(R) OpenCL",
+                         driver_version="2026.22")):
+        assert profile.vector_kernels
+        assert TileShape.for_device(profile, 8).vector and table_tiles(profile, 8, True).vector
+    assert not old.vector_kernels
+    assert TileShape.for_device(old, 8) == TileShape(8, 8)
+    assert TileShape.for_device(old, 14) == TileShape(16, 16)
+    assert not table_tiles(old, 8, True).vector
+    assert not any(shape.vector for shape in tile_candidates(old, 8, do_w=True))
+    with pytest.raises(ValueError, match="cannot build the vector"):
+        TileShape(16, 16, vector=True).check_device(old)

@@ -112,6 +112,7 @@ class GriddingEngine:
                                            geometry.grid_real, geometry.do_w) \
             or TileShape.for_device(self.profile, layout.choice.support)
         self.tiles.check(layout.choice.support)
+        self.tiles.check_device(self.profile)
         self.uvw_d = uvw_d
         self.freq_scale_d = cla.to_device(queue, freq_scale(freq_hz))
         self.n_chan = len(freq_hz)

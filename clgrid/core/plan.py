@@ -354,6 +354,14 @@ class TileShape:
         if self.kernel_eval != "exp" and not self.vector:
             raise ValueError("kernel_eval 'horner' needs a vector tile")
 
+    def check_device(self, profile: DeviceProfile) -> None:
+        """A vector tile only where the device's compiler builds vector
+        kernels (:attr:`DeviceProfile.vector_kernels`)."""
+        if self.vector and not profile.vector_kernels:
+            raise ValueError(f"{profile.platform_name.strip()} {profile.driver_version} cannot "
+                             "build the vector (CPU) tiles: use a tile with vector=False, or "
+                             "PoCL >= 3.1 / the Intel CPU runtime")
+
     def kernel_eval_for(self, choice: KernelChoice) -> str:
         """The evaluation ``spread_vector`` uses for ``choice``: Horner only
         where its polynomials are accurate enough for that kernel."""
@@ -367,6 +375,8 @@ class TileShape:
             # H200, 116 M points, W 7 (benchmarks/RESULTS.md): spread 41 ms with
             # 8 x 32 tiles, 25 ms with 8 x 8 tiles in 4 groups of 8 lanes
             return cls(8, 8, 4096, groups=4) if support <= 9 else cls(16, 32, 2048)
+        if not profile.vector_kernels:
+            return cls(8, 8) if support <= 9 else cls(16, 16)
         # Horner: measured faster than exp on the Intel CPU runtime
         # (benchmarks/RESULTS.md, "Gridding core, CPU spreading").
         return cls(16, 16, vector=True, plane_block=4, kernel_eval="horner")

@@ -101,7 +101,8 @@ def table_tiles(profile: DeviceProfile, support: int,
     GPUs: the ES path's shapes (8 x 8 in 4 groups up to W 9, 16 x 32 up to
     17), 32 x 32 up to 33.  CPUs with separable real tables up to W 16
     (``separable_real``): the ES path's vector tile (``spread_vector``, 16 x
-    16, a point's taps two table rows).  Other devices and tables run the GPU
+    16, a point's taps two table rows) where the compiler builds it
+    (``profile.vector_kernels``: not PyPI's PoCL 3.0).  Other devices and tables run the GPU
     kernel with square tiles of one group (8, 16 or 32 lanes), never split
     (they pull work-groups as they go).  Intel CPU runtime, 1.9 M points, W 8,
     1024^2 (2026-11-23): 8 x 8: 0.08 s; 8 x 8 in 4 groups: 0.33 s; 16 x 16:
@@ -113,7 +114,8 @@ def table_tiles(profile: DeviceProfile, support: int,
         if support <= 9:
             return TileShape(8, 8, 4096, groups=4)
         return TileShape(16, 32, 2048) if support <= 17 else TileShape(32, 32, 2048)
-    if profile.device_type == "cpu" and separable_real and support <= VECTOR_TAPS:
+    if (profile.device_type == "cpu" and profile.vector_kernels and separable_real
+            and support <= VECTOR_TAPS):
         return TileShape(16, 16, vector=True)
     if support <= 9:
         return TileShape(8, 8)
@@ -135,6 +137,7 @@ def staging_bytes(grid: TableGrid, tiles: TileShape) -> int:
 def check_tiles(grid: TableGrid, tiles: TileShape, profile: DeviceProfile) -> None:
     """A tile the table spread can run with on this device, or ValueError."""
     tiles.check(grid.support)
+    tiles.check_device(profile)
     if tiles.plane_block != 1:
         raise ValueError("the table spread grids one plane a polarisation: plane_block 1")
     if tiles.vector:

@@ -45,6 +45,7 @@ def tile_candidates(profile: DeviceProfile, support: int, do_w: bool = False
     for shape in [default] + shapes:
         try:
             shape.check(support)
+            shape.check_device(profile)
         except ValueError:
             continue
         if shape not in fitting and shape.lanes * shape.groups <= profile.max_work_group_size:
@@ -61,6 +62,7 @@ def cached_tiles(profile: DeviceProfile, support: int, precision, do_w: bool
     shape = TileShape(**entry["tiles"])
     try:
         shape.check(support)
+        shape.check_device(profile)
     except ValueError:
         return None   # a stale entry: the defaults rather than a failure
     return shape

@@ -111,6 +111,16 @@ class DeviceProfile:
         return not self.build_problem
 
     @property
+    def vector_kernels(self) -> bool:
+        """False where the compiler cannot be trusted with the CPU kernels'
+        16-wide vectors: PyPI's PoCL 3.0 (LLVM 14) spends minutes in
+        instcombine on ``spread_vector`` or aborts the process ("LLVM ERROR:
+        Do not know how to scalarize this operator's operand"), seen on AMD
+        EPYC 2026-11-25; PoCL 3.1 (LLVM 15) and 5 build them."""
+        return not (self.platform_key == "pocl"
+                    and _version_tuple(self.driver_version) < (3, 1))
+
+    @property
     def float_atomics(self) -> str:
         """The float32 atomic path, the headline capability."""
         return self.atomic_f32
