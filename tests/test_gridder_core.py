@@ -253,7 +253,14 @@ def test_gpus_default_to_core_unless_scatter_is_asked_for(cl_env):
     assert not gridder._core_by_default(None, "auto", {"coarsen": 2}, None)
     gridder.profile = dataclasses.replace(gridder.profile, fp64=False)
     assert not gridder._core_by_default(None, "auto", None, None)
-    gridder.profile = dataclasses.replace(gridder.profile, device_type="cpu", fp64=True)
+    # CPUs: the core for one polarisation where float atomics are native
+    gridder.profile = dataclasses.replace(gridder.profile, device_type="cpu", fp64=True,
+                                          atomic_f32="native-cl")
+    assert gridder._core_by_default(None, "auto", None, None)
+    gridder.npol = 4
+    assert not gridder._core_by_default(None, "auto", None, None)
+    gridder.npol = 1
+    gridder.profile = dataclasses.replace(gridder.profile, atomic_f32="cas")
     assert not gridder._core_by_default(None, "auto", None, None)
 
 
@@ -282,7 +289,13 @@ def test_dispatcher_on_fake_profiles():
     assert choose(gpu, 8, 1, deterministic=True).core_method == "tiles"
     cas = fake(atomic_f32="cas")
     assert core_method_for(cas, 8) == "tiles" and core_method_for(cas, 48) == "register"
-    assert core_by_default(gpu, 48) and not core_by_default(fake(device_type="cpu"), 8)
+    assert core_by_default(gpu, 48)
+    cpu = fake(device_type="cpu", atomic_f32="native-cl")
+    assert core_by_default(cpu, 8) and core_method_for(cpu, 8) == "tiles"
+    assert not core_by_default(cpu, 8, npol=4) and core_method_for(cpu, 8, npol=4) == "register"
+    assert not core_by_default(cpu, 16)                       # the tiled strategy is faster
+    assert not core_by_default(fake(device_type="cpu", atomic_f32="cas"), 8)
+    assert choose(cpu, 8, 1).strategy == "tiled"               # the dispatcher alone: unchanged
     with pytest.raises(ValueError, match="core strategy impossible"):
         choose(fake(fp64=False), 8, 1, strategy="core")
 

@@ -183,7 +183,7 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
     if deterministic and core_method == "register":
         raise ValueError("deterministic=True needs the core's tile spread: core_method "
                          "'register' adds with float atomics in a varying order")
-    method = core_method or core_method_for(profile, support, deterministic)
+    method = core_method or core_method_for(profile, support, deterministic, npol)
     core_ok, core_why = core_possible(profile, support, precision, separable, method)
     if deterministic and strategy not in ("auto",) + ATOMIC_FREE:
         raise ValueError(f"deterministic=True needs an atomic-free strategy {ATOMIC_FREE}; "
@@ -221,17 +221,29 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
                   core_method=method if strategy == "core" else None)
 
 
-def core_method_for(profile, support: int, deterministic: bool = False) -> str:
+#: Widest table for which CPUs default to the core strategy (one polarisation):
+#: Intel CPU runtime, 0.96 M visibilities, 1024^2 (benchmarks/cpu_table_core.py,
+#: 2026-11-25): its tile spread 1.7-1.8x the tiled strategy at W 4 and 8,
+#: 0.94x at W 16.
+CPU_CORE_MAX_SUPPORT = 8
+
+
+def core_method_for(profile, support: int, deterministic: bool = False,
+                    npol: int = 1) -> str:
     """The core strategy's spread when none is asked for: ``'tiles'`` where
-    determinism is asked for, or where float atomics are not native and the
-    tile spread fits (support <= 33); else ``'register'`` (on the H200
-    1.1-3.7x the scatter strategy's visibility rate and 8-27x the tile
-    spread's, benchmarks/RESULTS.md)."""
+    determinism is asked for, on CPUs for one polarisation, or where float
+    atomics are not native and the tile spread fits (support <= 33); else
+    ``'register'`` (on the H200 1.1-3.7x the scatter strategy's visibility
+    rate and 8-27x the tile spread's, benchmarks/RESULTS.md; on the Intel CPU
+    runtime 1.6-1.9x the tile spread's at 4 polarisations, 0.5-0.8x at one,
+    benchmarks/cpu_table_core.py)."""
     if deterministic:
         return "tiles"
-    if _has_native_atomics(profile) or support > MAX_TABLE_SUPPORT:
+    if support > MAX_TABLE_SUPPORT:
         return "register"
-    return "tiles"
+    if profile.device_type == "cpu" and npol == 1:
+        return "tiles"
+    return "register" if _has_native_atomics(profile) else "tiles"
 
 
 def core_possible(profile, support: int, precision: Any = np.float32,
@@ -294,22 +306,28 @@ def _format_seconds(seconds: dict) -> str:
 
 
 def core_by_default(profile, support: int, precision: Any = np.float32,
-                    separable: bool = True) -> bool:
+                    separable: bool = True, npol: int = 1) -> bool:
     """Whether ``Gridder(strategy='auto')`` with ``deterministic=None`` (the
-    default) runs the core strategy: on GPUs with fp64, with the spread of
-    :func:`core_method_for` (register accumulation where float atomics are
-    native: on the H200 faster than the scatter strategy at every support,
-    and its set points are on the device)."""
-    method = core_method_for(profile, support)
-    return profile.device_type == "gpu" and core_possible(profile, support, precision,
-                                                          separable, method)[0]
+    default) runs the core strategy, with the spread of
+    :func:`core_method_for`: on GPUs with fp64 (register accumulation where
+    float atomics are native: on the H200 faster than the scatter strategy
+    at every support, and its set points are on the device), and on CPUs
+    with native float atomics (the Intel runtime) for one polarisation and
+    support <= :data:`CPU_CORE_MAX_SUPPORT` (its tile spread, bitwise
+    reproducible like the tiled strategy it replaces there)."""
+    method = core_method_for(profile, support, npol=npol)
+    if profile.device_type == "gpu":
+        return core_possible(profile, support, precision, separable, method)[0]
+    return (profile.device_type == "cpu" and npol == 1 and _has_native_atomics(profile)
+            and support <= CPU_CORE_MAX_SUPPORT
+            and core_possible(profile, support, precision, separable, method)[0])
 
 
 def core_default(choice: Choice) -> Choice:
-    """A ``strategy='core'`` choice made because ``deterministic=None`` on a
-    GPU with fp64 (:func:`core_by_default`), with that reason."""
+    """A ``strategy='core'`` choice made because ``deterministic=None``
+    (:func:`core_by_default`), with that reason."""
     return dataclasses.replace(choice, reasons=(
-        "deterministic=None on a GPU with fp64: the core strategy (device set points), "
+        "deterministic=None: the core strategy (device set points), "
         f"spread {choice.core_method!r} (core_method_for)",))
 
 
@@ -320,7 +338,7 @@ def explain(profile, support: int = 32, npol: int = 4, precision: Any = np.float
     if not profile.usable:
         return dict(row, strategy="-", geometry="-", why=f"unusable: {profile.build_problem}")
     try:
-        if core_by_default(profile, support, precision):
+        if core_by_default(profile, support, precision, npol=npol):
             choice = core_default(choose(profile, support, npol, precision, strategy="core"))
         else:
             from .tunecache import cached_strategy
@@ -344,5 +362,5 @@ def _short(params) -> str:
 
 
 __all__ = ["ATOMIC_FREE", "CORE_METHODS", "Choice", "ImageParams", "STRATEGIES", "choose",
-           "core_by_default", "core_default", "core_method_for", "core_possible", "explain", "image_possible",
-           "tiled_params"]
+           "CPU_CORE_MAX_SUPPORT", "core_by_default", "core_default", "core_method_for",
+           "core_possible", "explain", "image_possible", "tiled_params"]

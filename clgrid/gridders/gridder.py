@@ -192,8 +192,9 @@ class Gridder(_TableOperation):
         :func:`clgrid.gridders.dispatch.core_method_for` (register
         accumulation where float atomics are native: on the H200 faster than
         the scatter strategy at every support, with device set points; not
-        bitwise reproducible), on CPUs the tiled strategy (deterministic,
-        the dispatcher's usual choice there), elsewhere the dispatcher's
+        bitwise reproducible); on CPUs with native float atomics (the Intel
+        runtime) and one polarisation the core strategy's tile spread, else
+        the tiled strategy (both deterministic); elsewhere the dispatcher's
         choice.  The result is in :attr:`deterministic`.
     """
 
@@ -257,13 +258,13 @@ class Gridder(_TableOperation):
 
     def _core_by_default(self, deterministic, strategy: str, params, atomics) -> bool:
         """``deterministic=None``, ``strategy='auto'`` and nothing asked of
-        the scatter strategy, on a GPU where the core can run
+        the scatter strategy, on a device where the core runs by default
         (:func:`clgrid.gridders.dispatch.core_by_default`)."""
         from .dispatch import core_by_default
         return (deterministic is None and strategy == "auto"
                 and not self._asks_for_scatter(params, atomics)
                 and core_by_default(self.profile, self.gcf.support, self.real_dtype,
-                                    self.gcf.separable))
+                                    self.gcf.separable, self.npol))
 
     def _choose(self, strategy: str, params, atomics, tiled_params, image_params,
                 deterministic: bool, core_tiles=None, core_method=None):

@@ -1,0 +1,114 @@
+"""Table ``Gridder`` on a CPU: the tiled strategy against the core strategy's
+two spreads, end to end (numpy uvw, frequencies and visibilities in, numpy
+grid out, planning excluded: each gridder is built once and called
+``--repeats`` times, best time kept).
+
+Columns: ``tiled`` (``strategy='tiled'``, the CPU default before
+2026-11-25), ``core-tiles`` and ``core-register`` (``strategy='core'`` with
+``core_method``), what ``strategy='auto'`` picks now, and ducc0's
+``vis2dirty`` on the same rows with all cores (FFT included; a different
+job, shown for scale) at epsilon 1e-4.  Separable ES tables of width 4, 8
+and 16 and a W-projection table of width 8, one and four polarisations.
+
+    python benchmarks/cpu_table_core.py --device intel --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+import pyopencl as cl
+
+import clgrid
+from clgrid.gcf import separable_gcf, w_projection_gcf
+from clgrid.gridders.gridder import Gridder
+
+SPEED_OF_LIGHT = 299_792_458.0
+METHODS = {"tiled": dict(strategy="tiled"),
+           "core-tiles": dict(strategy="core", core_method="tiles"),
+           "core-register": dict(strategy="core", core_method="register"),
+           "auto": dict(strategy="auto")}
+
+
+def _observation(n_rows: int, n_chan: int, nx: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    uvw_m = rng.uniform(-2000, 2000, (n_rows, 3))
+    uvw_m[:, 2] *= 0.01
+    freq_hz = np.linspace(1.0e9, 1.2e9, n_chan)
+    cell_size_rad = 0.9 / (2 * 2000 * freq_hz[-1] / SPEED_OF_LIGHT)
+    return uvw_m, freq_hz, cell_size_rad
+
+
+def _best_seconds(call, repeats: int) -> float:
+    call()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def _ducc0_seconds(uvw_m, freq_hz, vis, nx, cell_size_rad, repeats) -> float | None:
+    try:
+        import ducc0
+    except ImportError:
+        return None
+    return _best_seconds(lambda: ducc0.wgridder.vis2dirty(
+        uvw=uvw_m, freq=freq_hz, vis=vis[..., 0], npix_x=nx, npix_y=nx,
+        pixsize_x=cell_size_rad, pixsize_y=cell_size_rad, epsilon=1e-4,
+        nthreads=os.cpu_count() or 1), repeats)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default=None, help="passed to clgrid.create_context")
+    parser.add_argument("--rows", type=int, default=60_000)
+    parser.add_argument("--channels", type=int, default=16)
+    parser.add_argument("--nx", type=int, default=1024)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", default=None, help="write results to this path")
+    args = parser.parse_args()
+    queue = cl.CommandQueue(clgrid.create_context(args.device))
+    uvw_m, freq_hz, cell = _observation(args.rows, args.channels, args.nx)
+    cases = [("separable W4", separable_gcf(4, 8)), ("separable W8", separable_gcf(8, 8)),
+             ("separable W16", separable_gcf(16, 8)),
+             ("W-projection W8", w_projection_gcf(8, 8, 8, 200.0, args.nx * cell))]
+    rng = np.random.default_rng(1)
+    rows = []
+    print(f"device: {queue.device.name.strip()} ({queue.device.platform.name.strip()}); "
+          f"{args.rows} rows x {args.channels} channels, {args.nx}^2 grid; seconds, best of "
+          f"{args.repeats}")
+    print(f"{'table':16s} npol " + " ".join(f"{name:>13s}" for name in METHODS)
+          + "  auto picks       ducc0 vis2dirty")
+    for label, gcf in cases:
+        for npol in (1, 4):
+            vis = (rng.standard_normal((args.rows, args.channels, npol)) + 1j).astype(np.complex64)
+            row = {"table": label, "npol": npol}
+            for name, kwargs in METHODS.items():
+                gridder = Gridder(queue, gcf, args.nx, args.nx, cell, npol=npol, **kwargs)
+                row[name] = _best_seconds(lambda: gridder(uvw_m, freq_hz, vis), args.repeats)
+                if name == "auto":
+                    row["auto_picks"] = (gridder.strategy + (f"/{gridder.choice.core_method}"
+                                         if gridder.strategy == "core" else ""))
+            row["ducc0"] = _ducc0_seconds(uvw_m, freq_hz, vis, args.nx, cell, args.repeats)
+            rows.append(row)
+            ducc0 = f"{row['ducc0']:.3f}" if row["ducc0"] is not None else "-"
+            print(f"{label:16s} {npol:4d} " + " ".join(f"{row[name]:13.3f}" for name in METHODS)
+                  + f"  {row['auto_picks']:16s} {ducc0}", flush=True)
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"device": queue.device.name.strip(),
+                       "platform": queue.device.platform.name.strip(),
+                       "date": time.strftime("%Y-%m-%d"), "rows": args.rows,
+                       "channels": args.channels, "nx": args.nx, "results": rows},
+                      handle, indent=1)
+
+
+if __name__ == "__main__":
+    main()
