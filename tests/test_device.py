@@ -278,7 +278,7 @@ def _platforms_in_fresh_process(register: bool) -> list[str]:
     result = subprocess.run([sys.executable, "-c", code], env=environment,
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    return result.stdout.splitlines()
+    return [line for line in result.stdout.splitlines() if line.strip()]
 
 
 def test_registration_keeps_the_system_drivers_visible():
