@@ -231,6 +231,12 @@ def test_bad_input_errors(cl_env):
                 core_method="register", register_params={"block_u": 8, "block_v": 2})
     with pytest.raises(ValueError, match="too small for kernel support"):
         _core(cl_env, separable_gcf(12, 2), 64, 64, cell, TileShape(8, 8))
+    # a plan binned for other tiles would be read out of bounds: refused
+    other = _core(cl_env, separable_gcf(6, 4), 64, 64, cell, TileShape(16, 16))
+    with pytest.raises(ValueError, match="another grid, table or tile shape"):
+        other.grid_plan(gridder.plan(uvw, FREQ_HZ), vis)
+    with pytest.raises(TypeError, match="CorePlan of its own plan"):
+        gridder.grid_plan(object(), vis)
 
 
 def test_deterministic_default_picks_core_only_on_gpus(cl_env):
@@ -296,6 +302,17 @@ def test_dispatcher_on_fake_profiles():
     assert not core_by_default(cpu, 16)                       # the tiled strategy is faster
     assert not core_by_default(fake(device_type="cpu", atomic_f32="cas"), 8)
     assert choose(cpu, 8, 1).strategy == "tiled"               # the dispatcher alone: unchanged
+    # CPUs spread real separable tables with the vector tile where it builds
+    vector = TileShape(16, 16, vector=True)
+    assert choose(cpu, 8, 1, strategy="core", core_method="tiles", real_table=True).core == vector
+    assert choose(cpu, 8, 1, strategy="core", core_method="tiles").core == TileShape(8, 8)
+    assert choose(cpu, 8, 1, strategy="core", core_method="tiles", real_table=True,
+                  separable=False).core == TileShape(8, 8)
+    old_pocl = fake(device_type="cpu", atomic_f32="native-cl",
+                    platform_name="Portable Computing Language", driver_version="3.0-rc2")
+    assert not old_pocl.vector_kernels
+    assert choose(old_pocl, 8, 1, strategy="core", core_method="tiles",
+                  real_table=True).core == TileShape(8, 8)
     with pytest.raises(ValueError, match="core strategy impossible"):
         choose(fake(fp64=False), 8, 1, strategy="core")
 

@@ -166,6 +166,9 @@ class TablePoints:
     n_flagged: int
     n_offgrid: int
     n_nonfinite: int
+    #: (grid, tiles, order) of the :class:`TableSetPoints` that made them:
+    #: spreading them with another binning would read past the bins.
+    binning: tuple = ()
 
     @property
     def n_kept(self) -> int:
@@ -249,7 +252,12 @@ class TableSetPoints:
         points = PointSet(sorted_index, bin_start, n_valid, n_vis - n_valid, self.ntiles_u,
                           self.ntiles_v, bin_start.get() if self.order == "tile" else None,
                           cells=cells)
-        return TablePoints(points, n_vis, n_flagged, n_offgrid, n_nonfinite)
+        return TablePoints(points, n_vis, n_flagged, n_offgrid, n_nonfinite, self.binning)
+
+    @property
+    def binning(self) -> tuple:
+        """What the points' bins depend on; equal for interchangeable set points."""
+        return (self.grid, self.tiles, self.order)
 
 
 def _spread_params(grid: TableGrid, tiles: TileShape, vis_real: np.dtype, weighted: bool,

@@ -89,8 +89,7 @@ class CoreTableEngine:
         if not profile.fp64:
             raise ValueError(f"the core strategy computes positions and sums in double "
                              f"precision; {profile.device_name!r} has no fp64")
-        table_real = bool(gcf.separable and not np.any(gcf.table_u.imag)
-                          and not np.any(gcf.table_v.imag))
+        table_real = gcf.real_tables
         self.table_grid = TableGrid(nx, ny, float(cell_size_rad), gcf.support, gcf.oversample,
                                     gcf.w_planes, float(gcf.w_step_lambda), gcf.separable,
                                     table_real, bool(conjugate_negative_w),
@@ -109,7 +108,7 @@ class CoreTableEngine:
                                                  register_params, atomics)
             return
         self.tiles = (tiles if tiles is not None
-                      else table_tiles(profile, gcf.support, gcf.separable and table_real))
+                      else table_tiles(profile, gcf.support, table_real))
         check_tiles(self.table_grid, self.tiles, profile)
         self.set_points = TableSetPoints(queue, self.table_grid, self.tiles)
         if spread:
@@ -178,8 +177,19 @@ class CoreTableEngine:
                              f"{shape}") from None
         return cla.to_device(self.queue, np.ascontiguousarray(weights, self.table_grid.real))
 
+    def check_plan(self, plan) -> None:
+        """A CorePlan made by set points like this engine's (another gridder's,
+        binned for other tiles or another grid, would be read out of bounds)."""
+        if not isinstance(plan, CorePlan):
+            raise TypeError(f"strategy 'core' takes the CorePlan of its own plan(), got "
+                            f"{type(plan).__name__}")
+        if plan.points.binning != self.set_points.binning:
+            raise ValueError("this CorePlan was made by a gridder with another grid, table or "
+                             "tile shape; make it with this gridder's plan()")
+
     def grid(self, plan: CorePlan, vis, weights, grid_d: cla.Array, accumulate: bool) -> None:
         """Spread ``vis`` ((nrow, nchan, npol), numpy or device) into ``grid_d``."""
+        self.check_plan(plan)
         vis_d = self.upload_vis(vis, plan)
         wgt_d = self.upload_weights(weights, plan)
         if self.method == "register":
@@ -190,6 +200,7 @@ class CoreTableEngine:
     def degrid(self, plan: CorePlan, grid_d: cla.Array, weights) -> cla.Array:
         """(nrow, nchan, npol) visibilities of ``grid_d`` ((npol, ny, nx),
         on the device) on the device; zero where dropped or flagged."""
+        self.check_plan(plan)
         wgt_d = self.upload_weights(weights, plan)
         records = self.records(plan.points) if self.method == "register" else None
         out_d = self.interpolator(plan.points, grid_d, plan.npol, wgt_d, plan.flags_d, records)

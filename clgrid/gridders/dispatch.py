@@ -130,7 +130,7 @@ def tiled_params(profile, support: int, npol: int, complex_itemsize: int,
 def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
            separable: bool = True, strategy: str = "auto", scatter_params=None,
            tuned: dict | None = None, deterministic: bool = False,
-           core_method: str | None = None) -> Choice:
+           core_method: str | None = None, real_table: bool = False) -> Choice:
     """Pick strategy and launch geometry for one gridder configuration.
 
     Parameters
@@ -154,6 +154,9 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
     core_method
         The core strategy's spread, ``'tiles'`` or ``'register'``; None:
         :func:`core_method_for`.
+    real_table
+        The separable tables are real (an ES or Kaiser-Bessel GCF): CPUs
+        then get the core's vector tile (:func:`clgrid.core.table.table_tiles`).
 
     Raises
     ------
@@ -216,7 +219,7 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
                   tiled=tiles if strategy == "tiled" else None,
                   image=ImageParams() if strategy == "image" else None,
                   reasons=tuple(reasons),
-                  core=table_tiles(profile, support)
+                  core=table_tiles(profile, support, separable and real_table)
                   if strategy == "core" and method == "tiles" else None,
                   core_method=method if strategy == "core" else None)
 

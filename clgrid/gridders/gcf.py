@@ -133,6 +133,13 @@ class GCF:
     def separable(self) -> bool:
         return self.table is None
 
+    @property
+    def real_tables(self) -> bool:
+        """Separable tables with no imaginary part (ES, Kaiser-Bessel): the
+        CPU's vector tile can spread them."""
+        return bool(self.separable and not np.any(self.table_u.imag)
+                    and not np.any(self.table_v.imag))
+
     def weights(self, w_index: np.ndarray, fu: np.ndarray, fv: np.ndarray) -> np.ndarray:
         """(n, S, S) footprint weights ``[.., jv, ju]`` (float64 reference use)."""
         if self.separable:

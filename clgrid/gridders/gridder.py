@@ -289,7 +289,7 @@ class Gridder(_TableOperation):
         choice = choose(self.profile, self.gcf.support, self.npol, self.real_dtype,
                         separable=self.gcf.separable, strategy=strategy,
                         scatter_params=self.params, tuned=tuned, deterministic=deterministic,
-                        core_method=core_method)
+                        core_method=core_method, real_table=self.gcf.real_tables)
         if core_method is not None and choice.strategy != "core":
             raise ValueError(f"core_method={core_method!r} applies to strategy 'core', not "
                              f"{choice.strategy!r}")
@@ -418,9 +418,7 @@ class Gridder(_TableOperation):
 
     def _grid_core(self, plan, vis, weights, out, return_device: bool):
         """Strategy 'core': device set points (``plan``) and spread."""
-        from .core_strategy import CorePlan
-        if not isinstance(plan, CorePlan):
-            raise TypeError("strategy 'core' grids with the CorePlan of its own plan()")
+        self._core.check_plan(plan)
         shape = (self.npol, self.ny, self.nx)
         if out is not None and (not isinstance(out, cla.Array) or out.shape != shape
                                 or out.dtype != self.complex_dtype):
