@@ -7,7 +7,9 @@
 ##   real ("float" | "double"), with_f64 (bool: real is double), npol (1..4),
 ##   support S, oversample O,
 ##   separable (bool: two 1-D tables (w_planes, O, S), else one full table
-##   (w_planes, O, O, S, S)),
+##   (w_planes, O, O, S, S)), table_real (bool, separable only: the tables
+##   are real, as the ES and Kaiser-Bessel kernels are: a point costs two
+##   multiply-adds a polarisation instead of four),
 ##   block_u, block_v (grid points per work-item along x / y: coarsening),
 ##   bin_u, bin_v (the box: multiples of the block, >= S + block - 1),
 ##   wg_size (work-items per group), n_sub (independent record streams per
@@ -19,6 +21,9 @@
 ## Grid: (npol, ny, nx) complex, parts interleaved.
 <%
     vec = real + "2"
+    if table_real and not separable:
+        raise ValueError("table_real applies to separable tables")
+    weight = real if table_real else vec
     suffix = "f32" if real == "float" else "f64"
     catomic = "atomic_add_c64" if real == "float" else "atomic_add_c128"
     blocks_u = bin_u // block_u
@@ -94,14 +99,14 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
                 const int du = pu - where.x;   // footprint column of the block's first point
                 const int dv = pv - where.y;
 % if separable:
-                ${vec} wu[${block_u}], wv[${block_v}];
-                __global const ${vec} *row_u = gcf_u + where.z + du;
-                __global const ${vec} *row_v = gcf_v + where.w + dv;
+                ${weight} wu[${block_u}], wv[${block_v}];
+                __global const ${weight} *row_u = gcf_u + where.z + du;
+                __global const ${weight} *row_v = gcf_v + where.w + dv;
 %   for a in range(block_u):
-                wu[${a}] = (du + ${a} >= 0 && du + ${a} < SUPPORT) ? row_u[${a}] : (${vec})(0, 0);
+                wu[${a}] = (du + ${a} >= 0 && du + ${a} < SUPPORT) ? row_u[${a}] : (${weight})(0);
 %   endfor
 %   for b in range(block_v):
-                wv[${b}] = (dv + ${b} >= 0 && dv + ${b} < SUPPORT) ? row_v[${b}] : (${vec})(0, 0);
+                wv[${b}] = (dv + ${b} >= 0 && dv + ${b} < SUPPORT) ? row_v[${b}] : (${weight})(0);
 %   endfor
 % else:
                 ${vec} w[${block_v}][${block_u}];
@@ -135,11 +140,19 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
                     // Merry: G_u (G_v V) costs fewer multiplies than (G_u G_v) V
                     ${vec} row_value[NPOL];
 %     for p in range(npol):
+%       if table_real:
+                    row_value[${p}] = wv[${b}] * value[${p}];
+%       else:
                     row_value[${p}] = cmul_${suffix}(wv[${b}], value[${p}]);
+%       endif
 %     endfor
 %     for a in range(block_u):
 %       for p in range(npol):
+%         if table_real:
+                    acc[${b}][${a}][${p}] = fma((${vec})(wu[${a}]), row_value[${p}], acc[${b}][${a}][${p}]);
+%         else:
                     acc[${b}][${a}][${p}] = cmad_${suffix}(wu[${a}], row_value[${p}], acc[${b}][${a}][${p}]);
+%         endif
 %       endfor
 %     endfor
                 }
@@ -160,7 +173,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void spread_register(__global const int4 *cells, const unsigned int n_records,
                      const unsigned int records_per_group, __global const ${vec} *values,
 % if separable:
-                     __global const ${vec} *gcf_u, __global const ${vec} *gcf_v,
+                     __global const ${weight} *gcf_u, __global const ${weight} *gcf_v,
 % else:
                      __global const ${vec} *gcf,
 % endif

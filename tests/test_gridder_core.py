@@ -10,6 +10,7 @@ import pytest
 
 import clgrid
 from clgrid.core.plan import TileShape
+from clgrid.core.register import MAX_REGISTER_SUMS
 from clgrid.gcf import separable_gcf, w_projection_gcf
 from clgrid.gridders.gridder import Gridder
 
@@ -228,7 +229,7 @@ def test_bad_input_errors(cl_env):
                 core_method="register", register_params=(2, 2))
     with pytest.raises(ValueError, match="complex sums a work-item"):
         Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell, strategy="core", npol=4,
-                core_method="register", register_params={"block_u": 8, "block_v": 2})
+                core_method="register", register_params={"block_u": 8, "block_v": 4})
     with pytest.raises(ValueError, match="too small for kernel support"):
         _core(cl_env, separable_gcf(12, 2), 64, 64, cell, TileShape(8, 8))
     # a plan binned for other tiles would be read out of bounds: refused
@@ -352,7 +353,9 @@ for gcf in (separable_gcf(3, 2), w_projection_gcf(3, 2, 2, 60.0, 20 * cell)):
     for params in ({"block_u": 1, "block_v": 1, "wg_size": 8, "batch": 3,
                     "points_per_group": 5},
                    {"block_u": 2, "block_v": 2, "wg_size": 3, "batch": 4,
-                    "points_per_group": 7}):
+                    "points_per_group": 7},
+                   {"block_u": 4, "block_v": 4, "wg_size": 4, "batch": 2,
+                    "points_per_group": 6}):
         register = Gridder(queue, gcf, 20, 18, cell, npol=2, strategy="core",
                            core_method="register", register_params=params)
         assert np.allclose(register(uvw, [1e8], vis, weights, flags), grid, atol=1e-5)
@@ -491,6 +494,7 @@ REGISTER = {
             "points_per_group": 300},
     "4x2-split-box": {"block_u": 4, "block_v": 2, "wg_size": 8, "batch": 7,
                       "points_per_group": 1000},
+    "4x4": {"block_u": 4, "block_v": 4, "wg_size": 16, "batch": 8, "points_per_group": 400},
 }
 
 
@@ -515,7 +519,7 @@ def test_register_separable_matches_reference(cl_env, geometry, npol, precision)
     flags[::7] = True
     gcf = separable_gcf(8, 8)
     params = REGISTER[geometry]
-    if params and params["block_u"] * params["block_v"] * npol > 32:
+    if params and params["block_u"] * params["block_v"] * npol > MAX_REGISTER_SUMS:
         params = dict(params, block_v=1)
     gridder = _register(cl_env, gcf, nx, ny, cell, params, npol=npol, precision=precision)
     result = gridder(uvw, FREQ_HZ, vis.astype(gridder.complex_dtype), weights, flags)

@@ -33,8 +33,9 @@ from .table import TableGrid, TablePoints
 
 #: Coarsening factors a work-item may take along each axis.
 REGISTER_BLOCKS = (1, 2, 4, 8)
-#: Most complex sums (grid points times polarisations) a work-item holds.
-MAX_REGISTER_SUMS = 32
+#: Most complex sums (grid points times polarisations) a work-item holds:
+#: 4 x 4 points of 4 polarisations (128 registers of sums).
+MAX_REGISTER_SUMS = 64
 #: Most points a record (runs are cut every MAX_RUN sorted points): bounds
 #: the serial sum of one work-item of gather_records in a dense cell.
 MAX_RUN = 64
@@ -239,7 +240,9 @@ class RegisterSpreader:
         The table grid (:class:`TableGrid`).
     tables_d
         The GCF tables on the device: ``[table_u, table_v]`` (separable) or
-        ``[table]`` (full), complex of the grid's precision.
+        ``[table]`` (full), complex of the grid's precision.  Real
+        separable tables (``grid.table_real``) are spread from real copies
+        made here (half the multiply-adds).
     npol
         Polarisations per visibility.
     params
@@ -255,7 +258,10 @@ class RegisterSpreader:
     def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Array],
                  npol: int, params: RegisterParams | None = None, atomics: str | None = None,
                  count_flushes: bool = False):
-        self.queue, self.grid, self.tables_d = queue, grid, tables_d
+        self.queue, self.grid = queue, grid
+        self.table_real = bool(grid.separable and grid.table_real)
+        self.tables_d = ([cla.to_device(queue, np.ascontiguousarray(t.get().real, grid.real))
+                          for t in tables_d] if self.table_real else tables_d)
         profile = DeviceProfile.from_device(queue.device)
         self.npol = int(npol)
         self.params = params or default_register_params(profile, grid.support, self.npol,
@@ -272,7 +278,8 @@ class RegisterSpreader:
             template = KernelTemplate(queue, "core_spread_register.cl.mako", {
                 "real": real_dtype_name(grid.real), "npol": self.npol,
                 "support": grid.support, "oversample": grid.oversample,
-                "separable": grid.separable, "block_u": self.params.block_u,
+                "separable": grid.separable, "table_real": self.table_real,
+                "block_u": self.params.block_u,
                 "block_v": self.params.block_v, "bin_u": bin_u, "bin_v": bin_v,
                 "wg_size": wg, "n_sub": n_sub, "batch": batch,
                 "count_flushes": bool(count_flushes),
