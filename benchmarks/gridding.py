@@ -38,6 +38,7 @@ have no ``tiles`` row (that spread's limit).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -66,8 +67,11 @@ def parse_args(argv=None):
     parser.add_argument("--quick", action="store_true", help="small run (CPU, CI)")
     parser.add_argument("--json", default=None, help="write results to this path")
     parser.add_argument("--supports", type=int, nargs="+", default=None)
-    parser.add_argument("--table", choices=("full", "separable"), default="full",
-                        help="full W-projection table (Romein) or separable (Merry)")
+    parser.add_argument("--table", choices=("full", "separable", "separable-complex"),
+                        default="full",
+                        help="full W-projection table (Romein), separable ES (Merry; real "
+                             "weights) or separable-complex (the ES rows times a phase "
+                             "ramp: complex weights, as user tables may have)")
     parser.add_argument("--npol", type=int, default=4, choices=(1, 2, 4))
     parser.add_argument("--nx", type=int, default=None)
     parser.add_argument("--oversample", type=int, default=8)
@@ -125,6 +129,10 @@ def run_support(args, context, support, uvw, freq_hz, nx, cell, w_max, atomics_p
         gcf = w_projection_gcf(support, args.oversample, args.w_planes, w_max, fov)
     else:
         gcf = separable_gcf(support, args.oversample)
+        if args.table == "separable-complex":
+            ramp = np.exp(0.3j * np.arange(support))   # complex, same magnitude
+            gcf = dataclasses.replace(gcf, table_u=gcf.table_u * ramp,
+                                      table_v=gcf.table_v * ramp)
     params = args.params
     if params != "auto":
         params = GridderParams(*(int(x) for x in params.split(",")))

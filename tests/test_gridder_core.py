@@ -318,6 +318,22 @@ def test_dispatcher_on_fake_profiles():
         choose(fake(fp64=False), 8, 1, strategy="core")
 
 
+def test_register_default_geometry_on_fake_profiles():
+    from test_dispatch import fake
+    from clgrid.core.register import RegisterParams, default_register_params
+    gpu = fake()
+    assert default_register_params(gpu, 8, 4) == RegisterParams(2, 2, 256, 64, 2048)
+    assert default_register_params(gpu, 64, 4) == RegisterParams(2, 2, 128, 64, 2048)
+    assert default_register_params(gpu, 128, 4, True) == RegisterParams(4, 2, 128, 64, 2048)
+    assert default_register_params(gpu, 128, 4, True, True) == RegisterParams(4, 4, 64, 64,
+                                                                               2048)
+    assert default_register_params(gpu, 2, 1) == RegisterParams(1, 1, 256, 64, 2048)
+    assert default_register_params(fake(device_type="cpu"), 128, 4, True, True) == \
+        RegisterParams(1, 1, 64, 64, 4096)
+    for support, npol in ((8, 4), (64, 4), (128, 4), (128, 2)):
+        default_register_params(gpu, support, npol, True, True).validate(npol)
+
+
 _OCLGRIND_SCRIPT = """
 import numpy as np, pyopencl as cl, clgrid
 from clgrid.core.plan import TileShape

@@ -84,27 +84,32 @@ class RegisterParams:
 
 
 def default_register_params(profile: DeviceProfile, support: int, npol: int,
-                            separable: bool = False) -> RegisterParams:
+                            separable: bool = False, table_real: bool = False) -> RegisterParams:
     """Geometry from the device profile, as measured on the H200
-    (benchmarks/RESULTS.md, 2026-11-23, 4 polarisations): GPUs 2 x 2 points
-    a work-item, 256 work-items a group up to support 16 (several record
+    (benchmarks/RESULTS.md, 4 polarisations): GPUs 2 x 2 points a
+    work-item, 256 work-items a group up to support 16 (several record
     streams a group), 128 above, 2048 records a group (3-7% faster than
-    4096, fewer than 1024 flush more); separable tables above 32 coarsen to
-    4 x 2 (fewer table reads per point).  CPUs (Intel runtime, 2 cores): one
-    point a work-item, 64 a group (the driver vectorises across items)."""
+    4096, fewer than 1024 flush more, 2026-11-23); separable tables above 32
+    coarsen to 4 x 2 (fewer table reads per point), real ones (``table_real``)
+    to 4 x 4 in groups of 64 (2026-11-25: at support 64 / 128 / 256 the best
+    or within 1% of it, 3713 / 4595 / 5251 G additions/s against 4x2's
+    3711 / 4522 / 4767).  CPUs (Intel runtime, 2 cores): one point a
+    work-item, 64 a group (the driver vectorises across items)."""
     limit = int(profile.max_work_group_size)
     if profile.device_type != "gpu":
         return RegisterParams(1, 1, min(64, limit), 64, 4096)
+    wg = 256 if support <= 16 else 128
     if support < 4:
         block = (1, 1)
+    elif separable and table_real and support > 32:
+        block, wg = (4, 4), 64
     elif separable and support > 32:
         block = (4, 2)
     else:
         block = (2, 2)
     while block[0] * block[1] * npol > MAX_REGISTER_SUMS:
         block = (block[0], block[1] // 2) if block[1] > 1 else (block[0] // 2, 1)
-    wg = min(256 if support <= 16 else 128, limit)
-    return RegisterParams(block[0], block[1], wg, 64, 2048)
+    return RegisterParams(block[0], block[1], min(wg, limit), 64, 2048)
 
 
 def as_register_params(value) -> RegisterParams | None:
@@ -265,7 +270,7 @@ class RegisterSpreader:
         profile = DeviceProfile.from_device(queue.device)
         self.npol = int(npol)
         self.params = params or default_register_params(profile, grid.support, self.npol,
-                                                        grid.separable)
+                                                        grid.separable, self.table_real)
         self.params.validate(self.npol)
         bin_u, bin_v = self.params.bins(grid.support)
         n_blocks = (bin_u // self.params.block_u) * (bin_v // self.params.block_v)
