@@ -1,7 +1,7 @@
 """Table ``Gridder`` on a CPU: the tiled strategy against the core strategy's
 two spreads, end to end (numpy uvw, frequencies and visibilities in, numpy
 grid out, planning excluded: each gridder is built once and called
-``--repeats`` times, best time kept).
+``--repeats`` times, median kept).
 
 Columns: ``tiled`` (``strategy='tiled'``, the CPU default before
 2026-11-25), ``core-tiles`` and ``core-register`` (``strategy='core'`` with
@@ -16,16 +16,19 @@ and 16 and a W-projection table of width 8, one and four polarisations.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import time
+import sys
 
 import numpy as np
 import pyopencl as cl
 
-import clgrid
-from clgrid.gcf import separable_gcf, w_projection_gcf
-from clgrid.gridders.gridder import Gridder
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import clgrid  # noqa: E402
+from clgrid.gcf import separable_gcf, w_projection_gcf  # noqa: E402
+from clgrid.gridders.gridder import Gridder  # noqa: E402
+from _common import median_seconds, write_json  # noqa: E402
 
 SPEED_OF_LIGHT = 299_792_458.0
 METHODS = {"tiled": dict(strategy="tiled"),
@@ -43,25 +46,15 @@ def _observation(n_rows: int, n_chan: int, nx: int, seed: int = 0):
     return uvw_m, freq_hz, cell_size_rad
 
 
-def _best_seconds(call, repeats: int) -> float:
-    call()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
-def _ducc0_seconds(uvw_m, freq_hz, vis, nx, cell_size_rad, repeats) -> float | None:
+def _ducc0_seconds(queue, uvw_m, freq_hz, vis, nx, cell_size_rad, repeats) -> float | None:
     try:
         import ducc0
     except ImportError:
         return None
-    return _best_seconds(lambda: ducc0.wgridder.vis2dirty(
+    return median_seconds(lambda: ducc0.wgridder.vis2dirty(
         uvw=uvw_m, freq=freq_hz, vis=vis[..., 0], npix_x=nx, npix_y=nx,
         pixsize_x=cell_size_rad, pixsize_y=cell_size_rad, epsilon=1e-4,
-        nthreads=os.cpu_count() or 1), repeats)
+        nthreads=os.cpu_count() or 1), queue, repeats)
 
 
 def main() -> None:
@@ -82,7 +75,7 @@ def main() -> None:
     rng = np.random.default_rng(1)
     rows = []
     print(f"device: {queue.device.name.strip()} ({queue.device.platform.name.strip()}); "
-          f"{args.rows} rows x {args.channels} channels, {args.nx}^2 grid; seconds, best of "
+          f"{args.rows} rows x {args.channels} channels, {args.nx}^2 grid; seconds, median of "
           f"{args.repeats}")
     print(f"{'table':16s} npol " + " ".join(f"{name:>13s}" for name in METHODS)
           + "  auto picks       ducc0 vis2dirty")
@@ -92,23 +85,20 @@ def main() -> None:
             row = {"table": label, "npol": npol}
             for name, kwargs in METHODS.items():
                 gridder = Gridder(queue, gcf, args.nx, args.nx, cell, npol=npol, **kwargs)
-                row[name] = _best_seconds(lambda: gridder(uvw_m, freq_hz, vis), args.repeats)
+                row[name] = median_seconds(lambda: gridder(uvw_m, freq_hz, vis), queue,
+                                           args.repeats)
                 if name == "auto":
                     row["auto_picks"] = (gridder.strategy + (f"/{gridder.choice.core_method}"
                                          if gridder.strategy == "core" else ""))
-            row["ducc0"] = _ducc0_seconds(uvw_m, freq_hz, vis, args.nx, cell, args.repeats)
+            row["ducc0"] = _ducc0_seconds(queue, uvw_m, freq_hz, vis, args.nx, cell,
+                                          args.repeats)
             rows.append(row)
             ducc0 = f"{row['ducc0']:.3f}" if row["ducc0"] is not None else "-"
             print(f"{label:16s} {npol:4d} " + " ".join(f"{row[name]:13.3f}" for name in METHODS)
                   + f"  {row['auto_picks']:16s} {ducc0}", flush=True)
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump({"device": queue.device.name.strip(),
-                       "platform": queue.device.platform.name.strip(),
-                       "date": time.strftime("%Y-%m-%d"), "rows": args.rows,
-                       "channels": args.channels, "nx": args.nx, "results": rows},
-                      handle, indent=1)
-
+    write_json(args.json, "cpu_table_core", rows, device=queue.device.name.strip(),
+               platform=queue.device.platform.name.strip(), rows_in=args.rows,
+               channels=args.channels, nx=args.nx)
 
 if __name__ == "__main__":
     main()

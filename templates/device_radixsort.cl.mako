@@ -26,7 +26,12 @@ void histogram(__global const key_t *keys, const ulong n, const ulong tile_size,
                const key_t base, const key_t span, const uint shift,
                __global uint *counts)  // [RADIX][n_tiles]
 {
+% if group_size == 1:
+    // one work-item a tile (CPUs): a plain serial count, no local atomics
+    uint local_counts[RADIX];
+% else:
     __local uint local_counts[RADIX];
+% endif
     const uint lid = get_local_id(0);
     const ulong tile = get_group_id(0);
     const ulong n_tiles = get_num_groups(0);
@@ -35,9 +40,14 @@ void histogram(__global const key_t *keys, const ulong n, const ulong tile_size,
     barrier(CLK_LOCAL_MEM_FENCE);
     const ulong begin = tile * tile_size;
     const ulong end = min(n, begin + tile_size);
+% if group_size == 1:
+    for (ulong i = begin; i < end; ++i)
+        ++local_counts[digit_of(keys[i], base, span, shift)];
+% else:
     for (ulong i = begin + lid; i < end; i += GROUP)
         atomic_inc(&local_counts[digit_of(keys[i], base, span, shift)]);
     barrier(CLK_LOCAL_MEM_FENCE);
+% endif
     for (uint d = lid; d < RADIX; d += GROUP)
         counts[d * n_tiles + tile] = local_counts[d];
 }
@@ -80,6 +90,23 @@ void scatter(__global const key_t *keys_in, __global const uint *values_in,
              const uint first_pass,         // values are the input positions
              __global key_t *keys_out, __global uint *values_out)
 {
+% if group_size == 1:
+    // one work-item a tile (CPUs): the tile's items in order, each to its
+    // digit's cursor (stable by construction)
+    uint cursor[RADIX];
+    const ulong tile = get_group_id(0);
+    const ulong n_tiles = get_num_groups(0);
+    for (uint d = 0; d < RADIX; ++d)
+        cursor[d] = offsets[d * n_tiles + tile];
+    const ulong begin = tile * tile_size;
+    const ulong end = min(n, begin + tile_size);
+    for (ulong i = begin; i < end; ++i) {
+        const key_t key = keys_in[i];
+        const uint slot = cursor[digit_of(key, base, span, shift)]++;
+        keys_out[slot] = key;
+        values_out[slot] = first_pass ? (uint)i : values_in[i];
+    }
+% else:
     __local uint cursor[RADIX];
     __local ushort digits[GROUP];
     const uint lid = get_local_id(0);
@@ -118,4 +145,5 @@ void scatter(__global const key_t *keys_in, __global const uint *values_in,
             cursor[digit] += before + 1;
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+% endif
 }

@@ -354,12 +354,14 @@ def test_inputs_of_any_dtype_order_and_byte_order(cl_env):
 
 @pytest.mark.tiny
 @pytest.mark.parametrize("key_dtype", [np.uint32, np.uint64])
-def test_radix_sort_is_stable(cl_env, key_dtype):
-    """Against numpy's stable argsort, with keys above base + span sorted last."""
+@pytest.mark.parametrize("group_size", [None, 1, 16], ids=["default", "serial", "ranked"])
+def test_radix_sort_is_stable(cl_env, key_dtype, group_size):
+    """Against numpy's stable argsort, with keys above base + span sorted last;
+    both kernels (serial tiles, the CPU default; tiles ranked in local memory)."""
     from clgrid.device.radixsort import RadixSort
     import pyopencl as cl
     rng = np.random.default_rng(12)
-    sort = RadixSort(cl_env.queue, key_dtype=key_dtype)
+    sort = RadixSort(cl_env.queue, key_dtype=key_dtype, group_size=group_size)
     sizes = [(1, 3), (70, 5), (300, 2**12)] if cl_env.tiny else \
         [(1, 3), (1000, 7), (50000, 3000), (77777, 2**20), (20000, 2**33)]
     for n, span in sizes:

@@ -29,8 +29,10 @@ class RadixSort(Operation):
         ``numpy.uint32`` or ``numpy.uint64``.
     group_size
         Work-items per tile group (the block an item is ranked in); default
-        256 on GPUs, 16 on CPUs (ranking costs ``group_size`` local reads an
-        item, which CPUs pay in full).
+        256 on GPUs, 1 on CPUs: one work-item per tile counts and moves its
+        items in order, with no ranking in local memory (Intel CPU runtime,
+        0.96 M keys of 12 bits, 2026-11-25: 9.4 ms against 31.8 ms with
+        groups of 16; PoCL 3.0 5.0 against 24.9 ms).
     """
 
     def __init__(self, context=None, *, key_dtype=np.uint32, group_size: int | None = None):
@@ -39,7 +41,7 @@ class RadixSort(Operation):
         if self.key_dtype not in (np.dtype(np.uint32), np.dtype(np.uint64)):
             raise TypeError(f"keys must be uint32 or uint64, got {self.key_dtype}")
         if group_size is None:
-            group_size = 256 if self.profile.device_type == "gpu" else 16
+            group_size = 256 if self.profile.device_type == "gpu" else 1
         self.group_size = int(group_size)
         self.template = KernelTemplate(self.queue, "device_radixsort.cl.mako", {
             "key_type": "uint" if self.key_dtype == np.uint32 else "ulong",
