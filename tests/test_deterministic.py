@@ -396,7 +396,8 @@ def test_blocked_and_sorted_binnings_give_the_same_bits(cl_env, monkeypatch):
         if table_cap:
             monkeypatch.setattr(tiled, "MAX_BLOCK_TABLE", table_cap)
         gridder = clgrid.Gridder(cl_env.queue, separable_gcf(8, 8), nx, nx, cell, npol=2,
-                                 deterministic=True, tiled_params=TILED_GEOMETRIES["gpu-style"])
+                                 deterministic=True, strategy="tiled",
+                                 tiled_params=TILED_GEOMETRIES["gpu-style"])
         assert gridder._engine.binning == binning
         grids[binning, table_cap] = gridder(uvw, freq, vis, weights)
     first = grids["sorted", None]

@@ -240,10 +240,18 @@ def test_bad_input_errors(cl_env):
         gridder.grid_plan(object(), vis)
 
 
-def test_deterministic_default_picks_core_only_on_gpus(cl_env):
-    gridder = Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, 1e-3, deterministic=True)
-    gpu = cl_env.profile.device_type == "gpu" and cl_env.profile.fp64
-    assert gridder.strategy == ("core" if gpu else "tiled") and gridder.deterministic
+def test_deterministic_picks_core_on_gpus_and_where_faster_on_cpus(cl_env):
+    from clgrid.gridders.dispatch import cpu_core_faster
+    profile = cl_env.profile
+    for npol, gcf in ((1, separable_gcf(6, 4)), (4, separable_gcf(6, 4)),
+                      (4, w_projection_gcf(8, 4, 3, 100.0, 0.05))):
+        gridder = Gridder(cl_env.queue, gcf, 64, 64, 1e-3, npol=npol, deterministic=True)
+        core = profile.fp64 and (profile.device_type == "gpu" or cpu_core_faster(
+            profile, gcf.support, npol, gcf.real_tables))
+        assert gridder.strategy == ("core" if core else "tiled") and gridder.deterministic
+    if profile.device_type == "cpu" and profile.fp64:   # real ES table, 1 polarisation
+        assert Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, 1e-3,
+                       deterministic=True).strategy == "core"
 
 
 def test_gpus_default_to_core_unless_scatter_is_asked_for(cl_env):
@@ -260,15 +268,17 @@ def test_gpus_default_to_core_unless_scatter_is_asked_for(cl_env):
     assert not gridder._core_by_default(None, "auto", {"coarsen": 2}, None)
     gridder.profile = dataclasses.replace(gridder.profile, fp64=False)
     assert not gridder._core_by_default(None, "auto", None, None)
-    # CPUs: the core for one polarisation where float atomics are native
+    # CPUs: the core's tile spread (no atomics) for one polarisation, and for
+    # four where the vector tile takes the real ES table
     gridder.profile = dataclasses.replace(gridder.profile, device_type="cpu", fp64=True,
                                           atomic_f32="native-cl")
     assert gridder._core_by_default(None, "auto", None, None)
     gridder.npol = 4
-    assert not gridder._core_by_default(None, "auto", None, None)
+    assert gridder._core_by_default(None, "auto", None, None) == \
+        gridder.profile.vector_kernels
     gridder.npol = 1
     gridder.profile = dataclasses.replace(gridder.profile, atomic_f32="cas")
-    assert not gridder._core_by_default(None, "auto", None, None)
+    assert gridder._core_by_default(None, "auto", None, None)
 
 
 def test_dispatcher_on_fake_profiles():
@@ -283,7 +293,12 @@ def test_dispatcher_on_fake_profiles():
     for profile, support in ((fake(fp64=False), 8), (gpu, 48), (fake(local_mem_bytes=4096), 8)):
         choice = choose(profile, support, 1, deterministic=True)
         assert choice.strategy == "tiled" and "core impossible" in choice.reasons[-1]
-    assert choose(fake(device_type="cpu"), 8, 1, deterministic=True).strategy == "tiled"
+    # CPUs: the core's tiles where they beat the tiled strategy
+    assert choose(fake(device_type="cpu"), 8, 1, deterministic=True).strategy == "core"
+    assert choose(fake(device_type="cpu"), 8, 4, deterministic=True).strategy == "tiled"
+    assert choose(fake(device_type="cpu"), 16, 4, deterministic=True,
+                  real_table=True).strategy == "core"
+    assert choose(fake(device_type="cpu"), 16, 1, deterministic=True).strategy == "tiled"
     assert choose(gpu, 8, 1).strategy == "scatter"                # not asked: unchanged
     assert choose(gpu, 8, 1, strategy="core").strategy == "core"
     # the core's spread: register accumulation where float atomics are native
@@ -301,7 +316,11 @@ def test_dispatcher_on_fake_profiles():
     assert core_by_default(cpu, 8) and core_method_for(cpu, 8) == "tiles"
     assert not core_by_default(cpu, 8, npol=4) and core_method_for(cpu, 8, npol=4) == "register"
     assert not core_by_default(cpu, 16)                       # the tiled strategy is faster
-    assert not core_by_default(fake(device_type="cpu", atomic_f32="cas"), 8)
+    assert core_by_default(fake(device_type="cpu", atomic_f32="cas"), 8)   # tiles: no atomics
+    # real separable tables the vector tile takes: the core's tiles, any npol
+    assert core_by_default(cpu, 16, npol=4, real_table=True)
+    assert core_method_for(cpu, 16, npol=4, real_table=True) == "tiles"
+    assert not core_by_default(cpu, 16, npol=4, separable=False, real_table=True)
     assert choose(cpu, 8, 1).strategy == "tiled"               # the dispatcher alone: unchanged
     # CPUs spread real separable tables with the vector tile where it builds
     vector = TileShape(16, 16, vector=True)

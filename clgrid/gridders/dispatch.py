@@ -186,7 +186,8 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
     if deterministic and core_method == "register":
         raise ValueError("deterministic=True needs the core's tile spread: core_method "
                          "'register' adds with float atomics in a varying order")
-    method = core_method or core_method_for(profile, support, deterministic, npol)
+    method = core_method or core_method_for(profile, support, deterministic, npol,
+                                            separable and real_table)
     core_ok, core_why = core_possible(profile, support, precision, separable, method)
     if deterministic and strategy not in ("auto",) + ATOMIC_FREE:
         raise ValueError(f"deterministic=True needs an atomic-free strategy {ATOMIC_FREE}; "
@@ -196,6 +197,10 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
             strategy = "core"
             reasons.append("deterministic=True on a GPU: core (device set points, "
                            "output-owned tiles, no float atomics)")
+        elif core_ok and cpu_core_faster(profile, support, npol, separable and real_table):
+            strategy = "core"
+            reasons.append("deterministic=True on a CPU: core (its tile spread, faster "
+                           "than the tiled strategy for this table)")
         else:
             strategy = "tiled"
             why = "" if profile.device_type == "gpu" else f" on a {profile.device_type}"
@@ -224,27 +229,39 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
                   core_method=method if strategy == "core" else None)
 
 
-#: Widest table for which CPUs default to the core strategy (one polarisation):
-#: Intel CPU runtime, 0.96 M visibilities, 1024^2 (benchmarks/cpu_table_core.py,
-#: 2026-11-25): its tile spread 1.7-1.8x the tiled strategy at W 4 and 8,
-#: 0.94x at W 16.
+#: Widest table for which CPUs default to the core strategy's lane tiles
+#: (one polarisation; tables the vector tile takes go further): Intel CPU
+#: runtime and PyPI's PoCL 3.0, 0.96 M visibilities, 1024^2
+#: (benchmarks/cpu_table_core.py, 2026-11-25): 1.2-1.9x the tiled strategy at
+#: W 4 and 8; at W 16 0.94x (Intel) and 1.3x (PoCL).
 CPU_CORE_MAX_SUPPORT = 8
 
 
+def cpu_vector_tile(profile, support: int, real_table: bool) -> bool:
+    """Whether the core's tile spread runs the CPU vector tile for this table
+    (:func:`clgrid.core.table.table_tiles`: CPUs whose compiler builds it,
+    real separable tables up to W 16)."""
+    return (profile.device_type == "cpu" and support <= MAX_TABLE_SUPPORT
+            and table_tiles(profile, support, real_table).vector)
+
+
 def core_method_for(profile, support: int, deterministic: bool = False,
-                    npol: int = 1) -> str:
+                    npol: int = 1, real_table: bool = False) -> str:
     """The core strategy's spread when none is asked for: ``'tiles'`` where
-    determinism is asked for, on CPUs for one polarisation, or where float
-    atomics are not native and the tile spread fits (support <= 33); else
-    ``'register'`` (on the H200 1.1-3.7x the scatter strategy's visibility
-    rate and 8-27x the tile spread's, benchmarks/RESULTS.md; on the Intel CPU
-    runtime 1.6-1.9x the tile spread's at 4 polarisations, 0.5-0.8x at one,
-    benchmarks/cpu_table_core.py)."""
+    determinism is asked for, on CPUs for one polarisation or a table the
+    vector tile takes (``real_table``: real separable tables; Intel CPU
+    runtime 2-3x the register spread, benchmarks/cpu_table_core.py), or where
+    float atomics are not native and the tile spread fits (support <= 33);
+    else ``'register'`` (on the H200 1.1-3.7x the scatter strategy's
+    visibility rate and 8-27x the tile spread's, benchmarks/RESULTS.md; on
+    the Intel CPU runtime 2x the lane tiles for 4 polarisations of a
+    W-projection table)."""
     if deterministic:
         return "tiles"
     if support > MAX_TABLE_SUPPORT:
         return "register"
-    if profile.device_type == "cpu" and npol == 1:
+    if profile.device_type == "cpu" and (npol == 1
+                                         or cpu_vector_tile(profile, support, real_table)):
         return "tiles"
     return "register" if _has_native_atomics(profile) else "tiles"
 
@@ -309,21 +326,32 @@ def _format_seconds(seconds: dict) -> str:
 
 
 def core_by_default(profile, support: int, precision: Any = np.float32,
-                    separable: bool = True, npol: int = 1) -> bool:
+                    separable: bool = True, npol: int = 1, real_table: bool = False) -> bool:
     """Whether ``Gridder(strategy='auto')`` with ``deterministic=None`` (the
     default) runs the core strategy, with the spread of
     :func:`core_method_for`: on GPUs with fp64 (register accumulation where
     float atomics are native: on the H200 faster than the scatter strategy
     at every support, and its set points are on the device), and on CPUs
-    with native float atomics (the Intel runtime) for one polarisation and
-    support <= :data:`CPU_CORE_MAX_SUPPORT` (its tile spread, bitwise
-    reproducible like the tiled strategy it replaces there)."""
-    method = core_method_for(profile, support, npol=npol)
+    where its tile spread (bitwise reproducible like the tiled strategy it
+    replaces) is the faster: tables the vector tile takes (real separable,
+    W <= 16: 3.5-6.6x the tiled strategy on the Intel CPU runtime, any
+    number of polarisations) and one polarisation up to
+    :data:`CPU_CORE_MAX_SUPPORT` (lane tiles, 1.2-1.9x)."""
+    real_table = separable and real_table
+    method = core_method_for(profile, support, npol=npol, real_table=real_table)
     if profile.device_type == "gpu":
         return core_possible(profile, support, precision, separable, method)[0]
-    return (profile.device_type == "cpu" and npol == 1 and _has_native_atomics(profile)
-            and support <= CPU_CORE_MAX_SUPPORT
+    return (method == "tiles" and cpu_core_faster(profile, support, npol, real_table)
             and core_possible(profile, support, precision, separable, method)[0])
+
+
+def cpu_core_faster(profile, support: int, npol: int, real_table: bool) -> bool:
+    """CPUs where the core's tile spread beats the tiled strategy (both
+    deterministic): tables the vector tile takes, and one polarisation up to
+    :data:`CPU_CORE_MAX_SUPPORT`."""
+    return profile.device_type == "cpu" and (
+        cpu_vector_tile(profile, support, real_table)
+        or (npol == 1 and support <= CPU_CORE_MAX_SUPPORT))
 
 
 def core_default(choice: Choice) -> Choice:
@@ -365,5 +393,5 @@ def _short(params) -> str:
 
 
 __all__ = ["ATOMIC_FREE", "CORE_METHODS", "Choice", "ImageParams", "STRATEGIES", "choose",
-           "CPU_CORE_MAX_SUPPORT", "core_by_default", "core_default", "core_method_for",
+           "CPU_CORE_MAX_SUPPORT", "core_by_default", "cpu_core_faster", "cpu_vector_tile", "core_default", "core_method_for",
            "core_possible", "explain", "image_possible", "tiled_params"]

@@ -181,7 +181,8 @@ class Gridder(_TableOperation):
     deterministic
         True: bitwise-identical grids call after call (same device and
         driver): ``'auto'`` picks the core strategy on GPUs (where the
-        device has fp64 and support <= 33) and elsewhere the tiled strategy
+        device has fp64 and support <= 33), on CPUs the core where
+        :func:`clgrid.gridders.dispatch.cpu_core_faster`, and elsewhere the tiled strategy
         with its records binned in record order (a blocked counting sort on
         CPUs, clgrid's stable radix sort elsewhere) instead of an atomic
         cursor; forcing ``'scatter'``/``'image'``, explicit scatter
@@ -192,10 +193,13 @@ class Gridder(_TableOperation):
         :func:`clgrid.gridders.dispatch.core_method_for` (register
         accumulation where float atomics are native: on the H200 faster than
         the scatter strategy at every support, with device set points; not
-        bitwise reproducible); on CPUs with native float atomics (the Intel
-        runtime) and one polarisation the core strategy's tile spread, else
-        the tiled strategy (both deterministic); elsewhere the dispatcher's
-        choice.  The result is in :attr:`deterministic`.
+        bitwise reproducible); on CPUs the core strategy's tile spread where
+        it is the faster (real separable tables up to W 16 where the
+        compiler builds the vector tile, any polarisations; one polarisation
+        up to W 8: :func:`clgrid.gridders.dispatch.cpu_core_faster`), else
+        the tiled strategy (both deterministic; ``deterministic=True`` picks
+        the same); elsewhere the dispatcher's choice.  The result is in
+        :attr:`deterministic`.
     """
 
     def __init__(self, context, gcf: GCF, nx: int, ny: int, cell_size_rad: float, *,
@@ -264,7 +268,7 @@ class Gridder(_TableOperation):
         return (deterministic is None and strategy == "auto"
                 and not self._asks_for_scatter(params, atomics)
                 and core_by_default(self.profile, self.gcf.support, self.real_dtype,
-                                    self.gcf.separable, self.npol))
+                                    self.gcf.separable, self.npol, self.gcf.real_tables))
 
     def _choose(self, strategy: str, params, atomics, tiled_params, image_params,
                 deterministic: bool, core_tiles=None, core_method=None):

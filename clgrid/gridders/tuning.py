@@ -59,7 +59,9 @@ def tune(context, gcf, npol: int = 4, precision=np.float32, *, nx: int = 512,
     Returns a dict with ``params`` (the best), ``seconds``, ``default_seconds``
     and ``results`` (one row per candidate).
     """
-    probe = Gridder(context, gcf, nx, nx, 1.0, npol=npol, precision=precision)
+    # the scatter strategy's parameters are what is tuned: its host records
+    probe = Gridder(context, gcf, nx, nx, 1.0, npol=npol, precision=precision,
+                    strategy="scatter")
     profile = probe.profile
     uvw, freq_hz, cell = synthetic_tracks(n_baselines, nx, gcf.support)
     rng = np.random.default_rng(0)
