@@ -152,14 +152,15 @@ class SetPoints:
 
 
 def sort_by_key(queue: cl.CommandQueue, sort: RadixSort, keys: cla.Array, n_vis: int,
-                span: int) -> tuple[cla.Array, cla.Array]:
+                span: int, allocator=None) -> tuple[cla.Array, cla.Array]:
     """Visibility indices sorted by their ``keys`` (stable, clgrid's radix
     sort of ``min(key, span)``, so keys >= ``span`` last):
-    ``(sorted_keys, sorted_index)``."""
-    sorted_keys, sorted_index = keys, cla.empty(queue, 1, np.uint32)
+    ``(sorted_keys, sorted_index)``; scratch from ``allocator`` (pyopencl's,
+    None: the queue's context)."""
+    sorted_keys, sorted_index = keys, cla.empty(queue, 1, np.uint32, allocator=allocator)
     if n_vis:
-        scratch = [cla.empty(queue, n_vis, keys.dtype)] + [
-            cla.empty(queue, n_vis, np.uint32) for _ in range(2)]
+        scratch = [cla.empty(queue, n_vis, keys.dtype, allocator=allocator)] + [
+            cla.empty(queue, n_vis, np.uint32, allocator=allocator) for _ in range(2)]
         keys_buffer, order_buffer, _ = sort(keys.data, n_vis, 0, span,
                                             tuple(a.data for a in scratch))
         sorted_keys = _array_of(keys_buffer, [keys] + scratch)
@@ -168,12 +169,13 @@ def sort_by_key(queue: cl.CommandQueue, sort: RadixSort, keys: cla.Array, n_vis:
 
 
 def sort_into_bins(queue: cl.CommandQueue, sort: RadixSort, starts: cl.Kernel,
-                   keys: cla.Array, n_vis: int, n_bins: int) -> tuple[cla.Array, cla.Array]:
+                   keys: cla.Array, n_vis: int, n_bins: int,
+                   allocator=None) -> tuple[cla.Array, cla.Array]:
     """Visibility indices sorted by their ``keys`` (:func:`sort_by_key`) and
     where each of the ``n_bins`` bins starts (kernel ``bin_starts``):
     ``(sorted_index, bin_start)``."""
-    sorted_keys, sorted_index = sort_by_key(queue, sort, keys, n_vis, n_bins)
-    bin_start = cla.empty(queue, n_bins + 1, np.uint32)
+    sorted_keys, sorted_index = sort_by_key(queue, sort, keys, n_vis, n_bins, allocator)
+    bin_start = cla.empty(queue, n_bins + 1, np.uint32, allocator=allocator)
     starts(queue, (_round_up(n_vis + 1, 256),), None, sorted_keys.data, np.uint32(n_vis),
            np.uint32(n_bins), bin_start.data)
     return sorted_index, bin_start
