@@ -359,6 +359,23 @@ void interpolate_vector(__global const int4 *cells, __global const ${real}4 *fra
         if (cell.y + VTAPS <= nv) {
             const ${pn} kv2 = shuffle(kv_taps, (${index_type}${pair_n})(${duplicate}));
             ${pn} total = (${pn})0;
+%   if do_w:
+            // row by row, the planes' rows summed with their w weights first:
+            // one vector FMA a row and plane (not two), then the u and v taps
+            // once a row
+            int iu = cell.x;
+            for (int a = 0; a < SUPPORT; ++a) {
+                ${pn} row = (${pn})0;
+                for (int p = p_first; p < p_end; ++p) {
+                    __global const ${real} *grid = (__global const ${real} *)(
+                        planes + (size_t)(p - plane0) * nu * nv + cell.y);
+                    row = fma(vload${pair_n}(0, grid + 2 * (size_t)iu * nv),
+                              (${pn})kw[p - cell.z], row);
+                }
+                total = fma(row * kv2, (${pn})ku[a], total);
+                iu = (iu + 1 == nu) ? 0 : iu + 1;
+            }
+%   else:
             for (int p = p_first; p < p_end; ++p) {
                 __global const ${real} *grid = (__global const ${real} *)(
                     planes + (size_t)(p - plane0) * nu * nv + cell.y);
@@ -369,12 +386,9 @@ void interpolate_vector(__global const int4 *cells, __global const ${real}4 *fra
                                     (${pn})ku[a], plane_sum);
                     iu = (iu + 1 == nu) ? 0 : iu + 1;
                 }
-% if do_w:
-                total = fma(plane_sum, (${pn})kw[p - cell.z], total);
-% else:
                 total += plane_sum;
-% endif
             }
+%   endif
             ${real} parts[${pair_n}];
             vstore${pair_n}(total, 0, parts);
             for (int c = 0; c < VTAPS; ++c)
