@@ -43,6 +43,12 @@ class ClEnv:
         """True on a simulator: tests must use tiny sizes."""
         return self.profile.is_simulator
 
+    def require_vector_tiles(self) -> None:
+        """Skip a test that forces the CPU vector tile where the driver cannot
+        build it (PyPI's PoCL 3.0: DeviceProfile.vector_kernels)."""
+        if not self.profile.vector_kernels:
+            pytest.skip("this driver cannot build vector tiles (DeviceProfile.vector_kernels)")
+
 
 def pytest_addoption(parser):
     parser.addoption("--cl-platform", default=os.environ.get("CLGRID_TEST_PLATFORM", "all"),

@@ -98,8 +98,7 @@ def test_horner_gridding_matches_the_direct_transform(cl_env, epsilon, precision
     one vector of columns and of two."""
     if not cl_env.profile.fp64:
         pytest.skip("device has no fp64")
-    if not cl_env.profile.vector_kernels:
-        pytest.skip("this driver cannot build vector tiles (DeviceProfile.vector_kernels)")
+    cl_env.require_vector_tiles()
     uvw, freq, vis = _observation()
     complex_type = np.complex64 if precision == "single" else np.complex128
     real_type = np.float32 if precision == "single" else np.float64

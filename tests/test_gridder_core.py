@@ -54,9 +54,8 @@ def _core(cl_env, gcf, nx, ny, cell, tiles=None, **kwargs) -> Gridder:
 @pytest.mark.parametrize("npol, precision", [(1, np.float32), (4, np.float32),
                                              (4, np.float64)])
 def test_separable_matches_reference(cl_env, tiles, size, npol, precision):
-    if SEPARABLE_TILES[tiles] and SEPARABLE_TILES[tiles].vector \
-            and not cl_env.profile.vector_kernels:
-        pytest.skip("this driver cannot build vector tiles (DeviceProfile.vector_kernels)")
+    if SEPARABLE_TILES[tiles] and SEPARABLE_TILES[tiles].vector:
+        cl_env.require_vector_tiles()
     nx, ny = size
     rng = np.random.default_rng(npol * 7 + nx)
     uvw, cell = _setup(rng, nx, ny, 300, 8, tracks=True)

@@ -214,8 +214,8 @@ def test_every_tile_shape_matches_the_direct_transform(cl_env, tiles, precision,
     """The GPU tile variant (registers, unrolled rows) runs on CPUs too: check it
     here, with (tile, plane) point lists split into small chunks and folded."""
     from clgrid.core.plan import TileShape
-    if TileShape(*tiles).vector and not cl_env.profile.vector_kernels:
-        pytest.skip("this driver cannot build vector tiles (DeviceProfile.vector_kernels)")
+    if TileShape(*tiles).vector:
+        cl_env.require_vector_tiles()
     uvw, freq, vis = _observation(n_rows=150, seed=3)
     real = np.float32 if precision == "single" else np.float64
     geometry = dict(GEOMETRY, center_x=0.004, center_y=-0.003)
