@@ -250,7 +250,7 @@ def core_method_for(profile, support: int, deterministic: bool = False,
     """The core strategy's spread when none is asked for: ``'tiles'`` where
     determinism is asked for, on CPUs for one polarisation or a table the
     vector tile takes (``real_table``: real separable tables; Intel CPU
-    runtime 2-3x the register spread, benchmarks/cpu_table_core.py), or where
+    runtime 2-4x the register spread, benchmarks/cpu_table_core.py), or where
     float atomics are not native and the tile spread fits (support <= 33);
     else ``'register'`` (on the H200 1.1-3.7x the scatter strategy's
     visibility rate and 8-27x the tile spread's, benchmarks/RESULTS.md; on
@@ -393,5 +393,6 @@ def _short(params) -> str:
 
 
 __all__ = ["ATOMIC_FREE", "CORE_METHODS", "Choice", "ImageParams", "STRATEGIES", "choose",
-           "CPU_CORE_MAX_SUPPORT", "core_by_default", "cpu_core_faster", "cpu_vector_tile", "core_default", "core_method_for",
+           "CPU_CORE_MAX_SUPPORT", "core_by_default", "core_default", "core_method_for",
+           "cpu_core_faster", "cpu_vector_tile",
            "core_possible", "explain", "image_possible", "tiled_params"]
