@@ -24,6 +24,12 @@
     if table_real and not separable:
         raise ValueError("table_real applies to separable tables")
     weight = real if table_real else vec
+    # real separable tables come phased and padded (register.phased_table):
+    # a block's weights are one aligned vector load, no edge tests
+    wu_type = real + (str(block_u) if block_u > 1 else "")
+    wv_type = real + (str(block_v) if block_v > 1 else "")
+    def lane(name, n, a):
+        return name if n == 1 else "%s.s%d" % (name, a)
     suffix = "f32" if real == "float" else "f64"
     catomic = "atomic_add_c64" if real == "float" else "atomic_add_c128"
     blocks_u = bin_u // block_u
@@ -51,7 +57,9 @@
 // changes only when the box slides past it), as its start box.x rounded
 // down to a multiple of the bin and the offset box.y there, so that a block
 // at offset o sits at box.x + o, plus a bin where o < box.y; the footprint
-// start and the record's table offsets: (x0, y0, full slice or u row, v row).
+// start and the record's table offsets: (x0, y0, full slice or u row, v row;
+// real tables: the row of the record's phase x0 mod block_u (y0 mod block_v)
+// in block vectors).
 inline void stage_record(const int4 record, __local int4 *where, __local int4 *box)
 {
     const int y0 = record.x, x0 = record.y;
@@ -59,7 +67,13 @@ inline void stage_record(const int4 record, __local int4 *where, __local int4 *b
     const int box_u = x0 - x0 % ${block_u}, box_v = y0 - y0 % ${block_v};
     const int r_u = box_u % BIN_U, r_v = box_v % BIN_V;
     *box = (int4)(box_u - r_u, r_u, box_v - r_v, r_v);
-% if separable:
+% if table_real:
+    const int fx = index % OVERSAMPLE, fy = (index / OVERSAMPLE) % OVERSAMPLE;
+    const int w_plane = index / (OVERSAMPLE * OVERSAMPLE);
+    *where = (int4)(x0, y0,
+                    ((w_plane * OVERSAMPLE + fx) * ${block_u} + x0 % ${block_u}) * (BIN_U / ${block_u}),
+                    ((w_plane * OVERSAMPLE + fy) * ${block_v} + y0 % ${block_v}) * (BIN_V / ${block_v}));
+% elif separable:
     const int fx = index % OVERSAMPLE, fy = (index / OVERSAMPLE) % OVERSAMPLE;
     const int w_plane = index / (OVERSAMPLE * OVERSAMPLE);
     *where = (int4)(x0, y0, (w_plane * OVERSAMPLE + fx) * SUPPORT,
@@ -96,9 +110,22 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
                 const int4 where = l_cell[stream][i], box = l_box[stream][i];
                 const int pu = box.x + offset_u + (offset_u < box.y ? BIN_U : 0);
                 const int pv = box.z + offset_v + (offset_v < box.w ? BIN_V : 0);
+% if table_real:
+                // the block's place in the box, in blocks: its weights' vector
+                const ${wu_type} wu_vector =
+                    gcf_u[where.z + (int)((unsigned int)(pu - box.x - box.y) / ${block_u}u)];
+                const ${wv_type} wv_vector =
+                    gcf_v[where.w + (int)((unsigned int)(pv - box.z - box.w) / ${block_v}u)];
+                ${weight} wu[${block_u}], wv[${block_v}];
+%   for a in range(block_u):
+                wu[${a}] = ${lane("wu_vector", block_u, a)};
+%   endfor
+%   for b in range(block_v):
+                wv[${b}] = ${lane("wv_vector", block_v, b)};
+%   endfor
+% elif separable:
                 const int du = pu - where.x;   // footprint column of the block's first point
                 const int dv = pv - where.y;
-% if separable:
                 ${weight} wu[${block_u}], wv[${block_v}];
                 __global const ${weight} *row_u = gcf_u + where.z + du;
                 __global const ${weight} *row_v = gcf_v + where.w + dv;
@@ -109,6 +136,8 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
                 wv[${b}] = (dv + ${b} >= 0 && dv + ${b} < SUPPORT) ? row_v[${b}] : (${weight})(0);
 %   endfor
 % else:
+                const int du = pu - where.x;   // footprint column of the block's first point
+                const int dv = pv - where.y;
                 ${vec} w[${block_v}][${block_u}];
                 __global const ${vec} *slice = gcf + (size_t)where.z * SUPPORT * SUPPORT
                                                + dv * SUPPORT + du;
@@ -172,7 +201,9 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void spread_register(__global const int4 *cells, const unsigned int n_records,
                      const unsigned int records_per_group, __global const ${vec} *values,
-% if separable:
+% if table_real:
+                     __global const ${wu_type} *gcf_u, __global const ${wv_type} *gcf_v,
+% elif separable:
                      __global const ${weight} *gcf_u, __global const ${weight} *gcf_v,
 % else:
                      __global const ${vec} *gcf,

@@ -345,10 +345,12 @@ def test_register_default_geometry_on_fake_profiles():
     assert default_register_params(gpu, 128, 4, True) == RegisterParams(4, 2, 128, 64, 2048)
     assert default_register_params(gpu, 128, 4, True, True) == RegisterParams(4, 4, 64, 64,
                                                                                2048)
+    assert default_register_params(gpu, 128, 1, True, True) == RegisterParams(8, 8, 32, 64,
+                                                                               2048)
     assert default_register_params(gpu, 2, 1) == RegisterParams(1, 1, 256, 64, 2048)
     assert default_register_params(fake(device_type="cpu"), 128, 4, True, True) == \
         RegisterParams(1, 1, 64, 64, 4096)
-    for support, npol in ((8, 4), (64, 4), (128, 4), (128, 2)):
+    for support, npol in ((8, 4), (64, 4), (128, 4), (128, 2), (128, 1)):
         default_register_params(gpu, support, npol, True, True).validate(npol)
 
 
@@ -688,3 +690,22 @@ def test_register_flush_count(cl_env):
             assert counting.last_flushes == flushes
         else:
             assert 36 < counting.last_flushes <= 2 * 36
+
+
+def test_phased_table_puts_each_block_of_weights_in_one_aligned_vector():
+    """phased_table against the plain rule: phase f, block k holds the
+    weights of footprint columns block k - f .. + block - 1 (zero off it)."""
+    from clgrid.core.register import phased_table
+    rng = np.random.default_rng(3)
+    support, block = 7, 4
+    table = rng.standard_normal((1, 3, support))          # (w_planes, O, S)
+    bin_ = -(-(support + block - 1) // block) * block
+    phased = phased_table(table, block, bin_, np.float64)
+    assert phased.shape == (3, block, bin_)
+    for row in range(3):
+        for phase in range(block):
+            for k in range(bin_ // block):
+                for c in range(block):
+                    column = block * k - phase + c
+                    expected = table[0, row, column] if 0 <= column < support else 0.0
+                    assert phased[row, phase, block * k + c] == expected

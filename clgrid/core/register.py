@@ -86,14 +86,16 @@ class RegisterParams:
 def default_register_params(profile: DeviceProfile, support: int, npol: int,
                             separable: bool = False, table_real: bool = False) -> RegisterParams:
     """Geometry from the device profile, as measured on the H200
-    (benchmarks/RESULTS.md, 4 polarisations): GPUs 2 x 2 points a
-    work-item, 256 work-items a group up to support 16 (several record
-    streams a group), 128 above, 2048 records a group (3-7% faster than
-    4096, fewer than 1024 flush more, 2026-11-23); separable tables above 32
-    coarsen to 4 x 2 (fewer table reads per point), real ones (``table_real``)
-    to 4 x 4 in groups of 64 (2026-11-25: at support 64 / 128 / 256 the best
-    or within 1% of it, 3713 / 4595 / 5251 G additions/s against 4x2's
-    3711 / 4522 / 4767).  CPUs (Intel runtime, 2 cores): one point a
+    (benchmarks/RESULTS.md): GPUs 2 x 2 points a work-item, 256 work-items
+    a group up to support 16 (several record streams a group), 128 above,
+    2048 records a group (3-7% faster than 4096, fewer than 1024 flush
+    more; 4 polarisations, 2026-11-23); separable tables above 32 coarsen
+    to 4 x 2 (fewer table reads per point).  Real separable tables
+    (``table_real``, phased: one vector load a block) above 32: 4 x 4 in
+    groups of 64, and 8 x 8 in groups of 32 for one polarisation
+    (2026-11-25, support 64 / 128 / 256: 4359 / 5495 / 6194 G additions/s
+    with 4 polarisations; 2998 / 4547 / 6189 with one, against 4 x 4's
+    3066 / 4196 / 4862).  CPUs (Intel runtime, 2 cores): one point a
     work-item, 64 a group (the driver vectorises across items)."""
     limit = int(profile.max_work_group_size)
     if profile.device_type != "gpu":
@@ -102,7 +104,7 @@ def default_register_params(profile: DeviceProfile, support: int, npol: int,
     if support < 4:
         block = (1, 1)
     elif separable and table_real and support > 32:
-        block, wg = (4, 4), 64
+        block, wg = ((8, 8), 32) if npol == 1 else ((4, 4), 64)
     elif separable and support > 32:
         block = (4, 2)
     else:
@@ -110,6 +112,20 @@ def default_register_params(profile: DeviceProfile, support: int, npol: int,
     while block[0] * block[1] * npol > MAX_REGISTER_SUMS:
         block = (block[0], block[1] // 2) if block[1] > 1 else (block[0] // 2, 1)
     return RegisterParams(block[0], block[1], min(wg, limit), 64, 2048)
+
+
+def phased_table(table: np.ndarray, block: int, bin_: int, dtype) -> np.ndarray:
+    """A real separable table ``(w_planes, O, S)`` as the register spread
+    reads it: for every row and phase ``f`` (the footprint start modulo
+    ``block``) the row shifted right by ``f`` into ``bin_`` zeros, so that a
+    block of a box always finds its ``block`` weights at an aligned place,
+    the ones off the footprint zero: ``(w_planes * O, block, bin_)``."""
+    rows = np.asarray(table).reshape(-1, table.shape[-1])
+    support = rows.shape[1]
+    phased = np.zeros((rows.shape[0], block, bin_), dtype)
+    for phase in range(block):
+        phased[:, phase, phase:phase + support] = rows
+    return phased
 
 
 def as_register_params(value) -> RegisterParams | None:
@@ -247,7 +263,7 @@ class RegisterSpreader:
         The GCF tables on the device: ``[table_u, table_v]`` (separable) or
         ``[table]`` (full), complex of the grid's precision.  Real
         separable tables (``grid.table_real``) are spread from real copies
-        made here (half the multiply-adds).
+        made here (half the multiply-adds), phased by :func:`phased_table`.
     npol
         Polarisations per visibility.
     params
@@ -265,14 +281,20 @@ class RegisterSpreader:
                  count_flushes: bool = False):
         self.queue, self.grid = queue, grid
         self.table_real = bool(grid.separable and grid.table_real)
-        self.tables_d = ([cla.to_device(queue, np.ascontiguousarray(t.get().real, grid.real))
-                          for t in tables_d] if self.table_real else tables_d)
         profile = DeviceProfile.from_device(queue.device)
         self.npol = int(npol)
         self.params = params or default_register_params(profile, grid.support, self.npol,
                                                         grid.separable, self.table_real)
         self.params.validate(self.npol)
         bin_u, bin_v = self.params.bins(grid.support)
+        self.tables_d = tables_d
+        #: What the kernel reads: the tables, or real ones phased (phased_table).
+        self._kernel_tables = tables_d
+        if self.table_real:
+            self._kernel_tables = [
+                cla.to_device(queue, phased_table(table_d.get().real, block, bin_, grid.real))
+                for table_d, block, bin_ in ((tables_d[0], self.params.block_u, bin_u),
+                                             (tables_d[1], self.params.block_v, bin_v))]
         n_blocks = (bin_u // self.params.block_u) * (bin_v // self.params.block_v)
         wg = min(self.params.wg_size, int(profile.max_work_group_size))
         point_bytes = _CELL_BYTES + self.npol * grid.complex_dtype.itemsize
@@ -325,7 +347,7 @@ class RegisterSpreader:
         g = self.grid
         self._kernel(self.queue, (n_groups * self.wg_size, self.box_groups),
                      (self.wg_size, 1), records.cells.data, np.uint32(records.n_records),
-                     np.uint32(per_group), values.data, *(t.data for t in self.tables_d),
+                     np.uint32(per_group), values.data, *(t.data for t in self._kernel_tables),
                      grid_d.data, np.int32(g.nx), np.int32(g.ny), self._flush_count.data)
         if self.count_flushes:
             self.last_flushes = int(self._flush_count.get()[0])
@@ -333,5 +355,5 @@ class RegisterSpreader:
 
 
 __all__ = ["MAX_REGISTER_SUMS", "MAX_RUN", "REGISTER_BLOCKS", "RecordGather", "RecordScan", "Records",
-           "RegisterParams", "RegisterSpreader",
+           "RegisterParams", "RegisterSpreader", "phased_table",
            "as_register_params", "default_register_params"]
