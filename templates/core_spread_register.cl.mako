@@ -24,12 +24,16 @@
     if table_real and not separable:
         raise ValueError("table_real applies to separable tables")
     weight = real if table_real else vec
-    # real separable tables come phased and padded (register.phased_table):
-    # a block's weights are one aligned vector load, no edge tests
-    wu_type = real + (str(block_u) if block_u > 1 else "")
-    wv_type = real + (str(block_v) if block_v > 1 else "")
-    def lane(name, n, a):
-        return name if n == 1 else "%s.s%d" % (name, a)
+    # separable tables come phased and padded (register.phased_table): a
+    # block's weights are one aligned vector load, with no edge tests
+    parts = 1 if table_real else 2
+    def vector_type(block):
+        return real + (str(block * parts) if block * parts > 1 else "")
+    wu_type, wv_type = vector_type(block_u), vector_type(block_v)
+    def lane(name, block, a):
+        if block * parts == 1:
+            return name
+        return name + ".s" + "".join("%x" % (a * parts + c) for c in range(parts))
     suffix = "f32" if real == "float" else "f64"
     catomic = "atomic_add_c64" if real == "float" else "atomic_add_c128"
     blocks_u = bin_u // block_u
@@ -57,9 +61,9 @@
 // changes only when the box slides past it), as its start box.x rounded
 // down to a multiple of the bin and the offset box.y there, so that a block
 // at offset o sits at box.x + o, plus a bin where o < box.y; the footprint
-// start and the record's table offsets: (x0, y0, full slice or u row, v row;
-// real tables: the row of the record's phase x0 mod block_u (y0 mod block_v)
-// in block vectors).
+// start and the record's table offsets: (x0, y0, full slice, 0), or for
+// separable tables (x0, y0, u row, v row), the rows of the record's phase
+// x0 mod block_u (y0 mod block_v) in block vectors.
 inline void stage_record(const int4 record, __local int4 *where, __local int4 *box)
 {
     const int y0 = record.x, x0 = record.y;
@@ -67,17 +71,12 @@ inline void stage_record(const int4 record, __local int4 *where, __local int4 *b
     const int box_u = x0 - x0 % ${block_u}, box_v = y0 - y0 % ${block_v};
     const int r_u = box_u % BIN_U, r_v = box_v % BIN_V;
     *box = (int4)(box_u - r_u, r_u, box_v - r_v, r_v);
-% if table_real:
+% if separable:
     const int fx = index % OVERSAMPLE, fy = (index / OVERSAMPLE) % OVERSAMPLE;
     const int w_plane = index / (OVERSAMPLE * OVERSAMPLE);
     *where = (int4)(x0, y0,
                     ((w_plane * OVERSAMPLE + fx) * ${block_u} + x0 % ${block_u}) * (BIN_U / ${block_u}),
                     ((w_plane * OVERSAMPLE + fy) * ${block_v} + y0 % ${block_v}) * (BIN_V / ${block_v}));
-% elif separable:
-    const int fx = index % OVERSAMPLE, fy = (index / OVERSAMPLE) % OVERSAMPLE;
-    const int w_plane = index / (OVERSAMPLE * OVERSAMPLE);
-    *where = (int4)(x0, y0, (w_plane * OVERSAMPLE + fx) * SUPPORT,
-                    (w_plane * OVERSAMPLE + fy) * SUPPORT);
 % else:
     *where = (int4)(x0, y0, index, 0);
 % endif
@@ -110,7 +109,7 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
                 const int4 where = l_cell[stream][i], box = l_box[stream][i];
                 const int pu = box.x + offset_u + (offset_u < box.y ? BIN_U : 0);
                 const int pv = box.z + offset_v + (offset_v < box.w ? BIN_V : 0);
-% if table_real:
+% if separable:
                 // the block's place in the box, in blocks: its weights' vector
                 const ${wu_type} wu_vector =
                     gcf_u[where.z + (int)((unsigned int)(pu - box.x - box.y) / ${block_u}u)];
@@ -122,18 +121,6 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
 %   endfor
 %   for b in range(block_v):
                 wv[${b}] = ${lane("wv_vector", block_v, b)};
-%   endfor
-% elif separable:
-                const int du = pu - where.x;   // footprint column of the block's first point
-                const int dv = pv - where.y;
-                ${weight} wu[${block_u}], wv[${block_v}];
-                __global const ${weight} *row_u = gcf_u + where.z + du;
-                __global const ${weight} *row_v = gcf_v + where.w + dv;
-%   for a in range(block_u):
-                wu[${a}] = (du + ${a} >= 0 && du + ${a} < SUPPORT) ? row_u[${a}] : (${weight})(0);
-%   endfor
-%   for b in range(block_v):
-                wv[${b}] = (dv + ${b} >= 0 && dv + ${b} < SUPPORT) ? row_v[${b}] : (${weight})(0);
 %   endfor
 % else:
                 const int du = pu - where.x;   // footprint column of the block's first point
@@ -201,10 +188,8 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void spread_register(__global const int4 *cells, const unsigned int n_records,
                      const unsigned int records_per_group, __global const ${vec} *values,
-% if table_real:
+% if separable:
                      __global const ${wu_type} *gcf_u, __global const ${wv_type} *gcf_v,
-% elif separable:
-                     __global const ${weight} *gcf_u, __global const ${weight} *gcf_v,
 % else:
                      __global const ${vec} *gcf,
 % endif

@@ -115,8 +115,8 @@ def default_register_params(profile: DeviceProfile, support: int, npol: int,
 
 
 def phased_table(table: np.ndarray, block: int, bin_: int, dtype) -> np.ndarray:
-    """A real separable table ``(w_planes, O, S)`` as the register spread
-    reads it: for every row and phase ``f`` (the footprint start modulo
+    """A separable table ``(w_planes, O, S)`` (real or complex) as the
+    register spread reads it: for every row and phase ``f`` (the footprint start modulo
     ``block``) the row shifted right by ``f`` into ``bin_`` zeros, so that a
     block of a box always finds its ``block`` weights at an aligned place,
     the ones off the footprint zero: ``(w_planes * O, block, bin_)``."""
@@ -263,7 +263,8 @@ class RegisterSpreader:
         The GCF tables on the device: ``[table_u, table_v]`` (separable) or
         ``[table]`` (full), complex of the grid's precision.  Real
         separable tables (``grid.table_real``) are spread from real copies
-        made here (half the multiply-adds), phased by :func:`phased_table`.
+        made here (half the multiply-adds); separable tables are phased by
+        :func:`phased_table`.
     npol
         Polarisations per visibility.
     params
@@ -288,11 +289,15 @@ class RegisterSpreader:
         self.params.validate(self.npol)
         bin_u, bin_v = self.params.bins(grid.support)
         self.tables_d = tables_d
-        #: What the kernel reads: the tables, or real ones phased (phased_table).
+        #: What the kernel reads: the full table, or the separable ones phased
+        #: (phased_table; real where the tables are).
         self._kernel_tables = tables_d
-        if self.table_real:
+        if grid.separable:
+            weight = grid.real if self.table_real else grid.complex_dtype
             self._kernel_tables = [
-                cla.to_device(queue, phased_table(table_d.get().real, block, bin_, grid.real))
+                cla.to_device(queue, phased_table(
+                    table_d.get().real if self.table_real else table_d.get(), block, bin_,
+                    weight))
                 for table_d, block, bin_ in ((tables_d[0], self.params.block_u, bin_u),
                                              (tables_d[1], self.params.block_v, bin_v))]
         n_blocks = (bin_u // self.params.block_u) * (bin_v // self.params.block_v)
