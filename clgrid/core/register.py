@@ -89,24 +89,22 @@ def default_register_params(profile: DeviceProfile, support: int, npol: int,
     (benchmarks/RESULTS.md): GPUs 2 x 2 points a work-item, 256 work-items
     a group up to support 16 (several record streams a group), 128 above,
     2048 records a group (3-7% faster than 4096, fewer than 1024 flush
-    more; 4 polarisations, 2026-11-23); separable tables above 32 coarsen
-    to 4 x 2 (fewer table reads per point).  Real separable tables
-    (``table_real``, phased: one vector load a block) above 32: 4 x 4 in
-    groups of 64, and 8 x 8 in groups of 32 for one polarisation
-    (2026-11-25, support 64 / 128 / 256: 4359 / 5495 / 6194 G additions/s
-    with 4 polarisations; 2998 / 4547 / 6189 with one, against 4 x 4's
-    3066 / 4196 / 4862).  CPUs (Intel runtime, 2 cores): one point a
-    work-item, 64 a group (the driver vectorises across items)."""
+    more; 4 polarisations, 2026-11-23).  Separable tables (phased: one
+    vector load a block) above 32: 4 x 4 in groups of 64 (2026-11-25,
+    support 64 / 128 / 256, 4 polarisations: real tables 4233-4359 /
+    5420-5495 / 6053-6194 G additions/s, complex 2710 / 3375 / 3723 against
+    4 x 2's 2789 / 3213 / 3450), and for one polarisation of a real table
+    8 x 8 in groups of 32 (2983 / 4631 / 6241, against 4 x 4's 3066 / 4196
+    / 4862).  CPUs (Intel runtime, 2 cores): one point a work-item, 64 a
+    group (the driver vectorises across items)."""
     limit = int(profile.max_work_group_size)
     if profile.device_type != "gpu":
         return RegisterParams(1, 1, min(64, limit), 64, 4096)
     wg = 256 if support <= 16 else 128
     if support < 4:
         block = (1, 1)
-    elif separable and table_real and support > 32:
-        block, wg = ((8, 8), 32) if npol == 1 else ((4, 4), 64)
     elif separable and support > 32:
-        block = (4, 2)
+        block, wg = ((8, 8), 32) if npol == 1 and table_real else ((4, 4), 64)
     else:
         block = (2, 2)
     while block[0] * block[1] * npol > MAX_REGISTER_SUMS:
