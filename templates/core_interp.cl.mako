@@ -21,7 +21,9 @@
 ##             (per record of equal points), the adjoint of core_spread's
 ##             table sources (clgrid.Degridder on the core), with oversample
 ##             (int O);
-##             table_real is accepted and unused.
+##             table_real is accepted and unused; record_group (int, 0:
+##             none; a power of two): also interpolate_table_records_group,
+##             a work-group of that many work-items per record.
 <%
     csuffix = "f32" if real == "float" else "f64"
     vec = real + "2"
@@ -271,6 +273,69 @@ __kernel void interpolate_table_records(__global const int4 *cells,
             store_table_point(sum, cells[i], pol, npol, wgt, flags, out);
     }
 }
+%   if record_group:
+
+#define RECORD_GROUP ${record_group}
+
+// The same with one work-group per record (GPUs, wide footprints): the
+// group's work-items take the footprint's cells in turn (neighbours read
+// neighbouring cells of a row), and a tree in local memory adds their sums
+// in a fixed order, so the result does not vary run to run.
+__kernel __attribute__((reqd_work_group_size(RECORD_GROUP, 1, 1)))
+void interpolate_table_records_group(__global const int4 *cells,
+                                     __global const int4 *record_cells,
+                                     __global const unsigned int *record_start,
+                                     const unsigned int n_records,
+                                     __global const ${vec} *grid, const int nx,
+                                     const int ny, const unsigned int npol,
+                                     __global const ${vec} *table_a,
+                                     __global const ${vec} *table_b,
+                                     __global const ${real} *wgt,
+                                     __global const unsigned char *flags,
+                                     __global ${vec} *out)
+{
+    __local ${vec} partial[RECORD_GROUP];
+    const unsigned int r = get_group_id(0);
+    const int lid = get_local_id(0);
+    if (r >= n_records)
+        return;   // uniform over the group
+    const int4 cell = record_cells[r];
+    const int index = cell.z & TABLE_INDEX_MASK;
+%     if kernel_source == "table":
+    const int fx = index % OVERSAMPLE, fy = (index / OVERSAMPLE) % OVERSAMPLE;
+    const int w_plane = index / (OVERSAMPLE * OVERSAMPLE);
+    __global const ${vec} *kernel_v = table_a + (size_t)(w_plane * OVERSAMPLE + fy) * SUPPORT;
+    __global const ${vec} *kernel_u = table_b + (size_t)(w_plane * OVERSAMPLE + fx) * SUPPORT;
+%     else:
+    __global const ${vec} *slice = table_a + (size_t)index * SUPPORT * SUPPORT;
+%     endif
+    const unsigned int end = record_start[r + 1];
+    for (unsigned int pol = 0; pol < npol; ++pol) {
+        __global const ${vec} *footprint = grid + ((size_t)pol * ny + cell.x) * nx + cell.y;
+        ${vec} sum = (${vec})(0, 0);
+        for (int c = lid; c < SUPPORT * SUPPORT; c += RECORD_GROUP) {
+            const int a = c / SUPPORT, b = c - (c / SUPPORT) * SUPPORT;
+%     if kernel_source == "table":
+            const ${vec} weight = cmul_${csuffix}(kernel_u[b], kernel_v[a]);
+%     else:
+            const ${vec} weight = slice[c];
+%     endif
+            sum += cmulconj_${csuffix}(footprint[(size_t)a * nx + b], weight);
+        }
+        partial[lid] = sum;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int stride = RECORD_GROUP / 2; stride > 0; stride /= 2) {
+            if (lid < stride)
+                partial[lid] += partial[lid + stride];
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        const ${vec} total = partial[0];
+        for (unsigned int i = record_start[r] + lid; i < end; i += RECORD_GROUP)
+            store_table_point(total, cells[i], pol, npol, wgt, flags, out);
+        barrier(CLK_LOCAL_MEM_FENCE);   // partial[0] read before the next pol
+    }
+}
+%   endif
 % endif
 % if vector:
 <%

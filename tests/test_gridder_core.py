@@ -386,6 +386,12 @@ for gcf in (separable_gcf(3, 2), w_projection_gcf(3, 2, 2, 60.0, 20 * cell)):
     by_record = clgrid.Degridder(queue, gcf, 20, 18, cell, npol=2, strategy="core")
     assert np.allclose(by_record(grid, uvw, [1e8], weights, flags),
                        degridder(grid, uvw, [1e8], weights, flags), atol=1e-5)
+    from clgrid.core.table import TableInterpolator
+    grouped = clgrid.Degridder(queue, gcf, 20, 18, cell, npol=2, strategy="core")
+    grouped._core.interpolator = TableInterpolator(
+        queue, grouped._core.table_grid, grouped._core.interpolator.tables_d[:2], 4)
+    assert np.allclose(grouped(grid, uvw, [1e8], weights, flags),
+                       degridder(grid, uvw, [1e8], weights, flags), atol=1e-5)
     for params in ({"block_u": 1, "block_v": 1, "wg_size": 8, "batch": 3,
                     "points_per_group": 5},
                    {"block_u": 2, "block_v": 2, "wg_size": 3, "batch": 4,
@@ -442,11 +448,17 @@ def test_streaming_gridder_grids_core_in_row_blocks(cl_env, method):
     assert streaming.last_stats["n_flagged"] == int(flags.sum()) * 1
 
 
+@pytest.mark.parametrize("record_group", [None, 16], ids=["device", "group16"])
 @pytest.mark.parametrize("kind", ["separable", "full"])
 @pytest.mark.parametrize("npol, precision", [(1, np.float32), (4, np.float32),
                                              (2, np.float64)])
-def test_degridder_core_matches_reference_and_is_adjoint(cl_env, kind, npol, precision):
+def test_degridder_core_matches_reference_and_is_adjoint(cl_env, kind, npol, precision,
+                                                         record_group):
+    """Against the float64 reference, adjoint to the gridder, repeatable;
+    degridding by records with the device's choice and with a work-group of
+    16 per record forced (the GPUs' wide-footprint kernel, on any device)."""
     from test_gridder_reference import degrid_reference
+    from clgrid.core.table import TableInterpolator
     _skip_without_fp64(cl_env)
     rng = np.random.default_rng(21 + npol)
     nx, ny = 58, 46
@@ -458,6 +470,11 @@ def test_degridder_core_matches_reference_and_is_adjoint(cl_env, kind, npol, pre
     flags = rng.random(weights.shape) < 0.1
     degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=npol,
                                  precision=precision, strategy="core")
+    if record_group is not None:
+        core = degridder._core
+        core.interpolator = TableInterpolator(cl_env.queue, core.table_grid,
+                                              core.interpolator.tables_d[:2], record_group)
+        assert core.interpolator.record_group == record_group
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)     # some points off the grid
         vis = degridder(grid.astype(degridder.complex_dtype), uvw, FREQ_HZ, weights, flags)

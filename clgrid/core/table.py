@@ -494,13 +494,32 @@ class TableSpreader:
                 np.int32(g.ny), np.int32(g.nx), np.int32(accumulate))
 
 
+#: GPUs: from this support on, degridding by records gives each record a
+#: work-group (``interpolate_table_records_group``) instead of a work-item.
+RECORD_GROUP_MIN_SUPPORT = 16
+#: Work-items of such a group.
+RECORD_GROUP = 128
+
+
 class TableInterpolator:
     """The (npol, ny, nx) grid of a table gridder -> visibilities: the adjoint
     of :class:`TableSpreader` (``core_interp.cl.mako``, kernel
-    ``interpolate_table``), one work-item per kept point in sorted order."""
+    ``interpolate_table``), one work-item per kept point in sorted order, or
+    per record of equal points (``interpolate_table_records``; on GPUs from
+    support :data:`RECORD_GROUP_MIN_SUPPORT` a work-group per record,
+    ``record_group`` work-items, which tests force on any device)."""
 
-    def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Array]):
+    def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Array],
+                 record_group: int | None = None):
         self.queue, self.grid = queue, grid
+        if record_group is None:   # the device's choice
+            gpu = queue.device.type & cl.device_type.GPU != 0
+            record_group = (min(RECORD_GROUP, int(queue.device.max_work_group_size))
+                            if gpu and grid.support >= RECORD_GROUP_MIN_SUPPORT else 0)
+        if record_group < 0 or record_group & (record_group - 1):
+            raise ValueError(f"record_group must be 0 or a power of two, got {record_group}")
+        #: Work-items per record in degridding by records (0: one a record).
+        self.record_group = int(record_group)
         self.tables_d = tables_d if len(tables_d) == 2 else tables_d * 2
         self._kernels: dict = {}
         self._dummy_real = cla.empty(queue, 1, grid.real)
@@ -516,7 +535,7 @@ class TableInterpolator:
                       "weighted": weighted, "masked": masked, "with_f64": True,
                       "kernel_source": g.kernel_source, "oversample": g.oversample,
                       "table_real": g.table_real, "vector": False, "kernel_eval": "exp",
-                      "horner": [], "points_per_item": 1}
+                      "horner": [], "points_per_item": 1, "record_group": self.record_group}
             template = KernelTemplate(self.queue, "core_interp.cl.mako", params, need_f64=True)
             self._kernels[key] = template.kernel(name)
         return self._kernels[key]
@@ -541,6 +560,12 @@ class TableInterpolator:
             self.kernel(wgt_d is not None, flags_d is not None)(
                 self.queue, (_round_up(table_points.n_kept, 64),), None, cells.data,
                 np.uint32(table_points.n_kept), *common)
+        elif records.n_records and self.record_group:
+            group = self.record_group
+            self.kernel(wgt_d is not None, flags_d is not None,
+                        "interpolate_table_records_group")(
+                self.queue, (records.n_records * group,), (group,), cells.data,
+                records.cells.data, records.start.data, np.uint32(records.n_records), *common)
         elif records.n_records:
             self.kernel(wgt_d is not None, flags_d is not None, "interpolate_table_records")(
                 self.queue, (_round_up(records.n_records, 64),), None, cells.data,
