@@ -18,6 +18,9 @@
 ##   count_flushes (bool: count block flushes into flush_count, statistics).
 ## Records: cells[r] = (footprint start y0, x0, table index | conjugated bit,
 ## first point), values[r * npol + p] their summed values (gather_records).
+## Tables: full (w_planes, O, O, S, S) complex; separable ones phased
+## (clgrid.core.register.phased_table): (w_planes O, block, bin) per axis,
+## real where table_real, else complex.
 ## Grid: (npol, ny, nx) complex, parts interleaved.
 <%
     vec = real + "2"
