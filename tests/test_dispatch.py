@@ -143,7 +143,7 @@ def test_explain_rows():
     assert row["strategy"] == "-" and "unusable" in row["why"]
     row = explain(fake(), 64, 4)                     # a GPU with fp64 and native atomics
     assert row["strategy"] == "core register" and "deterministic=None" in row["why"]
-    assert "block_u=4 block_v=2 wg_size=128" in row["geometry"]
+    assert "block_u=4 block_v=4 wg_size=64" in row["geometry"]
 
 
 def test_cli_devices_explain(capsys):
