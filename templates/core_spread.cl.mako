@@ -68,7 +68,10 @@
 ## do_w and shifted False; they add gather_table_values and crop_planes.
 ## spread_vector (CPUs) takes "table" with table_real: a point's taps are the
 ## rows of the tables padded to TAPS reals (taps_u, taps_v: (w_planes * O,
-## TAPS), clgrid/core/table.py), its value from gather_table_values.
+## TAPS), clgrid/core/table.py), its value from gather_table_values; and
+## "table_full": the point's slice as S rows of TAPS complex weights
+## (taps_full: (w_planes * O * O, S, TAPS) complex), each row times the value
+## by a complex multiply on interleaved vectors.
 <%
     if kernel_source not in ("es", "table", "table_full"):
         raise ValueError(f"kernel_source must be 'es', 'table' or 'table_full', "
@@ -76,9 +79,9 @@
     tabulated = kernel_source != "es"
     if tabulated and (do_w or shifted):
         raise ValueError("the table kernel sources run without w-stacking or facet shifts")
-    if tabulated and vector and not (kernel_source == "table" and table_real):
-        raise ValueError("spread_vector takes separable real tables only "
-                         "(kernel_source 'table', table_real)")
+    if tabulated and vector and not (kernel_source == "table_full" or table_real):
+        raise ValueError("spread_vector takes separable real tables or full ones "
+                         "(kernel_source 'table' with table_real, or 'table_full')")
     table_args = {"es": "", "table": f", __global const {vec} *table_u, __global const {vec} *table_v",
                   "table_full": f", __global const {vec} *table"}[kernel_source]
     ku_type = real if (kernel_source == "es" or table_real) else vec
@@ -426,6 +429,9 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
     piece = min(2 * taps_n, 16)
     pieces = 2 * taps_n // piece
     pn = real + str(piece)
+    swap_pattern = ", ".join("%d, %d" % (2 * c + 1, 2 * c) for c in range(piece // 2))
+    def complex_im_pattern(name):   # (-im, im, -im, im, ...) of a complex value
+        return "(" + pn + ")(" + ", ".join(["-%s.y, %s.y" % (name, name)] * (piece // 2)) + ")"
     def pair_lanes(h):   # taps of piece h, each twice (real, imaginary part)
         return ", ".join("%d, %d" % (c, c) for c in range(h * piece // 2, (h + 1) * piece // 2))
     value_pattern = ", ".join(["value.x, value.y"] * (piece // 2))
@@ -508,7 +514,10 @@ inline void fold_rows(${real} *acc, double16 *total, const int r_lo, const int r
 // it in u and v, to its slot, which add_halos adds there.
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void spread_vector(
-% if tabulated:
+% if kernel_source == "table_full":
+            __global const int4 *cells, __global const ${vec} *values,
+            __global const unsigned int *bin_start, __global const ${real} *taps_full,
+% elif tabulated:
             __global const int4 *cells, __global const ${vec} *values,
             __global const unsigned int *bin_start,
             __global const ${real} *taps_u, __global const ${real} *taps_v,
@@ -568,6 +577,27 @@ void spread_vector(
     for (unsigned int position = first; position < end; ++position) {
         const int4 cell = cells[position];
         const int du = cell.x - u0, dv = cell.y - v0;   // in [0, TILE_U) x [0, LANES)
+% if kernel_source == "table_full":
+        // the point's slice: S rows (v) of TAPS complex weights (u), padded
+        const ${vec} value = values[position];
+        __global const ${real} *slice = taps_full
+            + (size_t)(cell.z & TABLE_INDEX_MASK) * SUPPORT * 2 * TAPS;
+        const ${pn} value_re = (${pn})(value.x), value_im = ${complex_im_pattern("value")};
+        ${real} *row = acc[0] + 2 * (du * ROW + dv);
+        r_lo = min(r_lo, du);
+        r_hi = max(r_hi, du + SUPPORT);
+        c_lo = min(c_lo, dv);
+        c_hi = max(c_hi, dv + SUPPORT);
+        for (int a = 0; a < SUPPORT; ++a)
+            for (int h = 0; h < PIECES; ++h) {
+                // (wr + i wi)(vr + i vi) on interleaved lanes: w vr + swap(w) (-vi, vi)
+                const ${pn} w = vload${piece}(h, slice + a * 2 * TAPS);
+                const ${pn} swapped = shuffle(w, (${index_type}${piece})(${swap_pattern}));
+                ${real} *cells_at = row + 2 * a * ROW + h * PIECE;
+                vstore${piece}(fma(swapped, value_im, fma(w, value_re, vload${piece}(0, cells_at))),
+                               0, cells_at);
+            }
+% else:
 % if tabulated:
         // the point's rows of the tables: v along the tile's rows, u along its
         // columns (as the GPU kernel's table source)
@@ -624,6 +654,7 @@ void spread_vector(
                                    row + 2 * a * ROW + h * PIECE);
             }
         }
+% endif
         if (++since_fold == FOLD_EVERY) {
             const int q_lo = (2 * c_lo) / 16, q_hi = (2 * c_hi + 15) / 16;
             for (int j = 0; j < n_planes; ++j)

@@ -24,9 +24,10 @@ TILES = {
     "gpu-8x8-groups": TileShape(8, 8, 48, groups=4),
     "gpu-16x32": TileShape(16, 32, 96),
 }
-#: Separable real tables also run the CPUs' vector tile (spread_vector), forced here
-#: on every device.
+#: Real separable and full tables also run the CPUs' vector tile (spread_vector),
+#: forced here on every device.
 SEPARABLE_TILES = {**TILES, "vector-8x8": TileShape(8, 8, vector=True)}
+FULL_TILES = {**TILES, "vector-16x16": TileShape(16, 16, vector=True)}
 #: (nx, ny): sides that are whole tiles, and sides that are not (padded planes)
 SIZES = [(64, 64), (58, 46)]
 
@@ -77,17 +78,20 @@ def test_separable_matches_reference(cl_env, tiles, size, npol, precision):
     assert gridder.last_stats["n_kept"] == kept > 0
 
 
-@pytest.mark.parametrize("tiles", list(TILES), ids=list(TILES))
+@pytest.mark.parametrize("tiles", list(FULL_TILES), ids=list(FULL_TILES))
 @pytest.mark.parametrize("npol, precision", [(1, np.float32), (4, np.float32),
                                              (1, np.float64)])
 def test_w_projection_matches_reference(cl_env, tiles, npol, precision):
+    if FULL_TILES[tiles] and FULL_TILES[tiles].vector:
+        cl_env.require_vector_tiles()
     rng = np.random.default_rng(17 + npol)
     nx, ny = 72, 66
     uvw, cell = _setup(rng, nx, ny, 250, 8, w_max_m=300.0)
     gcf = w_projection_gcf(8, 4, 5, 300.0 * FREQ_HZ.max() / C, nx * cell)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, npol))
     weights = rng.uniform(0.5, 2.0, vis.shape[:2] + (1,))
-    gridder = _core(cl_env, gcf, nx, ny, cell, TILES[tiles], npol=npol, precision=precision)
+    gridder = _core(cl_env, gcf, nx, ny, cell, FULL_TILES[tiles], npol=npol,
+                    precision=precision)
     result = gridder(uvw, FREQ_HZ, vis.astype(gridder.complex_dtype), weights)
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell, weights)
     assert _relative_error(result, reference) < _tolerance(precision)

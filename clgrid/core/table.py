@@ -95,14 +95,21 @@ class TableGrid:
             raise ValueError("the table is too large for the core strategy's 32-bit indices")
 
 
+def vector_table(separable: bool, table_real: bool) -> bool:
+    """Whether the CPU vector tile (``spread_vector``) takes these tables:
+    real separable ones (a point's taps two table rows) or full ones (its
+    slice, S rows of complex weights); not complex separable ones."""
+    return bool(table_real) if separable else True
+
+
 def table_tiles(profile: DeviceProfile, support: int,
-                separable_real: bool = False) -> TileShape:
+                vector_tables: bool = False) -> TileShape:
     """Spreading tile of the table kernel for a device and support.
 
     GPUs: the ES path's shapes (8 x 8 in 4 groups up to W 9, 16 x 32 up to
-    17), 32 x 32 up to 33.  CPUs with separable real tables up to W 16
-    (``separable_real``): the ES path's vector tile (``spread_vector``, 16 x
-    16, a point's taps two table rows) where the compiler builds it
+    17), 32 x 32 up to 33.  CPUs with tables the vector tile takes up to W 16
+    (``vector_tables``, :func:`vector_table`): the ES path's vector tile
+    (``spread_vector``, 16 x 16) where the compiler builds it
     (``profile.vector_kernels``: not PyPI's PoCL 3.0).  Other devices and tables run the GPU
     kernel with square tiles of one group (8, 16 or 32 lanes), never split
     (they pull work-groups as they go).  Intel CPU runtime, 1.9 M points, W 8,
@@ -115,7 +122,7 @@ def table_tiles(profile: DeviceProfile, support: int,
         if support <= 9:
             return TileShape(8, 8, 4096, groups=4)
         return TileShape(16, 32, 2048) if support <= 17 else TileShape(32, 32, 2048)
-    if (profile.device_type == "cpu" and profile.vector_kernels and separable_real
+    if (profile.device_type == "cpu" and profile.vector_kernels and vector_tables
             and support <= VECTOR_TAPS):
         return TileShape(16, 16, vector=True)
     if support <= 9:
@@ -142,8 +149,11 @@ def check_tiles(grid: TableGrid, tiles: TileShape, profile: DeviceProfile) -> No
     if tiles.plane_block != 1:
         raise ValueError("the table spread grids one plane a polarisation: plane_block 1")
     if tiles.vector:
-        if not (grid.separable and grid.table_real):
-            raise ValueError("a vector tile (spread_vector) takes separable real tables only")
+        if not vector_table(grid.separable, grid.table_real):
+            raise ValueError("a vector tile (spread_vector) takes real separable tables or "
+                             "full ones, not complex separable ones")
+        if grid.support > VECTOR_TAPS:
+            raise ValueError(f"a vector tile takes support <= {VECTOR_TAPS}, got {grid.support}")
         return
     need = staging_bytes(grid, tiles)
     if need > profile.local_mem_bytes:
@@ -364,9 +374,15 @@ class TableSpreader:
 
     def _vector_taps(self) -> list[cla.Array]:
         """spread_vector's taps: each row of the separable tables (u, v) as
-        TAPS reals, zeros past the support (one vector load a point)."""
+        TAPS reals, or each row of each slice of a full table as TAPS complex
+        weights, zeros past the support (one vector load a row)."""
         support = self.grid.support
         taps_n = 4 if support <= 4 else (8 if support <= 8 else VECTOR_TAPS)
+        if not self.grid.separable:
+            slices = self.tables_d[0].get().reshape(-1, support, support)
+            padded = np.zeros(slices.shape[:2] + (taps_n,), self.grid.complex_dtype)
+            padded[..., :support] = slices
+            return [cla.to_device(self.queue, padded)]
         taps = []
         for table_d in self.tables_d:
             rows = table_d.get().real.reshape(-1, support)
@@ -575,4 +591,4 @@ class TableInterpolator:
 
 __all__ = ["KEY_ORDERS", "MAX_TABLE_SUPPORT", "TABLE_CONJUGATE", "TableGrid",
            "TableInterpolator", "TablePoints", "TableSetPoints", "TableSpreader", "TableValues",
-           "check_tiles", "staging_bytes", "table_tiles", "VECTOR_TAPS"]
+           "check_tiles", "staging_bytes", "table_tiles", "vector_table", "VECTOR_TAPS"]

@@ -26,7 +26,7 @@ from ..core.plan import TileShape, params_of
 from ..core.setpoints import freq_scale
 from ..core.register import RecordScan, RegisterParams, RegisterSpreader
 from ..core.table import (TableGrid, TableInterpolator, TablePoints, TableSetPoints,
-                          TableSpreader, check_tiles, table_tiles)
+                          TableSpreader, check_tiles, table_tiles, vector_table)
 from .dispatch import CORE_METHODS
 from .gcf import GCF
 from .uvprep import check_uvw_freq, check_vis_layout
@@ -108,7 +108,8 @@ class CoreTableEngine:
                                                  register_params, atomics)
             return
         self.tiles = (tiles if tiles is not None
-                      else table_tiles(profile, gcf.support, table_real))
+                      else table_tiles(profile, gcf.support,
+                                       vector_table(gcf.separable, table_real)))
         check_tiles(self.table_grid, self.tiles, profile)
         self.set_points = TableSetPoints(queue, self.table_grid, self.tiles)
         if spread:
