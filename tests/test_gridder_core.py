@@ -245,12 +245,13 @@ def test_bad_input_errors(cl_env):
 
 def test_deterministic_picks_core_on_gpus_and_where_faster_on_cpus(cl_env):
     from clgrid.gridders.dispatch import cpu_core_faster
+    from clgrid.core.table import vector_table
     profile = cl_env.profile
     for npol, gcf in ((1, separable_gcf(6, 4)), (4, separable_gcf(6, 4)),
                       (4, w_projection_gcf(8, 4, 3, 100.0, 0.05))):
         gridder = Gridder(cl_env.queue, gcf, 64, 64, 1e-3, npol=npol, deterministic=True)
         core = profile.fp64 and (profile.device_type == "gpu" or cpu_core_faster(
-            profile, gcf.support, npol, gcf.real_tables))
+            profile, gcf.support, npol, vector_table(gcf.separable, gcf.real_tables)))
         assert gridder.strategy == ("core" if core else "tiled") and gridder.deterministic
     if profile.device_type == "cpu" and profile.fp64:   # real ES table, 1 polarisation
         assert Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, 1e-3,
@@ -320,17 +321,20 @@ def test_dispatcher_on_fake_profiles():
     assert not core_by_default(cpu, 8, npol=4) and core_method_for(cpu, 8, npol=4) == "register"
     assert not core_by_default(cpu, 16)                       # the tiled strategy is faster
     assert core_by_default(fake(device_type="cpu", atomic_f32="cas"), 8)   # tiles: no atomics
-    # real separable tables the vector tile takes: the core's tiles, any npol
+    # tables the vector tile takes (real separable, full): the core's tiles, any
+    # npol; complex separable ones are not among them
     assert core_by_default(cpu, 16, npol=4, real_table=True)
-    assert core_method_for(cpu, 16, npol=4, real_table=True) == "tiles"
-    assert not core_by_default(cpu, 16, npol=4, separable=False, real_table=True)
+    assert core_method_for(cpu, 16, npol=4, vector_tables=True) == "tiles"
+    assert core_by_default(cpu, 16, npol=4, separable=False)
+    assert not core_by_default(cpu, 16, npol=4)
+    assert not core_by_default(cpu, 24, npol=4, separable=False)   # beyond the vector's 16
     assert choose(cpu, 8, 1).strategy == "tiled"               # the dispatcher alone: unchanged
-    # CPUs spread real separable tables with the vector tile where it builds
+    # CPUs spread those tables with the vector tile where it builds
     vector = TileShape(16, 16, vector=True)
     assert choose(cpu, 8, 1, strategy="core", core_method="tiles", real_table=True).core == vector
     assert choose(cpu, 8, 1, strategy="core", core_method="tiles").core == TileShape(8, 8)
-    assert choose(cpu, 8, 1, strategy="core", core_method="tiles", real_table=True,
-                  separable=False).core == TileShape(8, 8)
+    assert choose(cpu, 8, 1, strategy="core", core_method="tiles",
+                  separable=False).core == vector
     old_pocl = fake(device_type="cpu", atomic_f32="native-cl",
                     platform_name="Portable Computing Language", driver_version="3.0-rc2")
     assert not old_pocl.vector_kernels
@@ -377,13 +381,13 @@ for gcf in (separable_gcf(3, 2), w_projection_gcf(3, 2, 2, 60.0, 20 * cell)):
     assert gridder.last_stats["n_kept"] > 8, gridder.last_stats
     assert np.abs(grid).max() > 0
     gridder(uvw, [1e8], vis, weights, flags, out=gridder.zeros())
-    if gcf.separable:
-        vector = Gridder(queue, gcf, 20, 18, cell, npol=2, strategy="core",
-                         core_tiles=TileShape(4, 4, vector=True))
-        assert np.allclose(vector(uvw, [1e8], vis, weights, flags), grid, atol=1e-5)
-        once = vector(uvw, [1e8], vis, weights, flags, return_device=True)
-        twice = vector(uvw, [1e8], vis, weights, flags, out=once)
-        assert np.allclose(twice, 2 * grid, atol=1e-5)
+    # the CPU vector tile: real separable and full tables both
+    vector = Gridder(queue, gcf, 20, 18, cell, npol=2, strategy="core",
+                     core_tiles=TileShape(4, 4, vector=True))
+    assert np.allclose(vector(uvw, [1e8], vis, weights, flags), grid, atol=1e-5)
+    once = vector(uvw, [1e8], vis, weights, flags, return_device=True)
+    twice = vector(uvw, [1e8], vis, weights, flags, out=once)
+    assert np.allclose(twice, 2 * grid, atol=1e-5)
     degridder = clgrid.Degridder(queue, gcf, 20, 18, cell, npol=2, strategy="core",
                                  core_tiles=TileShape(4, 4))
     assert np.abs(degridder(grid, uvw, [1e8], weights, flags)).max() > 0
