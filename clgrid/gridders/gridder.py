@@ -194,8 +194,8 @@ class Gridder(_TableOperation):
         accumulation where float atomics are native: on the H200 faster than
         the scatter strategy at every support, with device set points; not
         bitwise reproducible); on CPUs the core strategy's tile spread where
-        it is the faster (real separable tables up to W 16 where the
-        compiler builds the vector tile, any polarisations; one polarisation
+        it is the faster (real separable and full tables up to W 16 where
+        the compiler builds the vector tile, any polarisations; one polarisation
         up to W 8: :func:`clgrid.gridders.dispatch.cpu_core_faster`), else
         the tiled strategy (both deterministic; ``deterministic=True`` picks
         the same); elsewhere the dispatcher's choice.  The result is in
