@@ -21,9 +21,12 @@
 ##             (per record of equal points), the adjoint of core_spread's
 ##             table sources (clgrid.Degridder on the core), with oversample
 ##             (int O);
-##             table_real is accepted and unused; record_group (int, 0:
+##             table_real: separable tables are real; record_group (int, 0:
 ##             none; a power of two): also interpolate_table_records_group,
-##             a work-group of that many work-items per record.
+##             a work-group of that many work-items per record;
+##             record_vector (bool, CPUs, W <= 8, real separable or full
+##             tables): also interpolate_table_records_vector, rows as
+##             vectors, records_per_item (int) records a work-item.
 <%
     csuffix = "f32" if real == "float" else "f64"
     vec = real + "2"
@@ -273,6 +276,100 @@ __kernel void interpolate_table_records(__global const int4 *cells,
             store_table_point(sum, cells[i], pol, npol, wgt, flags, out);
     }
 }
+%   if record_vector:
+<%
+    vtaps = 4 if support <= 4 else 8
+    vpiece = 2 * vtaps                      # a row: vtaps complex cells, interleaved
+    vpn = real + str(vpiece)
+    vindex = ("uint" if real == "float" else "ulong") + str(vpiece)
+    dup_even = ", ".join("%d, %d" % (2 * c, 2 * c) for c in range(vtaps))
+    dup_odd = ", ".join("%d, %d" % (2 * c + 1, 2 * c + 1) for c in range(vtaps))
+    swap = ", ".join("%d, %d" % (2 * c + 1, 2 * c) for c in range(vtaps))
+    signs = ", ".join(["1, -1"] * vtaps)
+    if support > 8:
+        raise ValueError("interpolate_table_records_vector takes support <= 8")
+    if kernel_source == "table" and not table_real:
+        raise ValueError("interpolate_table_records_vector takes real separable tables "
+                         "or full ones")
+%>
+
+#define RECORDS_PER_ITEM ${records_per_item}
+#define RTAPS ${vtaps}
+
+// CPUs: one work-item (alone in its group) takes RECORDS_PER_ITEM records;
+// a footprint row is one vector of RTAPS complex cells times one of weights
+// (the taps of clgrid.core.table.vector_taps: real separable rows, or a full
+// table's slice rows of complex weights), summed as interleaved parts and
+// reduced once a record.  Rows that would run past the grid's edge take the
+// scalar table_footprint_sum.
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void interpolate_table_records_vector(__global const int4 *cells,
+                                      __global const int4 *record_cells,
+                                      __global const unsigned int *record_start,
+                                      const unsigned int n_records,
+                                      __global const ${vec} *grid, const int nx,
+                                      const int ny, const unsigned int npol,
+                                      __global const ${vec} *table_a,
+                                      __global const ${vec} *table_b,
+%     if kernel_source == "table":
+                                      __global const ${real} *taps_u,
+                                      __global const ${real} *taps_v,
+%     else:
+                                      __global const ${real} *taps_full,
+%     endif
+                                      __global const ${real} *wgt,
+                                      __global const unsigned char *flags,
+                                      __global ${vec} *out)
+{
+    const unsigned int first = get_global_id(0) * RECORDS_PER_ITEM;
+    const unsigned int stop = min(first + RECORDS_PER_ITEM, n_records);
+    for (unsigned int r = first; r < stop; ++r) {
+        const int4 cell = record_cells[r];
+        const int index = cell.z & TABLE_INDEX_MASK;
+        const bool fits = cell.y + RTAPS <= nx;
+%     if kernel_source == "table":
+        const int fx = index % OVERSAMPLE, fy = (index / OVERSAMPLE) % OVERSAMPLE;
+        const int w_plane = index / (OVERSAMPLE * OVERSAMPLE);
+        // u taps along a row, each twice (both parts of a cell); v taps per row
+        const ${vpn} ku2 = shuffle(vload${vtaps}(w_plane * OVERSAMPLE + fx, taps_u),
+                                  (${vindex})(${", ".join("%d, %d" % (c, c) for c in range(vtaps))}));
+        __global const ${real} *kv = taps_v + (size_t)(w_plane * OVERSAMPLE + fy) * RTAPS;
+%     else:
+        __global const ${real} *slice = taps_full + (size_t)index * SUPPORT * 2 * RTAPS;
+%     endif
+        const unsigned int end = record_start[r + 1];
+        for (unsigned int pol = 0; pol < npol; ++pol) {
+            ${vec} sum;
+            if (fits) {
+                __global const ${real} *row = (__global const ${real} *)(
+                    grid + ((size_t)pol * ny + cell.x) * nx + cell.y);
+                ${vpn} total = (${vpn})0;
+                for (int a = 0; a < SUPPORT; ++a) {
+                    const ${vpn} f = vload${vpiece}(0, row + 2 * (size_t)a * nx);
+%     if kernel_source == "table":
+                    total = fma(f, ku2 * kv[a], total);
+%     else:
+                    // f conj(w) on interleaved lanes: f wr + swap(f) (wi, -wi)
+                    const ${vpn} w = vload${vpiece}(a, slice);
+                    const ${vpn} wr = shuffle(w, (${vindex})(${dup_even}));
+                    const ${vpn} wi = shuffle(w, (${vindex})(${dup_odd})) * (${vpn})(${signs});
+                    total = fma(shuffle(f, (${vindex})(${swap})), wi, fma(f, wr, total));
+%     endif
+                }
+                ${real} parts[${vpiece}];
+                vstore${vpiece}(total, 0, parts);
+                sum = (${vec})(0, 0);
+                for (int c = 0; c < RTAPS; ++c)
+                    sum += (${vec})(parts[2 * c], parts[2 * c + 1]);
+            } else {
+                sum = table_footprint_sum(cell, pol, grid, nx, ny, table_a, table_b);
+            }
+            for (unsigned int i = record_start[r]; i < end; ++i)
+                store_table_point(sum, cells[i], pol, npol, wgt, flags, out);
+        }
+    }
+}
+%   endif
 %   if record_group:
 
 #define RECORD_GROUP ${record_group}

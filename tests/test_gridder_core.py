@@ -395,11 +395,13 @@ for gcf in (separable_gcf(3, 2), w_projection_gcf(3, 2, 2, 60.0, 20 * cell)):
     assert np.allclose(by_record(grid, uvw, [1e8], weights, flags),
                        degridder(grid, uvw, [1e8], weights, flags), atol=1e-5)
     from clgrid.core.table import TableInterpolator
-    grouped = clgrid.Degridder(queue, gcf, 20, 18, cell, npol=2, strategy="core")
-    grouped._core.interpolator = TableInterpolator(
-        queue, grouped._core.table_grid, grouped._core.interpolator.tables_d[:2], 4)
-    assert np.allclose(grouped(grid, uvw, [1e8], weights, flags),
-                       degridder(grid, uvw, [1e8], weights, flags), atol=1e-5)
+    for group, as_vectors in ((4, False), (0, True)):   # the GPUs' and the CPUs' kernels
+        forced = clgrid.Degridder(queue, gcf, 20, 18, cell, npol=2, strategy="core")
+        forced._core.interpolator = TableInterpolator(
+            queue, forced._core.table_grid, forced._core.interpolator.tables_d[:2], group,
+            as_vectors)
+        assert np.allclose(forced(grid, uvw, [1e8], weights, flags),
+                           degridder(grid, uvw, [1e8], weights, flags), atol=1e-5)
     for params in ({"block_u": 1, "block_v": 1, "wg_size": 8, "batch": 3,
                     "points_per_group": 5},
                    {"block_u": 2, "block_v": 2, "wg_size": 3, "batch": 4,
@@ -456,15 +458,16 @@ def test_streaming_gridder_grids_core_in_row_blocks(cl_env, method):
     assert streaming.last_stats["n_flagged"] == int(flags.sum()) * 1
 
 
-@pytest.mark.parametrize("record_group", [None, 16], ids=["device", "group16"])
+@pytest.mark.parametrize("record_group", [None, 16, "vector"], ids=["device", "group16", "vector"])
 @pytest.mark.parametrize("kind", ["separable", "full"])
 @pytest.mark.parametrize("npol, precision", [(1, np.float32), (4, np.float32),
                                              (2, np.float64)])
 def test_degridder_core_matches_reference_and_is_adjoint(cl_env, kind, npol, precision,
                                                          record_group):
     """Against the float64 reference, adjoint to the gridder, repeatable;
-    degridding by records with the device's choice and with a work-group of
-    16 per record forced (the GPUs' wide-footprint kernel, on any device)."""
+    degridding by records with the device's choice, with a work-group of 16
+    per record forced (the GPUs' wide-footprint kernel) and with rows as
+    vectors forced (the CPUs' kernel), on any device."""
     from test_gridder_reference import degrid_reference
     from clgrid.core.table import TableInterpolator
     _skip_without_fp64(cl_env)
@@ -478,7 +481,13 @@ def test_degridder_core_matches_reference_and_is_adjoint(cl_env, kind, npol, pre
     flags = rng.random(weights.shape) < 0.1
     degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=npol,
                                  precision=precision, strategy="core")
-    if record_group is not None:
+    if record_group == "vector":      # the CPUs' kernel, forced on every device
+        cl_env.require_vector_tiles()
+        core = degridder._core
+        core.interpolator = TableInterpolator(cl_env.queue, core.table_grid,
+                                              core.interpolator.tables_d[:2], 0, True)
+        assert core.interpolator.record_vector
+    elif record_group is not None:
         core = degridder._core
         core.interpolator = TableInterpolator(cl_env.queue, core.table_grid,
                                               core.interpolator.tables_d[:2], record_group)

@@ -348,7 +348,8 @@ class Interpolator(_Stage):
 
     def _extra_params(self) -> dict:
         return {**super()._extra_params(), "vector": self.tiles.vector,
-                "points_per_item": self.points_per_item, "record_group": 0}
+                "points_per_item": self.points_per_item, "record_group": 0,
+                "record_vector": False, "records_per_item": 1}
 
     def __call__(self, points: PointSet, uvw_d: cla.Array, freq_scale_d: cla.Array,
                  out_d: cla.Array, npol: int, pol: int, planes_d: cla.Array,

@@ -353,6 +353,28 @@ class TableValues:
         return self._values[:npol]
 
 
+def vector_taps(queue: cl.CommandQueue, grid: TableGrid,
+                tables_d: list[cla.Array]) -> list[cla.Array]:
+    """The CPU vector kernels' taps (``spread_vector``,
+    ``interpolate_table_records_vector``): each row of the real separable
+    tables (u, v) as TAPS reals, or each row of each slice of a full table as
+    TAPS complex weights, zeros past the support (one vector load a row)."""
+    support = grid.support
+    taps_n = 4 if support <= 4 else (8 if support <= 8 else VECTOR_TAPS)
+    if not grid.separable:
+        slices = tables_d[0].get().reshape(-1, support, support)
+        padded = np.zeros(slices.shape[:2] + (taps_n,), grid.complex_dtype)
+        padded[..., :support] = slices
+        return [cla.to_device(queue, padded)]
+    taps = []
+    for table_d in tables_d[:2]:
+        rows = table_d.get().real.reshape(-1, support)
+        padded = np.zeros((rows.shape[0], taps_n), grid.real)
+        padded[:, :support] = rows
+        taps.append(cla.to_device(queue, padded))
+    return taps
+
+
 class TableSpreader:
     """Visibilities -> the (npol, ny, nx) grid of a table gridder, on the
     core's output-owned tiles (kernel ``spread`` with table weights)."""
@@ -370,26 +392,7 @@ class TableSpreader:
         self.gather = TableValues(queue, grid, self._kernels)
         self._dummy_scratch = cla.empty(queue, 1, np.complex128)
         self._planes: cla.Array | None = None   # padded planes, when padding is needed
-        self._taps = self._vector_taps() if tiles.vector else []
-
-    def _vector_taps(self) -> list[cla.Array]:
-        """spread_vector's taps: each row of the separable tables (u, v) as
-        TAPS reals, or each row of each slice of a full table as TAPS complex
-        weights, zeros past the support (one vector load a row)."""
-        support = self.grid.support
-        taps_n = 4 if support <= 4 else (8 if support <= 8 else VECTOR_TAPS)
-        if not self.grid.separable:
-            slices = self.tables_d[0].get().reshape(-1, support, support)
-            padded = np.zeros(slices.shape[:2] + (taps_n,), self.grid.complex_dtype)
-            padded[..., :support] = slices
-            return [cla.to_device(self.queue, padded)]
-        taps = []
-        for table_d in self.tables_d:
-            rows = table_d.get().real.reshape(-1, support)
-            padded = np.zeros((rows.shape[0], taps_n), self.grid.real)
-            padded[:, :support] = rows
-            taps.append(cla.to_device(self.queue, padded))
-        return taps
+        self._taps = vector_taps(queue, grid, tables_d) if tiles.vector else []
 
     def kernel(self, name: str, vis_real=None, weighted: bool = False,
                masked: bool = False) -> cl.Kernel:
@@ -515,6 +518,10 @@ class TableSpreader:
 RECORD_GROUP_MIN_SUPPORT = 16
 #: Work-items of such a group.
 RECORD_GROUP = 128
+#: CPUs: the widest table degridded by records with rows as vectors.
+RECORD_VECTOR_MAX_SUPPORT = 8
+#: Records a work-item of that kernel takes.
+RECORDS_PER_ITEM = 64
 
 
 class TableInterpolator:
@@ -526,7 +533,7 @@ class TableInterpolator:
     ``record_group`` work-items, which tests force on any device)."""
 
     def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Array],
-                 record_group: int | None = None):
+                 record_group: int | None = None, record_vector: bool | None = None):
         self.queue, self.grid = queue, grid
         if record_group is None:   # the device's choice
             gpu = queue.device.type & cl.device_type.GPU != 0
@@ -536,6 +543,15 @@ class TableInterpolator:
             raise ValueError(f"record_group must be 0 or a power of two, got {record_group}")
         #: Work-items per record in degridding by records (0: one a record).
         self.record_group = int(record_group)
+        if record_vector is None:   # CPUs whose compiler builds the vector kernels
+            profile = DeviceProfile.from_device(queue.device)
+            record_vector = (profile.device_type == "cpu" and profile.vector_kernels
+                             and not self.record_group)
+        #: CPUs: records by rows as vectors (interpolate_table_records_vector),
+        #: for real separable and full tables up to W 8.
+        self.record_vector = bool(record_vector and grid.support <= RECORD_VECTOR_MAX_SUPPORT
+                                  and vector_table(grid.separable, grid.table_real))
+        self._taps = vector_taps(queue, grid, tables_d) if self.record_vector else []
         self.tables_d = tables_d if len(tables_d) == 2 else tables_d * 2
         self._kernels: dict = {}
         self._dummy_real = cla.empty(queue, 1, grid.real)
@@ -551,7 +567,9 @@ class TableInterpolator:
                       "weighted": weighted, "masked": masked, "with_f64": True,
                       "kernel_source": g.kernel_source, "oversample": g.oversample,
                       "table_real": g.table_real, "vector": False, "kernel_eval": "exp",
-                      "horner": [], "points_per_item": 1, "record_group": self.record_group}
+                      "horner": [], "points_per_item": 1, "record_group": self.record_group,
+                      "record_vector": self.record_vector,
+                      "records_per_item": RECORDS_PER_ITEM}
             template = KernelTemplate(self.queue, "core_interp.cl.mako", params, need_f64=True)
             self._kernels[key] = template.kernel(name)
         return self._kernels[key]
@@ -576,6 +594,12 @@ class TableInterpolator:
             self.kernel(wgt_d is not None, flags_d is not None)(
                 self.queue, (_round_up(table_points.n_kept, 64),), None, cells.data,
                 np.uint32(table_points.n_kept), *common)
+        elif records.n_records and self.record_vector:
+            self.kernel(wgt_d is not None, flags_d is not None,
+                        "interpolate_table_records_vector")(
+                self.queue, (-(-records.n_records // RECORDS_PER_ITEM),), (1,), cells.data,
+                records.cells.data, records.start.data, np.uint32(records.n_records),
+                *common[:6], *(t.data for t in self._taps), *common[6:])
         elif records.n_records and self.record_group:
             group = self.record_group
             self.kernel(wgt_d is not None, flags_d is not None,
@@ -591,4 +615,5 @@ class TableInterpolator:
 
 __all__ = ["KEY_ORDERS", "MAX_TABLE_SUPPORT", "TABLE_CONJUGATE", "TableGrid",
            "TableInterpolator", "TablePoints", "TableSetPoints", "TableSpreader", "TableValues",
-           "check_tiles", "staging_bytes", "table_tiles", "vector_table", "VECTOR_TAPS"]
+           "check_tiles", "staging_bytes", "table_tiles", "vector_table", "vector_taps",
+           "VECTOR_TAPS"]
