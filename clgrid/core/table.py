@@ -535,27 +535,34 @@ class TableInterpolator:
     def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Array],
                  record_group: int | None = None, record_vector: bool | None = None):
         self.queue, self.grid = queue, grid
+        profile = DeviceProfile.from_device(queue.device)
         if record_group is None:   # the device's choice
-            gpu = queue.device.type & cl.device_type.GPU != 0
-            record_group = (min(RECORD_GROUP, int(queue.device.max_work_group_size))
-                            if gpu and grid.support >= RECORD_GROUP_MIN_SUPPORT else 0)
+            record_group = (min(RECORD_GROUP, profile.max_work_group_size)
+                            if profile.device_type == "gpu"
+                            and grid.support >= RECORD_GROUP_MIN_SUPPORT else 0)
         if record_group < 0 or record_group & (record_group - 1):
             raise ValueError(f"record_group must be 0 or a power of two, got {record_group}")
         #: Work-items per record in degridding by records (0: one a record).
         self.record_group = int(record_group)
         if record_vector is None:   # CPUs whose compiler builds the vector kernels
-            profile = DeviceProfile.from_device(queue.device)
             record_vector = (profile.device_type == "cpu" and profile.vector_kernels
                              and not self.record_group)
         #: CPUs: records by rows as vectors (interpolate_table_records_vector),
         #: for real separable and full tables up to W 8.
         self.record_vector = bool(record_vector and grid.support <= RECORD_VECTOR_MAX_SUPPORT
                                   and vector_table(grid.separable, grid.table_real))
-        self._taps = vector_taps(queue, grid, tables_d) if self.record_vector else []
+        self._taps: list[cla.Array] | None = None   # vector_taps, made on first use
         self.tables_d = tables_d if len(tables_d) == 2 else tables_d * 2
         self._kernels: dict = {}
         self._dummy_real = cla.empty(queue, 1, grid.real)
         self._dummy_flags = cla.empty(queue, 1, np.uint8)
+
+    def _vector_taps(self) -> list[cla.Array]:
+        """The vector kernel's taps, made once, when records are first
+        degridded that way (a Gridder's interpolator never is)."""
+        if self._taps is None:
+            self._taps = vector_taps(self.queue, self.grid, self.tables_d)
+        return self._taps
 
     def kernel(self, weighted: bool, masked: bool,
                name: str = "interpolate_table") -> cl.Kernel:
@@ -599,7 +606,7 @@ class TableInterpolator:
                         "interpolate_table_records_vector")(
                 self.queue, (-(-records.n_records // RECORDS_PER_ITEM),), (1,), cells.data,
                 records.cells.data, records.start.data, np.uint32(records.n_records),
-                *common[:6], *(t.data for t in self._taps), *common[6:])
+                *common[:6], *(t.data for t in self._vector_taps()), *common[6:])
         elif records.n_records and self.record_group:
             group = self.record_group
             self.kernel(wgt_d is not None, flags_d is not None,

@@ -342,7 +342,8 @@ def core_by_default(profile, support: int, precision: Any = np.float32,
     method = core_method_for(profile, support, npol=npol, vector_tables=vector_tables)
     if profile.device_type == "gpu":
         return core_possible(profile, support, precision, separable, method)[0]
-    return (method == "tiles" and cpu_core_faster(profile, support, npol, vector_tables)
+    # where cpu_core_faster holds, core_method_for gives the tile spread
+    return (cpu_core_faster(profile, support, npol, vector_tables)
             and core_possible(profile, support, precision, separable, method)[0])
 
 
