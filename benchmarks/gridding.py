@@ -97,7 +97,11 @@ def parse_args(argv=None):
                         help="the core's spreads to time (tiles: support <= 33)")
     parser.add_argument("--register", nargs="+", default=["auto"],
                         help="register spread geometries: 'auto' (defaults) or "
-                             "block_u,block_v,wg_size,batch,points_per_group")
+                             "block_u,block_v,wg_size,batch,points_per_group[,p] "
+                             "(p: prefetch the next record's weights)")
+    parser.add_argument("--ptx", action="store_true",
+                        help="register rows: count the spread kernel's instructions by "
+                             "class in the device binary (NVIDIA: PTX text)")
     parser.add_argument("--no-scatter", dest="scatter", action="store_false",
                         help="skip the scatter strategy's rows")
     return parser.parse_args(argv)
@@ -189,11 +193,14 @@ def run_support(args, context, support, uvw, freq_hz, nx, cell, w_max, atomics_p
 
 
 def register_geometry(text: str | None) -> dict | None:
-    """RegisterParams fields from 'block_u,block_v,wg_size,batch,points_per_group'."""
+    """RegisterParams fields from 'block_u,block_v,wg_size,batch,points_per_group[,p]'
+    (a trailing ``p``: prefetch)."""
     if text in (None, "auto"):
         return None
+    fields = text.split(",")
+    prefetch = fields[-1] == "p"
     names = ("block_u", "block_v", "wg_size", "batch", "points_per_group")
-    return dict(zip(names, (int(x) for x in text.split(","))))
+    return dict(zip(names, (int(x) for x in fields[:5])), prefetch=prefetch)
 
 
 def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method="tiles",
@@ -250,7 +257,52 @@ def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method
            "gather_ms": gather_ms}
     if args.peak_gpaps:
         row["peak_fraction"] = updates / best / args.peak_gpaps
+    if args.ptx and method == "register":
+        row["ptx"] = instruction_census(gridder._core.register._kernel)
     return row
+
+
+#: PTX instruction classes counted by --ptx (prefix of the opcode).
+PTX_CLASSES = ("fma", "mul", "add", "sub", "ld.global", "ld.shared", "ld.local", "st.local",
+               "red", "atom", "setp", "bra", "mad", "cvt", "shl", "and", "selp")
+
+
+def instruction_census(kernel) -> str:
+    """Static instruction counts of ``kernel``'s function in its program's
+    binary (PTX on NVIDIA), by class, as one short string; '' where the
+    binary is not text."""
+    import pyopencl as cl
+    program = kernel.get_info(cl.kernel_info.PROGRAM)
+    binary = program.get_info(cl.program_info.BINARIES)[0]
+    try:
+        text = binary.decode()
+    except UnicodeDecodeError:
+        return ""
+    counts = dict.fromkeys(PTX_CLASSES, 0)
+    for line in text.splitlines():
+        tokens = line.split()
+        if tokens and tokens[0].startswith("@"):   # predicated
+            tokens = tokens[1:]
+        opcode = tokens[0] if tokens else ""
+        for name in PTX_CLASSES:
+            if opcode == name or opcode.startswith(name + "."):
+                counts[name] += 1
+                break
+    return " ".join(f"{k}={v}" for k, v in counts.items() if v) + " | " + ptxas_info(program)
+
+
+def ptxas_info(program) -> str:
+    """Registers and spills of ``program``'s kernels as ptxas reports them
+    (the source rebuilt with NVIDIA's ``-cl-nv-verbose``)."""
+    import pyopencl as cl
+    device = program.get_info(cl.program_info.DEVICES)[0]
+    options = program.get_build_info(device, cl.program_build_info.OPTIONS)
+    source = program.get_info(cl.program_info.SOURCE)
+    verbose = cl.Program(program.context, source).build(
+        options=f"{options} -cl-nv-verbose", devices=[device])
+    log = verbose.get_build_info(device, cl.program_build_info.LOG)
+    return "; ".join(line.split("ptxas info    :")[-1].strip() for line in log.splitlines()
+                     if "registers" in line or "spill" in line)
 
 
 def apply_size_defaults(args, quick_supports) -> None:
@@ -299,9 +351,12 @@ def main(argv=None) -> int:
             for row in rows:
                 row["ratio_to_peer"] = row["Mvis_per_s"] / peer_rate
             peer_note += f": {peer_rate:.2f} M vis/s (npol {args.npol})"
-    keys = list(dict.fromkeys(k for row in rows for k in row))   # every row's columns
+    keys = [k for k in dict.fromkeys(k for row in rows for k in row) if k != "ptx"]
     print_table([{k: fmt(row.get(k)) for k in keys} for row in rows])
     print(f"# peer: {peer_note}")
+    for row in rows:
+        if row.get("ptx"):
+            print(f"# instructions, support {row['support']}, {row['params']}: {row['ptx']}")
     if args.json:
         Path(args.json).write_text(json.dumps({
             "date": time.strftime("%Y-%m-%d %H:%M:%S"), "device": profile.summary(),
