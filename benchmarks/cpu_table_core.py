@@ -8,7 +8,9 @@ Columns: ``tiled`` (``strategy='tiled'``, the CPU default before
 ``core_method``), what ``strategy='auto'`` picks now, and ducc0's
 ``vis2dirty`` on the same rows with all cores (FFT included; a different
 job, shown for scale) at epsilon 1e-4.  Separable ES tables of width 4, 8
-and 16 and a W-projection table of width 8, one and four polarisations.
+and 16, complex separable tables of width 8 and 16 (the ES rows times a
+phase ramp) and a W-projection table of width 8, one and four
+polarisations (``--cases`` picks some).
 
     python benchmarks/cpu_table_core.py --device intel --json out.json
 """
@@ -16,6 +18,7 @@ and 16 and a W-projection table of width 8, one and four polarisations.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 
@@ -57,6 +60,12 @@ def _ducc0_seconds(queue, uvw_m, freq_hz, vis, nx, cell_size_rad, repeats) -> fl
         nthreads=os.cpu_count() or 1), queue, repeats)
 
 
+def _complex_rows(gcf):
+    """The same table with complex rows: the ES rows times a phase ramp."""
+    ramp = np.exp(0.3j * np.arange(gcf.support))
+    return dataclasses.replace(gcf, table_u=gcf.table_u * ramp, table_v=gcf.table_v * ramp)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -66,12 +75,18 @@ def main() -> None:
     parser.add_argument("--nx", type=int, default=1024)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", default=None, help="write results to this path")
+    parser.add_argument("--cases", nargs="+", default=None,
+                        help="tables to time, by label (default all)")
     args = parser.parse_args()
     queue = cl.CommandQueue(clgrid.create_context(args.device))
     uvw_m, freq_hz, cell = _observation(args.rows, args.channels, args.nx)
     cases = [("separable W4", separable_gcf(4, 8)), ("separable W8", separable_gcf(8, 8)),
              ("separable W16", separable_gcf(16, 8)),
+             ("complex sep W8", _complex_rows(separable_gcf(8, 8))),
+             ("complex sep W16", _complex_rows(separable_gcf(16, 8))),
              ("W-projection W8", w_projection_gcf(8, 8, 8, 200.0, args.nx * cell))]
+    if args.cases:
+        cases = [case for case in cases if case[0] in args.cases]
     rng = np.random.default_rng(1)
     rows = []
     print(f"device: {queue.device.name.strip()} ({queue.device.platform.name.strip()}); "

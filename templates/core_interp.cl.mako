@@ -24,9 +24,11 @@
 ##             table_real: separable tables are real; record_group (int, 0:
 ##             none; a power of two): also interpolate_table_records_group,
 ##             a work-group of that many work-items per record;
-##             record_vector (bool, CPUs, W <= 8, real separable or full
-##             tables): also interpolate_table_records_vector, rows as
-##             vectors, records_per_item (int) records a work-item.
+##             record_vector (bool, CPUs, W <= 8; kernel_source "table"
+##             with real tables, or "table_full", which complex separable
+##             tables take as full slices, clgrid.core.table.vector_taps):
+##             also interpolate_table_records_vector, rows as vectors,
+##             records_per_item (int) records a work-item.
 <%
     csuffix = "f32" if real == "float" else "f64"
     vec = real + "2"

@@ -182,11 +182,11 @@ def test_vector_tiles_only_where_the_compiler_builds_them():
                     fake(device_type="cpu", platform_name="Intel(R) OpenCL",
                          driver_version="2026.22")):
         assert profile.vector_kernels
-        assert TileShape.for_device(profile, 8).vector and table_tiles(profile, 8, True).vector
+        assert TileShape.for_device(profile, 8).vector and table_tiles(profile, 8).vector
     assert not old.vector_kernels
     assert TileShape.for_device(old, 8) == TileShape(8, 8)
     assert TileShape.for_device(old, 14) == TileShape(16, 16)
-    assert not table_tiles(old, 8, True).vector
+    assert not table_tiles(old, 8).vector
     assert not any(shape.vector for shape in tile_candidates(old, 8, do_w=True))
     with pytest.raises(ValueError, match="cannot build the vector"):
         TileShape(16, 16, vector=True).check_device(old)

@@ -24,8 +24,8 @@ TILES = {
     "gpu-8x8-groups": TileShape(8, 8, 48, groups=4),
     "gpu-16x32": TileShape(16, 32, 96),
 }
-#: Real separable and full tables also run the CPUs' vector tile (spread_vector),
-#: forced here on every device.
+#: Every table also runs the CPUs' vector tile (spread_vector), forced here on
+#: every device whose compiler builds it.
 SEPARABLE_TILES = {**TILES, "vector-8x8": TileShape(8, 8, vector=True)}
 FULL_TILES = {**TILES, "vector-16x16": TileShape(16, 16, vector=True)}
 #: (nx, ny): sides that are whole tiles, and sides that are not (padded planes)
@@ -103,11 +103,41 @@ def test_random_complex_user_tables(cl_env, separable):
     full table), catch any index mix-up of the table reads."""
     rng, uvw, cell, gcf, nx, ny = random_user_tables_case(separable)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2))
-    for tiles in TILES.values():
+    reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell)
+    shapes = list(TILES.values())
+    if cl_env.profile.vector_kernels:   # complex separable tables as full slices
+        shapes += [TileShape(8, 8, vector=True), TileShape(16, 16, vector=True)]
+    for tiles in shapes:
         gridder = _core(cl_env, gcf, nx, ny, cell, tiles, npol=2)
         result = gridder(uvw, FREQ_HZ, vis.astype(np.complex64))
-        reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell)
         assert _relative_error(result, reference) < 1e-5, tiles
+
+
+@pytest.mark.parametrize("separable", [True, False], ids=["separable", "full"])
+def test_degrid_random_complex_user_tables(cl_env, separable):
+    """The core Degridder with random complex tables, different on u and v:
+    every interpolation kernel (per point, per record, a work-group per
+    record, rows as vectors) against the float64 reference."""
+    from clgrid.core.table import TableInterpolator
+    from test_gridder_reference import degrid_reference
+    _skip_without_fp64(cl_env)
+    rng, uvw, cell, gcf, nx, ny = random_user_tables_case(separable)
+    grid = random_vis(rng, (2, ny, nx))
+    weights = rng.uniform(0.5, 2.0, (uvw.shape[0], FREQ_HZ.size, 1))
+    reference = degrid_reference(grid, uvw, FREQ_HZ, gcf, nx, ny, cell, weights)
+    variants = [(0, False), (4, False)] + [(0, True)] * cl_env.profile.vector_kernels
+    for tiles in (None, TileShape(8, 8)):
+        degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=2, strategy="core",
+                                     core_tiles=tiles)
+        result = degridder(grid.astype(np.complex64), uvw, FREQ_HZ, weights)
+        assert _relative_error(result, reference) < 1e-5, tiles
+    for group, as_vectors in variants:
+        degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=2, strategy="core")
+        core = degridder._core
+        core.interpolator = TableInterpolator(cl_env.queue, core.table_grid,
+                                              core.interpolator.tables_d[:2], group, as_vectors)
+        result = degridder(grid.astype(np.complex64), uvw, FREQ_HZ, weights)
+        assert _relative_error(result, reference) < 1e-5, (group, as_vectors)
 
 
 @pytest.mark.parametrize("conjugate", [True, False])
@@ -245,13 +275,12 @@ def test_bad_input_errors(cl_env):
 
 def test_deterministic_picks_core_on_gpus_and_where_faster_on_cpus(cl_env):
     from clgrid.gridders.dispatch import cpu_core_faster
-    from clgrid.core.table import vector_table
     profile = cl_env.profile
     for npol, gcf in ((1, separable_gcf(6, 4)), (4, separable_gcf(6, 4)),
                       (4, w_projection_gcf(8, 4, 3, 100.0, 0.05))):
         gridder = Gridder(cl_env.queue, gcf, 64, 64, 1e-3, npol=npol, deterministic=True)
         core = profile.fp64 and (profile.device_type == "gpu" or cpu_core_faster(
-            profile, gcf.support, npol, vector_table(gcf.separable, gcf.real_tables)))
+            profile, gcf.support, npol))
         assert gridder.strategy == ("core" if core else "tiled") and gridder.deterministic
     if profile.device_type == "cpu" and profile.fp64:   # real ES table, 1 polarisation
         assert Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, 1e-3,
@@ -273,7 +302,7 @@ def test_gpus_default_to_core_unless_scatter_is_asked_for(cl_env):
     gridder.profile = dataclasses.replace(gridder.profile, fp64=False)
     assert not gridder._core_by_default(None, "auto", None, None)
     # CPUs: the core's tile spread (no atomics) for one polarisation, and for
-    # four where the vector tile takes the real ES table
+    # four where the vector tile builds
     gridder.profile = dataclasses.replace(gridder.profile, device_type="cpu", fp64=True,
                                           atomic_f32="native-cl")
     assert gridder._core_by_default(None, "auto", None, None)
@@ -299,10 +328,9 @@ def test_dispatcher_on_fake_profiles():
         assert choice.strategy == "tiled" and "core impossible" in choice.reasons[-1]
     # CPUs: the core's tiles where they beat the tiled strategy
     assert choose(fake(device_type="cpu"), 8, 1, deterministic=True).strategy == "core"
-    assert choose(fake(device_type="cpu"), 8, 4, deterministic=True).strategy == "tiled"
-    assert choose(fake(device_type="cpu"), 16, 4, deterministic=True,
-                  real_table=True).strategy == "core"
-    assert choose(fake(device_type="cpu"), 16, 1, deterministic=True).strategy == "tiled"
+    assert choose(fake(device_type="cpu"), 8, 4, deterministic=True).strategy == "core"
+    assert choose(fake(device_type="cpu"), 16, 4, deterministic=True).strategy == "core"
+    assert choose(fake(device_type="cpu"), 24, 1, deterministic=True).strategy == "tiled"
     assert choose(gpu, 8, 1).strategy == "scatter"                # not asked: unchanged
     assert choose(gpu, 8, 1, strategy="core").strategy == "core"
     # the core's spread: register accumulation where float atomics are native
@@ -318,28 +346,25 @@ def test_dispatcher_on_fake_profiles():
     assert core_by_default(gpu, 48)
     cpu = fake(device_type="cpu", atomic_f32="native-cl")
     assert core_by_default(cpu, 8) and core_method_for(cpu, 8) == "tiles"
-    assert not core_by_default(cpu, 8, npol=4) and core_method_for(cpu, 8, npol=4) == "register"
-    assert not core_by_default(cpu, 16)                       # the tiled strategy is faster
     assert core_by_default(fake(device_type="cpu", atomic_f32="cas"), 8)   # tiles: no atomics
-    # tables the vector tile takes (real separable, full): the core's tiles, any
-    # npol; complex separable ones are not among them
-    assert core_by_default(cpu, 16, npol=4, real_table=True)
-    assert core_method_for(cpu, 16, npol=4, vector_tables=True) == "tiles"
-    assert core_by_default(cpu, 16, npol=4, separable=False)
-    assert not core_by_default(cpu, 16, npol=4)
-    assert not core_by_default(cpu, 24, npol=4, separable=False)   # beyond the vector's 16
+    # where the vector tile builds (W <= 16, any table): the core's tiles, any npol
+    for separable in (True, False):
+        assert core_by_default(cpu, 16, npol=4, separable=separable)
+        assert core_method_for(cpu, 16, npol=4) == "tiles"
+        assert not core_by_default(cpu, 24, npol=4, separable=separable)  # beyond 16
+    assert not core_by_default(cpu, 24)       # lane tiles: the tiled strategy is faster
     assert choose(cpu, 8, 1).strategy == "tiled"               # the dispatcher alone: unchanged
-    # CPUs spread those tables with the vector tile where it builds
+    # CPUs spread any table with the vector tile where it builds
     vector = TileShape(16, 16, vector=True)
-    assert choose(cpu, 8, 1, strategy="core", core_method="tiles", real_table=True).core == vector
-    assert choose(cpu, 8, 1, strategy="core", core_method="tiles").core == TileShape(8, 8)
-    assert choose(cpu, 8, 1, strategy="core", core_method="tiles",
-                  separable=False).core == vector
+    for separable in (True, False):
+        assert choose(cpu, 8, 1, strategy="core", core_method="tiles",
+                      separable=separable).core == vector
     old_pocl = fake(device_type="cpu", atomic_f32="native-cl",
                     platform_name="Portable Computing Language", driver_version="3.0-rc2")
     assert not old_pocl.vector_kernels
-    assert choose(old_pocl, 8, 1, strategy="core", core_method="tiles",
-                  real_table=True).core == TileShape(8, 8)
+    assert choose(old_pocl, 8, 1, strategy="core", core_method="tiles").core == TileShape(8, 8)
+    assert not core_by_default(old_pocl, 8, npol=4)
+    assert core_method_for(old_pocl, 8, npol=4) == "register"
     with pytest.raises(ValueError, match="core strategy impossible"):
         choose(fake(fp64=False), 8, 1, strategy="core")
 
@@ -374,14 +399,17 @@ vis = (rng.standard_normal((16, 1, 2)) + 1j).astype(np.complex64)
 weights = rng.uniform(0.5, 2.0, vis.shape)
 flags = rng.random(vis.shape) < 0.2
 cell = 1.0 / (20 * 20.0)
-for gcf in (separable_gcf(3, 2), w_projection_gcf(3, 2, 2, 60.0, 20 * cell)):
+ramp = np.exp(0.7j * np.arange(3))
+complex_rows = clgrid.gcf.user_gcf(3, 2, table_u=separable_gcf(3, 2).table_u * ramp,
+                                   table_v=separable_gcf(3, 2).table_v * ramp.conj())
+for gcf in (separable_gcf(3, 2), w_projection_gcf(3, 2, 2, 60.0, 20 * cell), complex_rows):
     gridder = Gridder(queue, gcf, 20, 18, cell, npol=2, strategy="core",
                       core_tiles=TileShape(4, 4, 3, groups=2))
     grid = gridder(uvw, [1e8], vis, weights, flags)
     assert gridder.last_stats["n_kept"] > 8, gridder.last_stats
     assert np.abs(grid).max() > 0
     gridder(uvw, [1e8], vis, weights, flags, out=gridder.zeros())
-    # the CPU vector tile: real separable and full tables both
+    # the CPU vector tile: real separable, full and complex separable tables
     vector = Gridder(queue, gcf, 20, 18, cell, npol=2, strategy="core",
                      core_tiles=TileShape(4, 4, vector=True))
     assert np.allclose(vector(uvw, [1e8], vis, weights, flags), grid, atol=1e-5)

@@ -79,6 +79,13 @@ class TableGrid:
         return "table" if self.separable else "table_full"
 
     @property
+    def vector_source(self) -> str:
+        """The kernel source of the CPU vector kernels: real separable tables
+        as their two rows, other tables as full slices (complex separable
+        ones expanded by :func:`vector_taps`)."""
+        return "table" if self.separable and self.table_real else "table_full"
+
+    @property
     def complex_dtype(self) -> np.dtype:
         return np.dtype(np.complex64 if self.real == np.float32 else np.complex128)
 
@@ -95,22 +102,15 @@ class TableGrid:
             raise ValueError("the table is too large for the core strategy's 32-bit indices")
 
 
-def vector_table(separable: bool, table_real: bool) -> bool:
-    """Whether the CPU vector tile (``spread_vector``) takes these tables:
-    real separable ones (a point's taps two table rows) or full ones (its
-    slice, S rows of complex weights); not complex separable ones."""
-    return bool(table_real) if separable else True
-
-
-def table_tiles(profile: DeviceProfile, support: int,
-                vector_tables: bool = False) -> TileShape:
+def table_tiles(profile: DeviceProfile, support: int) -> TileShape:
     """Spreading tile of the table kernel for a device and support.
 
     GPUs: the ES path's shapes (8 x 8 in 4 groups up to W 9, 16 x 32 up to
-    17), 32 x 32 up to 33.  CPUs with tables the vector tile takes up to W 16
-    (``vector_tables``, :func:`vector_table`): the ES path's vector tile
-    (``spread_vector``, 16 x 16) where the compiler builds it
-    (``profile.vector_kernels``: not PyPI's PoCL 3.0).  Other devices and tables run the GPU
+    17), 32 x 32 up to 33.  CPUs up to W 16: the ES path's vector tile
+    (``spread_vector``, 16 x 16; real separable tables as a point's two rows
+    of taps, others as its slice: :attr:`TableGrid.vector_source`) where the
+    compiler builds it (``profile.vector_kernels``: not PyPI's PoCL 3.0).
+    Other devices and supports run the GPU
     kernel with square tiles of one group (8, 16 or 32 lanes), never split
     (they pull work-groups as they go).  Intel CPU runtime, 1.9 M points, W 8,
     1024^2 (2026-11-23): 8 x 8: 0.08 s; 8 x 8 in 4 groups: 0.33 s; 16 x 16:
@@ -122,8 +122,7 @@ def table_tiles(profile: DeviceProfile, support: int,
         if support <= 9:
             return TileShape(8, 8, 4096, groups=4)
         return TileShape(16, 32, 2048) if support <= 17 else TileShape(32, 32, 2048)
-    if (profile.device_type == "cpu" and profile.vector_kernels and vector_tables
-            and support <= VECTOR_TAPS):
+    if profile.device_type == "cpu" and profile.vector_kernels and support <= VECTOR_TAPS:
         return TileShape(16, 16, vector=True)
     if support <= 9:
         return TileShape(8, 8)
@@ -149,9 +148,6 @@ def check_tiles(grid: TableGrid, tiles: TileShape, profile: DeviceProfile) -> No
     if tiles.plane_block != 1:
         raise ValueError("the table spread grids one plane a polarisation: plane_block 1")
     if tiles.vector:
-        if not vector_table(grid.separable, grid.table_real):
-            raise ValueError("a vector tile (spread_vector) takes real separable tables or "
-                             "full ones, not complex separable ones")
         if grid.support > VECTOR_TAPS:
             raise ValueError(f"a vector tile takes support <= {VECTOR_TAPS}, got {grid.support}")
         return
@@ -284,7 +280,8 @@ def _spread_params(grid: TableGrid, tiles: TileShape, vis_real: np.dtype, weight
     return {"real": real_dtype_name(grid.real), "vis_real": real_dtype_name(vis_real),
             "support": grid.support, "beta": 0.0, "do_w": False, "shifted": False,
             "weighted": weighted, "masked": masked, "with_f64": True,
-            "kernel_source": grid.kernel_source, "oversample": grid.oversample,
+            "kernel_source": grid.vector_source if tiles.vector else grid.kernel_source,
+            "oversample": grid.oversample,
             "table_real": grid.table_real, "tile_u": tiles.tile_u, "lanes": tiles.lanes,
             "vector": tiles.vector, "groups": tiles.groups, "plane_block": 1,
             "kernel_eval": "exp", "horner": []}
@@ -358,11 +355,21 @@ def vector_taps(queue: cl.CommandQueue, grid: TableGrid,
     """The CPU vector kernels' taps (``spread_vector``,
     ``interpolate_table_records_vector``): each row of the real separable
     tables (u, v) as TAPS reals, or each row of each slice of a full table as
-    TAPS complex weights, zeros past the support (one vector load a row)."""
+    TAPS complex weights, zeros past the support (one vector load a row).
+    Complex separable tables become full slices, ``table_v[p, fy, jv] *
+    table_u[p, fx, ju]`` at index ``(p O + fy) O + fx`` (as the set points
+    index full tables): a point's row is then one complex vector, as for
+    W-projection tables (:attr:`TableGrid.vector_source`)."""
     support = grid.support
     taps_n = 4 if support <= 4 else (8 if support <= 8 else VECTOR_TAPS)
-    if not grid.separable:
-        slices = tables_d[0].get().reshape(-1, support, support)
+    if grid.vector_source == "table_full":
+        if grid.separable:
+            table_u, table_v = (t.get().reshape(-1, grid.oversample, support)
+                                for t in tables_d[:2])
+            slices = (table_v[:, :, None, :, None] * table_u[:, None, :, None, :]).reshape(
+                -1, support, support)
+        else:
+            slices = tables_d[0].get().reshape(-1, support, support)
         padded = np.zeros(slices.shape[:2] + (taps_n,), grid.complex_dtype)
         padded[..., :support] = slices
         return [cla.to_device(queue, padded)]
@@ -548,11 +555,13 @@ class TableInterpolator:
             record_vector = (profile.device_type == "cpu" and profile.vector_kernels
                              and not self.record_group)
         #: CPUs: records by rows as vectors (interpolate_table_records_vector),
-        #: for real separable and full tables up to W 8.
-        self.record_vector = bool(record_vector and grid.support <= RECORD_VECTOR_MAX_SUPPORT
-                                  and vector_table(grid.separable, grid.table_real))
+        #: up to W 8.
+        self.record_vector = bool(record_vector and grid.support <= RECORD_VECTOR_MAX_SUPPORT)
         self._taps: list[cla.Array] | None = None   # vector_taps, made on first use
         self.tables_d = tables_d if len(tables_d) == 2 else tables_d * 2
+        #: The kernels' (table_a, table_b): (table_v, table_u) of separable
+        #: tables (rows, then columns), the full table twice.
+        self._table_args = self.tables_d[::-1] if grid.separable else self.tables_d
         self._kernels: dict = {}
         self._dummy_real = cla.empty(queue, 1, grid.real)
         self._dummy_flags = cla.empty(queue, 1, np.uint8)
@@ -569,13 +578,17 @@ class TableInterpolator:
         key = (weighted, masked, name)
         if key not in self._kernels:
             g = self.grid
+            # the vector kernel reads complex separable tables as full slices
+            # (vector_taps), so it is built on its own
+            as_vectors = name == "interpolate_table_records_vector"
             params = {"real": real_dtype_name(g.real), "vis_real": real_dtype_name(g.real),
                       "support": g.support, "beta": 0.0, "do_w": False, "shifted": False,
                       "weighted": weighted, "masked": masked, "with_f64": True,
-                      "kernel_source": g.kernel_source, "oversample": g.oversample,
+                      "kernel_source": g.vector_source if as_vectors else g.kernel_source,
+                      "oversample": g.oversample,
                       "table_real": g.table_real, "vector": False, "kernel_eval": "exp",
                       "horner": [], "points_per_item": 1, "record_group": self.record_group,
-                      "record_vector": self.record_vector,
+                      "record_vector": as_vectors,
                       "records_per_item": RECORDS_PER_ITEM}
             template = KernelTemplate(self.queue, "core_interp.cl.mako", params, need_f64=True)
             self._kernels[key] = template.kernel(name)
@@ -593,7 +606,7 @@ class TableInterpolator:
             return out_d
         g = self.grid
         common = (grid_d.data, np.int32(g.nx), np.int32(g.ny), np.uint32(npol),
-                  *(t.data for t in self.tables_d),
+                  *(t.data for t in self._table_args),
                   (wgt_d if wgt_d is not None else self._dummy_real).data,
                   (flags_d if flags_d is not None else self._dummy_flags).data, out_d.data)
         cells = table_points.points.cells
@@ -622,5 +635,5 @@ class TableInterpolator:
 
 __all__ = ["KEY_ORDERS", "MAX_TABLE_SUPPORT", "TABLE_CONJUGATE", "TableGrid",
            "TableInterpolator", "TablePoints", "TableSetPoints", "TableSpreader", "TableValues",
-           "check_tiles", "staging_bytes", "table_tiles", "vector_table", "vector_taps",
+           "check_tiles", "staging_bytes", "table_tiles", "vector_taps",
            "VECTOR_TAPS"]

@@ -26,7 +26,7 @@ from ..core.plan import TileShape, params_of
 from ..core.setpoints import freq_scale
 from ..core.register import RecordScan, RegisterParams, RegisterSpreader
 from ..core.table import (TableGrid, TableInterpolator, TablePoints, TableSetPoints,
-                          TableSpreader, check_tiles, table_tiles, vector_table)
+                          TableSpreader, check_tiles, table_tiles)
 from .dispatch import CORE_METHODS
 from .gcf import GCF
 from .uvprep import check_uvw_freq, check_vis_layout
@@ -107,9 +107,7 @@ class CoreTableEngine:
                 self.register = RegisterSpreader(queue, self.table_grid, tables_d, npol,
                                                  register_params, atomics)
             return
-        self.tiles = (tiles if tiles is not None
-                      else table_tiles(profile, gcf.support,
-                                       vector_table(gcf.separable, table_real)))
+        self.tiles = tiles if tiles is not None else table_tiles(profile, gcf.support)
         check_tiles(self.table_grid, self.tiles, profile)
         self.set_points = TableSetPoints(queue, self.table_grid, self.tiles)
         if spread:

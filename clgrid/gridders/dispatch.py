@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from ..core.plan import TileShape
-from ..core.table import MAX_TABLE_SUPPORT, TableGrid, staging_bytes, table_tiles, vector_table
+from ..core.table import MAX_TABLE_SUPPORT, TableGrid, staging_bytes, table_tiles
 from .params import GridderParams, ImageParams, default_params
 from .tiled import TILE_SIZES, TiledParams, fits_local
 
@@ -130,7 +130,7 @@ def tiled_params(profile, support: int, npol: int, complex_itemsize: int,
 def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
            separable: bool = True, strategy: str = "auto", scatter_params=None,
            tuned: dict | None = None, deterministic: bool = False,
-           core_method: str | None = None, real_table: bool = False) -> Choice:
+           core_method: str | None = None) -> Choice:
     """Pick strategy and launch geometry for one gridder configuration.
 
     Parameters
@@ -154,10 +154,6 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
     core_method
         The core strategy's spread, ``'tiles'`` or ``'register'``; None:
         :func:`core_method_for`.
-    real_table
-        The separable tables are real (an ES or Kaiser-Bessel GCF): CPUs
-        then get the core's vector tile (:func:`clgrid.core.table.table_tiles`),
-        as they do for full tables.
 
     Raises
     ------
@@ -187,9 +183,7 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
     if deterministic and core_method == "register":
         raise ValueError("deterministic=True needs the core's tile spread: core_method "
                          "'register' adds with float atomics in a varying order")
-    vector_tables = vector_table(separable, real_table)
-    method = core_method or core_method_for(profile, support, deterministic, npol,
-                                            vector_tables)
+    method = core_method or core_method_for(profile, support, deterministic, npol)
     core_ok, core_why = core_possible(profile, support, precision, separable, method)
     if deterministic and strategy not in ("auto",) + ATOMIC_FREE:
         raise ValueError(f"deterministic=True needs an atomic-free strategy {ATOMIC_FREE}; "
@@ -199,7 +193,7 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
             strategy = "core"
             reasons.append("deterministic=True on a GPU: core (device set points, "
                            "output-owned tiles, no float atomics)")
-        elif core_ok and cpu_core_faster(profile, support, npol, vector_tables):
+        elif core_ok and cpu_core_faster(profile, support, npol):
             strategy = "core"
             reasons.append("deterministic=True on a CPU: core (its tile spread, faster "
                            "than the tiled strategy for this table)")
@@ -226,7 +220,7 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
                   tiled=tiles if strategy == "tiled" else None,
                   image=ImageParams() if strategy == "image" else None,
                   reasons=tuple(reasons),
-                  core=table_tiles(profile, support, vector_tables)
+                  core=table_tiles(profile, support)
                   if strategy == "core" and method == "tiles" else None,
                   core_method=method if strategy == "core" else None)
 
@@ -239,21 +233,19 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
 CPU_CORE_MAX_SUPPORT = 8
 
 
-def cpu_vector_tile(profile, support: int, vector_tables: bool) -> bool:
-    """Whether the core's tile spread runs the CPU vector tile for these
-    tables (``vector_tables``: :func:`clgrid.core.table.vector_table`, real
-    separable or full; CPUs whose compiler builds it, W <= 16:
-    :func:`clgrid.core.table.table_tiles`)."""
+def cpu_vector_tile(profile, support: int) -> bool:
+    """Whether the core's tile spread runs the CPU vector tile (CPUs whose
+    compiler builds it, W <= 16: :func:`clgrid.core.table.table_tiles`)."""
     return (profile.device_type == "cpu" and support <= MAX_TABLE_SUPPORT
-            and table_tiles(profile, support, vector_tables).vector)
+            and table_tiles(profile, support).vector)
 
 
 def core_method_for(profile, support: int, deterministic: bool = False,
-                    npol: int = 1, vector_tables: bool = False) -> str:
+                    npol: int = 1) -> str:
     """The core strategy's spread when none is asked for: ``'tiles'`` where
-    determinism is asked for, on CPUs for one polarisation or tables the
-    vector tile takes (``vector_tables``; Intel CPU runtime 2-4x the register
-    spread, benchmarks/cpu_table_core.py), or where float atomics are not
+    determinism is asked for, on CPUs for one polarisation or where the
+    vector tile runs (Intel CPU runtime 2-11x the register spread,
+    benchmarks/cpu_table_core.py), or where float atomics are not
     native and the tile spread fits (support <= 33); else ``'register'`` (on
     the H200 1.1-3.7x the scatter strategy's visibility rate and 8-27x the
     tile spread's, benchmarks/RESULTS.md)."""
@@ -261,8 +253,7 @@ def core_method_for(profile, support: int, deterministic: bool = False,
         return "tiles"
     if support > MAX_TABLE_SUPPORT:
         return "register"
-    if profile.device_type == "cpu" and (npol == 1
-                                         or cpu_vector_tile(profile, support, vector_tables)):
+    if profile.device_type == "cpu" and (npol == 1 or cpu_vector_tile(profile, support)):
         return "tiles"
     return "register" if _has_native_atomics(profile) else "tiles"
 
@@ -327,32 +318,31 @@ def _format_seconds(seconds: dict) -> str:
 
 
 def core_by_default(profile, support: int, precision: Any = np.float32,
-                    separable: bool = True, npol: int = 1, real_table: bool = False) -> bool:
+                    separable: bool = True, npol: int = 1) -> bool:
     """Whether ``Gridder(strategy='auto')`` with ``deterministic=None`` (the
     default) runs the core strategy, with the spread of
     :func:`core_method_for`: on GPUs with fp64 (register accumulation where
     float atomics are native: on the H200 faster than the scatter strategy
     at every support, and its set points are on the device), and on CPUs
     where its tile spread (bitwise reproducible like the tiled strategy it
-    replaces) is the faster: tables the vector tile takes (real separable or
-    full, W <= 16: 2.8-7.7x the tiled strategy on the Intel CPU runtime, any
-    number of polarisations) and one polarisation up to
-    :data:`CPU_CORE_MAX_SUPPORT` (lane tiles, 1.2-1.9x)."""
-    vector_tables = vector_table(separable, real_table)
-    method = core_method_for(profile, support, npol=npol, vector_tables=vector_tables)
+    replaces) is the faster: where the vector tile runs (W <= 16, any table:
+    5-8x the tiled strategy on the Intel CPU runtime, any number of
+    polarisations) and one polarisation up to :data:`CPU_CORE_MAX_SUPPORT`
+    (lane tiles, 1.2-1.9x)."""
+    method = core_method_for(profile, support, npol=npol)
     if profile.device_type == "gpu":
         return core_possible(profile, support, precision, separable, method)[0]
     # where cpu_core_faster holds, core_method_for gives the tile spread
-    return (cpu_core_faster(profile, support, npol, vector_tables)
+    return (cpu_core_faster(profile, support, npol)
             and core_possible(profile, support, precision, separable, method)[0])
 
 
-def cpu_core_faster(profile, support: int, npol: int, vector_tables: bool) -> bool:
+def cpu_core_faster(profile, support: int, npol: int) -> bool:
     """CPUs where the core's tile spread beats the tiled strategy (both
-    deterministic): tables the vector tile takes (``vector_tables``), and one
-    polarisation up to :data:`CPU_CORE_MAX_SUPPORT`."""
+    deterministic): where the vector tile runs, and one polarisation up to
+    :data:`CPU_CORE_MAX_SUPPORT`."""
     return profile.device_type == "cpu" and (
-        cpu_vector_tile(profile, support, vector_tables)
+        cpu_vector_tile(profile, support)
         or (npol == 1 and support <= CPU_CORE_MAX_SUPPORT))
 
 

@@ -194,8 +194,8 @@ class Gridder(_TableOperation):
         accumulation where float atomics are native: on the H200 faster than
         the scatter strategy at every support, with device set points; not
         bitwise reproducible); on CPUs the core strategy's tile spread where
-        it is the faster (real separable and full tables up to W 16 where
-        the compiler builds the vector tile, any polarisations; one polarisation
+        it is the faster (every table up to W 16 where the compiler builds
+        the vector tile, any polarisations; one polarisation
         up to W 8: :func:`clgrid.gridders.dispatch.cpu_core_faster`), else
         the tiled strategy (both deterministic; ``deterministic=True`` picks
         the same); elsewhere the dispatcher's choice.  The result is in
@@ -268,7 +268,7 @@ class Gridder(_TableOperation):
         return (deterministic is None and strategy == "auto"
                 and not self._asks_for_scatter(params, atomics)
                 and core_by_default(self.profile, self.gcf.support, self.real_dtype,
-                                    self.gcf.separable, self.npol, self.gcf.real_tables))
+                                    self.gcf.separable, self.npol))
 
     def _choose(self, strategy: str, params, atomics, tiled_params, image_params,
                 deterministic: bool, core_tiles=None, core_method=None):
@@ -293,7 +293,7 @@ class Gridder(_TableOperation):
         choice = choose(self.profile, self.gcf.support, self.npol, self.real_dtype,
                         separable=self.gcf.separable, strategy=strategy,
                         scatter_params=self.params, tuned=tuned, deterministic=deterministic,
-                        core_method=core_method, real_table=self.gcf.real_tables)
+                        core_method=core_method)
         if core_method is not None and choice.strategy != "core":
             raise ValueError(f"core_method={core_method!r} applies to strategy 'core', not "
                              f"{choice.strategy!r}")
