@@ -7,9 +7,9 @@ Columns: ``tiled`` (``strategy='tiled'``, the CPU default before
 2026-11-25), ``core-tiles`` and ``core-register`` (``strategy='core'`` with
 ``core_method``), what ``strategy='auto'`` picks now, and ducc0's
 ``vis2dirty`` on the same rows with all cores (FFT included; a different
-job, shown for scale) at epsilon 1e-4.  Separable ES tables of width 4, 8
-and 16, complex separable tables of width 8 and 16 (the ES rows times a
-phase ramp) and a W-projection table of width 8, one and four
+job, shown for scale) at epsilon 1e-4.  Separable ES tables of width 4, 8,
+16 and 24, complex separable tables of width 8 and 16 (the ES rows times a
+phase ramp) and W-projection tables of width 8 and 32, one and four
 polarisations (``--cases`` picks some).
 
     python benchmarks/cpu_table_core.py --device intel --json out.json
@@ -84,7 +84,9 @@ def main() -> None:
              ("separable W16", separable_gcf(16, 8)),
              ("complex sep W8", _complex_rows(separable_gcf(8, 8))),
              ("complex sep W16", _complex_rows(separable_gcf(16, 8))),
-             ("W-projection W8", w_projection_gcf(8, 8, 8, 200.0, args.nx * cell))]
+             ("separable W24", separable_gcf(24, 8)),
+             ("W-projection W8", w_projection_gcf(8, 8, 8, 200.0, args.nx * cell)),
+             ("W-projection W32", w_projection_gcf(32, 8, 8, 200.0, args.nx * cell))]
     if args.cases:
         cases = [case for case in cases if case[0] in args.cases]
     rng = np.random.default_rng(1)

@@ -409,7 +409,12 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
 % if vector:
 <%
     rn = real + "4"
-    taps_n = 4 if support <= 4 else (8 if support <= 8 else 16)
+    # full slices (kernel_source "table_full") take rows of up to 32 taps,
+    # in pieces of 16 reals; tap vectors (ES, real separable rows) 16
+    taps_n = 4 if support <= 4 else (8 if support <= 8 else (16 if support <= 16 else 32))
+    if taps_n > 16 and kernel_source != "table_full":
+        raise ValueError(f"spread_vector takes support <= 16 but for full slices (32), "
+                         f"got {support} with kernel_source {kernel_source!r}")
     tn = real + str(taps_n)
     columns = ", ".join(str(c) for c in range(taps_n))
     suffix = "f" if real == "float" else ""
@@ -464,6 +469,7 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
 
 // The W taps phi(t + a - W/2), a = 0 .. W - 1, of a point at offset t as
 // lanes 0 .. W - 1 of one vector of TAPS lanes (the other lanes 0).
+% if taps_n <= 16:
 inline ${tn} es_taps(const ${real} t)
 {
 % if kernel_eval == "horner":
@@ -486,6 +492,7 @@ inline ${tn} es_taps(const ${real} t)
     return select((${tn})0, inside, z2 < (${real})1);
 % endif
 }
+% endif
 
 // Adds rows [r_lo, r_hi) x chunks [q_lo, q_hi) (16 reals each) of one
 // plane's private tile into its float64 totals and clears them.

@@ -135,7 +135,10 @@ def test_unknown_strategy():
 
 
 def test_explain_rows():
-    row = explain(fake(device_type="cpu", atomic_f32="cas"), 32, 4)
+    row = explain(fake(device_type="cpu", atomic_f32="cas"), 32, 4)   # the vector tile
+    assert row["strategy"] == "core" and "deterministic=None" in row["why"]
+    assert "vector=True" in row["geometry"]
+    row = explain(fake(device_type="cpu", atomic_f32="cas"), 40, 4)   # wider: tiled
     assert row["strategy"] == "tiled" and "cpu" in row["why"]
     row = explain(fake(fp64=False), 32, 4, np.float64)
     assert row["strategy"] == "-" and "double precision" in row["why"]

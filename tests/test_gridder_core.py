@@ -113,6 +113,32 @@ def test_random_complex_user_tables(cl_env, separable):
         assert _relative_error(result, reference) < 1e-5, tiles
 
 
+@pytest.mark.parametrize("table", ["separable", "complex-separable", "full"])
+def test_vector_tile_wide_tables(cl_env, table):
+    """Tables wider than 16 on the CPU vector tile (32 x 32 tiles, rows of
+    full slices in pieces of 16 reals), on whole and padded grids."""
+    cl_env.require_vector_tiles()
+    rng = np.random.default_rng(61)
+    for nx, ny, support in ((96, 64, 24), (70, 76, 19)):
+        uvw, cell = _setup(rng, nx, ny, 120, support, w_max_m=300.0)
+        if table == "full":
+            gcf = w_projection_gcf(support, 4, 3, 300.0 * FREQ_HZ.max() / C, nx * cell)
+        else:
+            gcf = separable_gcf(support, 4)
+            if table == "complex-separable":
+                ramp = np.exp(0.4j * np.arange(support))
+                gcf = clgrid.gcf.user_gcf(support, 4, table_u=gcf.table_u * ramp,
+                                          table_v=gcf.table_v * ramp.conj())
+        vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2))
+        gridder = _core(cl_env, gcf, nx, ny, cell, TileShape(32, 32, vector=True), npol=2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)     # off-grid points
+            result = gridder(uvw, FREQ_HZ, vis.astype(np.complex64))
+        reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell)
+        assert gridder.last_stats["n_kept"] > 100
+        assert _relative_error(result, reference) < 1e-5, (table, support)
+
+
 @pytest.mark.parametrize("separable", [True, False], ids=["separable", "full"])
 def test_degrid_random_complex_user_tables(cl_env, separable):
     """The core Degridder with random complex tables, different on u and v:
@@ -330,7 +356,8 @@ def test_dispatcher_on_fake_profiles():
     assert choose(fake(device_type="cpu"), 8, 1, deterministic=True).strategy == "core"
     assert choose(fake(device_type="cpu"), 8, 4, deterministic=True).strategy == "core"
     assert choose(fake(device_type="cpu"), 16, 4, deterministic=True).strategy == "core"
-    assert choose(fake(device_type="cpu"), 24, 1, deterministic=True).strategy == "tiled"
+    assert choose(fake(device_type="cpu"), 24, 1, deterministic=True).strategy == "core"
+    assert choose(fake(device_type="cpu"), 33, 1, deterministic=True).strategy == "tiled"
     assert choose(gpu, 8, 1).strategy == "scatter"                # not asked: unchanged
     assert choose(gpu, 8, 1, strategy="core").strategy == "core"
     # the core's spread: register accumulation where float atomics are native
@@ -347,12 +374,16 @@ def test_dispatcher_on_fake_profiles():
     cpu = fake(device_type="cpu", atomic_f32="native-cl")
     assert core_by_default(cpu, 8) and core_method_for(cpu, 8) == "tiles"
     assert core_by_default(fake(device_type="cpu", atomic_f32="cas"), 8)   # tiles: no atomics
-    # where the vector tile builds (W <= 16, any table): the core's tiles, any npol
+    # where the vector tile builds (W <= 32, any table): the core's tiles, any npol
     for separable in (True, False):
-        assert core_by_default(cpu, 16, npol=4, separable=separable)
-        assert core_method_for(cpu, 16, npol=4) == "tiles"
-        assert not core_by_default(cpu, 24, npol=4, separable=separable)  # beyond 16
-    assert not core_by_default(cpu, 24)       # lane tiles: the tiled strategy is faster
+        for support in (16, 32):
+            assert core_by_default(cpu, support, npol=4, separable=separable)
+            assert core_method_for(cpu, support, npol=4) == "tiles"
+        assert not core_by_default(cpu, 33, npol=4, separable=separable)  # beyond 32
+    assert not core_by_default(cpu, 33)       # lane tiles: the tiled strategy is faster
+    from clgrid.core.table import table_tiles
+    assert table_tiles(cpu, 16) == TileShape(16, 16, vector=True)
+    assert table_tiles(cpu, 17) == TileShape(32, 32, vector=True)
     assert choose(cpu, 8, 1).strategy == "tiled"               # the dispatcher alone: unchanged
     # CPUs spread any table with the vector tile where it builds
     vector = TileShape(16, 16, vector=True)
@@ -450,6 +481,14 @@ cut = RecordScan(queue, TableGrid(8, 8, 1.0, 3, 2, 1, 0.0, True, False, True,
     cla.to_device(queue, cells.view(cl.cltypes.int4).ravel()), 150)
 assert cut.n_records == int((np.r_[True, np.any(cells[1:, :3] != cells[:-1, :3], axis=1)]
                             | (np.arange(150) % 64 == 0)).sum())
+# a table wider than 16 on the vector tile (32 x 32, full-slice rows in pieces)
+wide = w_projection_gcf(18, 2, 2, 60.0, 64 * cell)
+args = (uvw[:6] * 0.2, [1e8], vis[:6])
+lanes = Gridder(queue, wide, 64, 64, cell, npol=2, strategy="core",
+                core_tiles=TileShape(32, 32))(*args)
+vector = Gridder(queue, wide, 64, 64, cell, npol=2, strategy="core",
+                 core_tiles=TileShape(32, 32, vector=True))(*args)
+assert np.abs(lanes).max() > 0 and np.allclose(vector, lanes, atol=1e-5)
 print("done")
 """
 

@@ -332,9 +332,11 @@ class TileShape:
     groups: int = 1
     kernel_eval: str = "exp"
 
-    def check(self, support: int) -> None:
+    def check(self, support: int, vector_taps: int = 16) -> None:
         """A tile only reads its own and its lower neighbours' bins, so a
-        footprint must not reach past one neighbour: W <= tile + 1."""
+        footprint must not reach past one neighbour: W <= tile + 1; a vector
+        tile holds ``vector_taps`` taps a row (16: one vector; the table
+        kernels' full slices take 32, in pieces)."""
         if support > min(self.tile_u, self.lanes) + 1:
             raise ValueError(f"tile {self.tile_u}x{self.lanes} is too small for kernel support "
                              f"{support} (needs support <= tile + 1)")
@@ -345,9 +347,9 @@ class TileShape:
             raise ValueError("plane_block > 1 needs a vector tile (and plane_block >= 1)")
         if self.groups < 1 or (self.groups > 1 and self.vector):
             raise ValueError("groups > 1 is for the GPU kernel (not a vector tile), groups >= 1")
-        if self.vector and support > min(self.lanes, 16):
+        if self.vector and support > min(self.lanes, vector_taps):
             raise ValueError(f"a vector tile of {self.lanes} lanes holds at most "
-                             f"{min(self.lanes, 16)} kernel taps, not support {support}")
+                             f"{min(self.lanes, vector_taps)} kernel taps, not support {support}")
         if self.kernel_eval not in KERNEL_EVALS:
             raise ValueError(f"kernel_eval must be one of {KERNEL_EVALS}, "
                              f"got {self.kernel_eval!r}")

@@ -48,8 +48,10 @@ MAX_TABLE_SUPPORT = 33
 #: Orders of the table set points: by tile (the tile spread's bins) or by
 #: footprint start cell (the register spread's streams).
 KEY_ORDERS = ("tile", "cell")
-#: Most taps a point of the vector (CPU) table spread has per axis.
+#: Most taps a point of the vector (CPU) table spread has per axis: rows of
+#: real separable tables (one vector), and of full slices (pieces of vectors).
 VECTOR_TAPS = 16
+VECTOR_SLICE_TAPS = 32
 #: Bit of a point's table index that marks a conjugated visibility.
 TABLE_CONJUGATE = 1 << 30
 
@@ -81,9 +83,10 @@ class TableGrid:
     @property
     def vector_source(self) -> str:
         """The kernel source of the CPU vector kernels: real separable tables
-        as their two rows, other tables as full slices (complex separable
-        ones expanded by :func:`vector_taps`)."""
-        return "table" if self.separable and self.table_real else "table_full"
+        up to :data:`VECTOR_TAPS` as their two rows, other tables as full
+        slices (separable ones expanded by :func:`vector_taps`)."""
+        return ("table" if self.separable and self.table_real
+                and self.support <= VECTOR_TAPS else "table_full")
 
     @property
     def complex_dtype(self) -> np.dtype:
@@ -106,11 +109,11 @@ def table_tiles(profile: DeviceProfile, support: int) -> TileShape:
     """Spreading tile of the table kernel for a device and support.
 
     GPUs: the ES path's shapes (8 x 8 in 4 groups up to W 9, 16 x 32 up to
-    17), 32 x 32 up to 33.  CPUs up to W 16: the ES path's vector tile
-    (``spread_vector``, 16 x 16; real separable tables as a point's two rows
-    of taps, others as its slice: :attr:`TableGrid.vector_source`) where the
-    compiler builds it (``profile.vector_kernels``: not PyPI's PoCL 3.0).
-    Other devices and supports run the GPU
+    17), 32 x 32 up to 33.  CPUs up to W 32: the ES path's vector tile
+    (``spread_vector``, 16 x 16, 32 x 32 above W 16; real separable tables up to W 16 as a
+    point's two rows of taps, others as its slice:
+    :attr:`TableGrid.vector_source`) where the compiler builds it
+    (``profile.vector_kernels``: not PyPI's PoCL 3.0).  Other devices run the GPU
     kernel with square tiles of one group (8, 16 or 32 lanes), never split
     (they pull work-groups as they go).  Intel CPU runtime, 1.9 M points, W 8,
     1024^2 (2026-11-23): 8 x 8: 0.08 s; 8 x 8 in 4 groups: 0.33 s; 16 x 16:
@@ -122,8 +125,11 @@ def table_tiles(profile: DeviceProfile, support: int) -> TileShape:
         if support <= 9:
             return TileShape(8, 8, 4096, groups=4)
         return TileShape(16, 32, 2048) if support <= 17 else TileShape(32, 32, 2048)
-    if profile.device_type == "cpu" and profile.vector_kernels and support <= VECTOR_TAPS:
-        return TileShape(16, 16, vector=True)
+    if (profile.device_type == "cpu" and profile.vector_kernels
+            and support <= VECTOR_SLICE_TAPS):
+        # a footprint's halo reaches one tile on: tiles of at least W - 1
+        return TileShape(16, 16, vector=True) if support <= 16 else TileShape(32, 32,
+                                                                            vector=True)
     if support <= 9:
         return TileShape(8, 8)
     return TileShape(16, 16) if support <= 17 else TileShape(32, 32)
@@ -143,13 +149,15 @@ def staging_bytes(grid: TableGrid, tiles: TileShape) -> int:
 
 def check_tiles(grid: TableGrid, tiles: TileShape, profile: DeviceProfile) -> None:
     """A tile the table spread can run with on this device, or ValueError."""
-    tiles.check(grid.support)
+    tiles.check(grid.support, VECTOR_SLICE_TAPS if grid.vector_source == "table_full"
+                else VECTOR_TAPS)
     tiles.check_device(profile)
     if tiles.plane_block != 1:
         raise ValueError("the table spread grids one plane a polarisation: plane_block 1")
     if tiles.vector:
-        if grid.support > VECTOR_TAPS:
-            raise ValueError(f"a vector tile takes support <= {VECTOR_TAPS}, got {grid.support}")
+        if grid.support > VECTOR_SLICE_TAPS:
+            raise ValueError(f"a vector tile takes support <= {VECTOR_SLICE_TAPS}, "
+                             f"got {grid.support}")
         return
     need = staging_bytes(grid, tiles)
     if need > profile.local_mem_bytes:
@@ -356,12 +364,14 @@ def vector_taps(queue: cl.CommandQueue, grid: TableGrid,
     ``interpolate_table_records_vector``): each row of the real separable
     tables (u, v) as TAPS reals, or each row of each slice of a full table as
     TAPS complex weights, zeros past the support (one vector load a row).
-    Complex separable tables become full slices, ``table_v[p, fy, jv] *
+    Complex separable tables, and real ones wider than :data:`VECTOR_TAPS`,
+    become full slices, ``table_v[p, fy, jv] *
     table_u[p, fx, ju]`` at index ``(p O + fy) O + fx`` (as the set points
     index full tables): a point's row is then one complex vector, as for
     W-projection tables (:attr:`TableGrid.vector_source`)."""
     support = grid.support
-    taps_n = 4 if support <= 4 else (8 if support <= 8 else VECTOR_TAPS)
+    taps_n = (4 if support <= 4 else 8 if support <= 8 else
+              VECTOR_TAPS if support <= VECTOR_TAPS else VECTOR_SLICE_TAPS)
     if grid.vector_source == "table_full":
         if grid.separable:
             table_u, table_v = (t.get().reshape(-1, grid.oversample, support)
@@ -636,4 +646,4 @@ class TableInterpolator:
 __all__ = ["KEY_ORDERS", "MAX_TABLE_SUPPORT", "TABLE_CONJUGATE", "TableGrid",
            "TableInterpolator", "TablePoints", "TableSetPoints", "TableSpreader", "TableValues",
            "check_tiles", "staging_bytes", "table_tiles", "vector_taps",
-           "VECTOR_TAPS"]
+           "VECTOR_SLICE_TAPS", "VECTOR_TAPS"]

@@ -235,7 +235,7 @@ CPU_CORE_MAX_SUPPORT = 8
 
 def cpu_vector_tile(profile, support: int) -> bool:
     """Whether the core's tile spread runs the CPU vector tile (CPUs whose
-    compiler builds it, W <= 16: :func:`clgrid.core.table.table_tiles`)."""
+    compiler builds it, W <= 32: :func:`clgrid.core.table.table_tiles`)."""
     return (profile.device_type == "cpu" and support <= MAX_TABLE_SUPPORT
             and table_tiles(profile, support).vector)
 
@@ -325,8 +325,8 @@ def core_by_default(profile, support: int, precision: Any = np.float32,
     float atomics are native: on the H200 faster than the scatter strategy
     at every support, and its set points are on the device), and on CPUs
     where its tile spread (bitwise reproducible like the tiled strategy it
-    replaces) is the faster: where the vector tile runs (W <= 16, any table:
-    5-8x the tiled strategy on the Intel CPU runtime, any number of
+    replaces) is the faster: where the vector tile runs (W <= 32, any table:
+    5-10x the tiled strategy on the Intel CPU runtime, any number of
     polarisations) and one polarisation up to :data:`CPU_CORE_MAX_SUPPORT`
     (lane tiles, 1.2-1.9x)."""
     method = core_method_for(profile, support, npol=npol)

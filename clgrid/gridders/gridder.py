@@ -194,7 +194,7 @@ class Gridder(_TableOperation):
         accumulation where float atomics are native: on the H200 faster than
         the scatter strategy at every support, with device set points; not
         bitwise reproducible); on CPUs the core strategy's tile spread where
-        it is the faster (every table up to W 16 where the compiler builds
+        it is the faster (every table up to W 32 where the compiler builds
         the vector tile, any polarisations; one polarisation
         up to W 8: :func:`clgrid.gridders.dispatch.cpu_core_faster`), else
         the tiled strategy (both deterministic; ``deterministic=True`` picks
