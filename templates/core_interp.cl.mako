@@ -6,7 +6,9 @@
 ## their w-kernel weights and added to out (passes run in a fixed order).
 ## Parameters: real ("float" | "double"): grid precision; vis_real: output
 ##             precision; support (int W), beta; do_w, shifted, weighted,
-##             masked (bool); with_f64 (always True); vector (bool): CPUs:
+##             masked (bool); with_f64 (True but with float_float: a float
+##             grid's table kernels on a device without fp64, no double
+##             anywhere); vector (bool): CPUs:
 ##             also the kernel interpolate_vector (points_per_item points per
 ##             work-item, from the point records); kernel_eval ("exp" |
 ##             "horner"): the kernel's taps by the formula or by the spreader's
@@ -36,11 +38,19 @@
     if kernel_source not in ("es", "table", "table_full"):
         raise ValueError(f"kernel_source must be 'es', 'table' or 'table_full', "
                          f"got {kernel_source!r}")
+    # a device without fp64: only the table kernels, with no double anywhere
+    float_float = context.get("float_float", False)
+    if float_float and (kernel_source == "es" or with_f64 or vector):
+        raise ValueError("float_float: the table kernels of a float grid only")
 %>
+% if not float_float:
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
+% endif
 <%include file="es_kernel.cl.mako"/>
 <%include file="complex.cl.mako"/>
+% if not float_float:
 <%include file="footprint.cl.mako"/>
+% endif
 % if kernel_eval == "horner":
 <%
     suffix = "f" if real == "float" else ""
@@ -71,6 +81,7 @@ inline void kernel_taps(const ${real} t, ${real} *taps)
 % endif
 
 
+% if not float_float:
 // Writes (or, with accumulate, adds) visibility k's interpolated sum into
 // out, after the adjoints of the spreader's factors: the conjugate facet
 // phase, the weight and the mask.
@@ -172,6 +183,7 @@ __kernel void interpolate(__global const unsigned int *sorted_index, const unsig
     store_point(sum, k, uvw, freq_scale, nchan, out, npol, pol, wgt, mask, shift_u, shift_v,
                 accumulate);
 }
+% endif
 % if kernel_source != "es":
 
 #define OVERSAMPLE ${oversample}

@@ -6,12 +6,19 @@
 ## run's values once per call (Muscat and Merry's compression, made on the
 ## device), so the spread adds every run once.
 ## Parameters: real ("float" | "double"): grid precision; vis_real: precision
-##             of the visibilities; npol (int); weighted, masked (bool).
+##             of the visibilities; npol (int); weighted, masked (bool);
+##             float_float (bool, default False: a device without fp64, where
+##             the runs' sums are float pairs compensated as they go).
 <%
     vec = real + "2"
     vvec = vis_real + "2"
+    float_float = context.get("float_float", False)
+    if float_float and real != "float":
+        raise ValueError("float_float sums are for float grids")
 %>\
+% if not float_float:
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
+% endif
 #define NPOL ${npol}
 #define TABLE_CONJUGATE (1 << 30)
 #define TABLE_INDEX_MASK (TABLE_CONJUGATE - 1)
@@ -113,9 +120,14 @@ void write_records(__global const int4 *cells, const unsigned int n,
 
 // values[r * NPOL + p]: the sum over record r's points of visibility times
 // weight (per polarisation), zero where that polarisation is flagged,
-// conjugated where set points negated uvw; summed in double so that a dense
-// cell keeps float64-like accuracy.  Non-finite visibilities or weights are
+// conjugated where set points negated uvw; summed in double (or, without
+// fp64, in float with Kahan's compensation) so that a dense cell keeps
+// float64-like accuracy.  Non-finite visibilities or weights are
 // counted (n_bad) so that the caller can refuse them before spreading.
+<%
+    acc = "float2" if float_float else "double2"
+    acc_real = "float" if float_float else "double"
+%>
 __kernel void gather_records(__global const int4 *cells, __global const unsigned int *record_start,
                              const unsigned int n_records, __global const ${vvec} *vis,
                              __global const ${real} *wgt, __global const unsigned char *flags,
@@ -124,29 +136,43 @@ __kernel void gather_records(__global const int4 *cells, __global const unsigned
     const unsigned int r = get_global_id(0);
     if (r >= n_records)
         return;
-    double2 sum[NPOL];
-    for (int p = 0; p < NPOL; ++p)
-        sum[p] = (double2)(0, 0);
+    ${acc} sum[NPOL];
+% if float_float:
+    float2 lost[NPOL];   // Kahan: what the sums' roundings dropped
+% endif
+    for (int p = 0; p < NPOL; ++p) {
+        sum[p] = (${acc})(0, 0);
+% if float_float:
+        lost[p] = (float2)(0, 0);
+% endif
+    }
     unsigned int bad = 0;
     const unsigned int end = record_start[r + 1];
     for (unsigned int i = record_start[r]; i < end; ++i) {
         const int4 cell = cells[i];
-        const double sign = (cell.z & TABLE_CONJUGATE) ? -1.0 : 1.0;
+        const ${acc_real} sign = (cell.z & TABLE_CONJUGATE) ? -1 : 1;
         for (int p = 0; p < NPOL; ++p) {
             const size_t at = (size_t)(unsigned int)cell.w * NPOL + p;
             const ${vvec} raw = vis[at];
             bool finite = isfinite(raw.x) && isfinite(raw.y);
-            double2 value = (double2)((${real})raw.x, (${real})raw.y);
+            ${acc} value = (${acc})((${real})raw.x, (${real})raw.y);
 % if weighted:
             const ${real} weight = wgt[at];
             finite = finite && isfinite(weight);
-            value *= (double)weight;
+            value *= (${acc_real})weight;
 % endif
 % if masked:
-            value = flags[at] ? (double2)(0, 0) : value;
+            value = flags[at] ? (${acc})(0, 0) : value;
 % endif
             bad += !finite;
+% if float_float:
+            const float2 y = (float2)(value.x, sign * value.y) - lost[p];
+            const float2 t = sum[p] + y;
+            lost[p] = (t - sum[p]) - y;
+            sum[p] = t;
+% else:
             sum[p] += (double2)(value.x, sign * value.y);
+% endif
         }
     }
     for (int p = 0; p < NPOL; ++p)

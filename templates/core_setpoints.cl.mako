@@ -18,19 +18,42 @@
 ##             spread's bins, 32 bits) or by footprint start cell and table
 ##             slice, (y0 nx + x0) slices + slice (64 bits: the register
 ##             spread's streams, equal points adjacent).
+##             float_float (bool, positions "table" only; default False):
+##             no double anywhere, for devices without fp64: uvw, freq / c
+##             and the geometry come as float-float pairs (floatfloat.cl.mako)
+##             and the positions are computed to about 44 bits.
 <%
     if positions not in ("es", "table"):
         raise ValueError(f"positions must be 'es' or 'table', got {positions!r}")
     if key_order not in ("tile", "cell"):
         raise ValueError(f"key_order must be 'tile' or 'cell', got {key_order!r}")
+    float_float = context.get("float_float", False)
+    if float_float and positions != "table":
+        raise ValueError("float_float positions are the table ones (positions 'table')")
+    # uvw and freq / c: doubles, or (hi, lo) float pairs
+    pos_t = "float2" if float_float else "double"
+    # the table geometry: nx, ny, cell, w_step, or nx, ny and as pairs nx cell,
+    # ny cell and 1 / w_step
+    geometry = ("const int nx, const int ny, const float2 scale_u, const float2 scale_v, "
+                "const float2 inv_w_step" if float_float else
+                "const int nx, const int ny, const double cell, const double w_step")
+    geometry_names = ("nx, ny, scale_u, scale_v, inv_w_step" if float_float
+                      else "nx, ny, cell, w_step")
 %>\
+% if not float_float:
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
+% endif
 #define SUPPORT ${support}
 #define TILE_U ${tile_u}
 #define TILE_V ${tile_v}
 #define INVALID_KEY 0xffffffffu
 
+% if float_float:
+<%include file="floatfloat.cl.mako"/>
+% else:
 <%include file="footprint.cl.mako"/>
+% endif
+% if not float_float:
 
 __kernel void bin_keys(__global const double *uvw, __global const double *freq_scale,
                        const unsigned int nchan, const unsigned int n_vis,
@@ -63,6 +86,7 @@ __kernel void bin_keys(__global const double *uvw, __global const double *freq_s
     keys[k] = tile * (unsigned int)n_wbins + (unsigned int)first_plane;
 }
 
+% endif
 // Start of every bin in the sorted keys: bin_start[b] = first position whose
 // key is >= b, for b in [0, n_bins]; every entry is written exactly once.
 __kernel void bin_starts(__global const unsigned int *sorted_keys, const unsigned int n,
@@ -77,6 +101,7 @@ __kernel void bin_starts(__global const unsigned int *sorted_keys, const unsigne
         bin_start[b] = k;
 }
 
+% if not float_float:
 // Where the valid points lie, in the order of the sort (positions 0 ..
 // n_valid - 1): cells[i] = (first footprint cell in u, in v (wrapped), first
 // w plane, visibility index); fracs[i] = offsets t in [0, 1) of the point
@@ -110,6 +135,7 @@ __kernel void point_records(__global const unsigned int *sorted_index,
                           (${real})clamp(fv - v + 0.5 * SUPPORT, 0.0, 1.0),
                           (${real})clamp(fw - w + 0.5 * SUPPORT, 0.0, 1.0), (${real})0);
 }
+% endif
 % if positions == "table":
 // ---------------------------------------------------------------- tables
 // Positions of the tabulated-kernel Gridder, exactly as uvprep.plan_uv
@@ -138,6 +164,54 @@ typedef unsigned int key_t;
 // Visibility k: footprint start (x0, y0), table index ((plane O + fy) O + fx)
 // with TABLE_CONJUGATE set where uvw was negated; 0 on the grid, 1 off it,
 // 2 where u, v or w is not finite.
+% if float_float:
+inline int floor_div(const int a, const int b)   // b > 0
+{
+    return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+inline int table_position(const unsigned int k, __global const float2 *uvw,
+                          __global const float2 *freq_scale, const unsigned int nchan,
+                          ${geometry}, int4 *where)
+{
+    const size_t row = k / nchan;
+    const ff_t f = freq_scale[k - row * nchan];
+    const ff_t u = ff_mul(uvw[3 * row], f), v = ff_mul(uvw[3 * row + 1], f);
+    const ff_t w = ff_mul(uvw[3 * row + 2], f);
+    if (!(isfinite(u.x) && isfinite(v.x) && isfinite(w.x)))
+        return 2;
+% if conjugate:
+    const int flip = w.x < 0.0f;
+% else:
+    const int flip = 0;
+% endif
+    const float sign = flip ? -1.0f : 1.0f;
+    // kx, ky: the point in 1/O cells, integers held exactly in float below 2^24
+    const float kx = ff_rint(ff_mul_f(ff_add_f(ff_mul(u * sign, scale_u), (float)(nx / 2)),
+                                      (float)OVERSAMPLE));
+    const float ky = ff_rint(ff_mul_f(ff_add_f(ff_mul(v * sign, scale_v), (float)(ny / 2)),
+                                      (float)OVERSAMPLE));
+    if (!(fabs(kx) < 0x1p24f && fabs(ky) < 0x1p24f))
+        return 1;
+    const int span = SUPPORT * OVERSAMPLE;
+    const int x0 = -floor_div(span - 2 * (int)kx, 2 * OVERSAMPLE);
+    const int y0 = -floor_div(span - 2 * (int)ky, 2 * OVERSAMPLE);
+% if w_planes > 1:
+    const float plane_pos = ff_rint(ff_mul(w * sign, inv_w_step));
+    const int plane = (plane_pos >= 0.0f && plane_pos < (float)W_PLANES) ? (int)plane_pos : -1;
+% else:
+    const int plane = 0;
+% endif
+    if (x0 < 0 || x0 + SUPPORT > nx || y0 < 0 || y0 + SUPPORT > ny || plane < 0)
+        return 1;
+    const int fx = x0 * OVERSAMPLE - (int)kx + span / 2;
+    const int fy = y0 * OVERSAMPLE - (int)ky + span / 2;
+    *where = (int4)(y0, x0,
+                    ((plane * OVERSAMPLE + fy) * OVERSAMPLE + fx) | (flip ? TABLE_CONJUGATE : 0),
+                    (int)k);
+    return 0;
+}
+% else:
 inline int table_position(const unsigned int k, __global const double *uvw,
                           __global const double *freq_scale, const unsigned int nchan,
                           const int nx, const int ny, const double cell, const double w_step,
@@ -182,15 +256,16 @@ inline int table_position(const unsigned int k, __global const double *uvw,
                     (int)k);
     return 0;
 }
+% endif
 
 // Bin key of every visibility (tile of its footprint start, or the start
 // cell and table slice with key_order "cell"; one w bin), or
 // INVALID_KEY where it is left out: fully flagged (all npol flags set),
 // off the grid, or not finite; each counted (counts[0..2]: flagged,
 // off-grid, non-finite), as uvprep counts them.
-__kernel void table_keys(__global const double *uvw, __global const double *freq_scale,
+__kernel void table_keys(__global const ${pos_t} *uvw, __global const ${pos_t} *freq_scale,
                          const unsigned int nchan, const unsigned int n_vis,
-                         const int nx, const int ny, const double cell, const double w_step,
+                         ${geometry},
                          const int ntiles_x,
                          __global const unsigned char *flags, const unsigned int npol,
                          const int flagged,
@@ -210,7 +285,7 @@ __kernel void table_keys(__global const double *uvw, __global const double *freq
         }
     }
     int4 where;
-    const int status = table_position(k, uvw, freq_scale, nchan, nx, ny, cell, w_step, &where);
+    const int status = table_position(k, uvw, freq_scale, nchan, ${geometry_names}, &where);
     if (status) {
         keys[k] = INVALID_TABLE_KEY;
         atomic_inc(&counts[status]);
@@ -229,15 +304,14 @@ __kernel void table_keys(__global const double *uvw, __global const double *freq
 // row), x0 (core lane), table index | TABLE_CONJUGATE, visibility index).
 __kernel void table_records(__global const unsigned int *sorted_index,
                             const unsigned int n_valid,
-                            __global const double *uvw, __global const double *freq_scale,
-                            const unsigned int nchan, const int nx, const int ny,
-                            const double cell, const double w_step, __global int4 *cells)
+                            __global const ${pos_t} *uvw, __global const ${pos_t} *freq_scale,
+                            const unsigned int nchan, ${geometry}, __global int4 *cells)
 {
     const unsigned int i = get_global_id(0);
     if (i >= n_valid)
         return;
     int4 where = (int4)(0, 0, 0, 0);
-    table_position(sorted_index[i], uvw, freq_scale, nchan, nx, ny, cell, w_step, &where);
+    table_position(sorted_index[i], uvw, freq_scale, nchan, ${geometry_names}, &where);
     cells[i] = where;
 }
 % endif

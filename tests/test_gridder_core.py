@@ -3,6 +3,7 @@ the gridding core (device set points, output-owned tiles with table weights),
 against the plain float64 implementation of Romein's Algorithm 1 in
 test_gridder_reference.py."""
 
+import re
 import warnings
 
 import numpy as np
@@ -111,6 +112,95 @@ def test_random_complex_user_tables(cl_env, separable):
         gridder = _core(cl_env, gcf, nx, ny, cell, tiles, npol=2)
         result = gridder(uvw, FREQ_HZ, vis.astype(np.complex64))
         assert _relative_error(result, reference) < 1e-5, tiles
+
+
+@pytest.fixture
+def without_fp64(monkeypatch):
+    """Every DeviceProfile says 'no fp64' (a device like Apple's or Intel
+    Arc's); the kernels built meanwhile are collected: none may use double."""
+    import dataclasses
+    from clgrid.device import kernels
+    from clgrid.device.profiles import DeviceProfile
+    real = DeviceProfile.from_device
+    monkeypatch.setattr(DeviceProfile, "from_device", classmethod(
+        lambda cls, device: dataclasses.replace(real(device), fp64=False)))
+    sources = []
+    build = kernels.build_program
+    monkeypatch.setattr(kernels, "build_program", lambda context, device, source, options=(): (
+        sources.append(source), build(context, device, source, options))[1])
+    return sources
+
+
+def test_float_float_positions_match_double(cl_env):
+    """Set points in float-float (devices without fp64) give the same cells,
+    table indices and drops as in double, on a 65536-cell grid oversampled
+    128 times (positions up to 2^23 steps: float alone would miss 1 in 6)."""
+    from clgrid.core.table import TableGrid, TableSetPoints, float_float
+    from clgrid.core.setpoints import freq_scale
+    _skip_without_fp64(cl_env)
+    rng = np.random.default_rng(81)
+    nx = ny = 65536
+    cell = 1.0 / (2 * 1.05 * 3.2e5 * 1.5e9 / C)        # the longest baseline near the edge
+    grid = TableGrid(nx, ny, cell, 7, 128, 4, 250.0, True, True, True, np.dtype(np.float32))
+    uvw = rng.uniform(-3.2e5, 3.2e5, (20000, 3))
+    uvw[:, 2] = rng.uniform(-200, 200, 20000)
+    uvw[:5] = [[np.nan, 0, 0], [np.inf, 1, 1], [1e300, 0, 0], [0, 0, 1e300], [3e6, 0, 0]]
+    scale = freq_scale(np.array([1.0e9, 1.5e9]))
+    cells = {}
+    for ff in (False, True):
+        set_points = TableSetPoints(cl_env.queue, grid, TileShape(8, 8), "cell", float_float=ff)
+        points = set_points(*set_points.upload(uvw, scale))
+        cells[ff] = (points.points.cells.get()[:points.n_kept],
+                     (points.n_kept, points.n_offgrid, points.n_nonfinite))
+    assert cells[True][1] == cells[False][1] and cells[False][1][2] == 4
+    assert cells[False][1][0] > 30000
+    assert np.array_equal(cells[True][0], cells[False][0])
+    pairs = float_float([np.pi * 1e5, -1e300, np.inf])
+    assert pairs.dtype == np.float32 and abs(pairs[0].astype(np.float64).sum()
+                                             - np.pi * 1e5) < 1e-7
+    assert pairs[1, 0] == -1e30 and np.isinf(pairs[2, 0]) and pairs[2, 1] == 0
+
+
+@pytest.mark.parametrize("table", ["separable", "complex-separable", "full"])
+def test_core_without_fp64(cl_env, without_fp64, table):
+    """Devices without fp64: the register spread and the core Degridder with
+    positions in float-float and compensated float sums, against the float64
+    references; the tile spread refused with a clear error; no kernel built
+    uses double."""
+    from test_gridder_reference import degrid_reference
+    rng = np.random.default_rng(71)
+    nx, ny, support = 72, 66, 8
+    uvw, cell = _setup(rng, nx, ny, 200, support, w_max_m=300.0)
+    if table == "full":
+        gcf = w_projection_gcf(support, 8, 5, 300.0 * FREQ_HZ.max() / C, nx * cell)
+    else:
+        gcf = separable_gcf(support, 8)
+        if table == "complex-separable":
+            ramp = np.exp(0.4j * np.arange(support))
+            gcf = clgrid.gcf.user_gcf(support, 8, table_u=gcf.table_u * ramp,
+                                      table_v=gcf.table_v * ramp.conj())
+    vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2))
+    weights = rng.uniform(0.5, 2.0, vis.shape)
+    flags = rng.random(vis.shape) < 0.1
+    gridder = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=2, strategy="core")
+    assert not gridder.profile.fp64
+    assert gridder.strategy == "core" and gridder.choice.core_method == "register"
+    result = gridder(uvw, FREQ_HZ, vis.astype(np.complex64), weights, flags)
+    reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell, weights, flags)
+    assert gridder.last_stats["n_kept"] > 500
+    assert _relative_error(result, reference) < 1e-5
+    grid = random_vis(rng, (2, ny, nx))
+    for tiles in (None, TileShape(8, 8)):
+        degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=2,
+                                     core_tiles=tiles)
+        assert degridder.strategy == "core"
+        predicted = degridder(grid.astype(np.complex64), uvw, FREQ_HZ, weights)
+        assert _relative_error(predicted, degrid_reference(grid, uvw, FREQ_HZ, gcf, nx, ny,
+                                                           cell, weights)) < 1e-5, tiles
+    with pytest.raises(ValueError, match="tile spread sums in double"):
+        Gridder(cl_env.queue, gcf, nx, ny, cell, strategy="core", core_method="tiles")
+    code = [re.sub(r"//[^\n]*|/\*.*?\*/", "", source, flags=re.S) for source in without_fp64]
+    assert code and not any(re.search(r"\bdouble\d*\b|cl_khr_fp64", c) for c in code)
 
 
 @pytest.mark.parametrize("table", ["separable", "complex-separable", "full"])
@@ -314,9 +404,9 @@ def test_deterministic_picks_core_on_gpus_and_where_faster_on_cpus(cl_env):
 
 
 def test_gpus_default_to_core_unless_scatter_is_asked_for(cl_env):
-    """deterministic=None: the core on GPUs with fp64 (register accumulation,
-    faster than scatter on the H200 at every support), nothing changes where
-    scatter is asked for or the core is impossible."""
+    """deterministic=None: the core on GPUs (register accumulation, faster
+    than scatter on the H200 at every support; positions in float-float where
+    there is no fp64), nothing changes where scatter is asked for."""
     import dataclasses
     gridder = Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, 1e-3)
     gridder.profile = dataclasses.replace(gridder.profile, device_type="gpu", fp64=True)
@@ -325,8 +415,8 @@ def test_gpus_default_to_core_unless_scatter_is_asked_for(cl_env):
     assert not gridder._core_by_default(None, "scatter", None, None)
     assert not gridder._core_by_default(None, "auto", None, "cas")
     assert not gridder._core_by_default(None, "auto", {"coarsen": 2}, None)
-    gridder.profile = dataclasses.replace(gridder.profile, fp64=False)
-    assert not gridder._core_by_default(None, "auto", None, None)
+    gridder.profile = dataclasses.replace(gridder.profile, fp64=False)   # float-float
+    assert gridder._core_by_default(None, "auto", None, None)
     # CPUs: the core's tile spread (no atomics) for one polarisation, and for
     # four where the vector tile builds
     gridder.profile = dataclasses.replace(gridder.profile, device_type="cpu", fp64=True,
@@ -396,8 +486,11 @@ def test_dispatcher_on_fake_profiles():
     assert choose(old_pocl, 8, 1, strategy="core", core_method="tiles").core == TileShape(8, 8)
     assert not core_by_default(old_pocl, 8, npol=4)
     assert core_method_for(old_pocl, 8, npol=4) == "register"
+    # no fp64: the register spread (positions in float-float), never the tiles
+    assert choose(fake(fp64=False), 8, 1, strategy="core").core_method == "register"
+    assert core_by_default(fake(fp64=False), 8)
     with pytest.raises(ValueError, match="core strategy impossible"):
-        choose(fake(fp64=False), 8, 1, strategy="core")
+        choose(fake(fp64=False), 8, 1, strategy="core", core_method="tiles")
 
 
 def test_register_default_geometry_on_fake_profiles():
@@ -489,6 +582,20 @@ lanes = Gridder(queue, wide, 64, 64, cell, npol=2, strategy="core",
 vector = Gridder(queue, wide, 64, 64, cell, npol=2, strategy="core",
                  core_tiles=TileShape(32, 32, vector=True))(*args)
 assert np.abs(lanes).max() > 0 and np.allclose(vector, lanes, atol=1e-5)
+# a device without fp64: float-float set points, compensated record sums
+import dataclasses
+from clgrid.device.profiles import DeviceProfile
+with_fp64 = DeviceProfile.from_device
+DeviceProfile.from_device = classmethod(
+    lambda cls, device: dataclasses.replace(with_fp64(device), fp64=False))
+gcf = w_projection_gcf(3, 2, 2, 60.0, 20 * cell)
+exact = Gridder(queue, gcf, 20, 18, cell, npol=2, strategy="core")(uvw, [1e8], vis, weights)
+assert Gridder(queue, gcf, 20, 18, cell, npol=2).choice.core_method == "register"
+assert np.allclose(Gridder(queue, gcf, 20, 18, cell, npol=2)(uvw, [1e8], vis, weights),
+                   exact, atol=1e-5)
+predicted = clgrid.Degridder(queue, gcf, 20, 18, cell, npol=2)(exact, uvw, [1e8], weights)
+assert np.abs(predicted).max() > 0
+DeviceProfile.from_device = with_fp64
 print("done")
 """
 

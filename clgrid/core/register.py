@@ -163,8 +163,8 @@ class RecordScan:
         template = KernelTemplate(queue, "core_records.cl.mako", {
             "real": real_dtype_name(grid.real), "vis_real": real_dtype_name(grid.real),
             "npol": 1, "weighted": False, "masked": False, "group": self.group,
-            "max_run": MAX_RUN},
-            need_f64=True)
+            "max_run": MAX_RUN, "float_float": not profile.fp64},
+            need_f64=profile.fp64)
         self._count = template.kernel("count_runs")
         self._scan = template.kernel("scan_tiles")
         self._write = template.kernel("write_records")
@@ -205,6 +205,8 @@ class RecordGather:
 
     def __init__(self, queue: cl.CommandQueue, grid: TableGrid, npol: int):
         self.queue, self.grid, self.npol = queue, grid, npol
+        #: No fp64 on the device: the runs are summed in compensated float.
+        self.float_float = not DeviceProfile.from_device(queue.device).fp64
         self._kernels: dict = {}
         self._dummy_real = cla.empty(queue, 1, grid.real)
         self._dummy_flags = cla.empty(queue, 1, np.uint8)
@@ -216,8 +218,8 @@ class RecordGather:
             template = KernelTemplate(self.queue, "core_records.cl.mako", {
                 "real": real_dtype_name(self.grid.real), "vis_real": real_dtype_name(vis_real),
                 "npol": self.npol, "weighted": weighted, "masked": masked, "group": 1,
-                "max_run": MAX_RUN},
-                need_f64=True)
+                "max_run": MAX_RUN, "float_float": self.float_float},
+                need_f64=not self.float_float)
             self._kernels[key] = template.kernel("gather_records")
         return self._kernels[key]
 

@@ -199,7 +199,7 @@ class TableSetPoints:
     equal points this makes adjacent)."""
 
     def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tiles: TileShape,
-                 order: str = "tile"):
+                 order: str = "tile", float_float: bool | None = None):
         if order not in KEY_ORDERS:
             raise ValueError(f"order must be one of {KEY_ORDERS}, got {order!r}")
         #: Sort keys of the cell order: (cell, table slice) pairs.
@@ -208,6 +208,9 @@ class TableSetPoints:
             raise ValueError(f"a {grid.ny} x {grid.nx} grid of {grid.w_planes} w planes has "
                              "too many (cell, slice) pairs for 64-bit sort keys")
         self.queue, self.grid, self.tiles, self.order = queue, grid, tiles, order
+        #: Positions in float-float (devices without fp64; None: there).
+        self.float_float = (not DeviceProfile.from_device(queue.device).fp64
+                            if float_float is None else bool(float_float))
         self.key_dtype = np.dtype(np.uint64 if order == "cell" else np.uint32)
         self.sort = RadixSort(queue, key_dtype=self.key_dtype)
         template = KernelTemplate(
@@ -215,7 +218,8 @@ class TableSetPoints:
             {"support": grid.support, "tile_u": tiles.tile_u, "tile_v": tiles.lanes,
              "do_w": False, "real": real_dtype_name(grid.real), "positions": "table",
              "oversample": grid.oversample, "conjugate": grid.conjugate_negative_w,
-             "w_planes": grid.w_planes, "key_order": order}, need_f64=True)
+             "w_planes": grid.w_planes, "key_order": order,
+             "float_float": self.float_float}, need_f64=not self.float_float)
         self._keys = template.kernel("table_keys")
         self._starts = template.kernel("bin_starts")
         self._records = template.kernel("table_records")
@@ -233,8 +237,21 @@ class TableSetPoints:
 
     def _geometry_args(self) -> tuple:
         g = self.grid
-        return (np.int32(g.nx), np.int32(g.ny), np.float64(g.cell_size_rad),
-                np.float64(g.w_step_lambda if g.w_planes > 1 else 1.0))
+        w_step = g.w_step_lambda if g.w_planes > 1 else 1.0
+        if self.float_float:
+            pairs = float_float([g.nx * g.cell_size_rad, g.ny * g.cell_size_rad, 1.0 / w_step])
+            return (np.int32(g.nx), np.int32(g.ny),
+                    *(cl.cltypes.make_float2(*pair) for pair in pairs))
+        return (np.int32(g.nx), np.int32(g.ny), np.float64(g.cell_size_rad), np.float64(w_step))
+
+    def upload(self, uvw_m: np.ndarray, freq_scale: np.ndarray) -> tuple[cla.Array, cla.Array]:
+        """``uvw_m`` (nrow, 3) and ``freq_scale`` (nchan,) on the device as
+        these set points read them: float64, or float-float pairs."""
+        if self.float_float:
+            return (cla.to_device(self.queue, float_float(uvw_m)),
+                    cla.to_device(self.queue, float_float(freq_scale)))
+        return (cla.to_device(self.queue, np.ascontiguousarray(uvw_m, np.float64)),
+                cla.to_device(self.queue, np.ascontiguousarray(freq_scale, np.float64)))
 
     def __call__(self, uvw_d: cla.Array, freq_scale_d: cla.Array,
                  flags_d: cla.Array | None = None, npol: int = 1) -> TablePoints:
@@ -280,6 +297,19 @@ class TableSetPoints:
     def binning(self) -> tuple:
         """What the points' bins depend on; equal for interchangeable set points."""
         return (self.grid, self.tiles, self.order)
+
+
+def float_float(values) -> np.ndarray:
+    """float64 values as (..., 2) float32 (hi, lo) pairs, hi + lo equal to
+    them to about 44 bits (``templates/floatfloat.cl.mako``).  Finite values
+    beyond float range are clamped to +-1e30 (they are off any grid), so
+    only NaN and Inf stay non-finite."""
+    values = np.asarray(values, np.float64)
+    values = np.where(np.isfinite(values), np.clip(values, -1e30, 1e30), values)
+    hi = values.astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        lo = np.where(np.isfinite(values), values - hi, 0.0).astype(np.float32)
+    return np.ascontiguousarray(np.stack([hi, lo], axis=-1))
 
 
 def _spread_params(grid: TableGrid, tiles: TileShape, vis_real: np.dtype, weighted: bool,
@@ -553,6 +583,8 @@ class TableInterpolator:
                  record_group: int | None = None, record_vector: bool | None = None):
         self.queue, self.grid = queue, grid
         profile = DeviceProfile.from_device(queue.device)
+        #: No fp64 on the device: the table kernels alone, with no double.
+        self.float_float = not profile.fp64
         if record_group is None:   # the device's choice
             record_group = (min(RECORD_GROUP, profile.max_work_group_size)
                             if profile.device_type == "gpu"
@@ -593,14 +625,16 @@ class TableInterpolator:
             as_vectors = name == "interpolate_table_records_vector"
             params = {"real": real_dtype_name(g.real), "vis_real": real_dtype_name(g.real),
                       "support": g.support, "beta": 0.0, "do_w": False, "shifted": False,
-                      "weighted": weighted, "masked": masked, "with_f64": True,
+                      "weighted": weighted, "masked": masked,
+                      "with_f64": not self.float_float, "float_float": self.float_float,
                       "kernel_source": g.vector_source if as_vectors else g.kernel_source,
                       "oversample": g.oversample,
                       "table_real": g.table_real, "vector": False, "kernel_eval": "exp",
                       "horner": [], "points_per_item": 1, "record_group": self.record_group,
                       "record_vector": as_vectors,
                       "records_per_item": RECORDS_PER_ITEM}
-            template = KernelTemplate(self.queue, "core_interp.cl.mako", params, need_f64=True)
+            template = KernelTemplate(self.queue, "core_interp.cl.mako", params,
+                                      need_f64=not self.float_float)
             self._kernels[key] = template.kernel(name)
         return self._kernels[key]
 
@@ -645,5 +679,5 @@ class TableInterpolator:
 
 __all__ = ["KEY_ORDERS", "MAX_TABLE_SUPPORT", "TABLE_CONJUGATE", "TableGrid",
            "TableInterpolator", "TablePoints", "TableSetPoints", "TableSpreader", "TableValues",
-           "check_tiles", "staging_bytes", "table_tiles", "vector_taps",
+           "check_tiles", "float_float", "staging_bytes", "table_tiles", "vector_taps",
            "VECTOR_SLICE_TAPS", "VECTOR_TAPS"]

@@ -86,9 +86,10 @@ class CoreTableEngine:
                  spread: bool = True):
         if method not in CORE_METHODS:
             raise ValueError(f"core method must be one of {CORE_METHODS}, got {method!r}")
-        if not profile.fp64:
-            raise ValueError(f"the core strategy computes positions and sums in double "
-                             f"precision; {profile.device_name!r} has no fp64")
+        if not profile.fp64 and method == "tiles" and spread:
+            raise ValueError(f"the core's tile spread sums in double precision; "
+                             f"{profile.device_name!r} has no fp64: core_method 'register' "
+                             "(positions in float-float)")
         table_real = gcf.real_tables
         self.table_grid = TableGrid(nx, ny, float(cell_size_rad), gcf.support, gcf.oversample,
                                     gcf.w_planes, float(gcf.w_step_lambda), gcf.separable,
@@ -136,8 +137,7 @@ class CoreTableEngine:
         optional flags broadcastable to (nrow, nchan, npol)."""
         uvw_m, freq_hz = check_uvw_freq(uvw_m, freq_hz, finite_uvw=False)
         shape = (uvw_m.shape[0], freq_hz.size)
-        uvw_d = cla.to_device(self.queue, np.ascontiguousarray(uvw_m, np.float64))
-        scale_d = cla.to_device(self.queue, freq_scale(freq_hz))
+        uvw_d, scale_d = self.set_points.upload(uvw_m, freq_scale(freq_hz))
         flags_d = None
         if flags is not None:
             flags = np.broadcast_to(np.asarray(flags, dtype=bool), shape + (npol,))

@@ -51,15 +51,15 @@ class Degridder(_TableOperation):
     rounding, drops and compression as the gridder.  Parameters as for
     :class:`Gridder`; ``params`` is a :class:`DegridderParams` or dict.
 
-    ``strategy``: ``'auto'`` (default: ``'core'`` where the device has
-    fp64, unless ``params`` or ``compress=False`` ask for the records
-    strategy, else ``'records'``), ``'records'`` (the host plan's records,
+    ``strategy``: ``'auto'`` (default: ``'core'``, unless ``params`` or
+    ``compress=False`` ask for the records strategy), ``'records'`` (the host plan's records,
     ``templates/gridder_degrid.cl.mako``) or ``'core'`` (the adjoint of
     ``Gridder(strategy='core')``: set points on the device sorted by cell
     and table slice, one work-item per record of equal points summing its
     footprint once, ``interpolate_table_records`` in
-    ``templates/core_interp.cl.mako``; no host pass over the rows; needs
-    fp64; ``core_tiles`` bins by tile instead, one work-item per
+    ``templates/core_interp.cl.mako``; no host pass over the rows; on
+    devices without fp64 the positions in float-float and the records'
+    sums compensated; ``core_tiles`` bins by tile instead, one work-item per
     visibility, up to support 33).  Both
     are deterministic (one writer per visibility).
     """
@@ -73,11 +73,10 @@ class Degridder(_TableOperation):
         if strategy not in ("auto", "records", "core"):
             raise ValueError(f"strategy must be 'auto', 'records' or 'core', got {strategy!r}")
         if strategy == "auto":
-            # the core wherever it runs (fp64): H200 5-10x, Intel CPU 1-1.3x the
-            # records strategy end to end (benchmarks/RESULTS.md); explicit
-            # params or compress=False are the records strategy's options
-            strategy = ("core" if self.profile.fp64 and params is None and compress
-                        else "records")
+            # the core: H200 5-10x, Intel CPU 1-1.3x the records strategy end
+            # to end (benchmarks/RESULTS.md); explicit params or
+            # compress=False are the records strategy's options
+            strategy = "core" if params is None and compress else "records"
         self.strategy = strategy
         self._core = None
         if strategy == "core":

@@ -27,8 +27,8 @@ host uv preparation (:mod:`clgrid.gridders.uvprep`):
     with the tables' weights (``templates/core_spread.cl.mako``), no float
     atomics, support <= 33; or ``'register'``, Romein/Merry register
     accumulation over points sorted by cell, float atomics at flushes
-    (``templates/core_spread_register.cl.mako``, any support).  Needs fp64
-    (positions in double).
+    (``templates/core_spread_register.cl.mako``, any support; without fp64
+    the only one, its positions in float-float).
 
 With ``deterministic=True`` only the atomic-free strategies qualify: the
 scatter and image strategies add into the grid with float atomics, whose
@@ -251,7 +251,7 @@ def core_method_for(profile, support: int, deterministic: bool = False,
     tile spread's, benchmarks/RESULTS.md)."""
     if deterministic:
         return "tiles"
-    if support > MAX_TABLE_SUPPORT:
+    if support > MAX_TABLE_SUPPORT or not profile.fp64:
         return "register"
     if profile.device_type == "cpu" and (npol == 1 or cpu_vector_tile(profile, support)):
         return "tiles"
@@ -260,11 +260,13 @@ def core_method_for(profile, support: int, deterministic: bool = False,
 
 def core_possible(profile, support: int, precision: Any = np.float32,
                   separable: bool = True, method: str = "tiles") -> tuple[bool, str]:
-    """Whether the core strategy can run with spread ``method``, and if not why."""
-    if not profile.fp64:
-        return False, "the device has no fp64 (the core computes positions in double)"
+    """Whether the core strategy can run with spread ``method``, and if not why
+    (without fp64 the register spread runs, its positions in float-float;
+    the tile spread sums in double)."""
     if method == "register":
         return True, ""
+    if not profile.fp64:
+        return False, "the device has no fp64 (the core's tile spread sums in double)"
     if support > MAX_TABLE_SUPPORT:
         return False, f"support {support}: the core takes support <= {MAX_TABLE_SUPPORT}"
     tiles = table_tiles(profile, support)
@@ -321,7 +323,7 @@ def core_by_default(profile, support: int, precision: Any = np.float32,
                     separable: bool = True, npol: int = 1) -> bool:
     """Whether ``Gridder(strategy='auto')`` with ``deterministic=None`` (the
     default) runs the core strategy, with the spread of
-    :func:`core_method_for`: on GPUs with fp64 (register accumulation where
+    :func:`core_method_for`: on GPUs (register accumulation where
     float atomics are native: on the H200 faster than the scatter strategy
     at every support, and its set points are on the device), and on CPUs
     where its tile spread (bitwise reproducible like the tiled strategy it

@@ -164,7 +164,8 @@ class Gridder(_TableOperation):
         OpenCL image with hardware interpolation, :mod:`clgrid.gridders.image_gcf`)
         and ``'core'`` (the gridding core: set points on the device, no host
         pass over the visibilities; :mod:`clgrid.gridders.core_strategy`;
-        needs fp64).  The choice and its reasons are in :attr:`choice`.
+        without fp64 its register spread only).  The choice and its reasons
+        are in :attr:`choice`.
     tiled_params, image_params, core_tiles
         Override the dispatcher's geometry of the tiled / image / core strategy
         (:class:`clgrid.gridders.tiled.TiledParams`, :class:`clgrid.gridders.params.ImageParams`,
@@ -189,7 +190,7 @@ class Gridder(_TableOperation):
         ``params``, ``atomics`` or ``count_flushes`` is an error.
         False: the fastest path, whose last bits may vary (float atomics on
         GPUs, atomic binning in the tiled strategy).  None (default): on
-        GPUs with fp64 the core strategy with the spread of
+        GPUs the core strategy with the spread of
         :func:`clgrid.gridders.dispatch.core_method_for` (register
         accumulation where float atomics are native: on the H200 faster than
         the scatter strategy at every support, with device set points; not
