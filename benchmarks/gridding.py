@@ -99,6 +99,9 @@ def parse_args(argv=None):
                         help="register spread geometries: 'auto' (defaults) or "
                              "block_u,block_v,wg_size,batch,points_per_group[,p] "
                              "(p: prefetch the next record's weights)")
+    parser.add_argument("--no-fp64", action="store_true",
+                        help="run as a device without fp64 would (DeviceProfile.fp64 "
+                             "switched off): the core's set points in float-float")
     parser.add_argument("--ptx", action="store_true",
                         help="register rows: count the spread kernel's instructions by "
                              "class in the device binary (NVIDIA: PTX text)")
@@ -182,9 +185,10 @@ def run_support(args, context, support, uvw, freq_hz, nx, cell, w_max, atomics_p
             row["peak_fraction"] = gpaps / args.peak_gpaps
         rows.append(row)
     profile = clgrid.DeviceProfile.from_device(context.devices[0])
-    if args.core and profile.fp64:
+    if args.core:
         for method in args.core_methods:
-            if method == "tiles" and support > MAX_TABLE_SUPPORT:
+            # the tile spread sums in double: not without fp64
+            if method == "tiles" and (support > MAX_TABLE_SUPPORT or not profile.fp64):
                 continue
             for geometry in (args.register if method == "register" else [None]):
                 rows.append(core_row(args, context, gcf, support, uvw, freq_hz, nx, cell,
@@ -318,9 +322,18 @@ def apply_size_defaults(args, quick_supports) -> None:
     args.baselines = args.baselines or 400
 
 
+def switch_off_fp64() -> None:
+    """Every DeviceProfile from here on says 'no fp64' (--no-fp64)."""
+    real = clgrid.DeviceProfile.from_device
+    clgrid.DeviceProfile.from_device = classmethod(
+        lambda cls, device: dataclasses.replace(real(device), fp64=False))
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     apply_size_defaults(args, quick_supports=(8, 16))
+    if args.no_fp64:
+        switch_off_fp64()
     context = clgrid.create_context(args.device)
     profile = clgrid.DeviceProfile.from_device(context.devices[0])
     uvw, freq_hz = observation(args)

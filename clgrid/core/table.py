@@ -305,11 +305,17 @@ def float_float(values) -> np.ndarray:
     beyond float range are clamped to +-1e30 (they are off any grid), so
     only NaN and Inf stay non-finite."""
     values = np.asarray(values, np.float64)
-    values = np.where(np.isfinite(values), np.clip(values, -1e30, 1e30), values)
-    hi = values.astype(np.float32)
-    with np.errstate(invalid="ignore"):
-        lo = np.where(np.isfinite(values), values - hi, 0.0).astype(np.float32)
-    return np.ascontiguousarray(np.stack([hi, lo], axis=-1))
+    pairs = np.empty(values.shape + (2,), np.float32)
+    hi, lo = pairs[..., 0], pairs[..., 1]
+    with np.errstate(invalid="ignore", over="ignore"):
+        np.copyto(hi, values, casting="unsafe")
+        np.subtract(values, hi, out=lo, casting="unsafe")
+    odd = ~np.isfinite(lo)          # non-finite, or beyond float range (rare)
+    if odd.any():
+        finite = np.isfinite(values[odd])
+        hi[odd] = np.where(finite, np.clip(values[odd], -1e30, 1e30), values[odd])
+        lo[odd] = 0.0
+    return pairs
 
 
 def _spread_params(grid: TableGrid, tiles: TileShape, vis_real: np.dtype, weighted: bool,
