@@ -156,21 +156,29 @@ def test_cli_devices_explain(capsys):
 
 
 def test_auto_on_real_device_follows_choose(cl_env, tmp_path, monkeypatch):
+    from clgrid.gridders.dispatch import core_by_default
     monkeypatch.setenv("CLGRID_TUNING_CACHE", str(tmp_path / "cache.json"))
-    gcf = separable_gcf(8, 4)
-    # deterministic=False: the dispatcher and tuning cache alone, not the core
-    # that the default (None) may pick before them (test_gridder_core.py)
-    gridder = Gridder(cl_env.queue, gcf, 64, 64, 1e-3, npol=2, deterministic=False)
-    assert gridder.strategy == choose(cl_env.profile, 8, 2).strategy
-    assert gridder.choice.reasons
+    # support 40: beyond the CPUs' core tiles, so there the dispatcher and its
+    # tuning cache choose; where the core runs by default it comes first
+    # (deterministic None or False; test_gridder_core.py)
+    support = 40
+    gcf = separable_gcf(support, 4)
+    gridder = Gridder(cl_env.queue, gcf, 128, 128, 1e-3, npol=2, deterministic=False)
     # explicit scatter parameters imply the scatter strategy
-    assert Gridder(cl_env.queue, gcf, 64, 64, 1e-3, params={"wg_size": 32}).strategy == "scatter"
+    assert Gridder(cl_env.queue, gcf, 128, 128, 1e-3,
+                   params={"wg_size": 32}).strategy == "scatter"
+    if core_by_default(cl_env.profile, support, npol=2):
+        assert gridder.strategy == "core" and not gridder.deterministic
+        return
+    assert gridder.strategy == choose(cl_env.profile, support, 2).strategy
+    assert gridder.choice.reasons
     # a measured winner in the tuning cache is honoured
     other = "scatter" if gridder.strategy == "tiled" else "tiled"
-    winner = tuning.store_strategy(cl_env.profile, 8, 2, np.float32, True,
+    winner = tuning.store_strategy(cl_env.profile, support, 2, np.float32, True,
                                    {other: 1.0, gridder.strategy: 2.0})
     assert winner == other
-    assert Gridder(cl_env.queue, gcf, 64, 64, 1e-3, npol=2, deterministic=False).strategy == other
+    assert Gridder(cl_env.queue, gcf, 128, 128, 1e-3, npol=2,
+                   deterministic=False).strategy == other
 
 
 def test_vector_tiles_only_where_the_compiler_builds_them():

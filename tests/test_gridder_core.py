@@ -411,7 +411,8 @@ def test_gpus_default_to_core_unless_scatter_is_asked_for(cl_env):
     gridder = Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, 1e-3)
     gridder.profile = dataclasses.replace(gridder.profile, device_type="gpu", fp64=True)
     assert gridder._core_by_default(None, "auto", None, None)
-    assert not gridder._core_by_default(False, "auto", None, None)
+    assert gridder._core_by_default(False, "auto", None, None)     # the fastest: the core
+    assert not gridder._core_by_default(True, "auto", None, None)  # choose() decides
     assert not gridder._core_by_default(None, "scatter", None, None)
     assert not gridder._core_by_default(None, "auto", None, "cas")
     assert not gridder._core_by_default(None, "auto", {"coarsen": 2}, None)

@@ -321,8 +321,8 @@ def _format_seconds(seconds: dict) -> str:
 
 def core_by_default(profile, support: int, precision: Any = np.float32,
                     separable: bool = True, npol: int = 1) -> bool:
-    """Whether ``Gridder(strategy='auto')`` with ``deterministic=None`` (the
-    default) runs the core strategy, with the spread of
+    """Whether ``Gridder(strategy='auto')`` with ``deterministic`` None (the
+    default) or False runs the core strategy, with the spread of
     :func:`core_method_for`: on GPUs (register accumulation where
     float atomics are native: on the H200 faster than the scatter strategy
     at every support, and its set points are on the device), and on CPUs

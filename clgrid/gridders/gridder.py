@@ -188,9 +188,8 @@ class Gridder(_TableOperation):
         CPUs, clgrid's stable radix sort elsewhere) instead of an atomic
         cursor; forcing ``'scatter'``/``'image'``, explicit scatter
         ``params``, ``atomics`` or ``count_flushes`` is an error.
-        False: the fastest path, whose last bits may vary (float atomics on
-        GPUs, atomic binning in the tiled strategy).  None (default): on
-        GPUs the core strategy with the spread of
+        None (default) or False (whichever is the fastest, the last bits
+        may vary): on GPUs the core strategy with the spread of
         :func:`clgrid.gridders.dispatch.core_method_for` (register
         accumulation where float atomics are native: on the H200 faster than
         the scatter strategy at every support, with device set points; not
@@ -199,7 +198,8 @@ class Gridder(_TableOperation):
         the vector tile, any polarisations; one polarisation
         up to W 8: :func:`clgrid.gridders.dispatch.cpu_core_faster`), else
         the tiled strategy (both deterministic; ``deterministic=True`` picks
-        the same); elsewhere the dispatcher's choice.  The result is in
+        the same); elsewhere the dispatcher's choice (with False, the tiled
+        strategy's binning by atomics).  The result is in
         :attr:`deterministic`.
     """
 
@@ -262,11 +262,11 @@ class Gridder(_TableOperation):
                 or (atomics is not None and strategy != "core"))
 
     def _core_by_default(self, deterministic, strategy: str, params, atomics) -> bool:
-        """``deterministic=None``, ``strategy='auto'`` and nothing asked of
+        """``deterministic`` None or False, ``strategy='auto'`` and nothing asked of
         the scatter strategy, on a device where the core runs by default
         (:func:`clgrid.gridders.dispatch.core_by_default`)."""
         from .dispatch import core_by_default
-        return (deterministic is None and strategy == "auto"
+        return (deterministic is not True and strategy == "auto"
                 and not self._asks_for_scatter(params, atomics)
                 and core_by_default(self.profile, self.gcf.support, self.real_dtype,
                                     self.gcf.separable, self.npol))
