@@ -9,7 +9,7 @@ Columns: ``tiled`` (``strategy='tiled'``, the CPU default before
 ``vis2dirty`` on the same rows with all cores (FFT included; a different
 job, shown for scale) at epsilon 1e-4.  Separable ES tables of width 4, 8,
 16 and 24, complex separable tables of width 8 and 16 (the ES rows times a
-phase ramp) and W-projection tables of width 8 and 32, one and four
+phase ramp) and W-projection tables of width 8, 32 and 64, one and four
 polarisations (``--cases`` picks some).
 
     python benchmarks/cpu_table_core.py --device intel --json out.json
@@ -86,7 +86,8 @@ def main() -> None:
              ("complex sep W16", _complex_rows(separable_gcf(16, 8))),
              ("separable W24", separable_gcf(24, 8)),
              ("W-projection W8", w_projection_gcf(8, 8, 8, 200.0, args.nx * cell)),
-             ("W-projection W32", w_projection_gcf(32, 8, 8, 200.0, args.nx * cell))]
+             ("W-projection W32", w_projection_gcf(32, 8, 8, 200.0, args.nx * cell)),
+             ("W-projection W64", w_projection_gcf(64, 8, 8, 200.0, args.nx * cell))]
     if args.cases:
         cases = [case for case in cases if case[0] in args.cases]
     rng = np.random.default_rng(1)

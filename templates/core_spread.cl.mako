@@ -411,9 +411,10 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
     rn = real + "4"
     # full slices (kernel_source "table_full") take rows of up to 32 taps,
     # in pieces of 16 reals; tap vectors (ES, real separable rows) 16
-    taps_n = 4 if support <= 4 else (8 if support <= 8 else (16 if support <= 16 else 32))
+    taps_n = (4 if support <= 4 else 8 if support <= 8 else 16 if support <= 16
+              else 32 if support <= 32 else 64)
     if taps_n > 16 and kernel_source != "table_full":
-        raise ValueError(f"spread_vector takes support <= 16 but for full slices (32), "
+        raise ValueError(f"spread_vector takes support <= 16 but for full slices (64), "
                          f"got {support} with kernel_source {kernel_source!r}")
     tn = real + str(taps_n)
     columns = ", ".join(str(c) for c in range(taps_n))

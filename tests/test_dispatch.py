@@ -138,7 +138,7 @@ def test_explain_rows():
     row = explain(fake(device_type="cpu", atomic_f32="cas"), 32, 4)   # the vector tile
     assert row["strategy"] == "core" and "deterministic=None" in row["why"]
     assert "vector=True" in row["geometry"]
-    row = explain(fake(device_type="cpu", atomic_f32="cas"), 40, 4)   # wider: tiled
+    row = explain(fake(device_type="cpu", atomic_f32="cas"), 72, 4)   # wider: tiled
     assert row["strategy"] == "tiled" and "cpu" in row["why"]
     row = explain(fake(fp64=False), 32, 4, np.float64)
     assert row["strategy"] == "-" and "double precision" in row["why"]
@@ -158,10 +158,10 @@ def test_cli_devices_explain(capsys):
 def test_auto_on_real_device_follows_choose(cl_env, tmp_path, monkeypatch):
     from clgrid.gridders.dispatch import core_by_default
     monkeypatch.setenv("CLGRID_TUNING_CACHE", str(tmp_path / "cache.json"))
-    # support 40: beyond the CPUs' core tiles, so there the dispatcher and its
+    # support 72: beyond the CPUs' core tiles, so there the dispatcher and its
     # tuning cache choose; where the core runs by default it comes first
     # (deterministic None or False; test_gridder_core.py)
-    support = 40
+    support = 72
     gcf = separable_gcf(support, 4)
     gridder = Gridder(cl_env.queue, gcf, 128, 128, 1e-3, npol=2, deterministic=False)
     # explicit scatter parameters imply the scatter strategy

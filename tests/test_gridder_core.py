@@ -205,11 +205,12 @@ def test_core_without_fp64(cl_env, without_fp64, table):
 
 @pytest.mark.parametrize("table", ["separable", "complex-separable", "full"])
 def test_vector_tile_wide_tables(cl_env, table):
-    """Tables wider than 16 on the CPU vector tile (32 x 32 tiles, rows of
-    full slices in pieces of 16 reals), on whole and padded grids."""
+    """Tables wider than 16 on the CPU vector tile (32 x 32 and 64 x 64
+    tiles, rows of full slices in pieces of 16 reals), on whole and padded
+    grids."""
     cl_env.require_vector_tiles()
     rng = np.random.default_rng(61)
-    for nx, ny, support in ((96, 64, 24), (70, 76, 19)):
+    for nx, ny, support in ((96, 64, 24), (70, 76, 19), (136, 128, 40)):
         uvw, cell = _setup(rng, nx, ny, 120, support, w_max_m=300.0)
         if table == "full":
             gcf = w_projection_gcf(support, 4, 3, 300.0 * FREQ_HZ.max() / C, nx * cell)
@@ -220,7 +221,8 @@ def test_vector_tile_wide_tables(cl_env, table):
                 gcf = clgrid.gcf.user_gcf(support, 4, table_u=gcf.table_u * ramp,
                                           table_v=gcf.table_v * ramp.conj())
         vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2))
-        gridder = _core(cl_env, gcf, nx, ny, cell, TileShape(32, 32, vector=True), npol=2)
+        edge = 32 if support <= 32 else 64
+        gridder = _core(cl_env, gcf, nx, ny, cell, TileShape(edge, edge, vector=True), npol=2)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)     # off-grid points
             result = gridder(uvw, FREQ_HZ, vis.astype(np.complex64))
@@ -353,10 +355,12 @@ def test_bad_input_errors(cl_env):
     with pytest.raises(ValueError, match="no host records"):
         gridder.grid_records(np.zeros((1, 4), np.int32), np.zeros((1, 1), np.complex64),
                              gridder.zeros())
-    with pytest.raises(ValueError, match="support <= 33"):
-        Gridder(cl_env.queue, separable_gcf(40, 2), 128, 128, cell, strategy="core",
+    from clgrid.core.table import max_table_support
+    too_wide = max_table_support(cl_env.profile) + 1
+    with pytest.raises(ValueError, match=f"support <= {too_wide - 1}"):
+        Gridder(cl_env.queue, separable_gcf(too_wide, 2), 160, 160, cell, strategy="core",
                 core_method="tiles")
-    wide = Gridder(cl_env.queue, separable_gcf(40, 2), 128, 128, cell, strategy="core")
+    wide = Gridder(cl_env.queue, separable_gcf(too_wide, 2), 160, 160, cell, strategy="core")
     assert wide.choice.core_method == "register" and not wide.deterministic
     with pytest.raises(ValueError, match="deterministic=True needs the core's tile spread"):
         Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell, strategy="core",
@@ -447,8 +451,8 @@ def test_dispatcher_on_fake_profiles():
     assert choose(fake(device_type="cpu"), 8, 1, deterministic=True).strategy == "core"
     assert choose(fake(device_type="cpu"), 8, 4, deterministic=True).strategy == "core"
     assert choose(fake(device_type="cpu"), 16, 4, deterministic=True).strategy == "core"
-    assert choose(fake(device_type="cpu"), 24, 1, deterministic=True).strategy == "core"
-    assert choose(fake(device_type="cpu"), 33, 1, deterministic=True).strategy == "tiled"
+    assert choose(fake(device_type="cpu"), 48, 1, deterministic=True).strategy == "core"
+    assert choose(fake(device_type="cpu"), 65, 1, deterministic=True).strategy == "tiled"
     assert choose(gpu, 8, 1).strategy == "scatter"                # not asked: unchanged
     assert choose(gpu, 8, 1, strategy="core").strategy == "core"
     # the core's spread: register accumulation where float atomics are native
@@ -465,16 +469,17 @@ def test_dispatcher_on_fake_profiles():
     cpu = fake(device_type="cpu", atomic_f32="native-cl")
     assert core_by_default(cpu, 8) and core_method_for(cpu, 8) == "tiles"
     assert core_by_default(fake(device_type="cpu", atomic_f32="cas"), 8)   # tiles: no atomics
-    # where the vector tile builds (W <= 32, any table): the core's tiles, any npol
+    # where the vector tile builds (W <= 64, any table): the core's tiles, any npol
     for separable in (True, False):
-        for support in (16, 32):
+        for support in (16, 32, 64):
             assert core_by_default(cpu, support, npol=4, separable=separable)
             assert core_method_for(cpu, support, npol=4) == "tiles"
-        assert not core_by_default(cpu, 33, npol=4, separable=separable)  # beyond 32
-    assert not core_by_default(cpu, 33)       # lane tiles: the tiled strategy is faster
+        assert not core_by_default(cpu, 65, npol=4, separable=separable)  # beyond 64
+    assert not core_by_default(cpu, 65)       # the tiled strategy is faster
     from clgrid.core.table import table_tiles
     assert table_tiles(cpu, 16) == TileShape(16, 16, vector=True)
     assert table_tiles(cpu, 17) == TileShape(32, 32, vector=True)
+    assert table_tiles(cpu, 33) == TileShape(64, 64, vector=True)
     assert choose(cpu, 8, 1).strategy == "tiled"               # the dispatcher alone: unchanged
     # CPUs spread any table with the vector tile where it builds
     vector = TileShape(16, 16, vector=True)

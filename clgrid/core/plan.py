@@ -340,9 +340,11 @@ class TileShape:
         if support > min(self.tile_u, self.lanes) + 1:
             raise ValueError(f"tile {self.tile_u}x{self.lanes} is too small for kernel support "
                              f"{support} (needs support <= tile + 1)")
-        if self.vector and self.lanes not in (2, 4, 8, 16, 32):
-            raise ValueError(f"a vector tile needs 2, 4, 8, 16 or 32 lanes (grids are "
-                             f"multiples of {GRID_MULTIPLE}), got {self.lanes}")
+        # the table kernels pad their grids to whole tiles: 64 lanes there
+        lanes = (2, 4, 8, 16, 32) + ((64,) if vector_taps > 32 else ())
+        if self.vector and self.lanes not in lanes:
+            raise ValueError(f"a vector tile needs {', '.join(map(str, lanes))} lanes (grids "
+                             f"are multiples of {GRID_MULTIPLE}), got {self.lanes}")
         if self.plane_block < 1 or (self.plane_block > 1 and not self.vector):
             raise ValueError("plane_block > 1 needs a vector tile (and plane_block >= 1)")
         if self.groups < 1 or (self.groups > 1 and self.vector):

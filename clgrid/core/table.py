@@ -43,7 +43,8 @@ from .setpoints import PointSet, _round_up, sort_by_key, sort_into_bins
 from .engine import row_view
 from .spread import WorkList, block_list, work_list
 
-#: Largest support the table spread takes (a 32 x 32 tile reads W <= 33).
+#: Largest support the table spread takes (a 32 x 32 tile reads W <= 33);
+#: CPUs with the vector tile: :func:`max_table_support`.
 MAX_TABLE_SUPPORT = 33
 #: Orders of the table set points: by tile (the tile spread's bins) or by
 #: footprint start cell (the register spread's streams).
@@ -51,7 +52,7 @@ KEY_ORDERS = ("tile", "cell")
 #: Most taps a point of the vector (CPU) table spread has per axis: rows of
 #: real separable tables (one vector), and of full slices (pieces of vectors).
 VECTOR_TAPS = 16
-VECTOR_SLICE_TAPS = 32
+VECTOR_SLICE_TAPS = 64
 #: Bit of a point's table index that marks a conjugated visibility.
 TABLE_CONJUGATE = 1 << 30
 
@@ -92,25 +93,36 @@ class TableGrid:
     def complex_dtype(self) -> np.dtype:
         return np.dtype(np.complex64 if self.real == np.float32 else np.complex128)
 
-    def check(self, tiled: bool = True) -> None:
+    def check(self, tiled: bool = True, max_support: int = MAX_TABLE_SUPPORT) -> None:
         """ValueError where the core cannot grid with these tables: the tile
-        spread (``tiled``) takes support <= MAX_TABLE_SUPPORT, both 32-bit
-        table indices."""
-        if tiled and self.support > MAX_TABLE_SUPPORT:
-            raise ValueError(f"the core strategy takes support <= {MAX_TABLE_SUPPORT}, "
-                             f"got {self.support}: use strategy 'tiled' or 'scatter'")
+        spread (``tiled``) takes support <= ``max_support``
+        (:func:`max_table_support`), both 32-bit table indices."""
+        if tiled and self.support > max_support:
+            raise ValueError(f"the core's tile spread takes support <= {max_support} here, "
+                             f"got {self.support}: use core_method 'register' or strategy "
+                             "'tiled'")
         entries = self.w_planes * self.oversample ** 2
         if entries * (1 if self.separable else self.support ** 2) >= 2 ** 31 or \
                 entries >= TABLE_CONJUGATE:
             raise ValueError("the table is too large for the core strategy's 32-bit indices")
 
 
+def max_table_support(profile: DeviceProfile) -> int:
+    """Widest table of the tile spread on this device: the CPUs' vector tile
+    (64 x 64 tiles, full-slice rows of up to :data:`VECTOR_SLICE_TAPS` taps)
+    where the compiler builds it, else :data:`MAX_TABLE_SUPPORT`."""
+    if profile.device_type == "cpu" and profile.vector_kernels:
+        return VECTOR_SLICE_TAPS
+    return MAX_TABLE_SUPPORT
+
+
 def table_tiles(profile: DeviceProfile, support: int) -> TileShape:
     """Spreading tile of the table kernel for a device and support.
 
     GPUs: the ES path's shapes (8 x 8 in 4 groups up to W 9, 16 x 32 up to
-    17), 32 x 32 up to 33.  CPUs up to W 32: the ES path's vector tile
-    (``spread_vector``, 16 x 16, 32 x 32 above W 16; real separable tables up to W 16 as a
+    17), 32 x 32 up to 33.  CPUs up to W 64: the ES path's vector tile
+    (``spread_vector``, 16 x 16, 32 x 32 above W 16, 64 x 64 above 32; real
+    separable tables up to W 16 as a
     point's two rows of taps, others as its slice:
     :attr:`TableGrid.vector_source`) where the compiler builds it
     (``profile.vector_kernels``: not PyPI's PoCL 3.0).  Other devices run the GPU
@@ -118,9 +130,9 @@ def table_tiles(profile: DeviceProfile, support: int) -> TileShape:
     (they pull work-groups as they go).  Intel CPU runtime, 1.9 M points, W 8,
     1024^2 (2026-11-23): 8 x 8: 0.08 s; 8 x 8 in 4 groups: 0.33 s; 16 x 16:
     0.86 s."""
-    if support > MAX_TABLE_SUPPORT:
-        raise ValueError(f"the core strategy takes support <= {MAX_TABLE_SUPPORT}, "
-                         f"got {support}")
+    if support > max_table_support(profile):
+        raise ValueError(f"the core's tile spread takes support <= "
+                         f"{max_table_support(profile)} here, got {support}")
     if profile.device_type == "gpu":
         if support <= 9:
             return TileShape(8, 8, 4096, groups=4)
@@ -128,8 +140,8 @@ def table_tiles(profile: DeviceProfile, support: int) -> TileShape:
     if (profile.device_type == "cpu" and profile.vector_kernels
             and support <= VECTOR_SLICE_TAPS):
         # a footprint's halo reaches one tile on: tiles of at least W - 1
-        return TileShape(16, 16, vector=True) if support <= 16 else TileShape(32, 32,
-                                                                            vector=True)
+        edge = 16 if support <= 16 else 32 if support <= 32 else 64
+        return TileShape(edge, edge, vector=True)
     if support <= 9:
         return TileShape(8, 8)
     return TileShape(16, 16) if support <= 17 else TileShape(32, 32)
@@ -407,7 +419,7 @@ def vector_taps(queue: cl.CommandQueue, grid: TableGrid,
     W-projection tables (:attr:`TableGrid.vector_source`)."""
     support = grid.support
     taps_n = (4 if support <= 4 else 8 if support <= 8 else
-              VECTOR_TAPS if support <= VECTOR_TAPS else VECTOR_SLICE_TAPS)
+              VECTOR_TAPS if support <= VECTOR_TAPS else 32 if support <= 32 else 64)
     if grid.vector_source == "table_full":
         if grid.separable:
             table_u, table_v = (t.get().reshape(-1, grid.oversample, support)
@@ -683,7 +695,7 @@ class TableInterpolator:
         return out_d
 
 
-__all__ = ["KEY_ORDERS", "MAX_TABLE_SUPPORT", "TABLE_CONJUGATE", "TableGrid",
+__all__ = ["KEY_ORDERS", "MAX_TABLE_SUPPORT", "TABLE_CONJUGATE", "TableGrid", "max_table_support",
            "TableInterpolator", "TablePoints", "TableSetPoints", "TableSpreader", "TableValues",
            "check_tiles", "float_float", "staging_bytes", "table_tiles", "vector_taps",
            "VECTOR_SLICE_TAPS", "VECTOR_TAPS"]

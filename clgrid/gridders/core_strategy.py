@@ -26,7 +26,7 @@ from ..core.plan import TileShape, params_of
 from ..core.setpoints import freq_scale
 from ..core.register import RecordScan, RegisterParams, RegisterSpreader
 from ..core.table import (TableGrid, TableInterpolator, TablePoints, TableSetPoints,
-                          TableSpreader, check_tiles, table_tiles)
+                          TableSpreader, check_tiles, max_table_support, table_tiles)
 from .dispatch import CORE_METHODS
 from .gcf import GCF
 from .uvprep import check_uvw_freq, check_vis_layout
@@ -95,7 +95,7 @@ class CoreTableEngine:
                                     gcf.w_planes, float(gcf.w_step_lambda), gcf.separable,
                                     table_real, bool(conjugate_negative_w),
                                     np.dtype(real_dtype))
-        self.table_grid.check(tiled=method == "tiles")
+        self.table_grid.check(tiled=method == "tiles", max_support=max_table_support(profile))
         self.queue, self.method = queue, method
         self.interpolator = TableInterpolator(queue, self.table_grid, tables_d)
         if method == "register":

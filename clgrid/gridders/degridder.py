@@ -80,13 +80,14 @@ class Degridder(_TableOperation):
         self.strategy = strategy
         self._core = None
         if strategy == "core":
-            from ..core.table import MAX_TABLE_SUPPORT
+            from ..core.table import max_table_support
             from .core_strategy import CoreTableEngine, tile_shape
             # points sorted by cell and merged into records: one footprint a
             # record; core_tiles asks for the tile bins and one a point
             method = "register" if core_tiles is None else "tiles"
-            if core_tiles is not None and gcf.support > MAX_TABLE_SUPPORT:
-                raise ValueError(f"core_tiles bins by tile, for support <= {MAX_TABLE_SUPPORT}; "
+            if core_tiles is not None and gcf.support > max_table_support(self.profile):
+                raise ValueError(f"core_tiles bins by tile, for support <= "
+                                 f"{max_table_support(self.profile)}; "
                                  f"support {gcf.support} is sorted by cell")
             self._core = CoreTableEngine(self.queue, self.profile, gcf, nx, ny, cell_size_rad,
                                          self.real_dtype, self._tables, conjugate_negative_w,

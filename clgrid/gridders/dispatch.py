@@ -25,7 +25,7 @@ host uv preparation (:mod:`clgrid.gridders.uvprep`):
     set points on the device and no host pass over the visibilities, with
     one of two spreads (``core_method``): ``'tiles'``, output-owned tiles
     with the tables' weights (``templates/core_spread.cl.mako``), no float
-    atomics, support <= 33; or ``'register'``, Romein/Merry register
+    atomics, support <= 33 (64 on CPUs with the vector tile); or ``'register'``, Romein/Merry register
     accumulation over points sorted by cell, float atomics at flushes
     (``templates/core_spread_register.cl.mako``, any support; without fp64
     the only one, its positions in float-float).
@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from ..core.plan import TileShape
-from ..core.table import MAX_TABLE_SUPPORT, TableGrid, staging_bytes, table_tiles
+from ..core.table import TableGrid, max_table_support, staging_bytes, table_tiles
 from .params import GridderParams, ImageParams, default_params
 from .tiled import TILE_SIZES, TiledParams, fits_local
 
@@ -235,8 +235,8 @@ CPU_CORE_MAX_SUPPORT = 8
 
 def cpu_vector_tile(profile, support: int) -> bool:
     """Whether the core's tile spread runs the CPU vector tile (CPUs whose
-    compiler builds it, W <= 32: :func:`clgrid.core.table.table_tiles`)."""
-    return (profile.device_type == "cpu" and support <= MAX_TABLE_SUPPORT
+    compiler builds it, W <= 64: :func:`clgrid.core.table.table_tiles`)."""
+    return (profile.device_type == "cpu" and support <= max_table_support(profile)
             and table_tiles(profile, support).vector)
 
 
@@ -251,7 +251,7 @@ def core_method_for(profile, support: int, deterministic: bool = False,
     tile spread's, benchmarks/RESULTS.md)."""
     if deterministic:
         return "tiles"
-    if support > MAX_TABLE_SUPPORT or not profile.fp64:
+    if support > max_table_support(profile) or not profile.fp64:
         return "register"
     if profile.device_type == "cpu" and (npol == 1 or cpu_vector_tile(profile, support)):
         return "tiles"
@@ -267,9 +267,12 @@ def core_possible(profile, support: int, precision: Any = np.float32,
         return True, ""
     if not profile.fp64:
         return False, "the device has no fp64 (the core's tile spread sums in double)"
-    if support > MAX_TABLE_SUPPORT:
-        return False, f"support {support}: the core takes support <= {MAX_TABLE_SUPPORT}"
+    if support > max_table_support(profile):
+        return False, (f"support {support}: the core's tiles take support <= "
+                       f"{max_table_support(profile)} here")
     tiles = table_tiles(profile, support)
+    if tiles.vector:   # a private tile, no local memory
+        return True, ""
     # complex tables: the most local memory a table of this kind can need
     grid = TableGrid(2, 2, 1.0, support, 1, 1, 0.0, separable, False, True, np.dtype(precision))
     need = staging_bytes(grid, tiles)
@@ -327,8 +330,8 @@ def core_by_default(profile, support: int, precision: Any = np.float32,
     float atomics are native: on the H200 faster than the scatter strategy
     at every support, and its set points are on the device), and on CPUs
     where its tile spread (bitwise reproducible like the tiled strategy it
-    replaces) is the faster: where the vector tile runs (W <= 32, any table:
-    5-10x the tiled strategy on the Intel CPU runtime, any number of
+    replaces) is the faster: where the vector tile runs (W <= 64, any table:
+    5-11x the tiled strategy on the Intel CPU runtime, any number of
     polarisations) and one polarisation up to :data:`CPU_CORE_MAX_SUPPORT`
     (lane tiles, 1.2-1.9x)."""
     method = core_method_for(profile, support, npol=npol)

@@ -172,7 +172,7 @@ class Gridder(_TableOperation):
         :class:`clgrid.core.plan.TileShape` or dicts of their fields).
     core_method
         The core strategy's spread: ``'tiles'`` (output-owned tiles, no
-        float atomics, support <= 33) or ``'register'`` (Romein/Merry
+        float atomics, support <= 33, 64 on CPUs with the vector tile) or ``'register'`` (Romein/Merry
         register accumulation, float atomics at flushes, any support,
         :mod:`clgrid.core.register`; ``atomics`` picks its atomic path);
         None: :func:`clgrid.gridders.dispatch.core_method_for`.
@@ -194,7 +194,7 @@ class Gridder(_TableOperation):
         accumulation where float atomics are native: on the H200 faster than
         the scatter strategy at every support, with device set points; not
         bitwise reproducible); on CPUs the core strategy's tile spread where
-        it is the faster (every table up to W 32 where the compiler builds
+        it is the faster (every table up to W 64 where the compiler builds
         the vector tile, any polarisations; one polarisation
         up to W 8: :func:`clgrid.gridders.dispatch.cpu_core_faster`), else
         the tiled strategy (both deterministic; ``deterministic=True`` picks
