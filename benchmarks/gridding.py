@@ -97,8 +97,7 @@ def parse_args(argv=None):
                         help="the core's spreads to time (tiles: support <= 33)")
     parser.add_argument("--register", nargs="+", default=["auto"],
                         help="register spread geometries: 'auto' (defaults) or "
-                             "block_u,block_v,wg_size,batch,points_per_group[,p] "
-                             "(p: prefetch the next record's weights)")
+                             "block_u,block_v,wg_size,batch,points_per_group")
     parser.add_argument("--no-fp64", action="store_true",
                         help="run as a device without fp64 would (DeviceProfile.fp64 "
                              "switched off): the core's set points in float-float")
@@ -197,14 +196,11 @@ def run_support(args, context, support, uvw, freq_hz, nx, cell, w_max, atomics_p
 
 
 def register_geometry(text: str | None) -> dict | None:
-    """RegisterParams fields from 'block_u,block_v,wg_size,batch,points_per_group[,p]'
-    (a trailing ``p``: prefetch)."""
+    """RegisterParams fields from 'block_u,block_v,wg_size,batch,points_per_group'."""
     if text in (None, "auto"):
         return None
-    fields = text.split(",")
-    prefetch = fields[-1] == "p"
     names = ("block_u", "block_v", "wg_size", "batch", "points_per_group")
-    return dict(zip(names, (int(x) for x in fields[:5])), prefetch=prefetch)
+    return dict(zip(names, (int(x) for x in text.split(","))))
 
 
 def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method="tiles",
