@@ -114,6 +114,20 @@ def test_random_complex_user_tables(cl_env, separable):
         assert _relative_error(result, reference) < 1e-5, tiles
 
 
+def _table(kind: str, support: int, oversample: int, fov_rad: float):
+    """A GCF of ``kind``: 'separable' (the ES rows), 'complex-separable'
+    (those rows times phase ramps, different on u and v) or 'full'
+    (W-projection, w up to 300 m)."""
+    if kind == "full":
+        return w_projection_gcf(support, oversample, 5, 300.0 * FREQ_HZ.max() / C, fov_rad)
+    gcf = separable_gcf(support, oversample)
+    if kind == "complex-separable":
+        ramp = np.exp(0.4j * np.arange(support))
+        gcf = clgrid.gcf.user_gcf(support, oversample, table_u=gcf.table_u * ramp,
+                                  table_v=gcf.table_v * ramp.conj())
+    return gcf
+
+
 @pytest.fixture
 def without_fp64(monkeypatch):
     """Every DeviceProfile says 'no fp64' (a device like Apple's or Intel
@@ -171,14 +185,7 @@ def test_core_without_fp64(cl_env, without_fp64, table):
     rng = np.random.default_rng(71)
     nx, ny, support = 72, 66, 8
     uvw, cell = _setup(rng, nx, ny, 200, support, w_max_m=300.0)
-    if table == "full":
-        gcf = w_projection_gcf(support, 8, 5, 300.0 * FREQ_HZ.max() / C, nx * cell)
-    else:
-        gcf = separable_gcf(support, 8)
-        if table == "complex-separable":
-            ramp = np.exp(0.4j * np.arange(support))
-            gcf = clgrid.gcf.user_gcf(support, 8, table_u=gcf.table_u * ramp,
-                                      table_v=gcf.table_v * ramp.conj())
+    gcf = _table(table, support, 8, nx * cell)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2))
     weights = rng.uniform(0.5, 2.0, vis.shape)
     flags = rng.random(vis.shape) < 0.1
@@ -212,14 +219,7 @@ def test_vector_tile_wide_tables(cl_env, table):
     rng = np.random.default_rng(61)
     for nx, ny, support in ((96, 64, 24), (70, 76, 19), (136, 128, 40)):
         uvw, cell = _setup(rng, nx, ny, 120, support, w_max_m=300.0)
-        if table == "full":
-            gcf = w_projection_gcf(support, 4, 3, 300.0 * FREQ_HZ.max() / C, nx * cell)
-        else:
-            gcf = separable_gcf(support, 4)
-            if table == "complex-separable":
-                ramp = np.exp(0.4j * np.arange(support))
-                gcf = clgrid.gcf.user_gcf(support, 4, table_u=gcf.table_u * ramp,
-                                          table_v=gcf.table_v * ramp.conj())
+        gcf = _table(table, support, 4, nx * cell)
         vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2))
         edge = 32 if support <= 32 else 64
         gridder = _core(cl_env, gcf, nx, ny, cell, TileShape(edge, edge, vector=True), npol=2)
