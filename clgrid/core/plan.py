@@ -336,7 +336,7 @@ class TileShape:
         """A tile only reads its own and its lower neighbours' bins, so a
         footprint must not reach past one neighbour: W <= tile + 1; a vector
         tile holds ``vector_taps`` taps a row (16: one vector; the table
-        kernels' full slices take 32, in pieces)."""
+        kernels' full slices take up to 64, in pieces)."""
         if support > min(self.tile_u, self.lanes) + 1:
             raise ValueError(f"tile {self.tile_u}x{self.lanes} is too small for kernel support "
                              f"{support} (needs support <= tile + 1)")

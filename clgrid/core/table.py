@@ -122,9 +122,8 @@ def table_tiles(profile: DeviceProfile, support: int) -> TileShape:
     GPUs: the ES path's shapes (8 x 8 in 4 groups up to W 9, 16 x 32 up to
     17), 32 x 32 up to 33.  CPUs up to W 64: the ES path's vector tile
     (``spread_vector``, 16 x 16, 32 x 32 above W 16, 64 x 64 above 32; real
-    separable tables up to W 16 as a
-    point's two rows of taps, others as its slice:
-    :attr:`TableGrid.vector_source`) where the compiler builds it
+    separable tables up to W 16 as a point's two rows of taps, others as
+    its slice: :attr:`TableGrid.vector_source`) where the compiler builds it
     (``profile.vector_kernels``: not PyPI's PoCL 3.0).  Other devices run the GPU
     kernel with square tiles of one group (8, 16 or 32 lanes), never split
     (they pull work-groups as they go).  Intel CPU runtime, 1.9 M points, W 8,
@@ -220,7 +219,8 @@ class TableSetPoints:
             raise ValueError(f"a {grid.ny} x {grid.nx} grid of {grid.w_planes} w planes has "
                              "too many (cell, slice) pairs for 64-bit sort keys")
         self.queue, self.grid, self.tiles, self.order = queue, grid, tiles, order
-        #: Positions in float-float (devices without fp64; None: there).
+        #: Positions in float-float, as on devices without fp64 (None: decided
+        #: by the device).
         self.float_float = (not DeviceProfile.from_device(queue.device).fp64
                             if float_float is None else bool(float_float))
         self.key_dtype = np.dtype(np.uint64 if order == "cell" else np.uint32)
