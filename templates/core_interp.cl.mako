@@ -26,10 +26,10 @@
 ##             table_real: separable tables are real; record_group (int, 0:
 ##             none; a power of two): also interpolate_table_records_group,
 ##             a work-group of that many work-items per record;
-##             record_vector (bool, CPUs, W <= 8; kernel_source "table"
-##             with real tables, or "table_full", which complex separable
+##             record_vector (bool, CPUs, W <= 64; kernel_source "table"
+##             with real tables up to W 16, or "table_full", which the other
 ##             tables take as full slices, clgrid.core.table.vector_taps):
-##             also interpolate_table_records_vector, rows as vectors,
+##             also interpolate_table_records_vector, rows as vector pieces,
 ##             records_per_item (int) records a work-item.
 <%
     csuffix = "f32" if real == "float" else "f64"
@@ -292,30 +292,37 @@ __kernel void interpolate_table_records(__global const int4 *cells,
 }
 %   if record_vector:
 <%
-    vtaps = 4 if support <= 4 else 8
-    vpiece = 2 * vtaps                      # a row: vtaps complex cells, interleaved
+    # a footprint row: vtaps complex cells (the taps of vector_taps), in
+    # pieces of at most 16 reals (one OpenCL vector), parts interleaved
+    vtaps = 4 if support <= 4 else 8 if support <= 8 else 16 if support <= 16 \
+        else 32 if support <= 32 else 64
+    vpiece = min(2 * vtaps, 16)
+    vpieces = 2 * vtaps // vpiece
+    half = vpiece // 2                      # taps of a piece
     vpn = real + str(vpiece)
     vindex = ("uint" if real == "float" else "ulong") + str(vpiece)
-    dup_even = ", ".join("%d, %d" % (2 * c, 2 * c) for c in range(vtaps))
-    dup_odd = ", ".join("%d, %d" % (2 * c + 1, 2 * c + 1) for c in range(vtaps))
-    swap = ", ".join("%d, %d" % (2 * c + 1, 2 * c) for c in range(vtaps))
-    signs = ", ".join(["1, -1"] * vtaps)
-    if support > 8:
-        raise ValueError("interpolate_table_records_vector takes support <= 8")
-    if kernel_source == "table" and not table_real:
+    dup_even = ", ".join("%d, %d" % (2 * c, 2 * c) for c in range(half))
+    dup_odd = ", ".join("%d, %d" % (2 * c + 1, 2 * c + 1) for c in range(half))
+    swap = ", ".join("%d, %d" % (2 * c + 1, 2 * c) for c in range(half))
+    signs = ", ".join(["1, -1"] * half)
+    twice = ", ".join("%d, %d" % (c, c) for c in range(half))
+    if support > 64:
+        raise ValueError("interpolate_table_records_vector takes support <= 64")
+    if kernel_source == "table" and not (table_real and support <= 16):
         raise ValueError("interpolate_table_records_vector takes real separable tables "
-                         "or full ones")
+                         "up to W 16 or full slices")
 %>
 
 #define RECORDS_PER_ITEM ${records_per_item}
 #define RTAPS ${vtaps}
+#define VPIECES ${vpieces}
 
 // CPUs: one work-item (alone in its group) takes RECORDS_PER_ITEM records;
-// a footprint row is one vector of RTAPS complex cells times one of weights
-// (the taps of clgrid.core.table.vector_taps: real separable rows, or a full
-// table's slice rows of complex weights), summed as interleaved parts and
-// reduced once a record.  Rows that would run past the grid's edge take the
-// scalar table_footprint_sum.
+// a footprint row is VPIECES vectors of ${half} complex cells times the
+// matching weights (the taps of clgrid.core.table.vector_taps: real
+// separable rows, or a full table's slice rows of complex weights), summed
+// as interleaved parts and reduced once a record.  Rows that would run past
+// the grid's edge take the scalar table_footprint_sum.
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void interpolate_table_records_vector(__global const int4 *cells,
                                       __global const int4 *record_cells,
@@ -345,8 +352,10 @@ void interpolate_table_records_vector(__global const int4 *cells,
         const int fx = index % OVERSAMPLE, fy = (index / OVERSAMPLE) % OVERSAMPLE;
         const int w_plane = index / (OVERSAMPLE * OVERSAMPLE);
         // u taps along a row, each twice (both parts of a cell); v taps per row
-        const ${vpn} ku2 = shuffle(vload${vtaps}(w_plane * OVERSAMPLE + fx, taps_u),
-                                  (${vindex})(${", ".join("%d, %d" % (c, c) for c in range(vtaps))}));
+        __global const ${real} *ku = taps_u + (size_t)(w_plane * OVERSAMPLE + fx) * RTAPS;
+        ${vpn} ku2[VPIECES];
+        for (int h = 0; h < VPIECES; ++h)
+            ku2[h] = shuffle(vload${half}(h, ku), (${vindex})(${twice}));
         __global const ${real} *kv = taps_v + (size_t)(w_plane * OVERSAMPLE + fy) * RTAPS;
 %     else:
         __global const ${real} *slice = taps_full + (size_t)index * SUPPORT * 2 * RTAPS;
@@ -358,22 +367,24 @@ void interpolate_table_records_vector(__global const int4 *cells,
                 __global const ${real} *row = (__global const ${real} *)(
                     grid + ((size_t)pol * ny + cell.x) * nx + cell.y);
                 ${vpn} total = (${vpn})0;
-                for (int a = 0; a < SUPPORT; ++a) {
-                    const ${vpn} f = vload${vpiece}(0, row + 2 * (size_t)a * nx);
+                for (int a = 0; a < SUPPORT; ++a)
+                    for (int h = 0; h < VPIECES; ++h) {
+                        const ${vpn} f = vload${vpiece}(h, row + 2 * (size_t)a * nx);
 %     if kernel_source == "table":
-                    total = fma(f, ku2 * kv[a], total);
+                        total = fma(f, ku2[h] * kv[a], total);
 %     else:
-                    // f conj(w) on interleaved lanes: f wr + swap(f) (wi, -wi)
-                    const ${vpn} w = vload${vpiece}(a, slice);
-                    const ${vpn} wr = shuffle(w, (${vindex})(${dup_even}));
-                    const ${vpn} wi = shuffle(w, (${vindex})(${dup_odd})) * (${vpn})(${signs});
-                    total = fma(shuffle(f, (${vindex})(${swap})), wi, fma(f, wr, total));
+                        // f conj(w) on interleaved lanes: f wr + swap(f) (wi, -wi)
+                        const ${vpn} w = vload${vpiece}(a * VPIECES + h, slice);
+                        const ${vpn} wr = shuffle(w, (${vindex})(${dup_even}));
+                        const ${vpn} wi = shuffle(w, (${vindex})(${dup_odd}))
+                                          * (${vpn})(${signs});
+                        total = fma(shuffle(f, (${vindex})(${swap})), wi, fma(f, wr, total));
 %     endif
-                }
+                    }
                 ${real} parts[${vpiece}];
                 vstore${vpiece}(total, 0, parts);
                 sum = (${vec})(0, 0);
-                for (int c = 0; c < RTAPS; ++c)
+                for (int c = 0; c < ${half}; ++c)
                     sum += (${vec})(parts[2 * c], parts[2 * c + 1]);
             } else {
                 sum = table_footprint_sum(cell, pol, grid, nx, ny, table_a, table_b);

@@ -212,13 +212,14 @@ def test_core_without_fp64(cl_env, without_fp64, table):
 
 @pytest.mark.parametrize("table", ["separable", "complex-separable", "full"])
 def test_vector_tile_wide_tables(cl_env, table):
-    """Tables wider than 16 on the CPU vector tile (32 x 32 and 64 x 64
+    """Tables wider than 8 on the CPU vector tile (32 x 32 and 64 x 64
     tiles, rows of full slices in pieces of 16 reals), on whole and padded
-    grids."""
+    grids, and degridded back by records with rows as vector pieces."""
     from clgrid.core.table import max_table_support
+    from test_gridder_reference import degrid_reference
     cl_env.require_vector_tiles()
     rng = np.random.default_rng(61)
-    cases = [(96, 64, 24), (70, 76, 19)]
+    cases = [(96, 64, 24), (70, 76, 19), (64, 70, 12)]
     if max_table_support(cl_env.profile) >= 40:   # CPUs: 64 x 64 tiles up to W 64
         cases.append((136, 128, 40))
     for nx, ny, support in cases:
@@ -233,6 +234,16 @@ def test_vector_tile_wide_tables(cl_env, table):
         reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell)
         assert gridder.last_stats["n_kept"] > 100
         assert _relative_error(result, reference) < 1e-5, (table, support)
+        # the adjoint: records degridded with rows as vector pieces on CPUs
+        degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=2)
+        assert degridder._core.interpolator.record_vector == (
+            cl_env.profile.device_type == "cpu")
+        grid = random_vis(rng, (2, ny, nx))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            predicted = degridder(grid.astype(np.complex64), uvw, FREQ_HZ)
+        assert _relative_error(predicted, degrid_reference(grid, uvw, FREQ_HZ, gcf, nx, ny,
+                                                           cell)) < 1e-5, (table, support)
 
 
 @pytest.mark.parametrize("separable", [True, False], ids=["separable", "full"])
@@ -592,6 +603,12 @@ lanes = Gridder(queue, wide, 64, 64, cell, npol=2, strategy="core",
 vector = Gridder(queue, wide, 64, 64, cell, npol=2, strategy="core",
                  core_tiles=TileShape(32, 32, vector=True))(*args)
 assert np.abs(lanes).max() > 0 and np.allclose(vector, lanes, atol=1e-5)
+by_rows = clgrid.Degridder(queue, wide, 64, 64, cell, npol=2, strategy="core")
+by_rows._core.interpolator = TableInterpolator(
+    queue, by_rows._core.table_grid, by_rows._core.interpolator.tables_d[:2], 0, True)
+assert by_rows._core.interpolator.record_vector
+scalar = clgrid.Degridder(queue, wide, 64, 64, cell, npol=2, core_tiles=TileShape(32, 32))
+assert np.allclose(by_rows(lanes, *args[:2]), scalar(lanes, *args[:2]), atol=1e-5)
 # a device without fp64: float-float set points, compensated record sums
 import dataclasses
 from clgrid.device.profiles import DeviceProfile

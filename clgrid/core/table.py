@@ -583,8 +583,9 @@ class TableSpreader:
 RECORD_GROUP_MIN_SUPPORT = 16
 #: Work-items of such a group.
 RECORD_GROUP = 128
-#: CPUs: the widest table degridded by records with rows as vectors.
-RECORD_VECTOR_MAX_SUPPORT = 8
+#: CPUs: the widest table degridded by records with rows as vectors (in
+#: pieces of 16 reals, as the vector tile spreads them).
+RECORD_VECTOR_MAX_SUPPORT = VECTOR_SLICE_TAPS
 #: Records a work-item of that kernel takes.
 RECORDS_PER_ITEM = 64
 
@@ -615,7 +616,7 @@ class TableInterpolator:
             record_vector = (profile.device_type == "cpu" and profile.vector_kernels
                              and not self.record_group)
         #: CPUs: records by rows as vectors (interpolate_table_records_vector),
-        #: up to W 8.
+        #: up to W 64.
         self.record_vector = bool(record_vector and grid.support <= RECORD_VECTOR_MAX_SUPPORT)
         self._taps: list[cla.Array] | None = None   # vector_taps, made on first use
         self.tables_d = tables_d if len(tables_d) == 2 else tables_d * 2
