@@ -41,16 +41,39 @@
 ##             kernel_eval ("exp" | "horner"): how spread_vector evaluates a
 ##             point's taps; horner: (degree + 1, W) polynomial coefficients
 ##             (eskernel.horner_coefficients; unused with "exp");
-##             with_f64 (bool, for complex.cl.mako: always True).
+##             with_f64 (bool, for complex.cl.mako: True but with float_float);
+##             float_float (bool, default False): a device without fp64: the
+##             table sources' GPU kernels only, no double anywhere, the
+##             tiles' totals float sums with Kahan's compensation (sum, lost).
 <%
     csuffix = "f32" if real == "float" else "f64"
     vec = real + "2"
     vvec = vis_real + "2"
+    float_float = context.get("float_float", False)
+    if float_float and (kernel_source == "es" or vector or real != "float"):
+        raise ValueError("float_float: the table sources' GPU kernels of a float grid only")
+    # a lane's running total of a tile cell: double, or a compensated float pair
+    total_t = "float4" if float_float else "double2"
 %>
+% if not float_float:
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
+% endif
 <%include file="es_kernel.cl.mako"/>
 <%include file="complex.cl.mako"/>
+% if not float_float:
 <%include file="footprint.cl.mako"/>
+% else:
+// Kahan-compensated float sums: (sum, lost), the value is sum - lost.
+inline float4 kahan_add(const float4 total, const float2 value)
+{
+    const float2 y = value - total.zw;
+    const float2 sum = total.xy + y;
+    return (float4)(sum, (sum - total.xy) - y);
+}
+inline float2 kahan_value(const float4 total) { return total.xy - total.zw; }
+% endif
+<%def name="add_total(total, value)">${total} = ${"kahan_add(" + total + ", " + value + ")" if float_float else total + " + convert_double2(" + value + ")"}</%def>
+<%def name="total_value(total)">${("kahan_value(" + total + ")") if float_float else ("convert_" + vec + "(" + total + ")")}</%def>
 #define TILE_U ${tile_u}
 #define LANES ${lanes}
 #define GROUPS ${groups}
@@ -104,6 +127,7 @@ inline int tile_offset(const int c, const int t0, const int n, const int tile)
     return d >= tile ? d - n : d;
 }
 
+% if not float_float:
 // Visibility k (row k / nchan) times its weight, mask and facet phase, in
 // the grid precision: everything the spreaders add but the kernel.
 inline ${vec} point_value(const unsigned int k, __global const double *uvw,
@@ -132,6 +156,7 @@ inline ${vec} point_value(const unsigned int k, __global const double *uvw,
 % endif
     return val;
 }
+% endif
 
 // The part of the chunk [chunk_lo, chunk_hi) (counted over the four source
 // bins in order; *seen counts the points of the bins before) that lies in
@@ -215,7 +240,7 @@ __kernel void crop_planes(__global const ${vec} *padded, const int rows_padded,
 
 % endif
 
-% if not vector:
+% if not vector and not float_float:
 // GPUs, once per call and polarisation: the values `spread` adds, in the
 // order of the sort (point_value of each valid point), so that the
 // work-groups, which read every point up to four times, read them in
@@ -235,6 +260,8 @@ __kernel void gather_values(__global const int4 *cells, const unsigned int n_val
     values[i] = point_value((unsigned int)cells[i].w, uvw, freq_scale, nchan, vis, npol, pol,
                             wgt, mask, shift_u, shift_v);
 }
+% endif
+% if not vector:
 
 // GPUs: a work-group of GROUPS x LANES work-items per work item (tile,
 // plane, chunk); the points come from point_records (set points) and
@@ -249,7 +276,7 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
             const int ntiles_u, const int ntiles_v,
             const int plane0, const int n_wbins,
             __global const int4 *work, const unsigned int chunk_points,
-            __global double2 *scratch, const int accumulate${table_args})
+            __global ${total_t} *scratch, const int accumulate${table_args})
 {
     const int4 item = work[get_group_id(0)];   // (tile, plane in pass, chunk, slot or -1)
     const int tile = item.x;
@@ -273,10 +300,10 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
 % endif
 
     ${vec} acc[TILE_U];      // this lane's column of the tile, in registers
-    double2 total[TILE_U];
+    ${total_t} total[TILE_U];
     for (int r = 0; r < TILE_U; ++r) {
         acc[r] = (${vec})(0, 0);
-        total[r] = (double2)(0, 0);
+        total[r] = (${total_t})(0);
     }
 
 % if do_w:
@@ -375,13 +402,13 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
 % endif
             }
             for (int r = 0; r < TILE_U; ++r) {
-                total[r] += convert_double2(acc[r]);
+                ${add_total("total[r]", "acc[r]")};
                 acc[r] = (${vec})(0, 0);
             }
         }
     }
 % if groups > 1:
-    __local double2 s_total[GROUPS - 1][TILE_U][LANES];
+    __local ${total_t} s_total[GROUPS - 1][TILE_U][LANES];
     barrier(CLK_LOCAL_MEM_FENCE);
     if (group > 0)
         for (int r = 0; r < TILE_U; ++r)
@@ -391,15 +418,21 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
         return;
     for (int g = 0; g < GROUPS - 1; ++g)
         for (int r = 0; r < TILE_U; ++r)
+% if float_float:
+            total[r] = kahan_add(total[r], kahan_value(s_total[g][r][lane]));
+% else:
             total[r] += s_total[g][r][lane];
+% endif
 % endif
     if (item.w < 0) {
         __global ${vec} *out = planes + (size_t)item.y * nu * nv + (size_t)u0 * nv + v0 + lane;
-        for (int r = 0; r < TILE_U; ++r)
-            out[(size_t)r * nv] = convert_${vec}(
-                accumulate ? total[r] + convert_double2(out[(size_t)r * nv]) : total[r]);
+        for (int r = 0; r < TILE_U; ++r) {
+            if (accumulate)
+                ${add_total("total[r]", "out[(size_t)r * nv]")};
+            out[(size_t)r * nv] = ${total_value("total[r]")};
+        }
     } else {
-        __global double2 *out = scratch + (size_t)item.w * TILE_U * LANES + lane;
+        __global ${total_t} *out = scratch + (size_t)item.w * TILE_U * LANES + lane;
         for (int r = 0; r < TILE_U; ++r)
             out[r * LANES] = total[r];
     }
@@ -409,7 +442,7 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
 % if vector:
 <%
     rn = real + "4"
-    # full slices (kernel_source "table_full") take rows of up to 32 taps,
+    # full slices (kernel_source "table_full") take rows of up to 64 taps,
     # in pieces of 16 reals; tap vectors (ES, real separable rows) 16
     taps_n = (4 if support <= 4 else 8 if support <= 8 else 16 if support <= 16
               else 32 if support <= 32 else 64)
@@ -745,7 +778,7 @@ __kernel void add_halos(__global const int *halo_slots, const int n_blocks,
 // The chunks of split (tile, plane) items, added in slot order (so the same
 // bits every run) and written to the grid.  One work-group per split item.
 __kernel __attribute__((reqd_work_group_size(LANES, 1, 1)))
-void fold_chunks(__global const int4 *folds, __global const double2 *scratch,
+void fold_chunks(__global const int4 *folds, __global const ${total_t} *scratch,
                  __global ${vec} *planes, const int nu, const int nv, const int ntiles_v,
                  const int accumulate)
 {
@@ -755,10 +788,17 @@ void fold_chunks(__global const int4 *folds, __global const double2 *scratch,
     __global ${vec} *out = planes + (size_t)item.y * nu * nv + (size_t)(tu * TILE_U) * nv
                            + tv * LANES + lane;
     for (int r = 0; r < TILE_U; ++r) {
-        double2 sum = (double2)(0, 0);
-        for (int s = 0; s < item.w; ++s)
-            sum += scratch[((size_t)(item.z + s) * TILE_U + r) * LANES + lane];
-        out[(size_t)r * nv] = convert_${vec}(
-            accumulate ? sum + convert_double2(out[(size_t)r * nv]) : sum);
+        ${total_t} sum = (${total_t})(0);
+        for (int s = 0; s < item.w; ++s) {
+            const ${total_t} part = scratch[((size_t)(item.z + s) * TILE_U + r) * LANES + lane];
+% if float_float:
+            sum = kahan_add(sum, kahan_value(part));
+% else:
+            sum += part;
+% endif
+        }
+        if (accumulate)
+            ${add_total("sum", "out[(size_t)r * nv]")};
+        out[(size_t)r * nv] = ${total_value("sum")};
     }
 }

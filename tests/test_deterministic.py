@@ -214,8 +214,8 @@ def test_dispatcher_picks_core_for_determinism_on_a_gpu_profile():
     assert choice.strategy == "core" and "deterministic" in choice.reasons[-1]
     assert choose(gpu, 8, 4, deterministic=True,
                   tuned={"strategy": "scatter", "seconds": {}}).strategy == "core"
-    # where the core cannot run (no fp64): tiled with record-order binning
-    assert choose(fake(fp64=False), 8, 4, deterministic=True).strategy == "tiled"
+    # without fp64 too (float-float positions, compensated sums)
+    assert choose(fake(fp64=False), 8, 4, deterministic=True).strategy == "core"
     with pytest.raises(ValueError, match="deterministic"):
         choose(gpu, 8, 4, strategy="image", deterministic=True)
     with pytest.raises(ValueError, match="deterministic"):

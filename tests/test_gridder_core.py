@@ -177,10 +177,10 @@ def test_float_float_positions_match_double(cl_env):
 
 @pytest.mark.parametrize("table", ["separable", "complex-separable", "full"])
 def test_core_without_fp64(cl_env, without_fp64, table):
-    """Devices without fp64: the register spread and the core Degridder with
+    """Devices without fp64: both spreads and the core Degridder with
     positions in float-float and compensated float sums, against the float64
-    references; the tile spread refused with a clear error; no kernel built
-    uses double."""
+    references (the tile spread on the GPU kernel's shapes, split tiles and
+    groups included, the same bits twice); no kernel built uses double."""
     from test_gridder_reference import degrid_reference
     rng = np.random.default_rng(71)
     nx, ny, support = 72, 66, 8
@@ -189,9 +189,9 @@ def test_core_without_fp64(cl_env, without_fp64, table):
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2))
     weights = rng.uniform(0.5, 2.0, vis.shape)
     flags = rng.random(vis.shape) < 0.1
-    gridder = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=2, strategy="core")
-    assert not gridder.profile.fp64
-    assert gridder.strategy == "core" and gridder.choice.core_method == "register"
+    gridder = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=2, strategy="core",
+                      core_method="register")
+    assert not gridder.profile.fp64 and gridder.strategy == "core"
     result = gridder(uvw, FREQ_HZ, vis.astype(np.complex64), weights, flags)
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell, weights, flags)
     assert gridder.last_stats["n_kept"] > 500
@@ -204,8 +204,20 @@ def test_core_without_fp64(cl_env, without_fp64, table):
         predicted = degridder(grid.astype(np.complex64), uvw, FREQ_HZ, weights)
         assert _relative_error(predicted, degrid_reference(grid, uvw, FREQ_HZ, gcf, nx, ny,
                                                            cell, weights)) < 1e-5, tiles
-    with pytest.raises(ValueError, match="tile spread sums in double"):
-        Gridder(cl_env.queue, gcf, nx, ny, cell, strategy="core", core_method="tiles")
+    deterministic = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=2, strategy="core",
+                            deterministic=True)
+    assert deterministic.choice.core_method == "tiles"
+    assert not deterministic.choice.core.vector                 # its totals are double
+    once = deterministic(uvw, FREQ_HZ, vis.astype(np.complex64), weights, flags)
+    assert _relative_error(once, reference) < 1e-5
+    assert np.array_equal(once, deterministic(uvw, FREQ_HZ, vis.astype(np.complex64),
+                                              weights, flags))
+    for tiles in TILES.values():
+        if tiles is not None:
+            forced = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=2, strategy="core",
+                             core_method="tiles", core_tiles=tiles)
+            assert _relative_error(forced(uvw, FREQ_HZ, vis.astype(np.complex64), weights,
+                                          flags), reference) < 1e-5, tiles
     code = [re.sub(r"//[^\n]*|/\*.*?\*/", "", source, flags=re.S) for source in without_fp64]
     assert code and not any(re.search(r"\bdouble\d*\b|cl_khr_fp64", c) for c in code)
 
@@ -458,8 +470,8 @@ def test_dispatcher_on_fake_profiles():
     assert choice.strategy == "core" and "core" in choice.reasons[-1]
     assert choice.core == TileShape(8, 8, 4096, groups=4)
     assert choose(gpu, 16, 1, deterministic=True).core == TileShape(16, 32, 2048)
-    # no fp64, too wide a kernel or too little local memory: the tiled strategy
-    for profile, support in ((fake(fp64=False), 8), (gpu, 48), (fake(local_mem_bytes=4096), 8)):
+    # too wide a kernel or too little local memory: the tiled strategy
+    for profile, support in ((gpu, 48), (fake(local_mem_bytes=4096), 8)):
         choice = choose(profile, support, 1, deterministic=True)
         assert choice.strategy == "tiled" and "core impossible" in choice.reasons[-1]
     # CPUs: the core's tiles where they beat the tiled strategy
@@ -507,11 +519,11 @@ def test_dispatcher_on_fake_profiles():
     assert choose(old_pocl, 8, 1, strategy="core", core_method="tiles").core == TileShape(8, 8)
     assert not core_by_default(old_pocl, 8, npol=4)
     assert core_method_for(old_pocl, 8, npol=4) == "register"
-    # no fp64: the register spread (positions in float-float), never the tiles
+    # no fp64: the core all the same (positions in float-float, compensated sums)
     assert choose(fake(fp64=False), 8, 1, strategy="core").core_method == "register"
     assert core_by_default(fake(fp64=False), 8)
-    with pytest.raises(ValueError, match="core strategy impossible"):
-        choose(fake(fp64=False), 8, 1, strategy="core", core_method="tiles")
+    choice = choose(fake(fp64=False), 8, 1, deterministic=True)
+    assert choice.strategy == "core" and choice.core_method == "tiles"
 
 
 def test_register_default_geometry_on_fake_profiles():
@@ -616,12 +628,15 @@ with_fp64 = DeviceProfile.from_device
 DeviceProfile.from_device = classmethod(
     lambda cls, device: dataclasses.replace(with_fp64(device), fp64=False))
 gcf = w_projection_gcf(3, 2, 2, 60.0, 20 * cell)
-exact = Gridder(queue, gcf, 20, 18, cell, npol=2, strategy="core")(uvw, [1e8], vis, weights)
-assert Gridder(queue, gcf, 20, 18, cell, npol=2).choice.core_method == "register"
+exact = Gridder(queue, gcf, 20, 18, cell, npol=2, strategy="core",
+                core_method="register")(uvw, [1e8], vis, weights)
 assert np.allclose(Gridder(queue, gcf, 20, 18, cell, npol=2)(uvw, [1e8], vis, weights),
                    exact, atol=1e-5)
 predicted = clgrid.Degridder(queue, gcf, 20, 18, cell, npol=2)(exact, uvw, [1e8], weights)
 assert np.abs(predicted).max() > 0
+tiles = Gridder(queue, gcf, 20, 18, cell, npol=2, strategy="core", core_method="tiles",
+                core_tiles=TileShape(4, 4, 3, groups=2))    # split, two groups: Kahan sums
+assert np.allclose(tiles(uvw, [1e8], vis, weights), exact, atol=1e-5)
 DeviceProfile.from_device = with_fp64
 print("done")
 """

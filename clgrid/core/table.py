@@ -107,11 +107,16 @@ class TableGrid:
             raise ValueError("the table is too large for the core strategy's 32-bit indices")
 
 
+def cpu_vector_tiles(profile: DeviceProfile) -> bool:
+    """CPUs whose compiler builds the vector tile (its totals are double)."""
+    return profile.device_type == "cpu" and profile.vector_kernels and profile.fp64
+
+
 def max_table_support(profile: DeviceProfile) -> int:
     """Widest table of the tile spread on this device: the CPUs' vector tile
     (64 x 64 tiles, full-slice rows of up to :data:`VECTOR_SLICE_TAPS` taps)
     where the compiler builds it, else :data:`MAX_TABLE_SUPPORT`."""
-    if profile.device_type == "cpu" and profile.vector_kernels:
+    if cpu_vector_tiles(profile):
         return VECTOR_SLICE_TAPS
     return MAX_TABLE_SUPPORT
 
@@ -136,8 +141,7 @@ def table_tiles(profile: DeviceProfile, support: int) -> TileShape:
         if support <= 9:
             return TileShape(8, 8, 4096, groups=4)
         return TileShape(16, 32, 2048) if support <= 17 else TileShape(32, 32, 2048)
-    if (profile.device_type == "cpu" and profile.vector_kernels
-            and support <= VECTOR_SLICE_TAPS):
+    if cpu_vector_tiles(profile) and support <= VECTOR_SLICE_TAPS:
         # a footprint's halo reaches one tile on: tiles of at least W - 1
         edge = 16 if support <= 16 else 32 if support <= 32 else 64
         return TileShape(edge, edge, vector=True)
@@ -331,11 +335,13 @@ def float_float(values) -> np.ndarray:
 
 
 def _spread_params(grid: TableGrid, tiles: TileShape, vis_real: np.dtype, weighted: bool,
-                   masked: bool) -> dict:
-    """Parameters of ``core_spread.cl.mako`` for a table grid."""
+                   masked: bool, float_float: bool = False) -> dict:
+    """Parameters of ``core_spread.cl.mako`` for a table grid (``float_float``:
+    a device without fp64, the tiles' totals compensated floats)."""
     return {"real": real_dtype_name(grid.real), "vis_real": real_dtype_name(vis_real),
             "support": grid.support, "beta": 0.0, "do_w": False, "shifted": False,
-            "weighted": weighted, "masked": masked, "with_f64": True,
+            "weighted": weighted, "masked": masked, "with_f64": not float_float,
+            "float_float": float_float,
             "kernel_source": grid.vector_source if tiles.vector else grid.kernel_source,
             "oversample": grid.oversample,
             "table_real": grid.table_real, "tile_u": tiles.tile_u, "lanes": tiles.lanes,
@@ -349,6 +355,8 @@ class _SpreadKernels:
 
     def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tiles: TileShape):
         self.queue, self.grid, self.tiles = queue, grid, tiles
+        #: No fp64 on the device: the tiles' totals in compensated float.
+        self.float_float = not DeviceProfile.from_device(queue.device).fp64
         self._kernels: dict = {}
 
     def __call__(self, name: str, vis_real=None, weighted: bool = False,
@@ -358,8 +366,9 @@ class _SpreadKernels:
         if key not in self._kernels:
             template = KernelTemplate(
                 self.queue, "core_spread.cl.mako",
-                _spread_params(self.grid, self.tiles, vis_real, weighted, masked),
-                need_f64=True)
+                _spread_params(self.grid, self.tiles, vis_real, weighted, masked,
+                               self.float_float),
+                need_f64=not self.float_float)
             self._kernels[key] = template.kernel(name)
         return self._kernels[key]
 

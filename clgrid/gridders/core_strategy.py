@@ -86,10 +86,6 @@ class CoreTableEngine:
                  spread: bool = True):
         if method not in CORE_METHODS:
             raise ValueError(f"core method must be one of {CORE_METHODS}, got {method!r}")
-        if not profile.fp64 and method == "tiles" and spread:
-            raise ValueError(f"the core's tile spread sums in double precision; "
-                             f"{profile.device_name!r} has no fp64: core_method 'register' "
-                             "(positions in float-float)")
         table_real = gcf.real_tables
         self.table_grid = TableGrid(nx, ny, float(cell_size_rad), gcf.support, gcf.oversample,
                                     gcf.w_planes, float(gcf.w_step_lambda), gcf.separable,

@@ -27,13 +27,13 @@ host uv preparation (:mod:`clgrid.gridders.uvprep`):
     with the tables' weights (``templates/core_spread.cl.mako``), no float
     atomics, support <= 33 (64 on CPUs with the vector tile); or ``'register'``, Romein/Merry register
     accumulation over points sorted by cell, float atomics at flushes
-    (``templates/core_spread_register.cl.mako``, any support; without fp64
-    the only one, its positions in float-float).
+    (``templates/core_spread_register.cl.mako``, any support).  Without fp64
+    the positions are float-float and the tiles' sums compensated floats.
 
 With ``deterministic=True`` only the atomic-free strategies qualify: the
 scatter and image strategies add into the grid with float atomics, whose
 order (and so the last bits of the sums) varies run to run.  ``'auto'``
-then picks ``'core'`` on GPUs (fp64, support <= 33) and ``'tiled'``
+then picks ``'core'`` on GPUs (support <= 33) and ``'tiled'``
 elsewhere, which bins its records in record order in that mode
 (:class:`clgrid.gridders.tiled.TiledEngine`; on CPUs its blocked binning
 costs nothing, docs/determinism.md).
@@ -251,7 +251,7 @@ def core_method_for(profile, support: int, deterministic: bool = False,
     tile spread's, benchmarks/RESULTS.md)."""
     if deterministic:
         return "tiles"
-    if support > max_table_support(profile) or not profile.fp64:
+    if support > max_table_support(profile):
         return "register"
     if profile.device_type == "cpu" and (npol == 1 or cpu_vector_tile(profile, support)):
         return "tiles"
@@ -261,12 +261,9 @@ def core_method_for(profile, support: int, deterministic: bool = False,
 def core_possible(profile, support: int, precision: Any = np.float32,
                   separable: bool = True, method: str = "tiles") -> tuple[bool, str]:
     """Whether the core strategy can run with spread ``method``, and if not why
-    (without fp64 the register spread runs, its positions in float-float;
-    the tile spread sums in double)."""
+    (without fp64 both run: positions in float-float, sums compensated)."""
     if method == "register":
         return True, ""
-    if not profile.fp64:
-        return False, "the device has no fp64 (the core's tile spread sums in double)"
     if support > max_table_support(profile):
         return False, (f"support {support}: the core's tiles take support <= "
                        f"{max_table_support(profile)} here")
