@@ -21,7 +21,8 @@
 ## single-chunk item writes the grid, the chunks of a split item write partial
 ## tiles to scratch slots, and fold_chunks adds those in slot order.
 ## Sums: each lane adds a batch (at most LANES points) in the grid precision,
-## then folds the batch into a double-precision total, so float32 grids keep
+## then folds the batch into a double-precision total (without fp64: a
+## Kahan-compensated float pair, float_float below), so float32 grids keep
 ## float64-like accuracy however many points fall on one cell (long float32
 ## sums limited cuFINUFFT to 1e-4 at 1e8 points) at one double add per cell
 ## per batch.

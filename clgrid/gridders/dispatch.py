@@ -51,7 +51,8 @@ from typing import Any
 import numpy as np
 
 from ..core.plan import TileShape
-from ..core.table import TableGrid, max_table_support, staging_bytes, table_tiles
+from ..core.table import (TableGrid, cpu_vector_tiles, max_table_support, staging_bytes,
+                          table_tiles)
 from .params import GridderParams, ImageParams, default_params
 from .tiled import TILE_SIZES, TiledParams, fits_local
 
@@ -236,8 +237,7 @@ CPU_CORE_MAX_SUPPORT = 8
 def cpu_vector_tile(profile, support: int) -> bool:
     """Whether the core's tile spread runs the CPU vector tile (CPUs whose
     compiler builds it, W <= 64: :func:`clgrid.core.table.table_tiles`)."""
-    return (profile.device_type == "cpu" and support <= max_table_support(profile)
-            and table_tiles(profile, support).vector)
+    return cpu_vector_tiles(profile) and support <= max_table_support(profile)
 
 
 def core_method_for(profile, support: int, deterministic: bool = False,

@@ -164,8 +164,8 @@ class Gridder(_TableOperation):
         OpenCL image with hardware interpolation, :mod:`clgrid.gridders.image_gcf`)
         and ``'core'`` (the gridding core: set points on the device, no host
         pass over the visibilities; :mod:`clgrid.gridders.core_strategy`;
-        without fp64 its register spread only).  The choice and its reasons
-        are in :attr:`choice`.
+        without fp64 its positions in float-float, its sums compensated).
+        The choice and its reasons are in :attr:`choice`.
     tiled_params, image_params, core_tiles
         Override the dispatcher's geometry of the tiled / image / core strategy
         (:class:`clgrid.gridders.tiled.TiledParams`, :class:`clgrid.gridders.params.ImageParams`,
@@ -181,8 +181,8 @@ class Gridder(_TableOperation):
         (:class:`clgrid.core.register.RegisterParams` or a dict of its fields).
     deterministic
         True: bitwise-identical grids call after call (same device and
-        driver): ``'auto'`` picks the core strategy on GPUs (where the
-        device has fp64 and support <= 33), on CPUs the core where
+        driver): ``'auto'`` picks the core strategy on GPUs (support <=
+        33), on CPUs the core where
         :func:`clgrid.gridders.dispatch.cpu_core_faster`, and elsewhere the tiled strategy
         with its records binned in record order (a blocked counting sort on
         CPUs, clgrid's stable radix sort elsewhere) instead of an atomic
