@@ -2,18 +2,15 @@
 
 Two measurements on one device, each beside its non-deterministic twin:
 
-1. ``Gridder`` (table gridding, separable ES GCF, 8x oversampled): the
-   auto strategy with ``deterministic=False`` (scatter on GPUs with native
-   float atomics, tiled with its atomic cursor on CPUs), the tiled strategy
-   with the atomic cursor, and ``deterministic=True`` (tiled, records binned
-   in record order) with the device's usual binning (``'blocked'`` on CPUs,
-   ``'sorted'`` -- the stable radix sort -- elsewhere) and with the other,
-   and ``strategy='core'`` (the gridding core: device set points, output-
-   owned tiles; what ``deterministic=True`` picks on GPUs).
-   Device-only (records already on the device, ``Gridder.grid_records``;
-   for the core: its device set points made, the visibilities on the
-   device, ``Gridder.grid_plan``; its set points are timed apart,
-   ``set_points_s``) and end to end (host uvw/vis in, host grid out).
+1. ``Gridder`` (table gridding on the gridding core, separable ES GCF, 8x
+   oversampled): ``deterministic=True`` (the tile spread: output-owned
+   tiles, no float atomics) beside ``method='register'`` (Romein/Merry
+   register accumulation, float atomics at flushes; the ratios' base).
+   ``default`` says which of the two a Gridder with neither (``method=None``)
+   runs on the device.  Device-only (set points made once, the
+   visibilities on the device, ``Gridder.grid_plan``; the set points are
+   timed apart, ``set_points_s``) and end to end (host uvw/vis in, host
+   grid out).
 2. ``vis2dirty`` with Briggs weights, end to end: ``ImageWeighting``
    (histogram by float atomics, by exact 64-bit fixed point -- the
    deterministic default --, or by the stable-sort fallback) then
@@ -50,7 +47,6 @@ import pyopencl.array as cla  # noqa: E402
 
 import clgrid  # noqa: E402
 from clgrid.gcf import separable_gcf  # noqa: E402
-from clgrid.gridders import tiled  # noqa: E402
 from clgrid.imaging.weighting import ImageWeighting  # noqa: E402
 from clgrid.io.simulate import simulate_observation  # noqa: E402
 
@@ -117,7 +113,7 @@ def interleaved_medians(calls: dict, queue, repeats: int) -> dict:
 
 
 def gridder_rows(context, queue, uvw, freq, npix, npol, support, repeats) -> list[dict]:
-    """Gridder: auto (non-deterministic), tiled (atomic cursor), deterministic."""
+    """Gridder: the register spread (float atomics) and deterministic=True (tiles)."""
     rng = np.random.default_rng(1)
     nvis = uvw.shape[0] * freq.size
     vis = (rng.standard_normal((uvw.shape[0], freq.size, npol))
@@ -125,38 +121,27 @@ def gridder_rows(context, queue, uvw, freq, npix, npol, support, repeats) -> lis
     uv_max = np.max(np.abs(uvw[:, :2])) * freq.max() / C
     cell = 0.4 / uv_max   # the longest baseline 0.4 * npix cells from the centre
     gcf = separable_gcf(support, 8)
-    device_type = clgrid.DeviceProfile.from_device(queue.device).device_type
-    usual = tiled.DETERMINISTIC_BINNING.get(device_type, "sorted")
-    other = "sorted" if usual == "blocked" else "blocked"
-    configs = [("auto, deterministic=False", dict(deterministic=False), usual),
-               ("tiled, deterministic=False", dict(strategy="tiled", deterministic=False), usual),
-               (f"deterministic=True ({usual} binning)", dict(deterministic=True), usual),
-               (f"deterministic=True ({other} binning)", dict(deterministic=True), other)]
-    if clgrid.DeviceProfile.from_device(queue.device).fp64:
-        configs.append(("core (deterministic)", dict(strategy="core"), usual))
-    prepared, set_points_s = {}, {}
-    for name, options, binning in configs:
+    profile = clgrid.DeviceProfile.from_device(queue.device)
+    default = clgrid.choose_method(profile, support, npol, np.float32, separable=True).method
+    configs = [("register, deterministic=False", dict(method="register")),
+               ("deterministic=True (tiles)", dict(deterministic=True))]
+    prepared, set_points_s, notes = {}, {}, []
+    for name, options in configs:
         progress(f"Gridder support {support}: build {name}")
-        tiled.DETERMINISTIC_BINNING[device_type] = binning
-        gridder = clgrid.Gridder(queue, gcf, npix, npix, cell, npol=npol, **options)
-        tiled.DETERMINISTIC_BINNING[device_type] = usual
-        plan = gridder.plan(uvw, freq)
-        if gridder.strategy == "core":
-            set_points_s[name] = interleaved_medians(
-                {name: lambda g=gridder: g.plan(uvw, freq)}, queue, repeats)[name]
-            prepared[name] = (gridder, plan, cla.to_device(queue, vis), None)
+        try:
+            gridder = clgrid.Gridder(queue, gcf, npix, npix, cell, npol=npol, **options)
+        except ValueError as error:   # deterministic=True beyond the tile spread's support
+            notes.append({"part": "Gridder", "support": support, "config": name,
+                          "note": str(error)})
             continue
-        records = plan.records(vis, None, dtype=gridder.complex_dtype)
-        prepared[name] = (gridder, cla.to_device(queue, plan.header),
-                          cla.to_device(queue, records), gridder.zeros())
+        plan = gridder.plan(uvw, freq)
+        set_points_s[name] = interleaved_medians(
+            {name: lambda g=gridder: g.plan(uvw, freq)}, queue, repeats)[name]
+        prepared[name] = (gridder, plan, cla.to_device(queue, vis))
 
     def device_only(name):
-        gridder, header_d, records_d, grid = prepared[name]
-        if gridder.strategy == "core":   # (gridder, plan, vis on the device, -)
-            return gridder.grid_plan(header_d, records_d, return_device=True)
-        grid.fill(0)
-        gridder.grid_records(header_d, records_d, grid)
-        return grid
+        gridder, plan, vis_d = prepared[name]
+        return gridder.grid_plan(plan, vis_d, return_device=True)
 
     progress(f"Gridder support {support}: timing device-only")
     device_s = interleaved_medians({name: (lambda n=name: device_only(n)) for name in prepared},
@@ -165,25 +150,28 @@ def gridder_rows(context, queue, uvw, freq, npix, npol, support, repeats) -> lis
     end_to_end_s = interleaved_medians(
         {name: (lambda g=prepared[name][0]: g(uvw, freq, vis)) for name in prepared},
         queue, repeats)
-    rows, base = [], configs[0][0]
+    rows, base = [], next(iter(prepared), None)
+    if base is None:
+        return notes
     reference = device_only(base).get()
-    for name, _, _ in configs:
+    for name in prepared:
         first = device_only(name).get()
         second = device_only(name).get()
         gridder = prepared[name][0]
         rows.append({
             "part": "Gridder", "support": support, "config": name,
-            "strategy": gridder.strategy, "deterministic": gridder.deterministic,
+            "method": gridder.method, "default": gridder.method == default,
+            "deterministic": gridder.deterministic, "atomics": gridder.atomic_path,
             "nvis": nvis, "npix": npix, "npol": npol,
             "device_s": device_s[name], "end_to_end_s": end_to_end_s[name],
-            "set_points_s": set_points_s.get(name, "-"),
+            "set_points_s": set_points_s[name],
             "ratio_device": device_s[name] / device_s[base],
             "ratio_end_to_end": end_to_end_s[name] / end_to_end_s[base],
             "repeat_bitwise": bool(np.array_equal(first, second)),
             "rel_diff_to_first": float(np.max(np.abs(first - reference))
                                        / np.max(np.abs(reference))),
         })
-    return rows
+    return rows + notes
 
 
 def imaging_rows(queue, uvw, freq, npix, repeats, do_w: bool) -> list[dict]:

@@ -1,35 +1,31 @@
-"""Benchmark of the table-based gridder (Romein work distribution, Merry coarsening).
+"""Benchmark of the table-based Gridder on the gridding core (Romein work
+distribution, Merry coarsening).
 
-Prints a table and optionally writes JSON.  Per support: giga grid-point
-additions per second (GGPAPS: one complex multiply-add per polarisation per
-GCF point of every gridded record), visibilities per second (uncompressed
-equivalent), the fraction of grid-point updates that reach global memory
-(atomic flushes / updates, the Romein paper's 0.23%), the compression ratio
-and the host preparation rate.  Peer column: ducc0.wgridder.vis2dirty on the
-same visibilities (a different algorithm: W-stacking with its own kernel
-support chosen from epsilon; its time covers the FFTs too), skipped with a
-note when ducc0 is missing.
+Prints a table and optionally writes JSON.  Per support, one row per spread
+of ``--core-methods`` (``tiles``: output-owned tiles, no float atomics;
+``register``: Romein/Merry register accumulation, one row per
+``--register`` geometry and ``--atomics`` path): giga grid-point additions
+per second (GGPAPS: one complex multiply-add per polarisation per GCF point
+of every gridded footprint), visibilities per second, the fraction of
+grid-point updates that reach global memory (register rows: atomic block
+flushes / updates, the Romein paper's 0.23%), the compression (kept
+visibilities per gridded footprint: the register spread merges sorted
+points of equal cell and table slice into records on the device; the tile
+spread grids every kept visibility) and the device set points' rate
+(``prep_Mvis_per_s``).  Device-only: ``Gridder.grid_plan`` with its plan
+made and the visibilities on the device.  Supports the tile spread cannot
+take on the device (above 33 on GPUs, 64 on CPUs with the vector tile) have
+no ``tiles`` row.  Peer column: ducc0.wgridder.vis2dirty on the same
+visibilities (a different algorithm: W-stacking with its own kernel support
+chosen from epsilon; its time covers the FFTs too), skipped with a note
+when ducc0 is missing.
 
 Data: tracks simulated from the bundled SKA1-mid + MeerKAT layout
 (clgrid/data), 6 h, 10 s integrations, 16 channels, quad polarisation, 8 x 8
-oversampling and 32 W planes onto a 2048 x 2048 grid.  The gridded records are
-the first records (consecutive tracks) of the compressed observation, up to a
-budget of grid-point additions per support so that every support runs in
+oversampling and 32 W planes onto a 2048 x 2048 grid.  The gridded rows are
+the first rows (consecutive tracks) of the observation, all channels, up to
+a budget of grid-point additions per support so that every support runs in
 seconds.
-
-Beside the scatter strategy's rows (one per atomic path; ``--no-scatter``
-skips them), rows for ``Gridder(strategy='core')`` (the gridding core:
-device set points; ``--no-core`` skips them), one per spread of
-``--core-methods`` (``tiles``: output-owned tiles, no atomics;
-``register``: Romein/Merry register accumulation, one row per
-``--register`` geometry): the first rows of the
-observation, all channels, up to the same budget of grid-point additions
-(no compression: every kept visibility is gridded), device-only
-(``grid_plan`` with its set points made and the visibilities on the device);
-its ``prep_Mvis_per_s`` is the device set points' rate.  The register
-spread merges sorted points of equal footprint start and table slice into
-records on the device; its GGPAPS count the additions of those records.  Supports above 33
-have no ``tiles`` row (that spread's limit).
 
     python benchmarks/gridding.py --device intel --quick
     python benchmarks/gridding.py --device nvidia --peak-gpaps 8.4e12 --json out.json
@@ -52,12 +48,12 @@ import pyopencl.array as cla  # noqa: E402
 
 import clgrid  # noqa: E402
 from benchmarks._common import fmt, print_table  # noqa: E402
-from clgrid.core.register import RegisterSpreader  # noqa: E402
-from clgrid.core.table import MAX_TABLE_SUPPORT  # noqa: E402
+from clgrid.core.register import RegisterParams  # noqa: E402
 from clgrid.gcf import separable_gcf, w_projection_gcf  # noqa: E402
-from clgrid.gridders.gridder import Gridder, GridderParams  # noqa: E402
+from clgrid.gridders.checks import SPEED_OF_LIGHT_M_S  # noqa: E402
+from clgrid.gridders.dispatch import tiles_possible  # noqa: E402
+from clgrid.gridders.gridder import Gridder  # noqa: E402
 from clgrid.io.simulate import simulate_observation  # noqa: E402
-from clgrid.gridders.uvprep import SPEED_OF_LIGHT_M_S, plan_uv  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -84,19 +80,20 @@ def parse_args(argv=None):
     parser.add_argument("--gpa-budget", type=float, default=None,
                         help="grid-point additions per support (default 2e13, quick 3e9)")
     parser.add_argument("--atomics", nargs="+", default=None,
-                        help="atomic paths to compare (default: every path the device has)")
-    parser.add_argument("--params", default="auto",
-                        help="'auto' (tuning cache, else defaults) or bu,bv,wg,vpg")
+                        help="register rows: atomic paths to compare (default: the "
+                             "device's best)")
     parser.add_argument("--peak-gpaps", type=float, default=None,
                         help="device peak grid-point additions/s (H200: 8.4e12)")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--core", action=argparse.BooleanOptionalAction, default=True,
-                        help="also time Gridder(strategy='core') (default on, needs fp64)")
     parser.add_argument("--core-methods", nargs="+", default=["tiles", "register"],
                         choices=("tiles", "register"),
-                        help="the core's spreads to time (tiles: support <= 33)")
-    parser.add_argument("--register", nargs="+", default=["auto"],
-                        help="register spread geometries: 'auto' (defaults) or "
+                        help="the Gridder's spreads to time (method=; tiles: support <= 33 "
+                             "on GPUs, 64 on CPUs)")
+    parser.add_argument("--register", "--params", dest="register", nargs="+",
+                        default=["auto"],
+                        help="register spread geometries: 'auto' (the tuning cache of "
+                             "'clgrid tune', else the defaults), 'default', "
+                             "bu,bv,wg,vpg (batch 64) or "
                              "block_u,block_v,wg_size,batch,points_per_group")
     parser.add_argument("--no-fp64", action="store_true",
                         help="run as a device without fp64 would (DeviceProfile.fp64 "
@@ -104,8 +101,6 @@ def parse_args(argv=None):
     parser.add_argument("--ptx", action="store_true",
                         help="register rows: count the spread kernel's instructions by "
                              "class in the device binary (NVIDIA: PTX text)")
-    parser.add_argument("--no-scatter", dest="scatter", action="store_false",
-                        help="skip the scatter strategy's rows")
     return parser.parse_args(argv)
 
 
@@ -129,7 +124,7 @@ def peer_ducc(uvw, freq_hz, vis, nx, cell, npol):
     return time.perf_counter() - start, "ducc0.wgridder.vis2dirty eps 1e-5, all threads"
 
 
-def run_support(args, context, support, uvw, freq_hz, nx, cell, w_max, atomics_paths):
+def run_support(args, context, support, uvw, freq_hz, nx, cell, w_max):
     fov = nx * cell
     if args.table == "full":
         gcf = w_projection_gcf(support, args.oversample, args.w_planes, w_max, fov)
@@ -139,77 +134,52 @@ def run_support(args, context, support, uvw, freq_hz, nx, cell, w_max, atomics_p
             ramp = np.exp(0.3j * np.arange(support))   # complex, same magnitude
             gcf = dataclasses.replace(gcf, table_u=gcf.table_u * ramp,
                                       table_v=gcf.table_v * ramp)
-    params = args.params
-    if params != "auto":
-        params = GridderParams(*(int(x) for x in params.split(",")))
-    start = time.perf_counter()
-    plan = plan_uv(uvw, freq_hz, gcf, nx, nx, cell)
-    prep_seconds = time.perf_counter() - start
     budget = args.gpa_budget or (3e9 if args.quick else 2e13)
-    n_records = int(min(plan.n_records, max(1, budget // (support * support * args.npol))))
-    n_vis = int(plan.record_start[n_records] if n_records < plan.n_records else plan.n_kept)
-    rng = np.random.default_rng(0)
-    records = (rng.standard_normal((n_records, args.npol))
-               + 1j * rng.standard_normal((n_records, args.npol))).astype(np.complex64)
     rows = []
-    for path in (atomics_paths if args.scatter else []):
-        gridder = Gridder(context, gcf, nx, nx, cell, npol=args.npol, params=params,
-                          atomics=path)
-        header_d = cla.to_device(gridder.queue, plan.header[:n_records])
-        records_d = cla.to_device(gridder.queue, records)
-        grid = gridder.zeros()
-        gridder.grid_records(header_d, records_d, grid)          # warm-up
-        best = np.inf
-        for _ in range(args.repeats):
-            grid.fill(0)
-            gridder.queue.finish()
-            begin = time.perf_counter()
-            gridder.grid_records(header_d, records_d, grid)
-            best = min(best, time.perf_counter() - begin)
-        counting = Gridder(context, gcf, nx, nx, cell, npol=args.npol,
-                           params=gridder.params, atomics=path, count_flushes=True)
-        grid.fill(0)
-        flushes = counting.grid_records(header_d, records_d, grid)
-        updates = n_records * support * support * args.npol
-        gpaps = updates / best
-        row = {"support": support, "atomics": gridder.atomic_path,
-               "params": "%d,%d,%d,%d" % (gridder.params.block_u, gridder.params.block_v,
-                                         gridder.wg_size, gridder.params.vis_per_group),
-               "records": n_records, "vis": n_vis, "time_s": best,
-               "GGPAPS": gpaps / 1e9, "Mvis_per_s": n_vis / best / 1e6,
-               "flush_fraction": flushes * args.npol / updates,
-               "compression": plan.compression_ratio,
-               "prep_Mvis_per_s": (plan.n_kept + plan.n_offgrid) / prep_seconds / 1e6}
-        if args.peak_gpaps:
-            row["peak_fraction"] = gpaps / args.peak_gpaps
-        rows.append(row)
     profile = clgrid.DeviceProfile.from_device(context.devices[0])
-    if args.core:
-        for method in args.core_methods:
-            # the tile spread sums in double: not without fp64
-            if method == "tiles" and (support > MAX_TABLE_SUPPORT or not profile.fp64):
+    for method in args.core_methods:
+        if method == "tiles":
+            possible, why = tiles_possible(profile, support, np.float32, gcf.separable)
+            if not possible:
+                print(f"# support {support}: no tiles row ({why})")
                 continue
-            for geometry in (args.register if method == "register" else [None]):
+            rows.append(core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget,
+                                 "tiles"))
+            continue
+        for geometry in args.register:
+            for path in (args.atomics or [None]):
                 rows.append(core_row(args, context, gcf, support, uvw, freq_hz, nx, cell,
-                                     budget, method, register_geometry(geometry)))
+                                     budget, "register", register_geometry(geometry), path))
     return rows
 
 
-def register_geometry(text: str | None) -> dict | None:
-    """RegisterParams fields from 'block_u,block_v,wg_size,batch,points_per_group'."""
-    if text in (None, "auto"):
+def register_geometry(text: str | None):
+    """``register_params=`` of a Gridder from a --register entry: 'auto' (the
+    tuning cache, else the defaults), 'default' (None: the defaults),
+    'bu,bv,wg,vpg' (RegisterParams(bu, bv, wg, 64, vpg), the old --params
+    form) or 'block_u,block_v,wg_size,batch,points_per_group'."""
+    if text in (None, "default"):
         return None
-    names = ("block_u", "block_v", "wg_size", "batch", "points_per_group")
-    return dict(zip(names, (int(x) for x in text.split(","))))
+    if text == "auto":
+        return "auto"
+    values = [int(x) for x in text.split(",")]
+    if len(values) == 4:
+        block_u, block_v, wg_size, per_group = values
+        return RegisterParams(block_u, block_v, wg_size, 64, per_group)
+    if len(values) == 5:
+        return RegisterParams(*values)
+    raise SystemExit(f"--register {text!r}: 'auto', 'default', bu,bv,wg,vpg or "
+                     "block_u,block_v,wg_size,batch,points_per_group")
 
 
 def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method="tiles",
-             register=None) -> dict:
-    """Gridder(strategy='core') on the first rows, device-only."""
+             register=None, atomics=None) -> dict:
+    """Gridder(method=method) on the first rows, device-only."""
     per_row = support * support * args.npol * freq_hz.size
     n_rows = int(min(uvw.shape[0], max(1, budget // per_row)))
-    gridder = Gridder(context, gcf, nx, nx, cell, npol=args.npol, strategy="core",
-                      core_method=method, register_params=register)
+    extra = (dict(register_params=register, atomics=atomics) if method == "register"
+             else {})
+    gridder = Gridder(context, gcf, nx, nx, cell, npol=args.npol, method=method, **extra)
     queue = gridder.queue
     gridder.plan(uvw[:n_rows], freq_hz)                     # warm-up (builds)
     queue.finish()
@@ -229,18 +199,17 @@ def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method
         gridder.grid_plan(plan, vis_d, return_device=True)
         queue.finish()
         best = min(best, time.perf_counter() - begin)
-    records = (gridder._core.register.records(plan.points).n_records if method == "register"
-               else plan.n_kept)
+    records = gridder.last_stats["n_records"]
     gather_ms = flush_fraction = None
-    if method == "register":      # the per-call sum of the records' values, alone
+    if method == "register":
         spread = gridder._core.register
-        counting = RegisterSpreader(queue, spread.grid, spread.tables_d, args.npol,
-                                    spread.params, count_flushes=True)
-        counting(plan.points, vis_d, None, None, cla.zeros(queue, (args.npol, nx, nx),
-                                                           gridder.complex_dtype), False)
+        counting = Gridder(context, gcf, nx, nx, cell, npol=args.npol, method="register",
+                           register_params=spread.params, atomics=atomics, count_flushes=True)
+        counting.grid_plan(counting.plan(uvw[:n_rows], freq_hz), vis_d, return_device=True)
         block_points = spread.params.block_u * spread.params.block_v
-        flush_fraction = (counting.last_flushes * block_points
-                          / max(1, counting.records(plan.points).n_records * support ** 2))
+        flush_fraction = (counting.last_stats["flushes"] * block_points
+                          / max(1, counting.last_stats["n_records"] * support ** 2))
+        # the per-call sum of the records' values, alone
         cut = spread.records(plan.points)
         queue.finish()
         begin = time.perf_counter()
@@ -248,7 +217,7 @@ def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method
         queue.finish()
         gather_ms = (time.perf_counter() - begin) * 1e3
     updates = records * support * support * args.npol
-    row = {"support": support, "atomics": f"{gridder.atomic_path} (core {method})",
+    row = {"support": support, "method": method, "atomics": gridder.atomic_path,
            "params": gridder._core.geometry,
            "records": records, "vis": plan.n_kept, "time_s": best,
            "GGPAPS": updates / best / 1e9, "Mvis_per_s": plan.n_kept / best / 1e6,
@@ -338,7 +307,6 @@ def main(argv=None) -> int:
     nx_half = args.nx / 2 - margin
     cell = 1.0 / (args.nx * uv_max / nx_half)   # uv cell: uv_max / nx_half
     w_max = np.abs(uvw[:, 2]).max() * freq_hz.max() / SPEED_OF_LIGHT_M_S
-    atomics_paths = args.atomics or list(profile.supported_atomic_paths(32))
     print(f"# clgrid gridding benchmark {time.strftime('%Y-%m-%d %H:%M')}")
     print(f"# device: {profile.device_name} ({profile.platform_key}, {profile.driver_version}), "
           f"command: {' '.join(sys.argv)}")
@@ -347,8 +315,7 @@ def main(argv=None) -> int:
           f"{args.w_planes if args.table == 'full' else 1} W planes ({args.table} table)")
     rows = []
     for support in args.supports:
-        rows.extend(run_support(args, context, support, uvw, freq_hz, args.nx, cell, w_max,
-                                atomics_paths))
+        rows.extend(run_support(args, context, support, uvw, freq_hz, args.nx, cell, w_max))
     peer_seconds, peer_note = None, "skipped"
     if True:  # the peer runs on a subset of rows
         n_peer_rows = min(uvw.shape[0], 200_000 if not args.quick else 20_000)

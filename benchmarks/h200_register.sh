@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Table Gridder fraction of fp32 peak on the H200 (issue 13's >= 50% target):
-# the core's register spread at several geometries beside the scatter
-# strategy and the core's tile spread, full W-projection and separable
-# tables (real and complex), in one device call (under 10 minutes).  Run with the device tool:
+# the register spread (native PTX atomics) at several geometries ('auto': the
+# tuning cache, else the defaults) beside the tile spread (supports <= 33),
+# full W-projection and separable tables (real and complex), in one device
+# call (under 10 minutes).  Run with the device tool:
 #
 #   kind nvidia-h200, carry [".whl"], command: bash benchmarks/h200_register.sh
 #

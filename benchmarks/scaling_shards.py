@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pyopencl.array as cla  # noqa: E402
 
 from benchmarks.scaling import imaging_observation  # noqa: E402
-from clgrid.gridders.uvprep import SPEED_OF_LIGHT_M_S  # noqa: E402
+from clgrid.gridders.checks import SPEED_OF_LIGHT_M_S  # noqa: E402
 from clgrid.scaleout.multidevice import MultiDeviceImager, _take  # noqa: E402
 from clgrid.scaleout.partition import all_gpus_or_best, cpu_sub_devices  # noqa: E402
 

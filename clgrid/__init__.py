@@ -27,11 +27,11 @@ from .singledish import HealpixGather, SlGrid, WcsGrid
 from .imaging import ImageWeighting
 from .gridders import gcf
 from .gridders.degridder import Degridder
-from .gridders.gridder import Gridder, GridderParams
+from .gridders.gridder import Gridder
 from .gridders.streaming import StreamingGridder
-from .gridders.tiled import TiledParams
-from .gridders.params import ImageParams
-from .gridders.dispatch import choose as choose_strategy
+from .gridders.dispatch import choose as choose_method
+from .core.register import RegisterParams
+from .core.plan import TileShape
 from .scaleout.entry import Imager, dirty2vis, vis2dirty
 from .scaleout.wgridder import dirty2ms, ms2dirty
 from .scaleout.multidevice import MultiDeviceImager
@@ -43,8 +43,8 @@ __version__ = "0.1.0"
 __all__ = [
     "Imager", "dirty2vis", "vis2dirty", "dirty2ms", "ms2dirty", "MultiDeviceImager",
     "cpu_sub_devices",
-    "Degridder", "Gridder", "GridderParams", "gcf",
-    "ImageParams", "StreamingGridder", "TiledParams", "choose_strategy",
+    "Degridder", "Gridder", "RegisterParams", "TileShape", "gcf",
+    "StreamingGridder", "choose_method",
     "ImageWeighting", "image_measurement_set",
     "HealpixGather", "SlGrid", "WcsGrid",
     "BSplinePrefilter", "CelestialPlane", "Reprojector", "reproject_interp",

@@ -48,8 +48,7 @@ def _cmd_devices(args: argparse.Namespace) -> int:
         print(line)
     if getattr(args, "explain", False):
         from .gridders.dispatch import explain
-        print(f"\nGridder(strategy='auto') for support {args.support}, npol {args.npol}, "
-              "float32:")
+        print(f"\nGridder's spread for support {args.support}, npol {args.npol}, float32:")
         print(format_table([explain(p, args.support, args.npol) for p in profiles]))
     return 0
 
@@ -94,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     devices = commands.add_parser("devices", help="list OpenCL devices and what clgrid uses")
     devices.add_argument("--explain", action="store_true",
-                         help="also show the gridding strategy 'auto' picks per device, and why")
+                         help="also show the spread a Gridder runs per device, and why")
     devices.add_argument("--support", type=int, default=32, help="GCF support for --explain")
     devices.add_argument("--npol", type=int, default=4, choices=(1, 2, 4))
     devices.set_defaults(func=_cmd_devices)

@@ -2,7 +2,8 @@
 
 Shows a W-projection GCF table (the oversampled kernel of the last W plane),
 the uv grid's amplitude, the dirty image made from it (inverse FFT, grid
-correction), and which gridding strategy the dispatcher picked and why.
+correction), and which spread of the gridding core the dispatcher picked
+(``method``: ``tiles`` or ``register``) and why.
 About 5 s on a 2-core laptop (Intel OpenCL CPU runtime), 3 s with --small.
 
     python examples/gridding.py [--device intel] [--small] [--png gridding.png]
@@ -54,12 +55,12 @@ def main() -> None:
     cell = 1 / (4 * uv_max)                          # four pixels across the beam
     gcf = w_projection_gcf(8, 32, 4, w_max, fov_rad=2 * npix * cell)  # support, oversampling, W
     gridder = clgrid.Gridder(clgrid.create_context(args.device), gcf, 2 * npix, 2 * npix, cell)
-    print(f"device: {gridder.profile.device_name}\nstrategy: {gridder.strategy}\n"
+    print(f"device: {gridder.profile.device_name}\nmethod: {gridder.method}\n"
           f"why: {'; '.join(gridder.choice.reasons)}")
     grid = gridder(uvw, freq, vis[..., None], weights=weight[..., None], flags=~usable[..., None])
     stats = gridder.last_stats
-    print(f"visibilities: {stats['n_visibilities']} as {stats['n_records']} records "
-          f"(compression {stats['compression_ratio']:.2f}), {stats['n_offgrid']} off the grid")
+    print(f"visibilities: {stats['n_visibilities']}, {stats['n_kept']} gridded as "
+          f"{stats['n_records']} footprints, {stats['n_offgrid']} off the grid")
     image = dirty_image(grid[0], gcf, npix, weight[usable].sum())
     i, j = np.unravel_index(np.argmax(image), image.shape)
     print(f"cell_arcsec: {np.degrees(cell) * 3600:.4f}\npeak_pixel: {i} {j}\n"

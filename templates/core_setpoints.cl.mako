@@ -12,7 +12,7 @@
 ##             real ("float" | "double"): precision of the sub-cell offsets;
 ##             positions ("es" | "table"): "table" adds table_keys and
 ##             table_records, the positions of the tabulated-kernel Gridder
-##             (clgrid.gridders.uvprep's conventions), with oversample (int O),
+##             (clgrid.gridders.gcf's conventions), with oversample (int O),
 ##             conjugate (bool: negate uvw with w < 0), w_planes (int),
 ##             key_order ("tile" | "cell"): table keys by tile (the tile
 ##             spread's bins, 32 bits) or by footprint start cell and table
@@ -138,9 +138,9 @@ __kernel void point_records(__global const unsigned int *sorted_index,
 % endif
 % if positions == "table":
 // ---------------------------------------------------------------- tables
-// Positions of the tabulated-kernel Gridder, exactly as uvprep.plan_uv
-// computes them on the host (same operations in the same order, no
-// contraction into fma, so the same roundings): grid centre at (ny/2, nx/2),
+// Positions of the tabulated-kernel Gridder in double, operations in a
+// fixed order with no contraction into fma (the roundings of plain float64
+// code, as tests/test_gridder_reference.py's): grid centre at (ny/2, nx/2),
 // u along x (the last axis, the core's lanes), v along y (the core's rows);
 // k = rint((u * nx * cell + nx/2) * O), footprint start x0 = ceil(k/O - S/2)
 // in integer arithmetic, sub-pixel index f = x0 * O - k + (S O)/2, W plane
@@ -262,7 +262,7 @@ inline int table_position(const unsigned int k, __global const double *uvw,
 // cell and table slice with key_order "cell"; one w bin), or
 // INVALID_KEY where it is left out: fully flagged (all npol flags set),
 // off the grid, or not finite; each counted (counts[0..2]: flagged,
-// off-grid, non-finite), as uvprep counts them.
+// off-grid, non-finite), as the Gridder reports them.
 __kernel void table_keys(__global const ${pos_t} *uvw, __global const ${pos_t} *freq_scale,
                          const unsigned int nchan, const unsigned int n_vis,
                          ${geometry},

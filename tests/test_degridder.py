@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from clgrid.gcf import separable_gcf, user_gcf, w_projection_gcf
-from clgrid.gridders.degridder import Degridder, DegridderParams
-from clgrid.gridders.gridder import Gridder, GridderParams
+from clgrid.gridders.degridder import Degridder
+from clgrid.gridders.gridder import Gridder
 
 from test_gridder_reference import C, degrid_reference, random_uvw, random_vis
 
@@ -18,16 +18,16 @@ def _uvw(rng, nx, support, nrow=150, w_max_m=0.0):
     return random_uvw(rng, nrow, uv_max_m, w_max_m), cell
 
 
-CASES = [  # support, oversample, npol, precision, params
-    (7, 8, 1, np.float32, DegridderParams(1, 16, 4)),
-    (8, 4, 4, np.float32, DegridderParams(4, 8, 2)),
-    (3, 2, 2, np.float64, DegridderParams(2, 4, 3)),
-    (16, 8, 4, np.float64, DegridderParams(8, 4, 1)),
+CASES = [  # support, oversample, npol, precision, tiles (None: records of equal points)
+    (7, 8, 1, np.float32, None),
+    (8, 4, 4, np.float32, {"tile_u": 8, "lanes": 8}),
+    (3, 2, 2, np.float64, None),
+    (16, 8, 4, np.float64, None),
 ]
 
 
-@pytest.mark.parametrize("support, oversample, npol, precision, params", CASES)
-def test_degrid_matches_reference(cl_env, support, oversample, npol, precision, params):
+@pytest.mark.parametrize("support, oversample, npol, precision, tiles", CASES)
+def test_degrid_matches_reference(cl_env, support, oversample, npol, precision, tiles):
     if precision == np.float64 and not cl_env.profile.fp64:
         pytest.skip("no fp64")
     rng = np.random.default_rng(support)
@@ -37,7 +37,7 @@ def test_degrid_matches_reference(cl_env, support, oversample, npol, precision, 
     grid = random_vis(rng, (npol, ny, nx))
     weights = rng.uniform(0.5, 1.5, (uvw.shape[0], FREQ_HZ.size, 1))
     degridder = Degridder(cl_env.queue, gcf, nx, ny, cell, npol=npol, precision=precision,
-                          params=params)
+                          tiles=tiles)
     result = degridder(grid, uvw, FREQ_HZ, weights)
     reference = degrid_reference(grid, uvw, FREQ_HZ, gcf, nx, ny, cell, weights)
     tolerance = 1e-5 if precision == np.float32 else 1e-12
@@ -75,8 +75,7 @@ def test_adjoint(cl_env, precision, table, npol):
         if not conjugate:
             uvw_used[:, 2] = np.abs(uvw_used[:, 2])   # keep it linear (no conjugation)
         kwargs = dict(npol=npol, precision=precision, conjugate_negative_w=conjugate)
-        gx = Gridder(cl_env.queue, gcf, nx, ny, cell, params=GridderParams(2, 2, 32, 64),
-                     **kwargs)(uvw_used, FREQ_HZ, x, weights)
+        gx = Gridder(cl_env.queue, gcf, nx, ny, cell, **kwargs)(uvw_used, FREQ_HZ, x, weights)
         ghy = Degridder(cl_env.queue, gcf, nx, ny, cell, **kwargs)(y, uvw_used, FREQ_HZ,
                                                                       weights)
         left, right = _inner(gx, y), _inner(x, ghy)
@@ -90,16 +89,18 @@ def test_adjoint(cl_env, precision, table, npol):
         assert abs(left) > 1e-3 * scale   # not trivially zero
 
 
-def test_degrid_compressed_equals_uncompressed(cl_env):
+def test_degrid_records_equal_tiles(cl_env):
+    """Records of equal points (each footprint summed once) predict what one
+    footprint a point (the tile bins) does."""
     rng = np.random.default_rng(2)
     uvw, cell = _uvw(rng, 64, 4)
     uvw = np.repeat(uvw, 3, axis=0) * (1 + 1e-7 * rng.standard_normal((uvw.shape[0] * 3, 1)))
     gcf = separable_gcf(4, 4)
     grid = random_vis(rng, (1, 64, 64))
     results = []
-    for compress in (True, False):
-        degridder = Degridder(cl_env.queue, gcf, 64, 64, cell, compress=compress)
+    for tiles in (None, {"tile_u": 8, "lanes": 8}):
+        degridder = Degridder(cl_env.queue, gcf, 64, 64, cell, tiles=tiles)
         results.append(degridder(grid, uvw, FREQ_HZ))
         ratio = degridder.last_stats["compression_ratio"]
-        assert ratio > 2.0 if compress else ratio == 1.0
+        assert ratio > 2.0 if tiles is None else ratio == 1.0
     assert np.max(np.abs(results[0] - results[1])) < 1e-6 * np.max(np.abs(results[1]))

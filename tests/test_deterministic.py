@@ -132,106 +132,162 @@ def _repeat_bitwise(make, call):
     return gridder, first
 
 
-TILED_GEOMETRIES = {  # the dispatcher's CPU tile, and a GPU-style one (rows per pass > 1)
+TILE_GEOMETRIES = {  # the dispatcher's tile, lane tiles, GPU-style groups, split chunks
     "dispatcher": None,
-    "gpu-style": dict(tile_u=16, tile_v=16, rows_per_pass=4, batch=16),
-    "footprint-over-4-tiles": dict(tile_u=8, tile_v=8, rows_per_pass=2, batch=7),
+    "lanes-8": dict(tile_u=8, lanes=8),
+    "lanes-16x32": dict(tile_u=16, lanes=32),
+    "gpu-groups": dict(tile_u=8, lanes=8, chunk_points=4096, groups=4),
+    "split-chunks": dict(tile_u=16, lanes=16, chunk_points=64),
+    "vector": dict(tile_u=16, lanes=16, vector=True),
 }
 
 
-@pytest.fixture(params=["blocked", "sorted"])
-def binning(request, monkeypatch, cl_env):
-    """Run the deterministic Gridder with each binning on this device."""
-    from clgrid.gridders import tiled
-    monkeypatch.setitem(tiled.DETERMINISTIC_BINNING, cl_env.profile.device_type,
-                        request.param)
-    return request.param
-
-
-@pytest.mark.parametrize("geometry", list(TILED_GEOMETRIES), ids=list(TILED_GEOMETRIES))
-def test_gridder_deterministic_repeats_bitwise_and_matches_reference(cl_env, geometry,
-                                                                     binning):
+@pytest.mark.parametrize("geometry", list(TILE_GEOMETRIES), ids=list(TILE_GEOMETRIES))
+def test_gridder_deterministic_repeats_bitwise_and_matches_reference(cl_env, geometry):
     from clgrid.gcf import separable_gcf
     from test_gridder_reference import grid_reference
+    tiles = TILE_GEOMETRIES[geometry]
+    if tiles is not None and tiles.get("vector"):
+        cl_env.require_vector_tiles()
     uvw, freq, vis, weights, nx, cell = _table_observation()
     gcf = separable_gcf(8, 8)
 
     def make():
         return clgrid.Gridder(cl_env.queue, gcf, nx, nx, cell, npol=2, deterministic=True,
-                              strategy="tiled", tiled_params=TILED_GEOMETRIES[geometry])
+                              tiles=tiles)
 
     gridder, grid = _repeat_bitwise(make, lambda g: g(uvw, freq, vis, weights))
-    assert gridder.strategy == "tiled" and gridder.deterministic
-    assert gridder._engine.binning == binning
-    assert (gridder._engine.pair_stride > 1) == (binning == "sorted")
+    assert gridder.method == "tiles" and gridder.deterministic
+    assert gridder.atomic_path == "none"
+    if tiles is not None:
+        assert gridder._core.tiles == clgrid.TileShape(**tiles)
     reference = grid_reference(uvw, freq, vis, gcf, nx, nx, cell, weights)
     assert np.max(np.abs(grid - reference)) < 1e-5 * np.max(np.abs(reference))
-    # the same grid as the non-deterministic paths, to float rounding
-    for strategy in ("tiled", "scatter"):
-        other = clgrid.Gridder(cl_env.queue, gcf, nx, nx, cell, npol=2, strategy=strategy,
-                               deterministic=False)(uvw, freq, vis, weights)
-        assert np.max(np.abs(grid - other)) < 1e-5 * np.max(np.abs(reference))
+    # the same grid as the register spread (float atomics), to float rounding
+    other = clgrid.Gridder(cl_env.queue, gcf, nx, nx, cell, npol=2, method="register",
+                           deterministic=False)
+    assert not other.deterministic
+    assert np.max(np.abs(grid - other(uvw, freq, vis, weights))) < \
+        1e-5 * np.max(np.abs(reference))
 
 
-def test_gridder_deterministic_full_w_table(cl_env, binning):
+def test_gridder_deterministic_full_w_table(cl_env):
     from clgrid.gcf import w_projection_gcf
     from test_gridder_reference import C, grid_reference
     uvw, freq, vis, _, nx, cell = _table_observation(seed=6, nrow=400, w_max_m=300.0)
     gcf = w_projection_gcf(8, 4, 5, 300.0 * freq.max() / C, nx * cell)
 
     def make():
-        return clgrid.Gridder(cl_env.queue, gcf, nx, nx, cell, npol=2, deterministic=True,
-                              strategy="tiled")   # its binnings (the GPU default is core)
+        return clgrid.Gridder(cl_env.queue, gcf, nx, nx, cell, npol=2, deterministic=True)
 
-    _, grid = _repeat_bitwise(make, lambda g: g(uvw, freq, vis))
+    gridder, grid = _repeat_bitwise(make, lambda g: g(uvw, freq, vis))
+    assert gridder.method == "tiles"
     reference = grid_reference(uvw, freq, vis, gcf, nx, nx, cell)
     assert np.max(np.abs(grid - reference)) < 1e-5 * np.max(np.abs(reference))
 
 
+def test_gridder_deterministic_plan_reuse_repeats_bitwise(cl_env):
+    """grid_plan with one plan (major cycles) and accumulation into out=
+    repeat bitwise too."""
+    from clgrid.gcf import separable_gcf
+    uvw, freq, vis, weights, nx, cell = _table_observation(seed=13)
+    gridder = clgrid.Gridder(cl_env.queue, separable_gcf(6, 8), nx, nx, cell, npol=2,
+                             deterministic=True)
+    plan = gridder.plan(uvw, freq)
+    first = gridder.grid_plan(plan, vis, weights)
+    assert np.array_equal(first, gridder(uvw, freq, vis, weights))
+    assert np.array_equal(first, gridder.grid_plan(plan, vis, weights))
+    twice = []
+    for _ in range(2):
+        out = gridder.zeros()
+        gridder.grid_plan(plan, vis, weights, out=out, return_device=True)
+        twice.append(gridder.grid_plan(plan, vis, weights, out=out))
+    assert np.array_equal(twice[0], twice[1])
+    assert np.max(np.abs(twice[0] - 2 * first)) < 1e-6 * np.max(np.abs(first))
+
+
 def test_gridder_deterministic_default_and_conflicts(cl_env):
     from clgrid.gcf import separable_gcf
+    from clgrid.gridders.dispatch import choose
     gcf = separable_gcf(6, 4)
     default = clgrid.Gridder(cl_env.queue, gcf, 64, 64, 1e-3)
-    # the documented default: on for the tiled strategy and the core's tile
-    # spread (what CPUs get), off elsewhere
-    cpu_ways = default.strategy == "tiled" or default.choice.core_method == "tiles"
-    assert default.deterministic == (cpu_ways and cl_env.profile.device_type == "cpu")
-    assert not clgrid.Gridder(cl_env.queue, gcf, 64, 64, 1e-3, strategy="scatter").deterministic
-    for conflict in (dict(strategy="scatter"), dict(atomics="cas"), dict(count_flushes=True),
-                     dict(params={"wg_size": 64})):
-        with pytest.raises(ValueError, match="deterministic"):
+    # the documented default: reproducible exactly where the tile spread runs
+    assert default.method == choose(cl_env.profile, 6, 1).method
+    assert default.deterministic == (default.method == "tiles")
+    assert default.deterministic == (cl_env.profile.device_type == "cpu"
+                                     or cl_env.profile.atomic_f32 == "cas")
+    assert not clgrid.Gridder(cl_env.queue, gcf, 64, 64, 1e-3, method="register").deterministic
+    with pytest.raises(ValueError, match="deterministic=True needs the tile spread: method "
+                                         "'register'"):
+        clgrid.Gridder(cl_env.queue, gcf, 64, 64, 1e-3, deterministic=True, method="register")
+    for conflict in (dict(atomics="cas"), dict(count_flushes=True),
+                     dict(register_params={"wg_size": 64})):
+        with pytest.raises(ValueError, match="shape the register spread"):
             clgrid.Gridder(cl_env.queue, gcf, 64, 64, 1e-3, deterministic=True, **conflict)
+    # the tuning cache's register geometry does not apply to the tiles: ignored
+    assert clgrid.Gridder(cl_env.queue, gcf, 64, 64, 1e-3, deterministic=True,
+                          register_params="auto").deterministic
     with pytest.raises(TypeError, match="deterministic"):
         clgrid.Gridder(cl_env.queue, gcf, 64, 64, 1e-3, deterministic="yes")
 
 
-def test_dispatcher_picks_core_for_determinism_on_a_gpu_profile():
-    from test_dispatch import fake
+def test_gridder_deterministic_impossible_support(cl_env):
+    """Wider than the tile spread takes on this device: ValueError naming the limit."""
+    from clgrid.core.table import max_table_support
+    from clgrid.gcf import separable_gcf
+    limit = max_table_support(cl_env.profile)
+    assert limit == (64 if cl_env.profile.device_type == "cpu" and cl_env.profile.fp64
+                     and cl_env.profile.vector_kernels else 33)
+    gcf = separable_gcf(limit + 1, 2)
+    with pytest.raises(ValueError, match=(
+            rf"deterministic=True needs the tile spread, impossible on .*: support {limit + 1}: "
+            rf"the tile spread takes support <= {limit} on this device")):
+        clgrid.Gridder(cl_env.queue, gcf, 128, 128, 1e-3, deterministic=True)
+    # the same support without the guarantee: register accumulation
+    wide = clgrid.Gridder(cl_env.queue, gcf, 128, 128, 1e-3, deterministic=False)
+    assert wide.method == "register" and not wide.deterministic
+    # the widest the tiles take is deterministic
+    widest = clgrid.Gridder(cl_env.queue, separable_gcf(limit, 2), 128, 128, 1e-3,
+                            deterministic=True)
+    assert widest.method == "tiles" and widest.deterministic
+
+
+def test_dispatcher_picks_tiles_for_determinism_on_fake_profiles():
+    from test_dispatch import POCL, fake
     from clgrid.gridders.dispatch import choose
     gpu = fake()
-    assert choose(gpu, 8, 4).strategy == "scatter"            # native atomics: scatter
+    assert choose(gpu, 8, 4).method == "register"            # native atomics: register
     choice = choose(gpu, 8, 4, deterministic=True)
-    assert choice.strategy == "core" and "deterministic" in choice.reasons[-1]
-    assert choose(gpu, 8, 4, deterministic=True,
-                  tuned={"strategy": "scatter", "seconds": {}}).strategy == "core"
+    assert choice.method == "tiles" and "deterministic" in choice.reasons[-1]
+    assert choose(gpu, 33, 4, deterministic=True).tiles == clgrid.TileShape(32, 32, 2048)
     # without fp64 too (float-float positions, compensated sums)
-    assert choose(fake(fp64=False), 8, 4, deterministic=True).strategy == "core"
-    with pytest.raises(ValueError, match="deterministic"):
-        choose(gpu, 8, 4, strategy="image", deterministic=True)
-    with pytest.raises(ValueError, match="deterministic"):
+    assert choose(fake(fp64=False), 8, 4, deterministic=True).method == "tiles"
+    with pytest.raises(ValueError, match="deterministic=True needs the tile spread, impossible "
+                                         "on 'fake': support 34: the tile spread takes "
+                                         "support <= 33"):
+        choose(gpu, 34, 4, deterministic=True)
+    cpu = fake(device_type="cpu", atomic_f32="cas")
+    assert choose(cpu, 64, 1, deterministic=True).tiles == clgrid.TileShape(64, 64,
+                                                                            vector=True)
+    with pytest.raises(ValueError, match="support 65: the tile spread takes support <= 64"):
+        choose(cpu, 65, 1, deterministic=True)
+    old_pocl = fake(device_type="cpu", platform_name=POCL, driver_version="3.0-rc2")
+    with pytest.raises(ValueError, match="support 34: the tile spread takes support <= 33"):
+        choose(old_pocl, 34, 1, deterministic=True)
+    with pytest.raises(ValueError, match="deterministic=True needs the tile spread"):
         choose(fake(local_mem_bytes=2048), 8, 4, deterministic=True)
+    with pytest.raises(ValueError, match="deterministic"):
+        choose(gpu, 8, 4, method="register", deterministic=True)
 
 
-@pytest.mark.parametrize("mode", ["queues", "mapped"])
-def test_streaming_gridder_deterministic_repeats_bitwise(cl_env, mode, binning):
+def test_streaming_gridder_deterministic_repeats_bitwise(cl_env):
     from clgrid.gcf import separable_gcf
     uvw, freq, vis, weights, nx, cell = _table_observation(seed=8)
     gcf = separable_gcf(7, 8)
 
     def make():
-        gridder = clgrid.Gridder(cl_env.queue, gcf, nx, nx, cell, npol=2, deterministic=True,
-                                 strategy="tiled")   # its binnings (the GPU default is core)
-        return clgrid.StreamingGridder(gridder, chunk_records=700, mode=mode)
+        gridder = clgrid.Gridder(cl_env.queue, gcf, nx, nx, cell, npol=2, deterministic=True)
+        return clgrid.StreamingGridder(gridder, chunk_records=700)
 
     streaming, grid = _repeat_bitwise(make, lambda s: s(uvw, freq, vis, weights))
     assert streaming.last_stats["n_chunks"] > 2
@@ -240,7 +296,8 @@ def test_streaming_gridder_deterministic_repeats_bitwise(cl_env, mode, binning):
     assert np.max(np.abs(grid - whole)) < 1e-5 * np.max(np.abs(whole))
 
 
-def test_degridder_repeats_bitwise(cl_env):
+@pytest.mark.parametrize("tiles", [None, dict(tile_u=16, lanes=16)], ids=["records", "tiles"])
+def test_degridder_repeats_bitwise(cl_env, tiles):
     from clgrid.gcf import separable_gcf
     from test_gridder_reference import degrid_reference
     uvw, freq, _, weights, nx, cell = _table_observation(seed=9, nrow=600)
@@ -249,9 +306,11 @@ def test_degridder_repeats_bitwise(cl_env):
     grid = (rng.normal(size=(2, nx, nx)) + 1j * rng.normal(size=(2, nx, nx))).astype(np.complex64)
 
     def make():
-        return clgrid.Degridder(cl_env.queue, gcf, nx, nx, cell, npol=2)
+        return clgrid.Degridder(cl_env.queue, gcf, nx, nx, cell, npol=2, tiles=tiles)
 
-    _, vis = _repeat_bitwise(make, lambda d: d(grid, uvw, freq, weights))
+    degridder, vis = _repeat_bitwise(make, lambda d: d(grid, uvw, freq, weights))
+    ratio = degridder.last_stats["compression_ratio"]
+    assert ratio > 1.0 if tiles is None else ratio == 1.0
     reference = degrid_reference(grid.astype(np.complex128), uvw, freq, gcf, nx, nx, cell,
                                  weights)
     assert np.max(np.abs(vis - reference)) < 1e-5 * np.max(np.abs(reference))
@@ -353,15 +412,11 @@ queue = cl.CommandQueue(clgrid.create_context("oclgrind"))
 rng = np.random.default_rng(0)
 uvw = rng.uniform(-300, 300, (12, 3))
 vis = (rng.standard_normal((12, 1, 1)) + 1j).astype(np.complex64)
-from clgrid.gridders import tiled
 grids = []
-for binning in ("blocked", "sorted"):
-    profile = clgrid.DeviceProfile.from_device(queue.device)
-    tiled.DETERMINISTIC_BINNING[profile.device_type] = binning
+for tiles in (dict(tile_u=8, lanes=8), dict(tile_u=8, lanes=8, chunk_points=4, groups=2)):
     gridder = clgrid.Gridder(queue, separable_gcf(5, 2), 16, 16, 1.0 / (16 * 20.0),
-                             deterministic=True, strategy="tiled",
-                             tiled_params=dict(tile_u=8, tile_v=8, rows_per_pass=2, batch=4))
-    assert gridder._engine.binning == binning
+                             deterministic=True, tiles=tiles)
+    assert gridder.method == "tiles" and gridder.deterministic
     grids.append(gridder(uvw, [1e8], vis))
     assert np.array_equal(grids[-1], gridder(uvw, [1e8], vis))
 assert np.abs(grids[0]).max() > 0 and np.allclose(grids[0], grids[1], rtol=1e-5, atol=1e-5)
@@ -381,25 +436,3 @@ def test_oclgrind_deterministic_kernels_clean(request):
     from oclgrind_check import run_clean
     result = run_clean(request.config, _OCLGRIND_SCRIPT, timeout=600)
     assert "done" in result.stdout
-
-
-def test_blocked_and_sorted_binnings_give_the_same_bits(cl_env, monkeypatch):
-    """Both binnings hand every tile its records in record order, so the
-    additions happen in the same sequence: identical grids, also with a
-    [tile][block] table capped to few blocks."""
-    from clgrid.gcf import separable_gcf
-    from clgrid.gridders import tiled
-    uvw, freq, vis, weights, nx, cell = _table_observation(seed=12)
-    grids = {}
-    for binning, table_cap in (("sorted", None), ("blocked", None), ("blocked", 64)):
-        monkeypatch.setitem(tiled.DETERMINISTIC_BINNING, cl_env.profile.device_type, binning)
-        if table_cap:
-            monkeypatch.setattr(tiled, "MAX_BLOCK_TABLE", table_cap)
-        gridder = clgrid.Gridder(cl_env.queue, separable_gcf(8, 8), nx, nx, cell, npol=2,
-                                 deterministic=True, strategy="tiled",
-                                 tiled_params=TILED_GEOMETRIES["gpu-style"])
-        assert gridder._engine.binning == binning
-        grids[binning, table_cap] = gridder(uvw, freq, vis, weights)
-    first = grids["sorted", None]
-    assert np.any(first != 0)
-    assert all(np.array_equal(first, grid) for grid in grids.values())

@@ -1,5 +1,6 @@
-"""Dispatcher: strategy and launch geometry from fake device profiles, the
-tuning-cache override, and Gridder(strategy='auto') on the real devices."""
+"""Dispatcher: the spread (tiles or register) and its geometry from fake device
+profiles, ``clgrid devices --explain``, the tuning cache read by
+Gridder(register_params='auto'), and Gridder's default on the real devices."""
 
 import dataclasses
 
@@ -7,11 +8,15 @@ import numpy as np
 import pytest
 
 from clgrid.cli import main as cli_main
+from clgrid.core.plan import TileShape
+from clgrid.core.register import RegisterParams, default_register_params
+from clgrid.core.table import TableGrid, staging_bytes
 from clgrid.device.profiles import DeviceProfile
-from clgrid.gridders.dispatch import choose, explain, image_possible
+from clgrid.gridders.dispatch import (METHODS, Choice, choose, cpu_vector_tile, explain,
+                                      method_for, tiles_possible)
 from clgrid.gcf import separable_gcf
 from clgrid.gridders.gridder import Gridder
-from clgrid.gridders import tuning
+from clgrid.gridders import tunecache
 
 BASE = DeviceProfile(
     platform_name="Fake", device_name="fake", vendor="fake", driver_version="1",
@@ -20,184 +25,303 @@ BASE = DeviceProfile(
     global_mem_bytes=80 << 30, max_alloc_bytes=20 << 30, image_support=True,
     image2d_max=(32768, 32768), image3d_max=(16384, 16384, 2048), fp64=True,
     atomic_f32="native-ptx", atomic_f64="native-ptx", opencl_c_version=(1, 2))
+POCL = "Portable Computing Language"
 
 
 def fake(**changes) -> DeviceProfile:
     return dataclasses.replace(BASE, **changes)
 
 
-def _check_geometry(choice, profile):
+def _local_bytes(support, tiles, precision=np.float32, separable=True):
+    """Local memory of the tile spread's work-group for a complex table."""
+    grid = TableGrid(2, 2, 1.0, support, 1, 1, 0.0, separable, False, True, np.dtype(precision))
+    return staging_bytes(grid, tiles)
+
+
+def _check_geometry(choice, profile, support, npol=4, precision=np.float32):
+    """The chosen spread fits the device: a tile's work-group and local
+    memory, the register spread's default work-group."""
     limit = min(profile.max_work_group_size, profile.max_work_item_sizes[0])
-    if choice.tiled is not None:
-        assert choice.tiled.wg_size <= limit
-        assert choice.tiled.local_bytes(4, 8) <= profile.local_mem_bytes - 1024
-    if choice.scatter is not None:
-        assert choice.scatter.wg_size <= limit
+    assert choice.method in METHODS
+    if choice.method == "tiles":
+        tiles = choice.tiles
+        assert isinstance(tiles, TileShape)
+        assert support <= min(tiles.tile_u, tiles.lanes) + 1      # halo of one tile
+        if tiles.vector:
+            assert profile.device_type == "cpu" and profile.vector_kernels
+        else:
+            assert tiles.lanes * tiles.groups <= limit
+            assert _local_bytes(support, tiles, precision) <= profile.local_mem_bytes
+    else:
+        assert choice.tiles is None
+        params = default_register_params(profile, support, npol, True)
+        params.validate(npol)
+        assert params.wg_size <= limit
 
 
-def test_gpu_with_native_atomics_scatters():
+def test_gpu_with_native_atomics_accumulates_in_registers():
     for path in ("native-ptx", "native-cl"):
         profile = fake(atomic_f32=path)
-        choice = choose(profile, 32, 4)
-        assert choice.strategy == "scatter", choice.reasons
-        assert "native float atomics" in choice.reasons[-1]
-        _check_geometry(choice, profile)
+        for support in (8, 32, 64, 128):
+            choice = choose(profile, support, 4)
+            assert choice.method == "register" and choice.tiles is None, choice.reasons
+            assert ("native float atomics" in choice.reasons[-1] if support <= 33
+                    else "wider than the tiles take (33)" in choice.reasons[-1])
+            _check_geometry(choice, profile, support)
+            assert method_for(profile, support) == "register"
 
 
 def test_gpu_without_native_atomics_tiles():
-    profile = fake(atomic_f32="cas", atomic_f64="cas", device_type="gpu")
-    choice = choose(profile, 64, 4)
-    assert choice.strategy == "tiled"
-    assert (choice.tiled.tile_u, choice.tiled.rows_per_pass) == (32, 8)  # 256 work-items
-    _check_geometry(choice, profile)
+    profile = fake(atomic_f32="cas", atomic_f64="cas")
+    for support, tiles in ((8, TileShape(8, 8, 4096, groups=4)), (9, TileShape(8, 8, 4096,
+                                                                                groups=4)),
+                           (16, TileShape(16, 32, 2048)), (17, TileShape(16, 32, 2048)),
+                           (32, TileShape(32, 32, 2048)), (33, TileShape(32, 32, 2048))):
+        choice = choose(profile, support, 4)
+        assert choice.method == "tiles" and choice.tiles == tiles, (support, choice)
+        assert "without native float atomics (cas)" in choice.reasons[-1]
+        _check_geometry(choice, profile, support)
+    # wider than the GPU tiles take: register accumulation with CAS atomics
+    choice = choose(profile, 34, 4)
+    assert choice.method == "register" and "wider than the tiles take (33)" in choice.reasons[-1]
+    assert method_for(profile, 34) == "register"
 
 
 @pytest.mark.parametrize("max_wg", [4096, 8192])
-def test_cpu_tiles_and_respects_huge_work_group_limits(max_wg):
+def test_cpu_vector_tile_and_huge_work_group_limits(max_wg):
     profile = fake(device_type="cpu", atomic_f32="native-cl", max_work_group_size=max_wg,
                    max_work_item_sizes=(max_wg, max_wg, max_wg), local_mem_bytes=256 << 10,
-                   compute_units=16, warp_size=1)
-    choice = choose(profile, 16, 4)
-    assert choice.strategy == "tiled" and "cpu" in choice.reasons[-1]
-    assert choice.tiled.rows_per_pass == 1 and choice.tiled.tile_u == 32
-    scatter = choose(profile, 16, 4, strategy="scatter")
-    assert scatter.scatter.wg_size <= 64          # CPU defaults, not the 8192 limit
-    _check_geometry(choice, profile)
+                   compute_units=16, warp_size=1, platform_name="Intel(R) OpenCL")
+    for support, edge in ((8, 16), (16, 16), (17, 32), (32, 32), (33, 64), (64, 64)):
+        assert cpu_vector_tile(profile, support)
+        choice = choose(profile, support, 4)
+        assert choice.method == "tiles" and choice.tiles == TileShape(edge, edge, vector=True)
+        assert "cpu" in choice.reasons[-1] and "the vector tile" in choice.reasons[-1]
+        _check_geometry(choice, profile, support)
+    # wider than the vector tile: register accumulation, CPU defaults (not the 8192 limit)
+    assert not cpu_vector_tile(profile, 65)
+    choice = choose(profile, 65, 4)
+    assert choice.method == "register" and "wider than the tiles take (64)" in choice.reasons[-1]
+    assert default_register_params(profile, 65, 4, True) == RegisterParams(1, 1, 64, 64, 4096)
+    # native float atomics do not move a CPU off the tiles
+    assert method_for(profile, 16) == "tiles"
+    _check_geometry(choice, profile, 65)
 
 
-def test_tiny_local_memory_falls_back_to_scatter():
-    profile = fake(device_type="cpu", atomic_f32="cas", local_mem_bytes=4096)
-    choice = choose(profile, 16, 4)
-    assert choice.strategy == "scatter"
-    assert any("local memory" in reason for reason in choice.reasons)
-    with pytest.raises(ValueError, match="tiled strategy impossible"):
-        choose(profile, 16, 4, strategy="tiled")
-    # one polarisation needs less: a 16 x 16 tile of float32 fits 4 KiB
-    assert choose(profile, 16, 1).strategy == "tiled"
+def test_cpu_without_the_vector_tile_takes_lane_tiles():
+    """PyPI's PoCL 3.0 cannot build the vector tile, and a CPU without fp64
+    does not take it (its totals are double): lane tiles up to support 33."""
+    for profile in (fake(device_type="cpu", platform_name=POCL, driver_version="3.0-rc2",
+                         atomic_f32="cas", local_mem_bytes=256 << 10),
+                    fake(device_type="cpu", fp64=False, atomic_f32="cas",
+                         local_mem_bytes=256 << 10)):
+        for support, tiles in ((8, TileShape(8, 8)), (16, TileShape(16, 16)),
+                               (33, TileShape(32, 32))):
+            assert not cpu_vector_tile(profile, support)
+            choice = choose(profile, support, 4)
+            assert choice.method == "tiles" and choice.tiles == tiles
+            assert "lane tiles" in choice.reasons[-1]
+            _check_geometry(choice, profile, support)
+        assert choose(profile, 34, 4).method == "register"
+        assert tiles_possible(profile, 34) == (
+            False, "support 34: the tile spread takes support <= 33 on this device")
 
 
-def test_small_local_memory_shrinks_tiles():
-    profile = fake(atomic_f32="cas", local_mem_bytes=16 << 10)
-    choice = choose(profile, 16, 4)
-    assert choice.strategy == "tiled" and choice.tiled.tile_u == 16
-    assert any("does not fit" in reason for reason in choice.reasons)
-    _check_geometry(choice, profile)
+def test_tiny_local_memory_falls_back_to_register():
+    # lane tiles of 8 x 8 for support 8: 8 points of 8 + 8 * 16 bytes = 1088 B
+    profile = fake(device_type="cpu", platform_name=POCL, driver_version="3.0-rc2",
+                   atomic_f32="cas", local_mem_bytes=1024)
+    assert _local_bytes(8, TileShape(8, 8)) == 1088
+    possible, why = tiles_possible(profile, 8)
+    assert not possible and why == ("its 8x8 tile needs 1088 B of local memory, the device "
+                                    "has 1024")
+    choice = choose(profile, 8, 4)
+    assert choice.method == "register" and choice.tiles is None
+    assert any("tiles impossible" in reason and "local memory" in reason
+               for reason in choice.reasons)
+    with pytest.raises(ValueError, match="method 'tiles' needs the tile spread, impossible"):
+        choose(profile, 8, 4, method="tiles")
+    with pytest.raises(ValueError, match="deterministic=True needs the tile spread"):
+        choose(profile, 8, 4, deterministic=True)
+    # a narrower table needs less: 8 x (8 + 4 * 16) = 576 B fits
+    assert tiles_possible(profile, 4) == (True, "")
+    assert choose(profile, 4, 4).method == "tiles"
+    # float64 tables need twice the weights' bytes
+    assert tiles_possible(fake(atomic_f32="cas", local_mem_bytes=1600, device_type="cpu",
+                               platform_name=POCL, driver_version="3.0-rc2"),
+                          4, np.float64) == (True, "")
+    assert not tiles_possible(fake(atomic_f32="cas", local_mem_bytes=1000, device_type="cpu",
+                                   platform_name=POCL, driver_version="3.0-rc2"),
+                              4, np.float64)[0]
 
 
-def test_small_work_group_limit():
-    profile = fake(atomic_f32="cas", max_work_group_size=16, max_work_item_sizes=(16, 16, 16))
-    choice = choose(profile, 8, 2)
-    assert choice.tiled.wg_size <= 16
-    _check_geometry(choice, profile)
+def test_small_local_memory_on_a_gpu():
+    # GPU tiles of support 8: 32 staged points (8 lanes x 4 groups) of 136 B
+    # and three extra tile copies of 8 x 8 x 16 B: 7424 B
+    profile = fake(atomic_f32="cas", local_mem_bytes=8 << 10)
+    assert _local_bytes(8, TileShape(8, 8, 4096, groups=4)) == 7424
+    assert choose(profile, 8, 4).method == "tiles"
+    choice = choose(profile, 16, 4)                       # 32 x (8 + 16 * 16) = 8448 B
+    assert choice.method == "register" and "8448 B of local memory" in choice.reasons[0]
+    _check_geometry(choose(profile, 8, 4), profile, 8)
+    # a full (non-separable) table stages less a point
+    assert tiles_possible(profile, 16, separable=False) == (True, "")
 
 
 def test_intel_gpu_without_warp_query():
     profile = fake(vendor="Intel", warp_size=1, atomic_f32="cas", max_work_group_size=512,
                    max_work_item_sizes=(512, 512, 512), local_mem_bytes=64 << 10)
     choice = choose(profile, 32, 4)
-    assert choice.strategy == "tiled" and choice.tiled.wg_size == 256
-    _check_geometry(choice, profile)
+    assert choice.method == "tiles" and choice.tiles == TileShape(32, 32, 2048)
+    _check_geometry(choice, profile, 32)
+    register = choose(profile, 32, 4, method="register")
+    assert register.reasons == ("forced by method=",)
+    _check_geometry(register, profile, 32)
 
 
-def test_images():
-    no_images = fake(image_support=False, image2d_max=(0, 0), image3d_max=(0, 0, 0))
-    assert image_possible(no_images, 16, True) == (False, "the device has no image support")
-    with pytest.raises(ValueError, match="no image support"):
-        choose(no_images, 16, 1, strategy="image")
-    with pytest.raises(ValueError, match="separable"):
-        choose(BASE, 16, 1, separable=False, strategy="image")
-    assert choose(BASE, 16, 1, strategy="image").image.position_oversample == 256
-    # auto never picks images without a measurement, and ignores a cache
-    # entry the device cannot honour
-    assert choose(BASE, 16, 1).strategy == "scatter"
-    tuned = {"strategy": "image", "seconds": {"image": 1.0, "scatter": 2.0}}
-    assert choose(BASE, 16, 1, tuned=tuned).strategy == "image"
-    assert choose(no_images, 16, 1, tuned=tuned).strategy == "scatter"
+def test_forced_method_and_describe():
+    choice = choose(BASE, 8, 1, method="tiles")
+    assert choice == Choice("tiles", TileShape(8, 8, 4096, groups=4), ("forced by method=",))
+    assert choice.describe() == f"tiles {choice.tiles}: forced by method="
+    register = choose(BASE, 8, 1)
+    assert register.describe() == ("register: gpu with native float atomics (native-ptx): "
+                                   "register accumulation")
+    with pytest.raises(ValueError, match="method 'tiles' needs the tile spread, impossible on "
+                                         "'fake': support 34"):
+        choose(BASE, 34, 1, method="tiles")
+    assert choose(BASE, 34, 1, method="register").method == "register"
 
 
-def test_tuning_cache_overrides_the_rule():
-    cpu = fake(device_type="cpu", atomic_f32="cas", local_mem_bytes=256 << 10)
-    tuned = {"strategy": "scatter", "seconds": {"scatter": 1.0, "tiled": 1.5}}
-    choice = choose(cpu, 16, 4, tuned=tuned)
-    assert choice.strategy == "scatter" and "tuning cache" in choice.reasons[-1]
+def test_deterministic_choice():
+    assert choose(BASE, 8, 4).method == "register"
+    choice = choose(BASE, 8, 4, deterministic=True)
+    assert choice.method == "tiles" and "deterministic=True" in choice.reasons[-1]
+    assert method_for(BASE, 8, deterministic=True) == "tiles"
+    with pytest.raises(ValueError, match="deterministic=True needs the tile spread: method "
+                                         "'register'"):
+        choose(BASE, 8, 4, deterministic=True, method="register")
+    assert choose(BASE, 8, 4, deterministic=True, method="tiles").method == "tiles"
 
 
 def test_no_fp64_gives_a_clear_error():
     profile = fake(fp64=False, atomic_f64="none")
     with pytest.raises(ValueError, match="no double precision"):
         choose(profile, 8, 1, np.float64)
-    assert choose(profile, 8, 1, np.float32).strategy == "scatter"
+    assert choose(profile, 8, 1, np.float32).method == "register"
 
 
-def test_unknown_strategy():
-    with pytest.raises(ValueError, match="unknown strategy"):
-        choose(BASE, 8, 1, strategy="fastest")
+def test_unknown_method():
+    with pytest.raises(ValueError, match="method must be one of"):
+        choose(BASE, 8, 1, method="fastest")
+    for gone in ("scatter", "tiled", "image", "core"):
+        with pytest.raises(ValueError, match="method must be one of"):
+            choose(BASE, 8, 1, method=gone)
 
 
 def test_explain_rows():
-    row = explain(fake(device_type="cpu", atomic_f32="cas"), 32, 4)   # the vector tile
-    assert row["strategy"] == "core" and "deterministic=None" in row["why"]
-    assert "vector=True" in row["geometry"]
-    row = explain(fake(device_type="cpu", atomic_f32="cas"), 72, 4)   # wider: tiled
-    assert row["strategy"] == "tiled" and "cpu" in row["why"]
+    cpu = fake(device_type="cpu", atomic_f32="cas", platform_index=1, device_index=0)
+    row = explain(cpu, 32, 4)                          # the vector tile
+    assert row["id"] == "1:0" and row["device"] == "fake: fake"
+    assert row["method"] == "tiles" and "cpu" in row["why"] and "vector tile" in row["why"]
+    assert row["geometry"] == ("tile_u=32 lanes=32 chunk_points=2147483648 vector=True "
+                               "plane_block=1 groups=1 kernel_eval=exp")
+    row = explain(cpu, 72, 4)                          # wider: register, CPU defaults
+    assert row["method"] == "register" and "wider than the tiles take" in row["why"]
+    assert row["geometry"] == "block_u=1 block_v=1 wg_size=64 batch=64 points_per_group=4096"
     row = explain(fake(fp64=False), 32, 4, np.float64)
-    assert row["strategy"] == "-" and "double precision" in row["why"]
+    assert row["method"] == "-" and "double precision" in row["why"]
     row = explain(fake(build_problem="unknown target CPU"), 32, 4)
-    assert row["strategy"] == "-" and "unusable" in row["why"]
-    row = explain(fake(), 64, 4)                     # a GPU with fp64 and native atomics
-    assert row["strategy"] == "core register" and "deterministic=None" in row["why"]
-    assert "block_u=4 block_v=4 wg_size=64" in row["geometry"]
+    assert row["method"] == "-" and "unusable" in row["why"]
+    row = explain(fake(), 64, 4)                       # a GPU with fp64 and native atomics
+    assert row["method"] == "register" and "wider than the tiles take" in row["why"]
+    assert row["geometry"].startswith("block_u=4 block_v=4 wg_size=64")
+    row = explain(fake(atomic_f32="cas"), 16, 4)
+    assert row["method"] == "tiles" and "without native float atomics" in row["why"]
+    assert set(row) == {"id", "device", "method", "geometry", "why"}
 
 
 def test_cli_devices_explain(capsys):
     assert cli_main(["devices", "--explain", "--support", "16"]) == 0
     out = capsys.readouterr().out
-    assert "strategy" in out and "why" in out
+    assert "Gridder's spread for support 16, npol 4" in out
+    header = out.split("Gridder's spread")[1].splitlines()[1]
+    assert header.split() == ["id", "device", "method", "geometry", "why"]
+    assert "tiles" in out or "register" in out
 
 
-def test_auto_on_real_device_follows_choose(cl_env, tmp_path, monkeypatch):
-    from clgrid.gridders.dispatch import core_by_default
+def test_default_on_real_device_follows_choose(cl_env):
+    """Gridder's default spread is what choose() decides for the device, and
+    the deterministic flag says whether it is the tile spread."""
+    for support in (8, 72):
+        gcf = separable_gcf(support, 4)
+        gridder = Gridder(cl_env.queue, gcf, 128, 128, 1e-3, npol=2)
+        expected = choose(cl_env.profile, support, 2, np.float32)
+        assert gridder.choice == expected and gridder.method == expected.method
+        assert gridder.choice.reasons
+        assert gridder.deterministic == (gridder.method == "tiles")
+        assert gridder.atomic_path == ("none" if gridder.method == "tiles"
+                                       else gridder._core.register.atomic_path)
+        # deterministic=False never changes the choice, only asks for no guarantee
+        assert Gridder(cl_env.queue, gcf, 128, 128, 1e-3, npol=2,
+                       deterministic=False).method == gridder.method
+    # register parameters with the tile spread, a tile with the register spread: errors
+    gcf = separable_gcf(8, 4)
+    if choose(cl_env.profile, 8, 1).method == "tiles":
+        with pytest.raises(ValueError, match="register_params= shape the register spread"):
+            Gridder(cl_env.queue, gcf, 64, 64, 1e-3, register_params={"wg_size": 32})
+    with pytest.raises(ValueError, match="tiles= shapes the tile spread"):
+        Gridder(cl_env.queue, gcf, 64, 64, 1e-3, method="register", tiles=TileShape(8, 8))
+
+
+def test_register_params_auto_reads_the_tuning_cache(cl_env, tmp_path, monkeypatch):
     monkeypatch.setenv("CLGRID_TUNING_CACHE", str(tmp_path / "cache.json"))
-    # support 72: beyond the CPUs' core tiles, so there the dispatcher and its
-    # tuning cache choose; where the core runs by default it comes first
-    # (deterministic None or False; test_gridder_core.py)
-    support = 72
-    gcf = separable_gcf(support, 4)
-    gridder = Gridder(cl_env.queue, gcf, 128, 128, 1e-3, npol=2, deterministic=False)
-    # explicit scatter parameters imply the scatter strategy
-    assert Gridder(cl_env.queue, gcf, 128, 128, 1e-3,
-                   params={"wg_size": 32}).strategy == "scatter"
-    if core_by_default(cl_env.profile, support, npol=2):
-        assert gridder.strategy == "core" and not gridder.deterministic
-        return
-    assert gridder.strategy == choose(cl_env.profile, support, 2).strategy
-    assert gridder.choice.reasons
-    # a measured winner in the tuning cache is honoured
-    other = "scatter" if gridder.strategy == "tiled" else "tiled"
-    winner = tuning.store_strategy(cl_env.profile, support, 2, np.float32, True,
-                                   {other: 1.0, gridder.strategy: 2.0})
-    assert winner == other
-    assert Gridder(cl_env.queue, gcf, 128, 128, 1e-3, npol=2,
-                   deterministic=False).strategy == other
+    profile = cl_env.profile
+    gcf = separable_gcf(12, 4)
+
+    def auto(npol=2, support_gcf=gcf, precision=np.float32):
+        return Gridder(cl_env.queue, support_gcf, 64, 64, 1e-3, npol=npol, precision=precision,
+                       method="register", register_params="auto")
+
+    # untuned: the spread's defaults
+    untuned = auto()._core.register.params
+    assert untuned == default_register_params(profile, 12, 2, True, gcf.real_tables)
+    tuned = RegisterParams(1, 2, 32, 16, 512)
+    assert tuned != untuned
+    tunecache.store_register_params(profile, 12, 2, np.float32, True, tuned, 0.5)
+    assert tunecache.cached_register_params(profile, 12, 2, np.float32, True) == tuned
+    assert tunecache.parameter_key(2, np.float32, True, 12) == \
+        "register|npol=2|float32|separable|support<=16"
+    assert auto()._core.register.params == tuned
+    # the same support bucket (9..16) shares the entry
+    assert auto(support_gcf=separable_gcf(16, 4))._core.register.params == tuned
+    # another npol, bucket or precision is not affected
+    assert auto(npol=1)._core.register.params == default_register_params(
+        profile, 12, 1, True, gcf.real_tables)
+    assert auto(support_gcf=separable_gcf(8, 4))._core.register.params == \
+        default_register_params(profile, 8, 2, True, gcf.real_tables)
+    if profile.fp64:
+        assert auto(precision=np.float64)._core.register.params == untuned
+    with pytest.raises(ValueError, match="register_params must be RegisterParams, a dict, "
+                                         "'auto' or None"):
+        Gridder(cl_env.queue, gcf, 64, 64, 1e-3, method="register", register_params="fast")
 
 
 def test_vector_tiles_only_where_the_compiler_builds_them():
     """PyPI's PoCL 3.0 (LLVM 14) hangs or aborts on the vector kernels: its
     CPUs get the lane tiles by default, and a forced vector tile a clear error."""
-    from clgrid.core.plan import TileShape
     from clgrid.core.table import table_tiles
     from clgrid.core.tuning import tile_candidates
-    pocl = "Portable Computing Language"
-    old = fake(device_type="cpu", platform_name=pocl, driver_version="3.0-rc2")
-    for profile in (fake(device_type="cpu", platform_name=pocl, driver_version="3.1+debian"),
+    old = fake(device_type="cpu", platform_name=POCL, driver_version="3.0-rc2")
+    for profile in (fake(device_type="cpu", platform_name=POCL, driver_version="3.1+debian"),
                     fake(device_type="cpu", platform_name="Intel(R) OpenCL",
                          driver_version="2026.22")):
         assert profile.vector_kernels
         assert TileShape.for_device(profile, 8).vector and table_tiles(profile, 8).vector
+        assert choose(profile, 8, 4).tiles.vector
     assert not old.vector_kernels
     assert TileShape.for_device(old, 8) == TileShape(8, 8)
     assert TileShape.for_device(old, 14) == TileShape(16, 16)
-    assert not table_tiles(old, 8).vector
+    assert not table_tiles(old, 8).vector and not choose(old, 8, 4).tiles.vector
     assert not any(shape.vector for shape in tile_candidates(old, 8, do_w=True))
     with pytest.raises(ValueError, match="cannot build the vector"):
         TileShape(16, 16, vector=True).check_device(old)

@@ -1,11 +1,13 @@
-"""Gridder against a plain float64 numpy implementation of Romein's Algorithm 1."""
+"""Gridder against a plain float64 numpy implementation of Romein's Algorithm 1
+(the register spread with Merry's coarsening variants, and the default spread)."""
 
 import numpy as np
 import pytest
 
 import clgrid
 from clgrid.gcf import separable_gcf, w_projection_gcf
-from clgrid.gridders.gridder import Gridder, GridderParams
+from clgrid.core.register import RegisterParams
+from clgrid.gridders.gridder import Gridder
 from clgrid.io.simulate import simulate_observation
 
 from test_gridder_reference import C, grid_reference, random_uvw, random_vis
@@ -32,12 +34,12 @@ def _relative_error(result, reference):
 
 
 CASES = [  # support, oversample, npol, precision, nx, ny, tracks, params
-    (7, 8, 1, np.float32, 96, 80, False, GridderParams(1, 1, 64, 64)),
-    (8, 8, 4, np.float32, 100, 64, True, GridderParams(2, 2, 32, 128)),
-    (3, 4, 2, np.float64, 64, 64, False, GridderParams(1, 2, 16, 32)),
-    (16, 4, 4, np.float64, 96, 96, True, GridderParams(4, 2, 64, 256)),
-    (1, 1, 1, np.float32, 32, 48, False, GridderParams(1, 1, 8, 16)),
-    (5, 2, 2, np.float32, 50, 62, True, GridderParams(8, 2, 128, 1024)),
+    (7, 8, 1, np.float32, 96, 80, False, RegisterParams(1, 1, 64, 64, 64)),
+    (8, 8, 4, np.float32, 100, 64, True, RegisterParams(2, 2, 32, 16, 128)),
+    (3, 4, 2, np.float64, 64, 64, False, RegisterParams(1, 2, 16, 64, 32)),
+    (16, 4, 4, np.float64, 96, 96, True, RegisterParams(4, 2, 64, 8, 256)),
+    (1, 1, 1, np.float32, 32, 48, False, RegisterParams(1, 1, 8, 64, 16)),
+    (5, 2, 2, np.float32, 50, 62, True, RegisterParams(8, 2, 128, 64, 1024)),
 ]
 
 
@@ -52,14 +54,15 @@ def test_separable_matches_reference(cl_env, support, oversample, npol, precisio
     weights = rng.uniform(0.5, 2.0, vis.shape)
     flags = rng.random(vis.shape[:2] + (1,)) < 0.1
     gcf = separable_gcf(support, oversample)
-    gridder = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=npol, precision=precision,
-                      params=params)
-    result = gridder(uvw, FREQ_HZ, vis.astype(gridder.complex_dtype), weights, flags)
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell, weights, flags)
-    assert result.shape == (npol, ny, nx)
-    assert gridder.last_stats["n_kept"] > 0.8 * vis.shape[0] * vis.shape[1] * 0.9 * 0.5
     tolerance = 1e-5 if precision == np.float32 else 1e-12
-    assert _relative_error(result, reference) < tolerance
+    for kwargs in (dict(method="register", register_params=params), {}):
+        gridder = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=npol, precision=precision,
+                          **kwargs)
+        result = gridder(uvw, FREQ_HZ, vis.astype(gridder.complex_dtype), weights, flags)
+        assert result.shape == (npol, ny, nx)
+        assert gridder.last_stats["n_kept"] > 0.8 * vis.shape[0] * vis.shape[1] * 0.9 * 0.5
+        assert _relative_error(result, reference) < tolerance, gridder.method
 
 
 @pytest.mark.parametrize("npol, precision", [(1, np.float32), (4, np.float32), (2, np.float64)])
@@ -73,7 +76,7 @@ def test_w_projection_matches_reference(cl_env, npol, precision):
     gcf = w_projection_gcf(8, 4, 5, w_max_lambda, nx * cell)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, npol))
     gridder = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=npol, precision=precision,
-                      params=GridderParams(2, 1, 32, 64))
+                      method="register", register_params=RegisterParams(2, 1, 32, 64, 64))
     result = gridder(uvw, FREQ_HZ, vis)
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell)
     tolerance = 1e-5 if precision == np.float32 else 1e-12
@@ -87,9 +90,10 @@ def test_coarsening_variants_agree(cl_env):
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2), np.complex64)
     gcf = separable_gcf(6, 8)
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell)
-    for params in (GridderParams(1, 1, 64, 1024), GridderParams(2, 4, 16, 100),
-                   GridderParams(8, 1, 8, 512), GridderParams(4, 4, 128, 37)):
-        result = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=2, params=params)(
+    for params in (RegisterParams(1, 1, 64, 64, 1024), RegisterParams(2, 4, 16, 64, 100),
+                   RegisterParams(8, 1, 8, 64, 512), RegisterParams(4, 4, 128, 64, 37)):
+        result = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=2, method="register",
+                         register_params=params)(
             uvw, FREQ_HZ, vis)
         assert _relative_error(result, reference) < 1e-5, params
 
@@ -102,7 +106,8 @@ def test_cas_and_native_atomics_agree(cl_env):
     uvw, cell = _setup(rng, 64, 64, 200, 8, tracks=True)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 1), np.complex64)
     gcf = separable_gcf(8, 8)
-    grids = [Gridder(cl_env.queue, gcf, 64, 64, cell, atomics=path)(uvw, FREQ_HZ, vis)
+    grids = [Gridder(cl_env.queue, gcf, 64, 64, cell, method="register", atomics=path)(
+        uvw, FREQ_HZ, vis)
              for path in paths]
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, 64, 64, cell)
     for grid in grids:
@@ -142,29 +147,32 @@ def test_random_user_tables(cl_env, separable):
     """Random complex tables, different on u and v, catch any index mix-up."""
     rng, uvw, cell, gcf, nx, ny = random_user_tables_case(separable)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 4))
-    result = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=4,
-                     params=GridderParams(2, 2, 32, 64))(uvw, FREQ_HZ, vis.astype(np.complex64))
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell)
-    assert _relative_error(result, reference) < 1e-5
+    for method in ("register", "tiles"):
+        result = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=4, method=method)(
+            uvw, FREQ_HZ, vis.astype(np.complex64))
+        assert _relative_error(result, reference) < 1e-5, method
 
 
 _OCLGRIND_SCRIPT = """
 import numpy as np, pyopencl as cl, clgrid
 from clgrid.gcf import separable_gcf
 from clgrid.gridders.degridder import Degridder
-from clgrid.gridders.gridder import Gridder, GridderParams
+from clgrid.core.register import RegisterParams
+from clgrid.gridders.gridder import Gridder
 queue = cl.CommandQueue(clgrid.create_context("oclgrind"))
 rng = np.random.default_rng(0)
 uvw = rng.uniform(-300, 300, (12, 3))
 vis = (rng.standard_normal((12, 1, 2)) + 1j).astype(np.complex64)
 gcf = separable_gcf(3, 2)
 cell = 1.0 / (16 * 20.0)
-gridder = Gridder(queue, gcf, 16, 16, cell, npol=2, params=GridderParams(2, 1, 8, 8),
-                  atomics="cas", count_flushes=True)
+gridder = Gridder(queue, gcf, 16, 16, cell, npol=2, method="register",
+                  register_params=RegisterParams(2, 1, 8, 4, 8), atomics="cas",
+                  count_flushes=True)
 grid = gridder(uvw, [1e8], vis)
 assert gridder.last_stats["n_kept"] == 12, gridder.last_stats
-degridded = Degridder(queue, gcf, 16, 16, cell, npol=2,
-                      params={"lanes": 2, "slots": 2, "records_per_slot": 2})(grid, uvw, [1e8])
+assert gridder.last_stats["flushes"] > 0, gridder.last_stats
+degridded = Degridder(queue, gcf, 16, 16, cell, npol=2)(grid, uvw, [1e8])
 assert np.abs(grid).max() > 0 and np.abs(degridded).max() > 0
 print("done")
 """

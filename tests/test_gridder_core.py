@@ -1,7 +1,6 @@
-"""Gridder(strategy='core') and Degridder(strategy='core'): the table gridder on
-the gridding core (device set points, output-owned tiles with table weights),
-against the plain float64 implementation of Romein's Algorithm 1 in
-test_gridder_reference.py."""
+"""Gridder and Degridder on the gridding core (device set points; output-owned
+tiles with table weights, and register accumulation), against the plain
+float64 implementation of Romein's Algorithm 1 in test_gridder_reference.py."""
 
 import re
 import warnings
@@ -39,15 +38,14 @@ def _tolerance(precision) -> float:
 
 def _skip_without_fp64(cl_env):
     if not cl_env.profile.fp64:
-        pytest.skip("the core strategy needs fp64")
+        pytest.skip("this test's tiles need fp64 (test_core_without_fp64 covers float-float)")
 
 
 def _core(cl_env, gcf, nx, ny, cell, tiles=None, **kwargs) -> Gridder:
     _skip_without_fp64(cl_env)
-    kwargs.setdefault("core_method", "tiles")
-    gridder = Gridder(cl_env.queue, gcf, nx, ny, cell, strategy="core", core_tiles=tiles,
-                      **kwargs)
-    assert gridder.strategy == "core" and gridder.deterministic
+    kwargs.setdefault("method", "tiles")
+    gridder = Gridder(cl_env.queue, gcf, nx, ny, cell, tiles=tiles, **kwargs)
+    assert gridder.deterministic
     return gridder
 
 
@@ -189,9 +187,9 @@ def test_core_without_fp64(cl_env, without_fp64, table):
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2))
     weights = rng.uniform(0.5, 2.0, vis.shape)
     flags = rng.random(vis.shape) < 0.1
-    gridder = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=2, strategy="core",
-                      core_method="register")
-    assert not gridder.profile.fp64 and gridder.strategy == "core"
+    gridder = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=2,
+                      method="register")
+    assert not gridder.profile.fp64
     result = gridder(uvw, FREQ_HZ, vis.astype(np.complex64), weights, flags)
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell, weights, flags)
     assert gridder.last_stats["n_kept"] > 500
@@ -199,23 +197,22 @@ def test_core_without_fp64(cl_env, without_fp64, table):
     grid = random_vis(rng, (2, ny, nx))
     for tiles in (None, TileShape(8, 8)):
         degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=2,
-                                     core_tiles=tiles)
-        assert degridder.strategy == "core"
+                                     tiles=tiles)
         predicted = degridder(grid.astype(np.complex64), uvw, FREQ_HZ, weights)
         assert _relative_error(predicted, degrid_reference(grid, uvw, FREQ_HZ, gcf, nx, ny,
                                                            cell, weights)) < 1e-5, tiles
-    deterministic = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=2, strategy="core",
+    deterministic = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=2,
                             deterministic=True)
-    assert deterministic.choice.core_method == "tiles"
-    assert not deterministic.choice.core.vector                 # its totals are double
+    assert deterministic.choice.method == "tiles"
+    assert not deterministic.choice.tiles.vector                 # its totals are double
     once = deterministic(uvw, FREQ_HZ, vis.astype(np.complex64), weights, flags)
     assert _relative_error(once, reference) < 1e-5
     assert np.array_equal(once, deterministic(uvw, FREQ_HZ, vis.astype(np.complex64),
                                               weights, flags))
     for tiles in TILES.values():
         if tiles is not None:
-            forced = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=2, strategy="core",
-                             core_method="tiles", core_tiles=tiles)
+            forced = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=2,
+                             method="tiles", tiles=tiles)
             assert _relative_error(forced(uvw, FREQ_HZ, vis.astype(np.complex64), weights,
                                           flags), reference) < 1e-5, tiles
     code = [re.sub(r"//[^\n]*|/\*.*?\*/", "", source, flags=re.S) for source in without_fp64]
@@ -272,12 +269,12 @@ def test_degrid_random_complex_user_tables(cl_env, separable):
     reference = degrid_reference(grid, uvw, FREQ_HZ, gcf, nx, ny, cell, weights)
     variants = [(0, False), (4, False)] + [(0, True)] * cl_env.profile.vector_kernels
     for tiles in (None, TileShape(8, 8)):
-        degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=2, strategy="core",
-                                     core_tiles=tiles)
+        degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=2,
+                                     tiles=tiles)
         result = degridder(grid.astype(np.complex64), uvw, FREQ_HZ, weights)
         assert _relative_error(result, reference) < 1e-5, tiles
     for group, as_vectors in variants:
-        degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=2, strategy="core")
+        degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=2)
         core = degridder._core
         core.interpolator = TableInterpolator(cl_env.queue, core.table_grid,
                                               core.interpolator.tables_d[:2], group, as_vectors)
@@ -288,7 +285,7 @@ def test_degrid_random_complex_user_tables(cl_env, separable):
 @pytest.mark.parametrize("conjugate", [True, False])
 def test_off_grid_drops_counted_and_conjugation(cl_env, conjugate):
     """Points beyond the grid edge and W beyond the last plane are dropped and
-    counted as uvprep counts them; without conjugation a negative w is off
+    counted as the reference counts them; without conjugation a negative w is off
     the grid (its W plane index is negative)."""
     rng = np.random.default_rng(5)
     nx = ny = 48
@@ -305,9 +302,6 @@ def test_off_grid_drops_counted_and_conjugation(cl_env, conjugate):
     stats = gridder.last_stats
     assert stats["n_kept"] == kept
     assert stats["n_offgrid"] == uvw.shape[0] * FREQ_HZ.size - kept > 0
-    host = clgrid.gridders.uvprep.plan_uv(uvw, FREQ_HZ, gcf, nx, ny, cell,
-                                          conjugate_negative_w=conjugate)
-    assert stats["n_offgrid"] == host.n_offgrid
 
 
 @pytest.mark.parametrize("size", SIZES, ids=["whole-tiles", "padded"])
@@ -336,17 +330,18 @@ def test_repeats_bitwise_and_accumulates(cl_env, size):
         assert _relative_error(grid.get(), 2 * reference) < 1e-5
 
 
-def test_agrees_with_the_host_plan_strategies(cl_env):
+def test_spreads_agree(cl_env):
+    """The tile spread and the register spread (two coarsenings) give the same grid."""
     rng = np.random.default_rng(8)
     uvw, cell = _setup(rng, 64, 64, 400, 7, tracks=True)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2), np.complex64)
     gcf = separable_gcf(7, 8)
-    core = _core(cl_env, gcf, 64, 64, cell, npol=2)(uvw, FREQ_HZ, vis)
-    peak = np.max(np.abs(core))
-    for strategy in ("scatter", "tiled"):
-        other = Gridder(cl_env.queue, gcf, 64, 64, cell, npol=2, strategy=strategy)(
-            uvw, FREQ_HZ, vis)
-        assert np.max(np.abs(core - other)) < 1e-5 * peak, strategy
+    tiles = _core(cl_env, gcf, 64, 64, cell, npol=2)(uvw, FREQ_HZ, vis)
+    peak = np.max(np.abs(tiles))
+    for params in (None, {"block_u": 4, "block_v": 2, "wg_size": 32}):
+        other = Gridder(cl_env.queue, gcf, 64, 64, cell, npol=2, method="register",
+                        register_params=params)(uvw, FREQ_HZ, vis)
+        assert np.max(np.abs(tiles - other)) < 1e-5 * peak, params
 
 
 def test_device_arrays_in_and_out(cl_env):
@@ -379,37 +374,36 @@ def test_bad_input_errors(cl_env):
         gridder(uvw, FREQ_HZ, bad_vis)
     with pytest.raises(ValueError, match="shape"):
         gridder(uvw, FREQ_HZ, vis[:, :2])
-    with pytest.raises(ValueError, match="no host records"):
-        gridder.grid_records(np.zeros((1, 4), np.int32), np.zeros((1, 1), np.complex64),
-                             gridder.zeros())
     from clgrid.core.table import max_table_support
     too_wide = max_table_support(cl_env.profile) + 1
     with pytest.raises(ValueError, match=f"support <= {too_wide - 1}"):
-        Gridder(cl_env.queue, separable_gcf(too_wide, 2), 160, 160, cell, strategy="core",
-                core_method="tiles")
-    wide = Gridder(cl_env.queue, separable_gcf(too_wide, 2), 160, 160, cell, strategy="core")
-    assert wide.choice.core_method == "register" and not wide.deterministic
-    with pytest.raises(ValueError, match="deterministic=True needs the core's tile spread"):
-        Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell, strategy="core",
-                core_method="register", deterministic=True)
-    with pytest.raises(ValueError, match="core_tiles shapes the core's tile spread"):
-        Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell, strategy="core",
-                core_method="register", core_tiles=TileShape(8, 8))
-    with pytest.raises(ValueError, match="core_method must be one of"):
-        Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell, strategy="core",
-                core_method="atomic")
-    with pytest.raises(ValueError, match="applies to strategy 'core'"):
-        Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell, strategy="scatter",
-                core_method="register")
+        Gridder(cl_env.queue, separable_gcf(too_wide, 2), 160, 160, cell,
+                method="tiles")
+    wide = Gridder(cl_env.queue, separable_gcf(too_wide, 2), 160, 160, cell)
+    assert wide.choice.method == "register" and not wide.deterministic
+    with pytest.raises(ValueError, match="deterministic=True needs the tile spread"):
+        Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell,
+                method="register", deterministic=True)
+    with pytest.raises(ValueError, match="tiles= shapes the tile spread"):
+        Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell,
+                method="register", tiles=TileShape(8, 8))
+    with pytest.raises(ValueError, match="method must be one of"):
+        Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell, method="atomic")
+    with pytest.raises(ValueError, match="shape the register spread"):
+        Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell, method="tiles",
+                atomics="cas")
+    with pytest.raises(ValueError, match="deterministic=True needs the tile spread, "
+                       "impossible"):
+        Gridder(cl_env.queue, separable_gcf(too_wide, 2), 160, 160, cell, deterministic=True)
     with pytest.raises(ValueError, match="block_u and block_v must be in"):
-        Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell, strategy="core",
-                core_method="register", register_params={"block_u": 3})
+        Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell,
+                method="register", register_params={"block_u": 3})
     with pytest.raises(TypeError, match="register_params must be a clgrid.core.register"):
-        Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell, strategy="core",
-                core_method="register", register_params=(2, 2))
+        Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell,
+                method="register", register_params=(2, 2))
     with pytest.raises(ValueError, match="complex sums a work-item"):
-        Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell, strategy="core", npol=4,
-                core_method="register", register_params={"block_u": 8, "block_v": 4})
+        Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell, npol=4,
+                method="register", register_params={"block_u": 8, "block_v": 4})
     with pytest.raises(ValueError, match="too small for kernel support"):
         _core(cl_env, separable_gcf(12, 2), 64, 64, cell, TileShape(8, 8))
     # a plan binned for other tiles would be read out of bounds: refused
@@ -420,110 +414,69 @@ def test_bad_input_errors(cl_env):
         gridder.grid_plan(object(), vis)
 
 
-def test_deterministic_picks_core_on_gpus_and_where_faster_on_cpus(cl_env):
-    from clgrid.gridders.dispatch import cpu_core_faster
-    profile = cl_env.profile
+def test_deterministic_runs_the_tiles(cl_env):
     for npol, gcf in ((1, separable_gcf(6, 4)), (4, separable_gcf(6, 4)),
                       (4, w_projection_gcf(8, 4, 3, 100.0, 0.05))):
         gridder = Gridder(cl_env.queue, gcf, 64, 64, 1e-3, npol=npol, deterministic=True)
-        core = profile.fp64 and (profile.device_type == "gpu" or cpu_core_faster(
-            profile, gcf.support, npol))
-        assert gridder.strategy == ("core" if core else "tiled") and gridder.deterministic
-    if profile.device_type == "cpu" and profile.fp64:   # real ES table, 1 polarisation
-        assert Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, 1e-3,
-                       deterministic=True).strategy == "core"
-
-
-def test_gpus_default_to_core_unless_scatter_is_asked_for(cl_env):
-    """deterministic=None: the core on GPUs (register accumulation, faster
-    than scatter on the H200 at every support; positions in float-float where
-    there is no fp64), nothing changes where scatter is asked for."""
-    import dataclasses
-    gridder = Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, 1e-3)
-    gridder.profile = dataclasses.replace(gridder.profile, device_type="gpu", fp64=True)
-    assert gridder._core_by_default(None, "auto", None, None)
-    assert gridder._core_by_default(False, "auto", None, None)     # the fastest: the core
-    assert not gridder._core_by_default(True, "auto", None, None)  # choose() decides
-    assert not gridder._core_by_default(None, "scatter", None, None)
-    assert not gridder._core_by_default(None, "auto", None, "cas")
-    assert not gridder._core_by_default(None, "auto", {"coarsen": 2}, None)
-    gridder.profile = dataclasses.replace(gridder.profile, fp64=False)   # float-float
-    assert gridder._core_by_default(None, "auto", None, None)
-    # CPUs: the core's tile spread (no atomics) for one polarisation, and for
-    # four where the vector tile builds
-    gridder.profile = dataclasses.replace(gridder.profile, device_type="cpu", fp64=True,
-                                          atomic_f32="native-cl")
-    assert gridder._core_by_default(None, "auto", None, None)
-    gridder.npol = 4
-    assert gridder._core_by_default(None, "auto", None, None) == \
-        gridder.profile.vector_kernels
-    gridder.npol = 1
-    gridder.profile = dataclasses.replace(gridder.profile, atomic_f32="cas")
-    assert gridder._core_by_default(None, "auto", None, None)
+        assert gridder.method == "tiles" and gridder.deterministic
+        assert gridder.atomic_path == "none"
 
 
 def test_dispatcher_on_fake_profiles():
     from test_dispatch import fake
-    from clgrid.gridders.dispatch import choose
+    from clgrid.gridders.dispatch import choose, method_for
     gpu = fake()
     choice = choose(gpu, 8, 4, deterministic=True)
-    assert choice.strategy == "core" and "core" in choice.reasons[-1]
-    assert choice.core == TileShape(8, 8, 4096, groups=4)
-    assert choose(gpu, 16, 1, deterministic=True).core == TileShape(16, 32, 2048)
-    # too wide a kernel or too little local memory: the tiled strategy
-    for profile, support in ((gpu, 48), (fake(local_mem_bytes=4096), 8)):
-        choice = choose(profile, support, 1, deterministic=True)
-        assert choice.strategy == "tiled" and "core impossible" in choice.reasons[-1]
-    # CPUs: the core's tiles where they beat the tiled strategy
-    assert choose(fake(device_type="cpu"), 8, 1, deterministic=True).strategy == "core"
-    assert choose(fake(device_type="cpu"), 8, 4, deterministic=True).strategy == "core"
-    assert choose(fake(device_type="cpu"), 16, 4, deterministic=True).strategy == "core"
-    assert choose(fake(device_type="cpu"), 48, 1, deterministic=True).strategy == "core"
-    assert choose(fake(device_type="cpu"), 65, 1, deterministic=True).strategy == "tiled"
-    assert choose(gpu, 8, 1).strategy == "scatter"                # not asked: unchanged
-    assert choose(gpu, 8, 1, strategy="core").strategy == "core"
-    # the core's spread: register accumulation where float atomics are native
-    # or the support is beyond the tiles', tiles where determinism is asked for
-    from clgrid.gridders.dispatch import core_by_default, core_method_for
-    assert gpu.atomic_f32 in ("native-ptx", "native-cl")
-    assert choose(gpu, 8, 1, strategy="core").core_method == "register"
-    assert choose(gpu, 8, 1, strategy="core").core is None
-    assert choose(gpu, 48, 4, strategy="core").core_method == "register"
-    assert choose(gpu, 8, 1, deterministic=True).core_method == "tiles"
-    cas = fake(atomic_f32="cas")
-    assert core_method_for(cas, 8) == "tiles" and core_method_for(cas, 48) == "register"
-    assert core_by_default(gpu, 48)
+    assert choice.method == "tiles" and "deterministic" in choice.reasons[-1]
+    assert choice.tiles == TileShape(8, 8, 4096, groups=4)
+    assert choose(gpu, 16, 1, deterministic=True).tiles == TileShape(16, 32, 2048)
+    # too wide a kernel or too little local memory: refused, with the reason
+    for profile, support, why in ((gpu, 48, "support <= 33"),
+                                  (fake(local_mem_bytes=4096), 8, "local memory")):
+        with pytest.raises(ValueError, match=f"deterministic=True needs the tile spread, "
+                           f"impossible.*{why}"):
+            choose(profile, support, 1, deterministic=True)
+        assert choose(profile, support, 1).method == "register"
+    assert "tiles impossible" in choose(fake(local_mem_bytes=4096, atomic_f32="cas"), 8,
+                                        1).reasons[-1]
     cpu = fake(device_type="cpu", atomic_f32="native-cl")
-    assert core_by_default(cpu, 8) and core_method_for(cpu, 8) == "tiles"
-    assert core_by_default(fake(device_type="cpu", atomic_f32="cas"), 8)   # tiles: no atomics
-    # where the vector tile builds (W <= 64, any table): the core's tiles, any npol
-    for separable in (True, False):
-        for support in (16, 32, 64):
-            assert core_by_default(cpu, support, npol=4, separable=separable)
-            assert core_method_for(cpu, support, npol=4) == "tiles"
-        assert not core_by_default(cpu, 65, npol=4, separable=separable)  # beyond 64
-    assert not core_by_default(cpu, 65)       # the tiled strategy is faster
+    for npol in (1, 4):
+        for support in (8, 16, 48, 64):
+            assert choose(cpu, support, npol, deterministic=True).method == "tiles"
+            assert choose(cpu, support, npol).method == "tiles"   # no atomics
+    with pytest.raises(ValueError, match="support <= 64"):
+        choose(cpu, 65, 1, deterministic=True)
+    assert choose(cpu, 65, 1).method == "register"
+    assert "wider than the tiles take" in choose(cpu, 65, 1).reasons[-1]
+    # register accumulation where float atomics are native, tiles where determinism
+    # is asked for
+    assert gpu.atomic_f32 in ("native-ptx", "native-cl")
+    assert choose(gpu, 8, 1).method == "register" and choose(gpu, 8, 1).tiles is None
+    assert choose(gpu, 48, 4).method == "register"
+    cas = fake(atomic_f32="cas")
+    assert method_for(cas, 8) == "tiles" and method_for(cas, 48) == "register"
+    with pytest.raises(ValueError, match="method 'register' adds with float atomics"):
+        choose(gpu, 8, 1, deterministic=True, method="register")
     from clgrid.core.table import table_tiles
     assert table_tiles(cpu, 16) == TileShape(16, 16, vector=True)
     assert table_tiles(cpu, 17) == TileShape(32, 32, vector=True)
     assert table_tiles(cpu, 33) == TileShape(64, 64, vector=True)
-    assert choose(cpu, 8, 1).strategy == "tiled"               # the dispatcher alone: unchanged
     # CPUs spread any table with the vector tile where it builds
     vector = TileShape(16, 16, vector=True)
     for separable in (True, False):
-        assert choose(cpu, 8, 1, strategy="core", core_method="tiles",
-                      separable=separable).core == vector
+        assert choose(cpu, 8, 1, method="tiles", separable=separable).tiles == vector
     old_pocl = fake(device_type="cpu", atomic_f32="native-cl",
                     platform_name="Portable Computing Language", driver_version="3.0-rc2")
     assert not old_pocl.vector_kernels
-    assert choose(old_pocl, 8, 1, strategy="core", core_method="tiles").core == TileShape(8, 8)
-    assert not core_by_default(old_pocl, 8, npol=4)
-    assert core_method_for(old_pocl, 8, npol=4) == "register"
+    assert choose(old_pocl, 8, 4).tiles == TileShape(8, 8)      # lane tiles
+    assert "lane tiles" in choose(old_pocl, 8, 4).reasons[-1]
+    with pytest.raises(ValueError, match="support <= 33"):
+        choose(old_pocl, 34, 1, method="tiles")
     # no fp64: the core all the same (positions in float-float, compensated sums)
-    assert choose(fake(fp64=False), 8, 1, strategy="core").core_method == "register"
-    assert core_by_default(fake(fp64=False), 8)
-    choice = choose(fake(fp64=False), 8, 1, deterministic=True)
-    assert choice.strategy == "core" and choice.core_method == "tiles"
+    assert choose(fake(fp64=False), 8, 1).method == "register"
+    assert choose(fake(fp64=False), 8, 1, deterministic=True).method == "tiles"
+    with pytest.raises(ValueError, match="no double precision"):
+        choose(fake(fp64=False), 8, 1, np.float64)
 
 
 def test_register_default_geometry_on_fake_profiles():
@@ -560,28 +513,28 @@ ramp = np.exp(0.7j * np.arange(3))
 complex_rows = clgrid.gcf.user_gcf(3, 2, table_u=separable_gcf(3, 2).table_u * ramp,
                                    table_v=separable_gcf(3, 2).table_v * ramp.conj())
 for gcf in (separable_gcf(3, 2), w_projection_gcf(3, 2, 2, 60.0, 20 * cell), complex_rows):
-    gridder = Gridder(queue, gcf, 20, 18, cell, npol=2, strategy="core",
-                      core_tiles=TileShape(4, 4, 3, groups=2))
+    gridder = Gridder(queue, gcf, 20, 18, cell, npol=2,
+                      tiles=TileShape(4, 4, 3, groups=2))
     grid = gridder(uvw, [1e8], vis, weights, flags)
     assert gridder.last_stats["n_kept"] > 8, gridder.last_stats
     assert np.abs(grid).max() > 0
     gridder(uvw, [1e8], vis, weights, flags, out=gridder.zeros())
     # the CPU vector tile: real separable, full and complex separable tables
-    vector = Gridder(queue, gcf, 20, 18, cell, npol=2, strategy="core",
-                     core_tiles=TileShape(4, 4, vector=True))
+    vector = Gridder(queue, gcf, 20, 18, cell, npol=2,
+                     tiles=TileShape(4, 4, vector=True))
     assert np.allclose(vector(uvw, [1e8], vis, weights, flags), grid, atol=1e-5)
     once = vector(uvw, [1e8], vis, weights, flags, return_device=True)
     twice = vector(uvw, [1e8], vis, weights, flags, out=once)
     assert np.allclose(twice, 2 * grid, atol=1e-5)
-    degridder = clgrid.Degridder(queue, gcf, 20, 18, cell, npol=2, strategy="core",
-                                 core_tiles=TileShape(4, 4))
+    degridder = clgrid.Degridder(queue, gcf, 20, 18, cell, npol=2,
+                                 tiles=TileShape(4, 4))
     assert np.abs(degridder(grid, uvw, [1e8], weights, flags)).max() > 0
-    by_record = clgrid.Degridder(queue, gcf, 20, 18, cell, npol=2, strategy="core")
+    by_record = clgrid.Degridder(queue, gcf, 20, 18, cell, npol=2)
     assert np.allclose(by_record(grid, uvw, [1e8], weights, flags),
                        degridder(grid, uvw, [1e8], weights, flags), atol=1e-5)
     from clgrid.core.table import TableInterpolator
     for group, as_vectors in ((4, False), (0, True)):   # the GPUs' and the CPUs' kernels
-        forced = clgrid.Degridder(queue, gcf, 20, 18, cell, npol=2, strategy="core")
+        forced = clgrid.Degridder(queue, gcf, 20, 18, cell, npol=2)
         forced._core.interpolator = TableInterpolator(
             queue, forced._core.table_grid, forced._core.interpolator.tables_d[:2], group,
             as_vectors)
@@ -593,8 +546,8 @@ for gcf in (separable_gcf(3, 2), w_projection_gcf(3, 2, 2, 60.0, 20 * cell), com
                     "points_per_group": 7},
                    {"block_u": 4, "block_v": 4, "wg_size": 4, "batch": 2,
                     "points_per_group": 6}):
-        register = Gridder(queue, gcf, 20, 18, cell, npol=2, strategy="core",
-                           core_method="register", register_params=params)
+        register = Gridder(queue, gcf, 20, 18, cell, npol=2,
+                           method="register", register_params=params)
         assert np.allclose(register(uvw, [1e8], vis, weights, flags), grid, atol=1e-5)
 from clgrid.core.register import RecordScan
 from clgrid.core.table import TableGrid
@@ -610,16 +563,16 @@ assert cut.n_records == int((np.r_[True, np.any(cells[1:, :3] != cells[:-1, :3],
 # a table wider than 16 on the vector tile (32 x 32, full-slice rows in pieces)
 wide = w_projection_gcf(18, 2, 2, 60.0, 64 * cell)
 args = (uvw[:6] * 0.2, [1e8], vis[:6])
-lanes = Gridder(queue, wide, 64, 64, cell, npol=2, strategy="core",
-                core_tiles=TileShape(32, 32))(*args)
-vector = Gridder(queue, wide, 64, 64, cell, npol=2, strategy="core",
-                 core_tiles=TileShape(32, 32, vector=True))(*args)
+lanes = Gridder(queue, wide, 64, 64, cell, npol=2,
+                tiles=TileShape(32, 32))(*args)
+vector = Gridder(queue, wide, 64, 64, cell, npol=2,
+                 tiles=TileShape(32, 32, vector=True))(*args)
 assert np.abs(lanes).max() > 0 and np.allclose(vector, lanes, atol=1e-5)
-by_rows = clgrid.Degridder(queue, wide, 64, 64, cell, npol=2, strategy="core")
+by_rows = clgrid.Degridder(queue, wide, 64, 64, cell, npol=2)
 by_rows._core.interpolator = TableInterpolator(
     queue, by_rows._core.table_grid, by_rows._core.interpolator.tables_d[:2], 0, True)
 assert by_rows._core.interpolator.record_vector
-scalar = clgrid.Degridder(queue, wide, 64, 64, cell, npol=2, core_tiles=TileShape(32, 32))
+scalar = clgrid.Degridder(queue, wide, 64, 64, cell, npol=2, tiles=TileShape(32, 32))
 assert np.allclose(by_rows(lanes, *args[:2]), scalar(lanes, *args[:2]), atol=1e-5)
 # a device without fp64: float-float set points, compensated record sums
 import dataclasses
@@ -628,14 +581,14 @@ with_fp64 = DeviceProfile.from_device
 DeviceProfile.from_device = classmethod(
     lambda cls, device: dataclasses.replace(with_fp64(device), fp64=False))
 gcf = w_projection_gcf(3, 2, 2, 60.0, 20 * cell)
-exact = Gridder(queue, gcf, 20, 18, cell, npol=2, strategy="core",
-                core_method="register")(uvw, [1e8], vis, weights)
+exact = Gridder(queue, gcf, 20, 18, cell, npol=2,
+                method="register")(uvw, [1e8], vis, weights)
 assert np.allclose(Gridder(queue, gcf, 20, 18, cell, npol=2)(uvw, [1e8], vis, weights),
                    exact, atol=1e-5)
 predicted = clgrid.Degridder(queue, gcf, 20, 18, cell, npol=2)(exact, uvw, [1e8], weights)
 assert np.abs(predicted).max() > 0
-tiles = Gridder(queue, gcf, 20, 18, cell, npol=2, strategy="core", core_method="tiles",
-                core_tiles=TileShape(4, 4, 3, groups=2))    # split, two groups: Kahan sums
+tiles = Gridder(queue, gcf, 20, 18, cell, npol=2, method="tiles",
+                tiles=TileShape(4, 4, 3, groups=2))    # split, two groups: Kahan sums
 assert np.allclose(tiles(uvw, [1e8], vis, weights), exact, atol=1e-5)
 DeviceProfile.from_device = with_fp64
 print("done")
@@ -696,7 +649,7 @@ def test_degridder_core_matches_reference_and_is_adjoint(cl_env, kind, npol, pre
     weights = rng.uniform(0.5, 2.0, (uvw.shape[0], FREQ_HZ.size, npol))
     flags = rng.random(weights.shape) < 0.1
     degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=npol,
-                                 precision=precision, strategy="core")
+                                 precision=precision)
     if record_group == "vector":      # the CPUs' kernel, forced on every device
         cl_env.require_vector_tiles()
         core = degridder._core
@@ -715,7 +668,7 @@ def test_degridder_core_matches_reference_and_is_adjoint(cl_env, kind, npol, pre
     assert vis.shape == reference.shape and vis.dtype == degridder.complex_dtype
     assert _relative_error(vis, reference) < _tolerance(precision)
     assert degridder.last_stats["n_offgrid"] > 0
-    # adjoint of Gridder(strategy='core') in the real inner product (conjugating
+    # adjoint of the Gridder in the real inner product (conjugating
     # the w < 0 visibilities is antilinear): Re <g, G v> = Re <D g, v>
     values = random_vis(rng, weights.shape)
     gridder = _core(cl_env, gcf, nx, ny, cell, npol=npol, precision=precision)
@@ -738,7 +691,7 @@ def test_no_rows_and_far_points(cl_env):
     gridder = _core(cl_env, gcf, 48, 48, 1e-3, npol=2)
     empty = gridder(np.zeros((0, 3)), FREQ_HZ, np.zeros((0, FREQ_HZ.size, 2), np.complex64))
     assert empty.shape == (2, 48, 48) and not np.any(empty)
-    degridder = clgrid.Degridder(cl_env.queue, gcf, 48, 48, 1e-3, npol=2, strategy="core")
+    degridder = clgrid.Degridder(cl_env.queue, gcf, 48, 48, 1e-3, npol=2)
     assert degridder(empty, np.zeros((0, 3)), FREQ_HZ).shape == (0, FREQ_HZ.size, 2)
     uvw = np.array([[1e25, 0.0, 0.0], [-3e20, 5e19, 1.0], [10.0, -20.0, 3.0]])
     vis = np.ones((3, FREQ_HZ.size, 2), np.complex64)
@@ -786,9 +739,9 @@ REGISTER = {
 
 def _register(cl_env, gcf, nx, ny, cell, params=None, **kwargs) -> Gridder:
     _skip_without_fp64(cl_env)
-    gridder = Gridder(cl_env.queue, gcf, nx, ny, cell, strategy="core", core_method="register",
+    gridder = Gridder(cl_env.queue, gcf, nx, ny, cell, method="register",
                       register_params=params, **kwargs)
-    assert gridder.choice.core_method == "register" and not gridder.deterministic
+    assert gridder.choice.method == "register" and not gridder.deterministic
     return gridder
 
 
@@ -844,7 +797,7 @@ def test_register_random_complex_user_tables(cl_env, separable):
 
 
 def test_register_accumulates_drops_and_cas_atomics(cl_env):
-    """out= adds; off-grid points are counted as the host plan counts them;
+    """out= adds; off-grid points are counted as the reference counts them;
     the compare-and-swap path gives the same grid as the device's best."""
     rng = np.random.default_rng(41)
     nx = ny = 48
@@ -852,12 +805,13 @@ def test_register_accumulates_drops_and_cas_atomics(cl_env):
     gcf = w_projection_gcf(6, 4, 4, 300.0 * FREQ_HZ.max() / C, nx * cell)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 1), np.complex64)
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell)
-    host = clgrid.gridders.uvprep.plan_uv(uvw, FREQ_HZ, gcf, nx, ny, cell)
+    offgrid = uvw.shape[0] * FREQ_HZ.size - len(list(footprints(uvw, FREQ_HZ, gcf, nx, ny,
+                                                                cell)))
     for atomics in (None, "cas"):
         gridder = _register(cl_env, gcf, nx, ny, cell, atomics=atomics)
         with pytest.warns(UserWarning, match="off the grid"):
             grid = gridder(uvw, FREQ_HZ, vis, return_device=True)
-        assert gridder.last_stats["n_offgrid"] == host.n_offgrid > 0
+        assert gridder.last_stats["n_offgrid"] == offgrid > 0
         assert _relative_error(grid.get(), reference) < 1e-5
         with pytest.warns(UserWarning, match="off the grid"):
             gridder(uvw, FREQ_HZ, vis, out=grid)
@@ -901,7 +855,7 @@ def test_record_cut_matches_numpy(cl_env, n):
 
 
 def test_register_degridder_is_adjoint_beyond_the_tile_limit(cl_env):
-    """Support 40: Degridder(strategy='core') sorts by cell; Re <g, G v> = Re <D g, v>."""
+    """Support 40: the Degridder sorts by cell; Re <g, G v> = Re <D g, v>."""
     _skip_without_fp64(cl_env)
     rng = np.random.default_rng(43)
     nx = ny = 112
@@ -909,8 +863,7 @@ def test_register_degridder_is_adjoint_beyond_the_tile_limit(cl_env):
     gcf = w_projection_gcf(40, 4, 3, 300.0 * FREQ_HZ.max() / C, nx * cell)
     grid = random_vis(rng, (1, ny, nx))
     values = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 1))
-    degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, precision=np.float64,
-                                 strategy="core")
+    degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, precision=np.float64)
     gridder = _register(cl_env, gcf, nx, ny, cell, precision=np.float64)
     degridded = degridder(grid, uvw, FREQ_HZ)
     gridded = gridder(uvw, FREQ_HZ, values)

@@ -2,7 +2,7 @@
 Algorithm 1: for every visibility, add V * GCF over its footprint).
 
 Written from the paper and the documented conventions of clgrid.gcf, not
-from clgrid.gridders.uvprep, so that the tests compare two independent codes.
+from the device set points, so that the tests compare two independent codes.
 """
 
 import numpy as np

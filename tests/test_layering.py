@@ -29,7 +29,7 @@ ALLOWED = {
     "io": set(),                         # Measurement Sets, FITS, simulation: host only
     "core": {"device"},                  # the gridding core (ES kernel, W-stacking)
     "imaging": {"core", "device"},       # Imager, vis2dirty, weighting
-    "gridders": {"core", "device", "io"},  # table gridders (Romein/Merry; strategy core), tuning
+    "gridders": {"core", "device", "io"},  # table gridders (Romein/Merry, on the core), tuning
     "singledish": {"device"},            # HEALPix pre-ordering and gather
     "reproject": {"device"},             # WCS reprojection
     "scaleout": {"imaging", "core", "device"},                 # several devices, Dask

@@ -1,36 +1,118 @@
-"""Autotuning: every variant agrees, the cache round-trips, 'auto' never tunes."""
+"""Autotuning of the register spread: every variant agrees, the cache
+round-trips, Gridder(register_params='auto') reads it and never tunes."""
 
+import numpy as np
 
-from clgrid.gridders import tuning
+from clgrid.core.register import MAX_REGISTER_SUMS, REGISTER_BLOCKS, RegisterParams, \
+    default_register_params
+from clgrid.gridders import tunecache, tuning
 from clgrid.gcf import separable_gcf
-from clgrid.gridders.gridder import Gridder, GridderParams, default_params
+from clgrid.gridders.gridder import Gridder
+
+#: A few candidates, so that a tune takes seconds on a 2-core CPU.
+FEW = [RegisterParams(1, 1, 32, 64, 1024), RegisterParams(2, 2, 64, 64, 2048),
+       RegisterParams(2, 1, 32, 16, 512)]
+
+
+def _auto(cl_env, gcf, npol, cell=1e-3):
+    return Gridder(cl_env.queue, gcf, 64, 64, cell, npol=npol, method="register",
+                   register_params="auto")
 
 
 def test_tune_stores_best_and_auto_reads_it(cl_env, tmp_path, monkeypatch):
     monkeypatch.setenv("CLGRID_TUNING_CACHE", str(tmp_path / "cache.json"))
+    monkeypatch.setattr(tuning, "candidates", lambda profile, npol, quick=False: list(FEW))
+    profile = cl_env.profile
     gcf = separable_gcf(8, 4)
-    auto = Gridder(cl_env.queue, gcf, 64, 64, 1e-3, npol=2, params="auto")
-    assert auto.params == default_params(cl_env.profile, 8, 2)   # untuned: defaults
-    n = 4 if cl_env.tiny else 64
-    summary = tuning.tune(cl_env.queue, gcf, npol=2, nx=128 if not cl_env.tiny else 32,
-                          n_baselines=n // 4 + 1, repeats=1, quick=True, progress=False)
+    defaults = default_register_params(profile, 8, 2, True, gcf.real_tables)
+    assert _auto(cl_env, gcf, 2)._core.register.params == defaults   # untuned: defaults
+    summary = tuning.tune(cl_env.queue, gcf, npol=2, nx=64, n_baselines=3, repeats=1,
+                          quick=True, progress=False)
     timed = [r for r in summary["results"] if "seconds" in r]
-    assert len(timed) >= 3
-    assert all(r["max_rel_diff"] < 1e-5 for r in timed)          # same grid for every variant
+    # the candidates, and the defaults first where they are not among them
+    tried = [RegisterParams(**r["params"]) for r in summary["results"]]
+    assert tried == ([] if defaults in FEW else [defaults]) + FEW
+    assert len(timed) == len(tried)                                # every variant compiles
+    assert all(r["max_rel_diff"] < 1e-5 for r in timed)           # same grid for every variant
     assert summary["seconds"] == min(r["seconds"] for r in timed)
-    tuned = Gridder(cl_env.queue, gcf, 64, 64, 1e-3, npol=2, params="auto")
-    assert tuned.params == GridderParams(**summary["params"])
+    assert summary["default_seconds"] == next(r["seconds"] for r in timed
+                                              if r["params"] == defaults.__dict__)
+    best = RegisterParams(**summary["params"])
+    assert tunecache.cached_register_params(profile, 8, 2, np.float32, True) == best
+    tuned = _auto(cl_env, gcf, 2)
+    assert tuned._core.register.params == best
     # another parameter set is not affected
-    other = Gridder(cl_env.queue, gcf, 64, 64, 1e-3, npol=1, params="auto")
-    assert other.params == default_params(cl_env.profile, 8, 1)
+    assert _auto(cl_env, gcf, 1)._core.register.params == default_register_params(
+        profile, 8, 1, True, gcf.real_tables)
+    # save=False times without storing
+    monkeypatch.setenv("CLGRID_TUNING_CACHE", str(tmp_path / "other.json"))
+    tuning.tune(cl_env.queue, gcf, npol=2, nx=64, n_baselines=3, repeats=1, progress=False,
+                save=False)
+    assert tunecache.cached_register_params(profile, 8, 2, np.float32, True) is None
+
+
+def test_tuned_gridder_matches_reference(cl_env, tmp_path, monkeypatch):
+    """A geometry from the cache grids the same numbers as the float64 reference."""
+    from test_gridder_reference import C, grid_reference, random_vis
+    monkeypatch.setenv("CLGRID_TUNING_CACHE", str(tmp_path / "cache.json"))
+    gcf = separable_gcf(8, 4)
+    uvw, freq, cell = tuning.synthetic_tracks(3, 64, gcf.support)
+    assert np.abs(uvw[:, :2]).max() * freq.max() / C * 64 * cell < 32 - gcf.support
+    tunecache.store_register_params(cl_env.profile, 8, 2, np.float32, True, FEW[2], 1.0)
+    gridder = _auto(cl_env, gcf, 2, cell)
+    assert gridder._core.register.params == FEW[2]
+    rng = np.random.default_rng(0)
+    uvw = uvw[:200]
+    vis = random_vis(rng, (uvw.shape[0], freq.size, 2)).astype(np.complex64)
+    grid = gridder(uvw, freq, vis)
+    assert gridder.last_stats["n_offgrid"] == 0
+    reference = grid_reference(uvw, freq, vis, gcf, 64, 64, cell)
+    assert np.max(np.abs(grid - reference)) < 1e-5 * np.max(np.abs(reference))
 
 
 def test_candidates_respect_limits(cl_env):
-    for params in tuning.candidates(cl_env.profile):
-        params.validate()
-        assert params.wg_size <= cl_env.profile.max_work_group_size
-        assert max(params.block_u, params.block_v) <= 2 * min(params.block_u, params.block_v)
-    assert tuning.support_bucket(7) == 8 and tuning.support_bucket(16) == 16
+    from test_dispatch import fake
+    profiles = [cl_env.profile, fake(), fake(max_work_group_size=64),
+                fake(device_type="cpu", max_work_group_size=8192)]
+    for profile in profiles:
+        for npol in (1, 2, 4):
+            for quick in (False, True):
+                space = tuning.candidates(profile, npol, quick)
+                assert space and len(space) == len(set(space))
+                for params in space:
+                    params.validate(npol)
+                    assert params.block_u in REGISTER_BLOCKS and params.block_v in REGISTER_BLOCKS
+                    assert params.block_u * params.block_v * npol <= MAX_REGISTER_SUMS
+                    assert params.wg_size <= profile.max_work_group_size
+                    assert max(params.block_u, params.block_v) <= 2 * min(params.block_u,
+                                                                         params.block_v)
+                if quick:
+                    assert set(space) <= set(tuning.candidates(profile, npol))
+    assert {p.wg_size for p in tuning.candidates(fake(max_work_group_size=64), 1)} == {32, 64}
+    # quad polarisation: at most 4 x 4 points a work-item
+    assert max(p.block_u * p.block_v for p in tuning.candidates(fake(), 4)) == 16
+    assert tunecache.support_bucket(7) == 8 and tunecache.support_bucket(16) == 16
+    assert tunecache.support_bucket(17) == 32 and tunecache.support_bucket(1) == 1
+    assert tunecache.parameter_key(4, np.float64, False, 20) == \
+        "register|npol=4|float64|full|support<=32"
+
+
+def test_cli_tune(cl_env, tmp_path, monkeypatch, capsys):
+    """``clgrid tune`` on one device stores what Gridder(register_params='auto') reads."""
+    from clgrid.cli import main as cli_main
+    cache = tmp_path / "cache.json"
+    monkeypatch.setenv("CLGRID_TUNING_CACHE", str(cache))
+    monkeypatch.setattr(tuning, "candidates", lambda profile, npol, quick=False: list(FEW[:2]))
+    profile = cl_env.profile
+    device = f"{profile.platform_index}:{profile.device_index}"
+    assert cli_main(["tune", "--device", device, "--support", "6", "--npol", "1",
+                     "--nx", "64", "--baselines", "3", "--quick", "--oversample", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "support 6: best" in out and str(cache) in out
+    stored = tunecache.cached_register_params(profile, 6, 1, np.float32, True)
+    assert stored is not None
+    assert _auto(cl_env, separable_gcf(6, 4), 1)._core.register.params == stored
+    assert cli_main(["tune", "--device", "no-such-device-xyz", "--support", "6"]) == 2
 
 
 def test_tune_core_caches_the_fastest_tile_and_imagers_use_it(cl_env, tmp_path, monkeypatch):
@@ -38,7 +120,6 @@ def test_tune_core_caches_the_fastest_tile_and_imagers_use_it(cl_env, tmp_path, 
     fastest one timed, it is cached per device / W / precision / w mode, a new
     Imager spreads with it (and still matches the direct transform), and a
     stale entry that no longer fits falls back to the defaults."""
-    import numpy as np
     from clgrid.core.plan import TileShape
     from clgrid.core.tuning import cached_tiles, store_tiles, tile_candidates
     from clgrid.imaging import Imager, dft_vis2dirty

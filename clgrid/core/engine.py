@@ -93,7 +93,7 @@ class GriddingEngine:
     fft_backend
         As for :class:`clgrid.core.fft.DeviceFFT`.
     tiles
-        Spreading tile; default the device's tuned one (``clgrid tune --core``,
+        Spreading tile; default the device's tuned one (``clgrid tune-core``,
         :func:`clgrid.core.tuning.cached_tiles`), else
         :meth:`TileShape.for_device` (tests force the GPU shape on CPUs with it).
     vis_per_block

@@ -12,10 +12,10 @@ run of records past a box of ``bin_u x bin_v`` grid points, each work-item holds
 polarisations) in registers and adds them to the grid with one float atomic
 per point and polarisation only when the stream moves its block.  Every
 grid point of every footprint is one complex multiply-add per polarisation,
-with no search over tiles: the strategy for large supports on devices with
-native float atomics.  Atomics add in a varying order, so the last bits of
-the grid vary run to run (the tile spread, :class:`TableSpreader`, is the
-deterministic one).
+with no search over tiles: the spread for supports wider than the tiles
+take, and the default on devices with native float atomics.  Atomics add
+in a varying order, so the last bits of the grid vary run to run (the tile
+spread, :class:`TableSpreader`, is the deterministic one).
 """
 
 from __future__ import annotations

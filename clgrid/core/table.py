@@ -3,7 +3,7 @@ oversampled GCF tables of :class:`clgrid.Gridder` (separable tables and full
 W-projection tables).
 
 The same stages as the ES path, with the table gridder's conventions
-(:mod:`clgrid.gridders.uvprep`: grid centre at ``[ny // 2, nx // 2]``, u
+(:mod:`clgrid.gridders.gcf`: grid centre at ``[ny // 2, nx // 2]``, u
 along x, positions rounded to ``1 / O`` cell, W plane ``rint(w / w_step)``,
 ``w < 0`` conjugated):
 
@@ -99,12 +99,11 @@ class TableGrid:
         (:func:`max_table_support`), both 32-bit table indices."""
         if tiled and self.support > max_support:
             raise ValueError(f"the core's tile spread takes support <= {max_support} here, "
-                             f"got {self.support}: use core_method 'register' or strategy "
-                             "'tiled'")
+                             f"got {self.support}: use method 'register'")
         entries = self.w_planes * self.oversample ** 2
         if entries * (1 if self.separable else self.support ** 2) >= 2 ** 31 or \
                 entries >= TABLE_CONJUGATE:
-            raise ValueError("the table is too large for the core strategy's 32-bit indices")
+            raise ValueError("the table is too large for the core's 32-bit indices")
 
 
 def cpu_vector_tiles(profile: DeviceProfile) -> bool:
@@ -278,7 +277,7 @@ class TableSetPoints:
         n_chan = freq_scale_d.shape[0]
         n_vis = uvw_d.shape[0] * n_chan
         if n_vis >= 2 ** 31:
-            raise ValueError(f"{n_vis} visibilities: the core strategy takes fewer than 2**31 "
+            raise ValueError(f"{n_vis} visibilities: the core takes fewer than 2**31 "
                              "per call; grid the rows in parts (out=)")
         alloc = self.allocator
         counts_d = cla.zeros(queue, 3, np.uint32, allocator=alloc)

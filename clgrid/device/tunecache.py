@@ -2,7 +2,7 @@
 
 The file lives under the user cache directory (``CLGRID_TUNING_CACHE``
 overrides it) and maps a device (:attr:`DeviceProfile.cache_key`) to named
-entries: the table gridders' parameters and strategy winners
+entries: the table gridders' register-spread geometry
 (:mod:`clgrid.gridders.tunecache`) and the gridding core's spreading tiles
 (:mod:`clgrid.core.tuning`).  Readers import only this module.
 """

@@ -1,17 +1,14 @@
-"""Strategy ``'core'`` of :class:`clgrid.Gridder` (and :class:`clgrid.Degridder`):
-the table gridder on the gridding core (:mod:`clgrid.core.table`).
+"""The table gridders on the gridding core (:mod:`clgrid.core.table`).
 
-Per call: the uvw, frequencies, flags, visibilities and weights go to the
-device as they are (no host pass over the visibilities); set points bins
-them there (flagged, off-grid and non-finite positions counted), and the
-core's output-owned tiles spread them with the GCF tables.  No float
-atomics: the same bits call after call, with fresh objects too.
-
-Differences from the host-plan strategies (``scatter``, ``tiled``,
-``image``): no compression of records (the core's tiles read each point
-once per tile it touches, so merging buys little); NaN/Inf in ``vis`` or
-``weights`` is found on the device among the gridded visibilities only
-(a flagged or off-grid NaN is ignored, as it is never used).
+Per call of :class:`clgrid.Gridder` or :class:`clgrid.Degridder`: the uvw,
+frequencies, flags, visibilities and weights go to the device as they are
+(no host pass over the visibilities); set points bins them there (flagged,
+off-grid and non-finite positions counted), and one of the core's spreads
+grids them with the GCF tables: output-owned tiles (no float atomics, the
+same bits call after call) or register accumulation over records of equal
+points (:mod:`clgrid.core.register`).  NaN/Inf in ``vis`` or ``weights`` is
+found on the device among the gridded visibilities only (a flagged or
+off-grid one is never used) and raises ``ValueError`` with the count.
 """
 
 from __future__ import annotations
@@ -27,15 +24,15 @@ from ..core.setpoints import freq_scale
 from ..core.register import RecordScan, RegisterParams, RegisterSpreader
 from ..core.table import (TableGrid, TableInterpolator, TablePoints, TableSetPoints,
                           TableSpreader, check_tiles, max_table_support, table_tiles)
-from .dispatch import CORE_METHODS
+from .dispatch import METHODS
 from .gcf import GCF
-from .uvprep import check_uvw_freq, check_vis_layout
+from .checks import check_uvw_freq, check_vis_layout
 
 
 @dataclasses.dataclass
 class CorePlan:
     """Device set points of one (uvw, freq, flags): reusable across calls
-    (``Gridder.grid_plan``), like the host strategies' ``UVPlan``."""
+    (``Gridder.grid_plan``, ``Degridder.degrid_plan``)."""
 
     points: TablePoints
     flags_d: cla.Array | None
@@ -54,28 +51,21 @@ class CorePlan:
     def n_flagged(self) -> int:
         return self.points.n_flagged
 
-    @property
-    def n_records(self) -> int:
-        return self.points.n_kept
-
-    @property
-    def compression_ratio(self) -> float:
-        return 1.0
-
 
 def tile_shape(tiles) -> TileShape | None:
     """A :class:`TileShape` from a TileShape, a dict of its fields or None."""
-    return params_of(tiles, TileShape, "core_tiles")
+    return params_of(tiles, TileShape, "tiles")
 
 
 class CoreTableEngine:
     """Set points and spread of one :class:`clgrid.Gridder` on the core.
 
     ``method``: ``'tiles'`` (output-owned tiles, no atomics, the same bits
-    every run; support <= 33) or ``'register'`` (Romein/Merry register
-    accumulation over points sorted by cell, float atomics at flushes;
-    :mod:`clgrid.core.register`), with ``register_params`` and ``atomics``
-    for the latter.  ``spread=False``: set points and interpolation only
+    every run; support <= :func:`clgrid.core.table.max_table_support`) or
+    ``'register'`` (Romein/Merry register accumulation over points sorted by
+    cell, float atomics at flushes; :mod:`clgrid.core.register`), with
+    ``register_params``, ``atomics`` and ``count_flushes`` for the latter.
+    ``spread=False``: set points and interpolation only
     (:class:`clgrid.Degridder`)."""
 
     def __init__(self, queue: cl.CommandQueue, profile, gcf: GCF, nx: int, ny: int,
@@ -83,9 +73,9 @@ class CoreTableEngine:
                  conjugate_negative_w: bool, tiles: TileShape | None = None, *,
                  method: str = "tiles", npol: int = 1,
                  register_params: RegisterParams | None = None, atomics: str | None = None,
-                 spread: bool = True):
-        if method not in CORE_METHODS:
-            raise ValueError(f"core method must be one of {CORE_METHODS}, got {method!r}")
+                 count_flushes: bool = False, spread: bool = True):
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
         table_real = gcf.real_tables
         self.table_grid = TableGrid(nx, ny, float(cell_size_rad), gcf.support, gcf.oversample,
                                     gcf.w_planes, float(gcf.w_step_lambda), gcf.separable,
@@ -102,7 +92,7 @@ class CoreTableEngine:
             self.records = RecordScan(queue, self.table_grid)
             if spread:
                 self.register = RegisterSpreader(queue, self.table_grid, tables_d, npol,
-                                                 register_params, atomics)
+                                                 register_params, atomics, count_flushes)
             return
         self.tiles = tiles if tiles is not None else table_tiles(profile, gcf.support)
         check_tiles(self.table_grid, self.tiles, profile)
@@ -176,7 +166,7 @@ class CoreTableEngine:
         """A CorePlan made by set points like this engine's (another gridder's,
         binned for other tiles or another grid, would be read out of bounds)."""
         if not isinstance(plan, CorePlan):
-            raise TypeError(f"strategy 'core' takes the CorePlan of its own plan(), got "
+            raise TypeError(f"this gridder takes the CorePlan of its own plan(), got "
                             f"{type(plan).__name__}")
         if plan.points.binning != self.set_points.binning:
             raise ValueError("this CorePlan was made by a gridder with another grid, table or "

@@ -1,7 +1,7 @@
 """Gridding convolution functions (GCFs) as oversampled tables.
 
-Conventions shared by :mod:`clgrid.gridders.uvprep`, :class:`clgrid.Gridder` and
-:class:`clgrid.Degridder`:
+Conventions shared by :class:`clgrid.Gridder`, :class:`clgrid.Degridder` and the
+core's table set points (:mod:`clgrid.core.table`):
 
 * A visibility at fractional grid coordinate ``x`` (pixels, grid centre at
   ``nx // 2``) is rounded to the oversampled grid: ``k = round(x * O)``.

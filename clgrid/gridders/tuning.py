@@ -1,13 +1,14 @@
-"""Autotuning of the gridder's work distribution, with a per-device cache.
+"""Autotuning of the register spread's work distribution, with a per-device cache.
 
-:func:`tune` times every candidate :class:`~clgrid.gridders.gridder.GridderParams`
-(coarsening 1, 2, 4, 8 per axis up to 16 in total, work-group sizes,
-visibilities per group) on a small synthetic observation with realistic
-tracks, checks that each variant gives the same grid, and stores the
-fastest under the user cache directory, keyed by device (platform, name,
-driver) and by parameter set (npol, precision, table kind, support bucket).
-``Gridder(params='auto')`` reads the cache and falls back to
-:func:`clgrid.gridders.gridder.default_params`: it never tunes on its own.
+:func:`tune` times candidate :class:`~clgrid.core.register.RegisterParams`
+(Merry's coarsening 1, 2, 4, 8 per axis within the register budget,
+work-group sizes, records per group) on a small synthetic observation with
+realistic tracks, checks that each variant gives the same grid, and stores
+the fastest under the user cache directory, keyed by device (platform,
+name, driver) and by parameter set (npol, precision, table kind, support
+bucket).  ``Gridder(register_params='auto')`` reads the cache and falls
+back to :func:`clgrid.core.register.default_register_params`: it never
+tunes on its own.  (``clgrid tune-core`` tunes the ES imaging path's tiles.)
 """
 
 from __future__ import annotations
@@ -18,30 +19,33 @@ import time
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..core.register import MAX_REGISTER_SUMS, REGISTER_BLOCKS, RegisterParams
+from .checks import SPEED_OF_LIGHT_M_S
 from .gridder import Gridder
-from .params import COARSENING, MAX_COARSENING, GridderParams, default_params
-from .tunecache import (_store, cache_path, cached_params, cached_strategy,  # noqa: F401
-                        parameter_key, store_strategy, strategy_key, support_bucket)
+from .tunecache import cache_path, store_register_params
+
+#: Largest disagreement between variants accepted (float32 sums in another order).
+AGREEMENT = 1e-4
 
 
-def candidates(profile, quick: bool = False) -> list[GridderParams]:
-    """Search space: coarsening shapes no more than 2:1 (Merry's finding),
-    work-group sizes within the device limit, visibilities per group."""
-    blocks = [(u, v) for u, v in itertools.product(COARSENING, COARSENING)
-              if u * v <= MAX_COARSENING and max(u, v) <= 2 * min(u, v)]
+def candidates(profile, npol: int, quick: bool = False) -> list[RegisterParams]:
+    """Search space: coarsening shapes no more than 2:1 (Merry's finding)
+    within :data:`~clgrid.core.register.MAX_REGISTER_SUMS`, work-group sizes
+    within the device limit, records per group."""
+    blocks = [(u, v) for u, v in itertools.product(REGISTER_BLOCKS, REGISTER_BLOCKS)
+              if u * v * npol <= MAX_REGISTER_SUMS and max(u, v) <= 2 * min(u, v)]
     groups = [g for g in (32, 64, 128, 256) if g <= profile.max_work_group_size]
-    per_group = (1024,) if quick else (256, 1024, 4096)
+    per_group = (2048,) if quick else (1024, 2048, 4096)
     if quick:
         blocks = [b for b in blocks if b[0] * b[1] in (1, 4, 16)]
         groups = groups[-2:]
-    return [GridderParams(u, v, g, n) for (u, v), g, n in itertools.product(blocks, groups,
-                                                                             per_group)]
+    return [RegisterParams(u, v, g, 64, n)
+            for (u, v), g, n in itertools.product(blocks, groups, per_group)]
 
 
 def synthetic_tracks(n_baselines: int, nx: int, support: int, seed: int = 0):
     """A small observation with realistic tracks filling the grid's inner part."""
     from ..io.simulate import simulate_observation
-    from .uvprep import SPEED_OF_LIGHT_M_S
     uvw = simulate_observation(duration_h=4.0, integration_s=10.0, n_baselines=n_baselines,
                                seed=seed)
     freq_hz = np.linspace(1.0e9, 1.1e9, 4)
@@ -49,6 +53,16 @@ def synthetic_tracks(n_baselines: int, nx: int, support: int, seed: int = 0):
     reach = (nx / 2 - support) * cell_uv_lambda * SPEED_OF_LIGHT_M_S / freq_hz.max()
     uvw = uvw * (0.9 * reach / np.abs(uvw[:, :2]).max())
     return uvw, freq_hz, 1.0 / (nx * cell_uv_lambda)
+
+
+def _best_seconds(gridder: Gridder, plan, vis, grid, repeats: int) -> float:
+    best = np.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        gridder.grid_plan(plan, vis, out=grid, return_device=True)
+        gridder.queue.finish()
+        best = min(best, time.perf_counter() - start)
+    return best
 
 
 def tune(context, gcf, npol: int = 4, precision=np.float32, *, nx: int = 512,
@@ -59,61 +73,49 @@ def tune(context, gcf, npol: int = 4, precision=np.float32, *, nx: int = 512,
     Returns a dict with ``params`` (the best), ``seconds``, ``default_seconds``
     and ``results`` (one row per candidate).
     """
-    # the scatter strategy's parameters are what is tuned: its host records
-    probe = Gridder(context, gcf, nx, nx, 1.0, npol=npol, precision=precision,
-                    strategy="scatter")
-    profile = probe.profile
     uvw, freq_hz, cell = synthetic_tracks(n_baselines, nx, gcf.support)
+    default = Gridder(context, gcf, nx, nx, cell, npol=npol, precision=precision,
+                      method="register")
+    profile = default.profile
     rng = np.random.default_rng(0)
     shape = (uvw.shape[0], freq_hz.size, npol)
     vis = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(
-        probe.complex_dtype)
-    plan = probe.plan(uvw, freq_hz)
-    records = plan.records(vis, dtype=probe.complex_dtype)
-    reference = None
+        default.complex_dtype)
+    reference = default(uvw, freq_hz, vis)
     results = []
-    default = default_params(profile, gcf.support, npol)
-    space = candidates(profile, quick)
-    if default not in space:
-        space.insert(0, default)
+    default_params = default._core.register.params
+    space = candidates(profile, npol, quick)
+    if default_params not in space:
+        space.insert(0, default_params)
     for params in tqdm(space, desc="clgrid tune", disable=not progress):
         try:
-            gridder = Gridder(probe.queue, gcf, nx, nx, cell, npol=npol, precision=precision,
-                              params=params)
+            gridder = Gridder(default.queue, gcf, nx, nx, cell, npol=npol, precision=precision,
+                              method="register", register_params=params)
         except Exception as error:  # a variant the compiler rejects is skipped, not fatal
             results.append({"params": params.__dict__, "error": str(error)[:200]})
             continue
-        grid = gridder.zeros()
-        gridder.grid_records(plan.header, records, grid)       # warm-up and check
-        result = grid.get()
-        if reference is None:
-            reference = result
-        error = np.max(np.abs(result - reference)) / max(np.max(np.abs(reference)), 1e-30)
-        best = np.inf
-        for _ in range(repeats):
-            grid.fill(0)
-            start = time.perf_counter()
-            gridder.grid_records(plan.header, records, grid)
-            best = min(best, time.perf_counter() - start)
-        results.append({"params": params.__dict__, "seconds": best, "max_rel_diff": error})
+        plan = gridder.plan(uvw, freq_hz)
+        grid = gridder.grid_plan(plan, vis, return_device=True)      # warm-up and check
+        error = (np.max(np.abs(grid.get() - reference))
+                 / max(np.max(np.abs(reference)), 1e-30))
+        seconds = _best_seconds(gridder, plan, vis, grid, repeats)
+        results.append({"params": params.__dict__, "seconds": seconds, "max_rel_diff": error})
     timed = [r for r in results if "seconds" in r]
-    if any(r["max_rel_diff"] > 1e-4 for r in timed):
+    if any(r["max_rel_diff"] > AGREEMENT for r in timed):
         raise RuntimeError("tuning variants disagree: " + str(
-            [r for r in timed if r["max_rel_diff"] > 1e-4][:3]))
+            [r for r in timed if r["max_rel_diff"] > AGREEMENT][:3]))
     winner = min(timed, key=lambda r: r["seconds"])
-    default_row = next(r for r in timed if r["params"] == default.__dict__)
+    default_row = next(r for r in timed if r["params"] == default_params.__dict__)
     summary = {"params": winner["params"], "seconds": winner["seconds"],
-               "default_seconds": default_row["seconds"], "n_records": plan.n_records,
-               "results": results}
+               "default_seconds": default_row["seconds"], "results": results}
     if save:
-        _store(profile, parameter_key(npol, precision, gcf.separable, gcf.support),
-               {"params": winner["params"], "seconds": winner["seconds"],
-                "tuned_at": time.strftime("%Y-%m-%d %H:%M:%S")})
+        store_register_params(profile, gcf.support, npol, precision, gcf.separable,
+                              RegisterParams(**winner["params"]), winner["seconds"])
     return summary
 
 
 def _cmd_tune(args) -> int:
-    """``clgrid tune``: tune the gridder for one device and parameter set."""
+    """``clgrid tune``: tune the register spread for one device and parameter set."""
     from ..device.profiles import create_context
     from .gcf import separable_gcf, w_projection_gcf
     try:
@@ -134,7 +136,8 @@ def _cmd_tune(args) -> int:
 
 def add_parser(commands) -> None:
     """Register the ``tune`` subcommand on the clgrid CLI."""
-    parser = commands.add_parser("tune", help="autotune the table gridder for a device")
+    parser = commands.add_parser("tune", help="autotune the table gridder's register spread "
+                                 "for a device")
     parser.add_argument("--device", default=None)
     parser.add_argument("--support", type=int, nargs="+", default=[8, 16, 32])
     parser.add_argument("--npol", type=int, default=4, choices=(1, 2, 4))
@@ -146,5 +149,5 @@ def add_parser(commands) -> None:
     parser.add_argument("--quick", action="store_true", help="fewer candidates")
     parser.set_defaults(func=_cmd_tune)
 
-__all__ = ["add_parser", "cache_path", "cached_params", "cached_strategy", "candidates",
-           "parameter_key", "store_strategy", "strategy_key", "tune"]
+
+__all__ = ["add_parser", "candidates", "synthetic_tracks", "tune"]

@@ -1,4 +1,4 @@
-"""Host-side preparation: positions, drops, flags, compression, bad input."""
+"""Gridder inputs: drops, flags, records of equal points, bad input."""
 
 import warnings
 
@@ -9,7 +9,6 @@ from clgrid.gcf import separable_gcf
 from clgrid.gridders.degridder import Degridder
 from clgrid.gridders.gridder import Gridder
 from clgrid.io.simulate import simulate_observation
-from clgrid.gridders.uvprep import plan_uv
 
 from test_gridder_reference import C, footprints, grid_reference, random_vis
 
@@ -23,34 +22,24 @@ def _track_data(nx=128, n_baselines=12):
     return uvw, cell
 
 
-def test_positions_match_reference_rounding():
-    rng = np.random.default_rng(0)
-    gcf = separable_gcf(5, 8)
-    uvw = rng.uniform(-3000, 3000, (200, 3))
-    plan = plan_uv(uvw, FREQ_HZ[:3], gcf, 90, 70, 1e-4, compress=False)
-    expected = {(r * 3 + c, u0, v0, fu + 8 * fv)
-                for r, c, u0, v0, fu, fv, _, _ in footprints(uvw, FREQ_HZ[:3], gcf, 90, 70, 1e-4)}
-    got = {(int(k), *map(int, h[:3])) for k, h in zip(plan.kept, plan.header)}
-    assert got == expected
-    assert plan.n_offgrid == 600 - len(expected) > 0
-
-
-def test_compression_ratio_and_identical_grid(cl_env):
+def test_records_merge_equal_points(cl_env):
+    """The register spread merges runs of equal points (cell, table slice) on
+    the device into records: on tracks of narrow channels, fewer records than
+    points, and the grid equals the tile spread's (one footprint a point)."""
     uvw, cell = _track_data()
     rng = np.random.default_rng(1)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2), np.complex64)
     gcf = separable_gcf(6, 4)
-    grids, ratios = [], []
-    for compress in (True, False):
-        gridder = Gridder(cl_env.queue, gcf, 128, 128, cell, npol=2, compress=compress,
-                          strategy="tiled")   # host records (the core compresses none)
+    grids, stats = [], []
+    for method in ("register", "tiles"):
+        gridder = Gridder(cl_env.queue, gcf, 128, 128, cell, npol=2, method=method)
         grids.append(gridder(uvw, FREQ_HZ, vis))
-        ratios.append(gridder.last_stats["compression_ratio"])
-    assert ratios[1] == 1.0 and ratios[0] > 1.5
+        stats.append(gridder.last_stats)
+    assert stats[1]["compression_ratio"] == 1.0 and stats[0]["compression_ratio"] > 1.5
+    assert stats[0]["n_records"] < stats[0]["n_kept"] == stats[1]["n_kept"]
     scale = np.max(np.abs(grids[1]))
-    # Same sums in another order (compressed records add partial sums; float32
-    # atomics land in arrival order): float32 rounding of the largest cell
-    # differs by up to ~1.3e-5 of the peak run to run, so bound at 3e-5.
+    # Same sums in another order (records add partial sums; float32 atomics
+    # land in arrival order): bound at 3e-5 of the peak.
     assert np.max(np.abs(grids[0] - grids[1])) < 3e-5 * scale
 
 
@@ -136,14 +125,3 @@ def test_no_fp64_device_gives_clear_error(cl_env, monkeypatch):
                         classmethod(lambda cls, device: dataclasses.replace(real, fp64=False)))
     with pytest.raises(ValueError, match="fp64"):
         Gridder(cl_env.queue, separable_gcf(4, 4), 32, 32, 1e-3, precision=np.float64)
-
-
-def test_preparation_is_vectorised_and_fast():
-    """6 h x 10 s x 16 channels for 40 baselines (1.4 M visibilities) in seconds."""
-    import time
-    uvw = simulate_observation(duration_h=6.0, integration_s=10.0, n_baselines=40)
-    start = time.perf_counter()
-    plan = plan_uv(uvw, FREQ_HZ, separable_gcf(8, 8), 2048, 2048, 1e-5)
-    seconds = time.perf_counter() - start
-    assert plan.n_kept + plan.n_offgrid == uvw.shape[0] * 16
-    assert seconds < 30   # generous: 2 shared cores; the benchmark reports the rate
