@@ -13,7 +13,8 @@ with all cores (FFT included; a different job, shown for scale) at epsilon
 1e-4.  Separable ES tables of width 4, 8, 16 and 24, complex separable
 tables of width 8 and 16 (the ES rows times a phase ramp) and W-projection
 tables of width 8, 32 and 64, one and four polarisations (``--cases`` picks
-some).
+some); ``--wide`` adds separable and W-projection tables of width 72 and 128,
+wider than the tile spread takes on CPUs (the register spread runs).
 
     python benchmarks/cpu_table_core.py --device intel --json out.json
     python benchmarks/cpu_table_core.py --device intel --rows 5000 --cases "separable W8"
@@ -78,6 +79,8 @@ def main() -> None:
     parser.add_argument("--nx", type=int, default=1024)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", default=None, help="write results to this path")
+    parser.add_argument("--wide", action="store_true",
+                        help="also time tables of width 72 and 128 (register spread)")
     parser.add_argument("--cases", nargs="+", default=None,
                         help="tables to time, by label (default all)")
     args = parser.parse_args()
@@ -91,6 +94,11 @@ def main() -> None:
              ("W-projection W8", w_projection_gcf(8, 8, 8, 200.0, args.nx * cell)),
              ("W-projection W32", w_projection_gcf(32, 8, 8, 200.0, args.nx * cell)),
              ("W-projection W64", w_projection_gcf(64, 8, 8, 200.0, args.nx * cell))]
+    if args.wide:
+        cases += [(f"{name} W{width}", make(width)) for width in (72, 128)
+                  for name, make in (("separable", lambda w: separable_gcf(w, 8)),
+                                     ("W-projection", lambda w: w_projection_gcf(
+                                         w, 8, 8, 200.0, args.nx * cell)))]
     if args.cases:
         cases = [case for case in cases if case[0] in args.cases]
     rng = np.random.default_rng(1)

@@ -102,7 +102,7 @@ def test_cpu_vector_tile_and_huge_work_group_limits(max_wg):
     assert not cpu_vector_tile(profile, 65)
     choice = choose(profile, 65, 4)
     assert choice.method == "register" and "wider than the tiles take (64)" in choice.reasons[-1]
-    assert default_register_params(profile, 65, 4, True) == RegisterParams(1, 1, 64, 64, 4096)
+    assert default_register_params(profile, 65, 4, True) == RegisterParams(4, 4, 64, 64, 4096)
     # native float atomics do not move a CPU off the tiles
     assert method_for(profile, 16) == "tiles"
     _check_geometry(choice, profile, 65)
@@ -227,7 +227,7 @@ def test_explain_rows():
                                "plane_block=1 groups=1 kernel_eval=exp")
     row = explain(cpu, 72, 4)                          # wider: register, CPU defaults
     assert row["method"] == "register" and "wider than the tiles take" in row["why"]
-    assert row["geometry"] == "block_u=1 block_v=1 wg_size=64 batch=64 points_per_group=4096"
+    assert row["geometry"] == "block_u=4 block_v=4 wg_size=64 batch=64 points_per_group=4096"
     row = explain(fake(fp64=False), 32, 4, np.float64)
     assert row["method"] == "-" and "double precision" in row["why"]
     row = explain(fake(build_problem="unknown target CPU"), 32, 4)

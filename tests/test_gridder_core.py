@@ -491,10 +491,17 @@ def test_register_default_geometry_on_fake_profiles():
     assert default_register_params(gpu, 128, 1, True, True) == RegisterParams(8, 8, 32, 64,
                                                                                2048)
     assert default_register_params(gpu, 2, 1) == RegisterParams(1, 1, 256, 64, 2048)
-    assert default_register_params(fake(device_type="cpu"), 128, 4, True, True) == \
-        RegisterParams(1, 1, 64, 64, 4096)
-    for support, npol in ((8, 4), (64, 4), (128, 4), (128, 2), (128, 1)):
-        default_register_params(gpu, support, npol, True, True).validate(npol)
+    cpu = fake(device_type="cpu")
+    assert default_register_params(cpu, 16, 4, True) == RegisterParams(1, 1, 64, 64, 4096)
+    assert default_register_params(cpu, 128, 4, True, True) == RegisterParams(4, 4, 64, 64,
+                                                                               4096)
+    assert default_register_params(cpu, 72, 1, True) == RegisterParams(8, 8, 64, 64, 4096)
+    assert default_register_params(cpu, 72, 1, False) == RegisterParams(2, 2, 64, 64, 4096)
+    assert default_register_params(cpu, 72, 4, False) == RegisterParams(1, 1, 64, 64, 4096)
+    for profile in (gpu, cpu):
+        for support, npol in ((8, 4), (64, 4), (128, 4), (128, 2), (128, 1)):
+            for separable in (True, False):
+                default_register_params(profile, support, npol, separable, True).validate(npol)
 
 
 _OCLGRIND_SCRIPT = """
