@@ -3,9 +3,10 @@
 ## Output-owned tiles (no atomics, so the result is bit-reproducible): one
 ## work-group owns one tile of TILE_U x TILE_V grid cells of one w plane;
 ## lane j owns column j of the tile and keeps its TILE_U cells in private
-## registers.  The work-group reads the points of the (up to) four bins whose
-## footprints can reach the tile (the tile's own and its lower neighbours in u
-## and v), in the fixed order of the device sort, stages BATCH (= LANES) of
+## registers.  The work-group reads the points of the bins whose footprints
+## can reach the tile (the tile's own and its lower neighbours in u and v:
+## four bins, or (reach + 1)^2 where a table's kernel is wider than the
+## tile, REACH below), in the fixed order of the device sort, stages BATCH (= LANES) of
 ## them at a time in local memory (footprint start, kernel values in u, and
 ## kernel values in v times the visibility), then every lane adds what falls
 ## into its column.  Every cell of every plane is written exactly once, zeros
@@ -29,7 +30,9 @@
 ## Parameters: real ("float" | "double"): grid precision; vis_real: precision
 ##             of the visibilities; support (int W), beta; tile_u, lanes (=
 ##             tile_v); groups (int): GPU kernel: groups of LANES lanes, each
-##             taking every groups-th point; do_w (bool); shifted (bool): facet centre away from the
+##             taking every groups-th point; reach (int, default 1): GPU
+##             kernel, table sources: lower neighbour tiles per axis a tile
+##             reads (TileShape.reach); do_w (bool); shifted (bool): facet centre away from the
 ##             phase centre; weighted, masked (bool): wgt / mask arrays given;
 ##             vector (bool): CPUs: kernels spread_vector and add_halos
 ##             instead (not output-owned: each point is gridded once, by its
@@ -77,6 +80,10 @@ inline float2 kahan_value(const float4 total) { return total.xy - total.zw; }
 <%def name="total_value(total)">${("kahan_value(" + total + ")") if float_float else ("convert_" + vec + "(" + total + ")")}</%def>
 #define TILE_U ${tile_u}
 #define LANES ${lanes}
+// Lower neighbour tiles per axis whose points can reach a tile (table lane
+// tiles narrower than the kernel: more than one), and the bins a tile reads.
+#define REACH ${context.get("reach", 1)}
+#define SOURCE_BINS ((REACH + 1) * (REACH + 1))
 #define GROUPS ${groups}
 #define BATCH (LANES * GROUPS)
 ## Kernel sources of the GPU kernel `spread` (kernel_source: "es" | "table" |
@@ -119,8 +126,9 @@ inline float2 kahan_value(const float4 total) { return total.xy - total.zw; }
 
 // Offset (cells) of cell c from tile start t0 on a periodic axis of n cells,
 // taken in (tile - n, tile): a footprint starting there can reach the tile only
-// if the offset is in (-W, tile).  Grids are at least tile + W cells long, so
-// no footprint reaches one tile from both ends.
+// if the offset is in (-W, tile).  The ES path's grids are at least tile + W
+// cells long, so no footprint reaches one tile from both ends; the tables'
+// grids are not periodic (a kept footprint lies inside), so none does either.
 inline int tile_offset(const int c, const int t0, const int n, const int tile)
 {
     int d = c - t0;
@@ -159,8 +167,8 @@ inline ${vec} point_value(const unsigned int k, __global const double *uvw,
 }
 % endif
 
-// The part of the chunk [chunk_lo, chunk_hi) (counted over the four source
-// bins in order; *seen counts the points of the bins before) that lies in
+// The part of the chunk [chunk_lo, chunk_hi) (counted over the source bins
+// in order; *seen counts the points of the bins before) that lies in
 // bin `bin`, w bins wlo..whi: positions [range.x, range.y) of the sort.
 inline uint2 chunk_range(__global const unsigned int *bin_start, const unsigned int bin,
                          const int wlo, const int whi, const unsigned int chunk_lo,
@@ -176,13 +184,14 @@ inline uint2 chunk_range(__global const unsigned int *bin_start, const unsigned 
                    bin_first + (unsigned int)(stop <= 0 ? 0 : (stop < size ? stop : size)));
 }
 
-// Source bin sb (0..3) of tile (tu, tv): the tile's own or a lower neighbour,
-// as the index of its first w bin; -1 where a one-tile axis would repeat it.
+// Source bin sb (0 .. SOURCE_BINS - 1) of tile (tu, tv): the tile's own or a
+// lower neighbour up to REACH tiles away per axis, as the index of its first
+// w bin; -1 where an axis of fewer tiles would repeat one.
 inline int source_bin(const int sb, const int tu, const int tv, const int ntiles_u,
                       const int ntiles_v, const int n_wbins)
 {
-    const int du_bin = (sb >> 1) - 1, dv_bin = (sb & 1) - 1;   // -1 or 0
-    if ((ntiles_u == 1 && du_bin) || (ntiles_v == 1 && dv_bin))
+    const int du_bin = sb / (REACH + 1) - REACH, dv_bin = sb % (REACH + 1) - REACH;
+    if (-du_bin >= ntiles_u || -dv_bin >= ntiles_v)
         return -1;
     const int bu = (tu + du_bin + ntiles_u) % ntiles_u;
     const int bv = (tv + dv_bin + ntiles_v) % ntiles_v;
@@ -244,7 +253,7 @@ __kernel void crop_planes(__global const ${vec} *padded, const int rows_padded,
 % if not vector and not float_float:
 // GPUs, once per call and polarisation: the values `spread` adds, in the
 // order of the sort (point_value of each valid point), so that the
-// work-groups, which read every point up to four times, read them in
+// work-groups, which read every point up to SOURCE_BINS times, read them in
 // sequence rather than gathering them from the visibilities' order.
 __kernel void gather_values(__global const int4 *cells, const unsigned int n_valid,
                             __global const double *uvw, __global const double *freq_scale,
@@ -284,7 +293,7 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
     const int tid = get_local_id(0);
     const int lane = tid % LANES, group = tid / LANES;
     const int plane = plane0 + item.y;
-    // this chunk's share of the points of the four bins, counted in bin order
+    // this chunk's share of the points of the source bins, counted in bin order
     const unsigned int chunk_lo = (unsigned int)item.z * chunk_points;
     const unsigned int chunk_hi = chunk_lo + chunk_points;
     unsigned int seen = 0;
@@ -312,7 +321,7 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
 % else:
     const int wlo = 0, whi = 0;
 % endif
-    for (int sb = 0; sb < 4; ++sb) {
+    for (int sb = 0; sb < SOURCE_BINS; ++sb) {
         const int bin = source_bin(sb, tu, tv, ntiles_u, ntiles_v, n_wbins);
         if (bin < 0)
             continue;

@@ -231,25 +231,57 @@ def test_gridder_deterministic_default_and_conflicts(cl_env):
         clgrid.Gridder(cl_env.queue, gcf, 64, 64, 1e-3, deterministic="yes")
 
 
-def test_gridder_deterministic_impossible_support(cl_env):
-    """Wider than the tile spread takes on this device: ValueError naming the limit."""
+@pytest.mark.parametrize("table", ["separable", "complex-separable", "full"])
+def test_gridder_deterministic_beyond_the_nearest_neighbours(cl_env, table):
+    """Wider than a tile reaching only its nearest neighbours' bins
+    (max_table_support + 1; forced GPU-shaped tiles on CPUs, which reach
+    three neighbours): the tile spread still runs, matches the float64
+    reference and repeats bitwise."""
     from clgrid.core.table import max_table_support
-    from clgrid.gcf import separable_gcf
+    from clgrid.gcf import separable_gcf, w_projection_gcf
+    from test_gridder import _relative_error, _setup
+    from test_gridder_reference import grid_reference, random_vis
     limit = max_table_support(cl_env.profile)
     assert limit == (64 if cl_env.profile.device_type == "cpu" and cl_env.profile.fp64
                      and cl_env.profile.vector_kernels else 33)
-    gcf = separable_gcf(limit + 1, 2)
-    with pytest.raises(ValueError, match=(
-            rf"deterministic=True needs the tile spread, impossible on .*: support {limit + 1}: "
-            rf"the tile spread takes support <= {limit} on this device")):
-        clgrid.Gridder(cl_env.queue, gcf, 128, 128, 1e-3, deterministic=True)
-    # the same support without the guarantee: register accumulation
-    wide = clgrid.Gridder(cl_env.queue, gcf, 128, 128, 1e-3, deterministic=False)
-    assert wide.method == "register" and not wide.deterministic
-    # the widest the tiles take is deterministic
-    widest = clgrid.Gridder(cl_env.queue, separable_gcf(limit, 2), 128, 128, 1e-3,
-                            deterministic=True)
-    assert widest.method == "tiles" and widest.deterministic
+    support = limit + 1 if cl_env.profile.device_type != "cpu" else 48
+    rng = np.random.default_rng(support)
+    nx = ny = 2 * support + 32
+    freq = np.array([1.0e9, 1.05e9])
+    uvw, cell = _setup(rng, nx, ny, 40 if cl_env.tiny else 150, support, w_max_m=200.0)
+    if table == "full":
+        gcf = w_projection_gcf(support, 2, 3, 200.0 * freq.max() / 299_792_458.0, nx * cell)
+    else:
+        gcf = separable_gcf(support, 2)
+        if table == "complex-separable":
+            import dataclasses
+            ramp = np.exp(0.3j * np.arange(support))
+            gcf = dataclasses.replace(gcf, table_u=gcf.table_u * ramp, table_v=gcf.table_v)
+    vis = random_vis(rng, (uvw.shape[0], freq.size, 2))
+    reference = grid_reference(uvw, freq, vis, gcf, nx, ny, cell)
+    shapes = [None] if cl_env.profile.device_type != "cpu" else [
+        clgrid.TileShape(16, 32, 96), clgrid.TileShape(8, 8, 64, groups=4)]
+    for tiles in shapes:
+        gridder = clgrid.Gridder(cl_env.queue, gcf, nx, ny, cell, npol=2, deterministic=True,
+                                 tiles=tiles)
+        assert gridder.method == "tiles" and gridder.deterministic
+        assert gridder._core.tiles.reach(support) > 1
+        first = gridder(uvw, freq, vis.astype(np.complex64))
+        assert _relative_error(first, reference) < 1e-5, tiles
+        assert np.array_equal(first, gridder(uvw, freq, vis.astype(np.complex64)))
+    # without the guarantee: register accumulation, the faster
+    if support > limit:
+        wide = clgrid.Gridder(cl_env.queue, gcf, nx, ny, cell, npol=2)
+        assert wide.method == "register" and not wide.deterministic
+    if cl_env.profile.device_type == "cpu" and limit == 64 and table == "full":
+        support = limit + 1            # the CPUs' default above the vector tile: 32 x 32
+        nx = ny = 2 * support + 32
+        gcf = separable_gcf(support, 2)
+        reference = grid_reference(uvw, freq, vis, gcf, nx, ny, cell * 0.5)
+        gridder = clgrid.Gridder(cl_env.queue, gcf, nx, ny, cell * 0.5, npol=2,
+                                 deterministic=True)
+        assert gridder._core.tiles == clgrid.TileShape(32, 32)
+        assert _relative_error(gridder(uvw, freq, vis.astype(np.complex64)), reference) < 1e-5
 
 
 def test_dispatcher_picks_tiles_for_determinism_on_fake_profiles():
@@ -262,18 +294,21 @@ def test_dispatcher_picks_tiles_for_determinism_on_fake_profiles():
     assert choose(gpu, 33, 4, deterministic=True).tiles == clgrid.TileShape(32, 32, 2048)
     # without fp64 too (float-float positions, compensated sums)
     assert choose(fake(fp64=False), 8, 4, deterministic=True).method == "tiles"
+    # wider: 32 x 32 tiles reading more neighbours' bins, while the staging fits
+    wide = choose(gpu, 34, 4, deterministic=True)
+    assert wide.tiles == clgrid.TileShape(32, 32, 2048) and wide.tiles.reach(34) == 2
+    assert "2 neighbours' per axis" in wide.reasons[-1]
+    assert choose(gpu, 128, 4, separable=False, deterministic=True).tiles.reach(128) == 4
     with pytest.raises(ValueError, match="deterministic=True needs the tile spread, impossible "
-                                         "on 'fake': support 34: the tile spread takes "
-                                         "support <= 33"):
-        choose(gpu, 34, 4, deterministic=True)
+                                         "on 'fake': its 32x32 tile needs 65792 B of local "
+                                         "memory"):
+        choose(gpu, 128, 4, deterministic=True)     # separable: 128 taps a point staged
     cpu = fake(device_type="cpu", atomic_f32="cas")
     assert choose(cpu, 64, 1, deterministic=True).tiles == clgrid.TileShape(64, 64,
                                                                             vector=True)
-    with pytest.raises(ValueError, match="support 65: the tile spread takes support <= 64"):
-        choose(cpu, 65, 1, deterministic=True)
+    assert choose(cpu, 65, 1, deterministic=True).tiles == clgrid.TileShape(32, 32)
     old_pocl = fake(device_type="cpu", platform_name=POCL, driver_version="3.0-rc2")
-    with pytest.raises(ValueError, match="support 34: the tile spread takes support <= 33"):
-        choose(old_pocl, 34, 1, deterministic=True)
+    assert choose(old_pocl, 34, 1, deterministic=True).tiles == clgrid.TileShape(32, 32)
     with pytest.raises(ValueError, match="deterministic=True needs the tile spread"):
         choose(fake(local_mem_bytes=2048), 8, 4, deterministic=True)
     with pytest.raises(ValueError, match="deterministic"):
@@ -420,6 +455,12 @@ for tiles in (dict(tile_u=8, lanes=8), dict(tile_u=8, lanes=8, chunk_points=4, g
     grids.append(gridder(uvw, [1e8], vis))
     assert np.array_equal(grids[-1], gridder(uvw, [1e8], vis))
 assert np.abs(grids[0]).max() > 0 and np.allclose(grids[0], grids[1], rtol=1e-5, atol=1e-5)
+# a kernel wider than the tile: each tile reads two neighbours' bins per axis
+wide = clgrid.Gridder(queue, separable_gcf(11, 2), 24, 24, 1.0 / (24 * 20.0),
+                      deterministic=True, tiles=dict(tile_u=8, lanes=8, chunk_points=4))
+assert wide._core.tiles.reach(11) == 2
+wide_grid = wide(uvw, [1e8], vis)
+assert np.abs(wide_grid).max() > 0 and np.array_equal(wide_grid, wide(uvw, [1e8], vis))
 w = np.ones((12, 2), np.float32); w[3, 1] = 0
 uvw_w = rng.uniform(-2, 2, (12, 3)); uvw_w[0] *= 50
 for method in ("fixed", "sorted"):

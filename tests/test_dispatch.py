@@ -122,9 +122,9 @@ def test_cpu_without_the_vector_tile_takes_lane_tiles():
             assert choice.method == "tiles" and choice.tiles == tiles
             assert "lane tiles" in choice.reasons[-1]
             _check_geometry(choice, profile, support)
-        assert choose(profile, 34, 4).method == "register"
-        assert tiles_possible(profile, 34) == (
-            False, "support 34: the tile spread takes support <= 33 on this device")
+        assert choose(profile, 34, 4).method == "register"     # the faster there
+        assert tiles_possible(profile, 34) == (True, "")         # 32 x 32, two neighbours
+        assert choose(profile, 34, 4, deterministic=True).tiles == TileShape(32, 32)
 
 
 def test_tiny_local_memory_falls_back_to_register():
@@ -186,9 +186,10 @@ def test_forced_method_and_describe():
     register = choose(BASE, 8, 1)
     assert register.describe() == ("register: gpu with native float atomics (native-ptx): "
                                    "register accumulation")
+    assert choose(BASE, 34, 1, method="tiles").tiles == TileShape(32, 32, 2048)
     with pytest.raises(ValueError, match="method 'tiles' needs the tile spread, impossible on "
-                                         "'fake': support 34"):
-        choose(BASE, 34, 1, method="tiles")
+                                         "'fake': its 32x32 tile needs 65792 B"):
+        choose(BASE, 128, 1, method="tiles")
     assert choose(BASE, 34, 1, method="register").method == "register"
 
 

@@ -332,12 +332,19 @@ class TileShape:
     groups: int = 1
     kernel_eval: str = "exp"
 
-    def check(self, support: int, vector_taps: int = 16) -> None:
-        """A tile only reads its own and its lower neighbours' bins, so a
-        footprint must not reach past one neighbour: W <= tile + 1; a vector
-        tile holds ``vector_taps`` taps a row (16: one vector; the table
-        kernels' full slices take up to 64, in pieces)."""
-        if support > min(self.tile_u, self.lanes) + 1:
+    def reach(self, support: int) -> int:
+        """Lower neighbour tiles per axis whose bins hold points that can
+        reach this tile: ``ceil((W - 1) / tile)``, at least 1."""
+        return max(1, -(-(int(support) - 1) // min(self.tile_u, self.lanes)))
+
+    def check(self, support: int, vector_taps: int = 16, wide: bool = False) -> None:
+        """A tile reads its own and its lower neighbours' bins: the ES path
+        and the vector tile (a halo of one neighbour) one neighbour, so a
+        footprint must not reach past it: W <= tile + 1; the table kernels'
+        lane tiles (``wide``) as many as :meth:`reach` says.  A vector tile
+        holds ``vector_taps`` taps a row (16: one vector; the table kernels'
+        full slices take up to 64, in pieces)."""
+        if support > min(self.tile_u, self.lanes) + 1 and (self.vector or not wide):
             raise ValueError(f"tile {self.tile_u}x{self.lanes} is too small for kernel support "
                              f"{support} (needs support <= tile + 1)")
         # the table kernels pad their grids to whole tiles: 64 lanes there

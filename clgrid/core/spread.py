@@ -117,8 +117,9 @@ class WorkList:
 
 
 def chunk_counts(points: PointSet, layout: GridLayout, plane0: int, n_pass: int,
-                 chunk_points: int, accumulate: bool = False) -> np.ndarray:
-    """(n_pass, n_tiles): points each (plane, tile) reads, in chunks of
+                 chunk_points: int, accumulate: bool = False, reach: int = 1) -> np.ndarray:
+    """(n_pass, n_tiles): points each (plane, tile) reads (from its own bins
+    and those of ``reach`` lower neighbours per axis), in chunks of
     ``chunk_points``: at least one chunk, which writes the zeros, unless
     ``accumulate`` (a later row block adds to the grid: empty tiles skip)."""
     n_tiles = points.ntiles_u * points.ntiles_v
@@ -133,9 +134,10 @@ def chunk_counts(points: PointSet, layout: GridLayout, plane0: int, n_pass: int,
         if lo > hi:
             continue
         per_bin = cumulative[:, hi + 1] - cumulative[:, lo]
-        for du in (-1, 0):
-            for dv in (-1, 0):
-                if (points.ntiles_u == 1 and du) or (points.ntiles_v == 1 and dv):
+        for du in range(-reach, 1):
+            for dv in range(-reach, 1):
+                # an axis of fewer tiles than the reach would read a bin twice
+                if -du >= points.ntiles_u or -dv >= points.ntiles_v:
                     continue
                 source = (((tu + du) % points.ntiles_u) * points.ntiles_v
                           + (tv + dv) % points.ntiles_v)
@@ -188,7 +190,7 @@ def work_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout, tile
     """Work items of one pass (``spread``): every (tile, plane) in chunks,
     split ones folded; with ``accumulate`` only those the points reach."""
     chunks = chunk_counts(points, layout, plane0, n_pass, tiles.chunk_points,
-                          accumulate).ravel()
+                          accumulate, tiles.reach(layout.choice.support)).ravel()
     n_tiles = points.ntiles_u * points.ntiles_v
     pair = np.repeat(np.arange(chunks.size), chunks)
     first_item = np.cumsum(chunks) - chunks

@@ -43,8 +43,10 @@ from .setpoints import PointSet, _round_up, sort_by_key, sort_into_bins
 from .engine import row_view
 from .spread import WorkList, block_list, work_list
 
-#: Largest support the table spread takes (a 32 x 32 tile reads W <= 33);
-#: CPUs with the vector tile: :func:`max_table_support`.
+#: Widest table for which the tile spread is the default where float atomics
+#: are native (a 32 x 32 tile reading only its nearest neighbours' bins: W <= 33;
+#: wider kernels read more bins, :meth:`TileShape.reach`, and the register
+#: spread is faster); CPUs with the vector tile: :func:`max_table_support`.
 MAX_TABLE_SUPPORT = 33
 #: Orders of the table set points: by tile (the tile spread's bins) or by
 #: footprint start cell (the register spread's streams).
@@ -93,13 +95,9 @@ class TableGrid:
     def complex_dtype(self) -> np.dtype:
         return np.dtype(np.complex64 if self.real == np.float32 else np.complex128)
 
-    def check(self, tiled: bool = True, max_support: int = MAX_TABLE_SUPPORT) -> None:
-        """ValueError where the core cannot grid with these tables: the tile
-        spread (``tiled``) takes support <= ``max_support``
-        (:func:`max_table_support`), both 32-bit table indices."""
-        if tiled and self.support > max_support:
-            raise ValueError(f"the core's tile spread takes support <= {max_support} here, "
-                             f"got {self.support}: use method 'register'")
+    def check(self) -> None:
+        """ValueError where the core cannot grid with these tables: 32-bit
+        table indices."""
         entries = self.w_planes * self.oversample ** 2
         if entries * (1 if self.separable else self.support ** 2) >= 2 ** 31 or \
                 entries >= TABLE_CONJUGATE:
@@ -112,9 +110,12 @@ def cpu_vector_tiles(profile: DeviceProfile) -> bool:
 
 
 def max_table_support(profile: DeviceProfile) -> int:
-    """Widest table of the tile spread on this device: the CPUs' vector tile
-    (64 x 64 tiles, full-slice rows of up to :data:`VECTOR_SLICE_TAPS` taps)
-    where the compiler builds it, else :data:`MAX_TABLE_SUPPORT`."""
+    """Widest table the tile spread takes with tiles that read only their
+    nearest neighbours' bins: the CPUs' vector tile (64 x 64 tiles,
+    full-slice rows of up to :data:`VECTOR_SLICE_TAPS` taps) where the
+    compiler builds it, else :data:`MAX_TABLE_SUPPORT`.  Wider tables take
+    lane tiles that read more neighbours (the deterministic spread there;
+    the register spread is the faster)."""
     if cpu_vector_tiles(profile):
         return VECTOR_SLICE_TAPS
     return MAX_TABLE_SUPPORT
@@ -124,18 +125,16 @@ def table_tiles(profile: DeviceProfile, support: int) -> TileShape:
     """Spreading tile of the table kernel for a device and support.
 
     GPUs: the ES path's shapes (8 x 8 in 4 groups up to W 9, 16 x 32 up to
-    17), 32 x 32 up to 33.  CPUs up to W 64: the ES path's vector tile
+    17), 32 x 32 above (reading ``TileShape.reach`` neighbours per axis
+    above W 33).  CPUs up to W 64: the ES path's vector tile
     (``spread_vector``, 16 x 16, 32 x 32 above W 16, 64 x 64 above 32; real
     separable tables up to W 16 as a point's two rows of taps, others as
     its slice: :attr:`TableGrid.vector_source`) where the compiler builds it
     (``profile.vector_kernels``: not PyPI's PoCL 3.0).  Other devices run the GPU
     kernel with square tiles of one group (8, 16 or 32 lanes), never split
-    (they pull work-groups as they go).  Intel CPU runtime, 1.9 M points, W 8,
-    1024^2 (2026-11-23): 8 x 8: 0.08 s; 8 x 8 in 4 groups: 0.33 s; 16 x 16:
-    0.86 s."""
-    if support > max_table_support(profile):
-        raise ValueError(f"the core's tile spread takes support <= "
-                         f"{max_table_support(profile)} here, got {support}")
+    (they pull work-groups as they go), as do CPUs above W 64.  Intel CPU
+    runtime, 1.9 M points, W 8, 1024^2 (2026-11-23): 8 x 8: 0.08 s; 8 x 8 in
+    4 groups: 0.33 s; 16 x 16: 0.86 s."""
     if profile.device_type == "gpu":
         if support <= 9:
             return TileShape(8, 8, 4096, groups=4)
@@ -164,7 +163,7 @@ def staging_bytes(grid: TableGrid, tiles: TileShape) -> int:
 def check_tiles(grid: TableGrid, tiles: TileShape, profile: DeviceProfile) -> None:
     """A tile the table spread can run with on this device, or ValueError."""
     tiles.check(grid.support, VECTOR_SLICE_TAPS if grid.vector_source == "table_full"
-                else VECTOR_TAPS)
+                else VECTOR_TAPS, wide=True)
     tiles.check_device(profile)
     if tiles.plane_block != 1:
         raise ValueError("the table spread grids one plane a polarisation: plane_block 1")
@@ -345,7 +344,7 @@ def _spread_params(grid: TableGrid, tiles: TileShape, vis_real: np.dtype, weight
             "oversample": grid.oversample,
             "table_real": grid.table_real, "tile_u": tiles.tile_u, "lanes": tiles.lanes,
             "vector": tiles.vector, "groups": tiles.groups, "plane_block": 1,
-            "kernel_eval": "exp", "horner": []}
+            "reach": tiles.reach(grid.support), "kernel_eval": "exp", "horner": []}
 
 
 class _SpreadKernels:

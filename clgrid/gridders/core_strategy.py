@@ -23,7 +23,7 @@ from ..core.plan import TileShape, params_of
 from ..core.setpoints import freq_scale
 from ..core.register import RecordScan, RegisterParams, RegisterSpreader
 from ..core.table import (TableGrid, TableInterpolator, TablePoints, TableSetPoints,
-                          TableSpreader, check_tiles, max_table_support, table_tiles)
+                          TableSpreader, check_tiles, table_tiles)
 from .dispatch import METHODS
 from .gcf import GCF
 from .checks import check_uvw_freq, check_vis_layout
@@ -61,7 +61,7 @@ class CoreTableEngine:
     """Set points and spread of one :class:`clgrid.Gridder` on the core.
 
     ``method``: ``'tiles'`` (output-owned tiles, no atomics, the same bits
-    every run; support <= :func:`clgrid.core.table.max_table_support`) or
+    every run) or
     ``'register'`` (Romein/Merry register accumulation over points sorted by
     cell, float atomics at flushes; :mod:`clgrid.core.register`), with
     ``register_params``, ``atomics`` and ``count_flushes`` for the latter.
@@ -81,7 +81,7 @@ class CoreTableEngine:
                                     gcf.w_planes, float(gcf.w_step_lambda), gcf.separable,
                                     table_real, bool(conjugate_negative_w),
                                     np.dtype(real_dtype))
-        self.table_grid.check(tiled=method == "tiles", max_support=max_table_support(profile))
+        self.table_grid.check()
         self.queue, self.method = queue, method
         self.interpolator = TableInterpolator(queue, self.table_grid, tables_d)
         if method == "register":

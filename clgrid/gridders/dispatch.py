@@ -7,9 +7,12 @@ pass over the visibilities, and one of two spreads (``method``):
 ``'tiles'``
     Output-owned tiles with the tables' weights
     (``templates/core_spread.cl.mako``): no float atomics, the same bits
-    call after call.  Support <= 33 on GPUs (local memory), <= 64 on CPUs
-    whose compiler builds the vector tile (``spread_vector``).  Without fp64
-    the positions are float-float and the tiles' sums compensated floats.
+    call after call.  Any support whose staging fits the local memory; the
+    default up to 33 (64 on CPUs whose compiler builds the vector tile,
+    ``spread_vector``), where a tile reads only its nearest neighbours'
+    bins; wider tables (``deterministic=True``) read more of them and grid
+    far slower than the register spread.  Without fp64 the positions are
+    float-float and the tiles' sums compensated floats.
 ``'register'``
     Romein (2012)/Merry (2016) register accumulation over points sorted by
     cell, with float atomics where a work-item's block moves
@@ -80,10 +83,7 @@ def method_for(profile, support: int, deterministic: bool = False, npol: int = 1
 def tiles_possible(profile, support: int, precision: Any = np.float32,
                    separable: bool = True) -> tuple[bool, str]:
     """Whether the tile spread can run, and if not why (the register spread
-    runs everywhere)."""
-    if support > max_table_support(profile):
-        return False, (f"support {support}: the tile spread takes support <= "
-                       f"{max_table_support(profile)} on this device")
+    runs everywhere): its tile's staging must fit the local memory."""
     tiles = table_tiles(profile, support)
     if tiles.vector:   # a private tile, no local memory
         return True, ""
@@ -108,8 +108,8 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
     support, npol, precision, separable
         The gridder's configuration.
     deterministic
-        Bitwise-reproducible grids wanted: the tile spread, or an error
-        where it cannot run.
+        Bitwise-reproducible grids wanted: the tile spread (at any support
+        whose staging fits the local memory), or an error where it cannot run.
     method
         ``'tiles'`` or ``'register'`` to force; None: :func:`method_for`,
         falling back to ``'register'`` where the tiles do not fit.
@@ -135,7 +135,10 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
         reasons.append("forced by method=")
     elif deterministic:
         method = "tiles"
-        reasons.append("deterministic=True: output-owned tiles, no float atomics")
+        reasons.append("deterministic=True: output-owned tiles, no float atomics" + (
+            f" (support {support}: each tile reads its bins and "
+            f"{table_tiles(profile, support).reach(support)} neighbours' per axis, slower than "
+            "register accumulation)" if support > max_table_support(profile) else ""))
     else:
         method = method_for(profile, support, npol=npol)
         if method == "tiles" and not tiles_ok:

@@ -105,13 +105,15 @@ class Gridder(_TableOperation):
         tiles' sums compensated.
     deterministic
         True: bitwise-identical grids call after call (same device and
-        driver): the tile spread, or ValueError where it cannot run
-        (support above 33 on GPUs, above 64 on CPUs).  None (default) or
-        False: whichever spread is the faster (:attr:`deterministic` says
-        whether the grids are reproducible).
+        driver): the tile spread (above support 33, 64 on CPUs with the
+        vector tile, each tile reads more neighbours' bins and grids several
+        times slower than the register spread), or ValueError where its
+        staging does not fit the local memory.  None (default) or False:
+        whichever spread is the faster (:attr:`deterministic` says whether
+        the grids are reproducible).
     method
-        The spread: ``'tiles'`` (output-owned tiles, no float atomics,
-        support <= 33, 64 on CPUs with the vector tile) or ``'register'``
+        The spread: ``'tiles'`` (output-owned tiles, no float atomics; the
+        default up to support 33, 64 on CPUs with the vector tile) or ``'register'``
         (Romein/Merry register accumulation, float atomics at flushes, any
         support, :mod:`clgrid.core.register`); None:
         :func:`clgrid.gridders.dispatch.choose` (register accumulation on
