@@ -4,8 +4,10 @@ numpy grid out, the device set points included; each gridder is built once
 (compiles excluded) and called ``--repeats`` times, median kept).
 
 Columns: ``tiles`` (``method='tiles'``: output-owned tiles, no float
-atomics, the vector tile where the CPU compiler builds it; '-' where the
-tile spread cannot take the support), ``register`` (``method='register'``:
+atomics, the vector tile where the CPU compiler builds it; '-' above its
+widest, :func:`clgrid.core.table.max_table_support`, where only
+``deterministic=True`` asks for the far slower lane tiles that
+``benchmarks/deterministic.py`` times), ``register`` (``method='register'``:
 Romein/Merry register accumulation, float atomics at flushes), ``auto``
 (``method=None``, the default: what :func:`clgrid.gridders.dispatch.choose`
 picks, named in ``auto picks``), and ducc0's ``vis2dirty`` on the same rows
@@ -14,7 +16,7 @@ with all cores (FFT included; a different job, shown for scale) at epsilon
 tables of width 8 and 16 (the ES rows times a phase ramp) and W-projection
 tables of width 8, 32 and 64, one and four polarisations (``--cases`` picks
 some); ``--wide`` adds separable and W-projection tables of width 72 and 128,
-wider than the tile spread takes on CPUs (the register spread runs).
+wider than the vector tile takes (the register spread runs).
 
     python benchmarks/cpu_table_core.py --device intel --json out.json
     python benchmarks/cpu_table_core.py --device intel --rows 5000 --cases "separable W8"
@@ -34,6 +36,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import clgrid  # noqa: E402
+from clgrid.core.table import max_table_support  # noqa: E402
+from clgrid.device.profiles import DeviceProfile  # noqa: E402
 from clgrid.gcf import separable_gcf, w_projection_gcf  # noqa: E402
 from clgrid.gridders.gridder import Gridder  # noqa: E402
 from _common import median_seconds, write_json  # noqa: E402
@@ -102,6 +106,7 @@ def main() -> None:
     if args.cases:
         cases = [case for case in cases if case[0] in args.cases]
     rng = np.random.default_rng(1)
+    profile = DeviceProfile.from_device(queue.device)
     rows = []
     print(f"device: {queue.device.name.strip()} ({queue.device.platform.name.strip()}); "
           f"{args.rows} rows x {args.channels} channels, {args.nx}^2 grid; seconds, median of "
@@ -113,9 +118,12 @@ def main() -> None:
             vis = (rng.standard_normal((args.rows, args.channels, npol)) + 1j).astype(np.complex64)
             row = {"table": label, "npol": npol}
             for name, kwargs in METHODS.items():
+                if name == "tiles" and gcf.support > max_table_support(profile):
+                    row[name], row[f"{name}_why"] = None, "lane tiles: deterministic.py"
+                    continue
                 try:
                     gridder = Gridder(queue, gcf, args.nx, args.nx, cell, npol=npol, **kwargs)
-                except ValueError as error:   # the tile spread cannot take this support
+                except ValueError as error:   # e.g. staging beyond the local memory
                     row[name], row[f"{name}_why"] = None, str(error)
                     continue
                 row[name] = median_seconds(lambda: gridder(uvw_m, freq_hz, vis), queue,

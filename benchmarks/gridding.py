@@ -13,9 +13,9 @@ visibilities per gridded footprint: the register spread merges sorted
 points of equal cell and table slice into records on the device; the tile
 spread grids every kept visibility) and the device set points' rate
 (``prep_Mvis_per_s``).  Device-only: ``Gridder.grid_plan`` with its plan
-made and the visibilities on the device.  Supports the tile spread cannot
-take on the device (above 33 on GPUs, 64 on CPUs with the vector tile) have
-no ``tiles`` row.  Peer column: ducc0.wgridder.vis2dirty on the same
+made and the visibilities on the device.  Supports whose tile staging
+does not fit the device's local memory
+(:func:`clgrid.gridders.dispatch.tiles_possible`) have no ``tiles`` row.  Peer column: ducc0.wgridder.vis2dirty on the same
 visibilities (a different algorithm: W-stacking with its own kernel support
 chosen from epsilon; its time covers the FFTs too), skipped with a note
 when ducc0 is missing.
@@ -202,7 +202,7 @@ def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method
     records = gridder.last_stats["n_records"]
     gather_ms = flush_fraction = None
     if method == "register":
-        spread = gridder._core.register
+        spread = gridder.engine.register
         counting = Gridder(context, gcf, nx, nx, cell, npol=args.npol, method="register",
                            register_params=spread.params, atomics=atomics, count_flushes=True)
         counting.grid_plan(counting.plan(uvw[:n_rows], freq_hz), vis_d, return_device=True)
@@ -218,7 +218,7 @@ def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method
         gather_ms = (time.perf_counter() - begin) * 1e3
     updates = records * support * support * args.npol
     row = {"support": support, "method": method, "atomics": gridder.atomic_path,
-           "params": gridder._core.geometry,
+           "params": gridder.engine.geometry,
            "records": records, "vis": plan.n_kept, "time_s": best,
            "GGPAPS": updates / best / 1e9, "Mvis_per_s": plan.n_kept / best / 1e6,
            "flush_fraction": flush_fraction, "compression": plan.n_kept / max(records, 1),
@@ -227,7 +227,7 @@ def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method
     if args.peak_gpaps:
         row["peak_fraction"] = updates / best / args.peak_gpaps
     if args.ptx and method == "register":
-        row["ptx"] = instruction_census(gridder._core.register._kernel)
+        row["ptx"] = instruction_census(gridder.engine.register.kernel)
     return row
 
 

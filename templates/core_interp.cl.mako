@@ -30,7 +30,8 @@
 ##             with real tables up to W 16, or "table_full", which the other
 ##             tables take as full slices, clgrid.core.table.vector_taps):
 ##             also interpolate_table_records_vector, rows as vector pieces,
-##             records_per_item (int) records a work-item.
+##             records_per_item (int) records a work-item; row_taps (int): the
+##             vector kernels' taps a row (clgrid.core.plan.row_taps).
 <%
     csuffix = "f32" if real == "float" else "f64"
     vec = real + "2"
@@ -294,8 +295,7 @@ __kernel void interpolate_table_records(__global const int4 *cells,
 <%
     # a footprint row: vtaps complex cells (the taps of vector_taps), in
     # pieces of at most 16 reals (one OpenCL vector), parts interleaved
-    vtaps = 4 if support <= 4 else 8 if support <= 8 else 16 if support <= 16 \
-        else 32 if support <= 32 else 64
+    vtaps = row_taps
     vpiece = min(2 * vtaps, 16)
     vpieces = 2 * vtaps // vpiece
     half = vpiece // 2                      # taps of a piece

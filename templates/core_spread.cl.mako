@@ -42,6 +42,7 @@
 ##             (core_setpoints.cl.mako, point_records), a point's W taps are
 ##             one vector per axis and a footprint row two vector FMAs;
 ##             plane_block (int): w planes one spread_vector item grids;
+##             row_taps (int): spread_vector's taps a row (clgrid.core.plan.row_taps);
 ##             kernel_eval ("exp" | "horner"): how spread_vector evaluates a
 ##             point's taps; horner: (degree + 1, W) polynomial coefficients
 ##             (eskernel.horner_coefficients; unused with "exp");
@@ -454,8 +455,7 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
     rn = real + "4"
     # full slices (kernel_source "table_full") take rows of up to 64 taps,
     # in pieces of 16 reals; tap vectors (ES, real separable rows) 16
-    taps_n = (4 if support <= 4 else 8 if support <= 8 else 16 if support <= 16
-              else 32 if support <= 32 else 64)
+    taps_n = row_taps
     if taps_n > 16 and kernel_source != "table_full":
         raise ValueError(f"spread_vector takes support <= 16 but for full slices (64), "
                          f"got {support} with kernel_source {kernel_source!r}")

@@ -104,3 +104,23 @@ def test_degrid_records_equal_tiles(cl_env):
         ratio = degridder.last_stats["compression_ratio"]
         assert ratio > 2.0 if tiles is None else ratio == 1.0
     assert np.max(np.abs(results[0] - results[1])) < 1e-6 * np.max(np.abs(results[1]))
+
+
+@pytest.mark.parametrize("support", [12, 72])
+def test_degrid_tiles_auto_any_support(cl_env, support):
+    """tiles='auto' (the device's tile, lane tiles above the vector tile's
+    W 64 on CPUs) predicts what the records do, at any support."""
+    rng = np.random.default_rng(support)
+    nx = 2 * support + 32
+    uvw, cell = _uvw(rng, nx, support, nrow=30)
+    gcf = separable_gcf(support, 2)
+    grid = random_vis(rng, (1, nx, nx))
+    by_records = Degridder(cl_env.queue, gcf, nx, nx, cell)(grid, uvw, FREQ_HZ)
+    by_tiles = Degridder(cl_env.queue, gcf, nx, nx, cell, tiles="auto")(grid, uvw, FREQ_HZ)
+    assert np.abs(by_records).max() > 0
+    assert np.max(np.abs(by_tiles - by_records)) < 1e-5 * np.max(np.abs(by_records))
+
+
+def test_degrid_tiles_bad_name(cl_env):
+    with pytest.raises(ValueError, match="tiles must be"):
+        Degridder(cl_env.queue, separable_gcf(4, 4), 64, 64, 1e-4, tiles="big")

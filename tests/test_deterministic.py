@@ -160,7 +160,7 @@ def test_gridder_deterministic_repeats_bitwise_and_matches_reference(cl_env, geo
     assert gridder.method == "tiles" and gridder.deterministic
     assert gridder.atomic_path == "none"
     if tiles is not None:
-        assert gridder._core.tiles == clgrid.TileShape(**tiles)
+        assert gridder.engine.tiles == clgrid.TileShape(**tiles)
     reference = grid_reference(uvw, freq, vis, gcf, nx, nx, cell, weights)
     assert np.max(np.abs(grid - reference)) < 1e-5 * np.max(np.abs(reference))
     # the same grid as the register spread (float atomics), to float rounding
@@ -265,7 +265,7 @@ def test_gridder_deterministic_beyond_the_nearest_neighbours(cl_env, table):
         gridder = clgrid.Gridder(cl_env.queue, gcf, nx, ny, cell, npol=2, deterministic=True,
                                  tiles=tiles)
         assert gridder.method == "tiles" and gridder.deterministic
-        assert gridder._core.tiles.reach(support) > 1
+        assert gridder.engine.tiles.reach(support) > 1
         first = gridder(uvw, freq, vis.astype(np.complex64))
         assert _relative_error(first, reference) < 1e-5, tiles
         assert np.array_equal(first, gridder(uvw, freq, vis.astype(np.complex64)))
@@ -280,7 +280,7 @@ def test_gridder_deterministic_beyond_the_nearest_neighbours(cl_env, table):
         reference = grid_reference(uvw, freq, vis, gcf, nx, ny, cell * 0.5)
         gridder = clgrid.Gridder(cl_env.queue, gcf, nx, ny, cell * 0.5, npol=2,
                                  deterministic=True)
-        assert gridder._core.tiles == clgrid.TileShape(32, 32)
+        assert gridder.engine.tiles == clgrid.TileShape(32, 32)
         assert _relative_error(gridder(uvw, freq, vis.astype(np.complex64)), reference) < 1e-5
 
 
@@ -458,7 +458,7 @@ assert np.abs(grids[0]).max() > 0 and np.allclose(grids[0], grids[1], rtol=1e-5,
 # a kernel wider than the tile: each tile reads two neighbours' bins per axis
 wide = clgrid.Gridder(queue, separable_gcf(11, 2), 24, 24, 1.0 / (24 * 20.0),
                       deterministic=True, tiles=dict(tile_u=8, lanes=8, chunk_points=4))
-assert wide._core.tiles.reach(11) == 2
+assert wide.engine.tiles.reach(11) == 2
 wide_grid = wide(uvw, [1e8], vis)
 assert np.abs(wide_grid).max() > 0 and np.array_equal(wide_grid, wide(uvw, [1e8], vis))
 w = np.ones((12, 2), np.float32); w[3, 1] = 0

@@ -245,7 +245,7 @@ def test_vector_tile_wide_tables(cl_env, table):
         assert _relative_error(result, reference) < 1e-5, (table, support)
         # the adjoint: records degridded with rows as vector pieces on CPUs
         degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=2)
-        assert degridder._core.interpolator.record_vector == (
+        assert degridder.engine.interpolator.record_vector == (
             cl_env.profile.device_type == "cpu")
         grid = random_vis(rng, (2, ny, nx))
         with warnings.catch_warnings():
@@ -275,7 +275,7 @@ def test_degrid_random_complex_user_tables(cl_env, separable):
         assert _relative_error(result, reference) < 1e-5, tiles
     for group, as_vectors in variants:
         degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=2)
-        core = degridder._core
+        core = degridder.engine
         core.interpolator = TableInterpolator(cl_env.queue, core.table_grid,
                                               core.interpolator.tables_d[:2], group, as_vectors)
         result = degridder(grid.astype(np.complex64), uvw, FREQ_HZ, weights)
@@ -406,7 +406,7 @@ def test_bad_input_errors(cl_env):
     with pytest.raises(ValueError, match="too small for kernel support"):
         _core(cl_env, separable_gcf(12, 2), 64, 64, cell, TileShape(8, 8, vector=True))
     assert _core(cl_env, separable_gcf(12, 2), 64, 64, cell,      # lane tiles: 2 neighbours
-                 TileShape(8, 8))._core.tiles.reach(12) == 2
+                 TileShape(8, 8)).engine.tiles.reach(12) == 2
     # a plan binned for other tiles would be read out of bounds: refused
     other = _core(cl_env, separable_gcf(6, 4), 64, 64, cell, TileShape(16, 16))
     with pytest.raises(ValueError, match="another grid, table or tile shape"):
@@ -541,8 +541,8 @@ for gcf in (separable_gcf(3, 2), w_projection_gcf(3, 2, 2, 60.0, 20 * cell), com
     from clgrid.core.table import TableInterpolator
     for group, as_vectors in ((4, False), (0, True)):   # the GPUs' and the CPUs' kernels
         forced = clgrid.Degridder(queue, gcf, 20, 18, cell, npol=2)
-        forced._core.interpolator = TableInterpolator(
-            queue, forced._core.table_grid, forced._core.interpolator.tables_d[:2], group,
+        forced.engine.interpolator = TableInterpolator(
+            queue, forced.engine.table_grid, forced.engine.interpolator.tables_d[:2], group,
             as_vectors)
         assert np.allclose(forced(grid, uvw, [1e8], weights, flags),
                            degridder(grid, uvw, [1e8], weights, flags), atol=1e-5)
@@ -575,9 +575,9 @@ vector = Gridder(queue, wide, 64, 64, cell, npol=2,
                  tiles=TileShape(32, 32, vector=True))(*args)
 assert np.abs(lanes).max() > 0 and np.allclose(vector, lanes, atol=1e-5)
 by_rows = clgrid.Degridder(queue, wide, 64, 64, cell, npol=2)
-by_rows._core.interpolator = TableInterpolator(
-    queue, by_rows._core.table_grid, by_rows._core.interpolator.tables_d[:2], 0, True)
-assert by_rows._core.interpolator.record_vector
+by_rows.engine.interpolator = TableInterpolator(
+    queue, by_rows.engine.table_grid, by_rows.engine.interpolator.tables_d[:2], 0, True)
+assert by_rows.engine.interpolator.record_vector
 scalar = clgrid.Degridder(queue, wide, 64, 64, cell, npol=2, tiles=TileShape(32, 32))
 assert np.allclose(by_rows(lanes, *args[:2]), scalar(lanes, *args[:2]), atol=1e-5)
 # a device without fp64: float-float set points, compensated record sums
@@ -658,12 +658,12 @@ def test_degridder_core_matches_reference_and_is_adjoint(cl_env, kind, npol, pre
                                  precision=precision)
     if record_group == "vector":      # the CPUs' kernel, forced on every device
         cl_env.require_vector_tiles()
-        core = degridder._core
+        core = degridder.engine
         core.interpolator = TableInterpolator(cl_env.queue, core.table_grid,
                                               core.interpolator.tables_d[:2], 0, True)
         assert core.interpolator.record_vector
     elif record_group is not None:
-        core = degridder._core
+        core = degridder.engine
         core.interpolator = TableInterpolator(cl_env.queue, core.table_grid,
                                               core.interpolator.tables_d[:2], record_group)
         assert core.interpolator.record_group == record_group
@@ -886,7 +886,7 @@ def test_register_flush_count(cl_env):
     gcf = separable_gcf(6, 4)
     uvw = np.array([[10.0, -5.0, 0.0], [10.0, -5.0, 0.0], [400.0, 300.0, 0.0]])
     gridder = _register(cl_env, gcf, 64, 64, 1.0 / (64 * 30.0), {"block_u": 1, "block_v": 1})
-    engine = gridder._core
+    engine = gridder.engine
     counting = RegisterSpreader(cl_env.queue, engine.table_grid, gridder._tables, 1,
                                 RegisterParams(1, 1, 64), count_flushes=True)
     vis = np.ones((3, 1, 1), np.complex64)

@@ -303,6 +303,18 @@ class GridLayout:
 
 
 # ---------------------------------------------------------------- per device
+#: Widths of the CPU vector kernels' rows of taps (one OpenCL vector up to 16,
+#: pieces of 16 above).
+ROW_TAP_WIDTHS = (4, 8, 16, 32, 64)
+
+
+def row_taps(support: int) -> int:
+    """Taps of a CPU vector kernel's row for kernel support ``support``:
+    the narrowest of :data:`ROW_TAP_WIDTHS` that holds it (zeros past the
+    support); 0 above the widest (no vector kernel takes it)."""
+    return next((width for width in ROW_TAP_WIDTHS if support <= width), 0)
+
+
 @dataclasses.dataclass(frozen=True)
 class TileShape:
     """Spreading tile of one device: ``tile_u`` rows kept per lane, ``lanes``
@@ -466,9 +478,9 @@ def params_of(value, cls: type, name: str):
 
 
 __all__ = ["FFT_COST_PER_CELL", "GRID_COST_PER_TAP", "GRID_MULTIPLE", "MIN_EPSILON",
-           "SPEED_OF_LIGHT", "VIS_PER_BLOCK", "W_MARGIN", "GridLayout", "ImageGeometry",
+           "ROW_TAP_WIDTHS", "SPEED_OF_LIGHT", "VIS_PER_BLOCK", "W_MARGIN", "GridLayout", "ImageGeometry",
            "TileShape", "check_epsilon", "check_finite", "check_freq", "check_npix",
            "check_positive", "check_uvw", "choose_kernel", "good_grid_size", "n_planes_for",
            "params_of",
-           "plane_spacing", "planes_per_pass", "precision_dtype", "precision_of", "row_blocks",
+           "plane_spacing", "planes_per_pass", "precision_dtype", "precision_of", "row_blocks", "row_taps",
            "w_range_wavelengths"]

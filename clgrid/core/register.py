@@ -286,6 +286,12 @@ class RegisterSpreader:
     count_flushes
         Count the block flushes (statistics, for benchmarks): after a call,
         :attr:`last_flushes` holds how many blocks were flushed.
+
+    Attributes
+    ----------
+    kernel
+        The built ``spread_register`` kernel (for profiles and instruction
+        counts, e.g. ``benchmarks/gridding.py --ptx``).
     """
 
     def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Array],
@@ -328,8 +334,8 @@ class RegisterSpreader:
                 "count_flushes": bool(count_flushes),
                 "with_f64": grid.real == np.float64},
                 atomics=atomics, need_f64=grid.real == np.float64)
-            self._kernel = template.kernel("spread_register")
-            limit = template.max_work_group_size(self._kernel)
+            self.kernel = template.kernel("spread_register")
+            limit = template.max_work_group_size(self.kernel)
             if wg <= limit:
                 break
             wg = max(1, limit)   # registers limit this variant's group size
@@ -361,7 +367,7 @@ class RegisterSpreader:
         per_group = self.params.points_per_group
         n_groups = -(-records.n_records // per_group)
         g = self.grid
-        self._kernel(self.queue, (n_groups * self.wg_size, self.box_groups),
+        self.kernel(self.queue, (n_groups * self.wg_size, self.box_groups),
                      (self.wg_size, 1), records.cells.data, np.uint32(records.n_records),
                      np.uint32(per_group), values.data, *(t.data for t in self._kernel_tables),
                      grid_d.data, np.int32(g.nx), np.int32(g.ny), self._flush_count.data)

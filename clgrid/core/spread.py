@@ -38,7 +38,7 @@ import pyopencl.array as cla
 
 from ..device.kernels import KernelTemplate, real_dtype_name
 from .eskernel import horner_coefficients
-from .plan import GridLayout, ImageGeometry, TileShape
+from .plan import GridLayout, ImageGeometry, TileShape, row_taps
 from .setpoints import PointSet, coordinate_scales
 
 
@@ -47,6 +47,7 @@ def _common_params(geometry: ImageGeometry, layout: GridLayout, weighted: bool,
     return {"real": real_dtype_name(geometry.grid_real),
             "vis_real": real_dtype_name(geometry.vis_real),
             "support": layout.choice.support, "beta": layout.choice.beta,
+            "row_taps": row_taps(layout.choice.support),
             "do_w": geometry.do_w, "shifted": geometry.shifted,
             "weighted": weighted, "masked": masked, "with_f64": True,
             "kernel_source": "es", "oversample": 1, "table_real": True}

@@ -38,7 +38,7 @@ from ..device.kernels import KernelTemplate, real_dtype_name
 from ..device.profiles import DeviceProfile
 from ..device.radixsort import RadixSort
 from .eskernel import KernelChoice
-from .plan import GridLayout, TileShape
+from .plan import GridLayout, TileShape, row_taps
 from .setpoints import PointSet, _round_up, sort_by_key, sort_into_bins
 from .engine import row_view
 from .spread import WorkList, block_list, work_list
@@ -141,7 +141,7 @@ def table_tiles(profile: DeviceProfile, support: int) -> TileShape:
         return TileShape(16, 32, 2048) if support <= 17 else TileShape(32, 32, 2048)
     if cpu_vector_tiles(profile) and support <= VECTOR_SLICE_TAPS:
         # a footprint's halo reaches one tile on: tiles of at least W - 1
-        edge = 16 if support <= 16 else 32 if support <= 32 else 64
+        edge = max(VECTOR_TAPS, row_taps(support))
         return TileShape(edge, edge, vector=True)
     if support <= 9:
         return TileShape(8, 8)
@@ -344,7 +344,8 @@ def _spread_params(grid: TableGrid, tiles: TileShape, vis_real: np.dtype, weight
             "oversample": grid.oversample,
             "table_real": grid.table_real, "tile_u": tiles.tile_u, "lanes": tiles.lanes,
             "vector": tiles.vector, "groups": tiles.groups, "plane_block": 1,
-            "reach": tiles.reach(grid.support), "kernel_eval": "exp", "horner": []}
+            "reach": tiles.reach(grid.support),
+            "row_taps": row_taps(grid.support), "kernel_eval": "exp", "horner": []}
 
 
 class _SpreadKernels:
@@ -425,8 +426,7 @@ def vector_taps(queue: cl.CommandQueue, grid: TableGrid,
     index full tables): a point's row is then one complex vector, as for
     W-projection tables (:attr:`TableGrid.vector_source`)."""
     support = grid.support
-    taps_n = (4 if support <= 4 else 8 if support <= 8 else
-              VECTOR_TAPS if support <= VECTOR_TAPS else 32 if support <= 32 else 64)
+    taps_n = row_taps(support)
     if grid.vector_source == "table_full":
         if grid.separable:
             table_u, table_v = (t.get().reshape(-1, grid.oversample, support)
@@ -650,7 +650,8 @@ class TableInterpolator:
             # (vector_taps), so it is built on its own
             as_vectors = name == "interpolate_table_records_vector"
             params = {"real": real_dtype_name(g.real), "vis_real": real_dtype_name(g.real),
-                      "support": g.support, "beta": 0.0, "do_w": False, "shifted": False,
+                      "support": g.support, "beta": 0.0,
+                      "row_taps": row_taps(g.support), "do_w": False, "shifted": False,
                       "weighted": weighted, "masked": masked,
                       "with_f64": not self.float_float, "float_float": self.float_float,
                       "kernel_source": g.vector_source if as_vectors else g.kernel_source,

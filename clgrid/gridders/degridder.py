@@ -24,10 +24,12 @@ class Degridder(_TableOperation):
     Predicts ``V_k = weight_k * sum conj(GCF) * grid`` (conjugated again for
     visibilities whose uvw was negated), with the same tables, coordinate
     rounding and drops as the gridder.  Parameters as for :class:`Gridder`;
-    ``tiles`` (a :class:`clgrid.core.plan.TileShape` or dict) bins the
-    points by tile instead, one work-item per visibility (support up to
-    :func:`clgrid.core.table.max_table_support`).  On devices without fp64
-    the positions are float-float and the records' sums compensated.
+    ``tiles`` (a :class:`clgrid.core.plan.TileShape`, a dict of its fields,
+    or ``'auto'``: :func:`clgrid.core.table.table_tiles`) bins the points by
+    tile instead, one work-item per visibility, not merged into records (the
+    default, points sorted by cell and merged, is faster wherever points
+    repeat).  On devices without fp64 the positions are float-float and the
+    records' sums compensated.
     """
 
     def __init__(self, context, gcf: GCF, nx: int, ny: int, cell_size_rad: float, *,
@@ -35,16 +37,17 @@ class Degridder(_TableOperation):
                  tiles=None):
         super().__init__(context, gcf, nx, ny, cell_size_rad, npol, precision,
                          conjugate_negative_w)
-        from ..core.table import max_table_support
+        from ..core.table import table_tiles
         from .core_strategy import CoreTableEngine, tile_shape
         # points sorted by cell and merged into records: one footprint a
         # record; tiles= asks for the tile bins and one a point
         method = "register" if tiles is None else "tiles"
-        if tiles is not None and gcf.support > max_table_support(self.profile):
-            raise ValueError(f"tiles= bins by tile, for support <= "
-                             f"{max_table_support(self.profile)}; support {gcf.support} is "
-                             "sorted by cell (leave tiles=None)")
-        self._core = CoreTableEngine(self.queue, self.profile, gcf, nx, ny, cell_size_rad,
+        if isinstance(tiles, str):
+            if tiles != "auto":
+                raise ValueError(f"tiles must be a TileShape, a dict of its fields, 'auto' "
+                                 f"or None, got {tiles!r}")
+            tiles = table_tiles(self.profile, gcf.support)
+        self.engine = CoreTableEngine(self.queue, self.profile, gcf, nx, ny, cell_size_rad,
                                      self.real_dtype, self._tables, conjugate_negative_w,
                                      tile_shape(tiles), method=method, npol=npol, spread=False)
 
@@ -58,8 +61,8 @@ class Degridder(_TableOperation):
     def degrid_plan(self, plan, grid, weights=None, *, return_device: bool = False):
         """Degrid with a plan from :meth:`plan`; ``return_device``: the
         ``pyopencl.array.Array`` instead of a numpy copy."""
-        out_d = self._core.degrid(plan, self._grid_on_device(grid), weights)
-        self.last_stats = self._stats(plan, self._core.n_records(plan))
+        out_d = self.engine.degrid(plan, self._grid_on_device(grid), weights)
+        self.last_stats = self._stats(plan, self.engine.n_records(plan))
         self._report_drops(plan)
         return out_d if return_device else out_d.get()
 

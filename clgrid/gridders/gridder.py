@@ -66,10 +66,14 @@ class _TableOperation(Operation):
             self._tables = [cla.to_device(self.queue, gcf.table.astype(self.complex_dtype))]
         self.last_stats: dict[str, Any] = {}
 
+    #: The :class:`clgrid.gridders.core_strategy.CoreTableEngine` doing the
+    #: work (set points, spread or interpolation); for benchmarks and profiles.
+    engine: Any
+
     def plan(self, uvw_m, freq_hz, flags=None):
         """Set points on the device (a :class:`clgrid.gridders.core_strategy.CorePlan`:
         no host pass over the rows); reuse it across calls (major cycles)."""
-        return self._core.plan(uvw_m, freq_hz, flags, self.npol)
+        return self.engine.plan(uvw_m, freq_hz, flags, self.npol)
 
     def _stats(self, plan, n_records: int) -> dict[str, Any]:
         return {"n_visibilities": plan.shape[0] * plan.shape[1], "n_kept": plan.n_kept,
@@ -165,13 +169,13 @@ class Gridder(_TableOperation):
                              "spread")
         #: Whether grids are bitwise-reproducible call after call.
         self.deterministic = self.method == "tiles"
-        self._core = CoreTableEngine(
+        self.engine = CoreTableEngine(
             self.queue, self.profile, gcf, nx, ny, cell_size_rad, self.real_dtype,
             self._tables, conjugate_negative_w, tile_shape(tiles) or self.choice.tiles,
             method=self.method, npol=self.npol,
             register_params=self._register_params(register_params), atomics=atomics,
             count_flushes=count_flushes)
-        self.atomic_path = (self._core.register.atomic_path if self.method == "register"
+        self.atomic_path = (self.engine.register.atomic_path if self.method == "register"
                             else "none")
 
     def _register_params(self, register_params):
@@ -221,17 +225,17 @@ class Gridder(_TableOperation):
 
     def grid_plan(self, plan, vis, weights=None, *, out=None, return_device: bool = False):
         """Grid with a plan from :meth:`plan` (reuse it across major cycles)."""
-        self._core.check_plan(plan)
+        self.engine.check_plan(plan)
         shape = (self.npol, self.ny, self.nx)
         if out is not None and (not isinstance(out, cla.Array) or out.shape != shape
                                 or out.dtype != self.complex_dtype):
             raise ValueError(f"out must be a {self.complex_dtype} device array of shape {shape}")
         grid = out if out is not None else cla.empty(self.queue, shape, self.complex_dtype)
-        self._core.grid(plan, vis, weights, grid, accumulate=out is not None)
-        self.last_stats = self._stats(plan, self._core.n_records(plan))
+        self.engine.grid(plan, vis, weights, grid, accumulate=out is not None)
+        self.last_stats = self._stats(plan, self.engine.n_records(plan))
         self.last_stats["grid_point_updates"] = (self.last_stats["n_records"]
                                                  * self.gcf.support ** 2 * self.npol)
-        self.last_stats["flushes"] = (self._core.register.last_flushes
+        self.last_stats["flushes"] = (self.engine.register.last_flushes
                                       if self.method == "register" else None)
         self._report_drops(plan)
         return grid if return_device else grid.get()

@@ -83,7 +83,7 @@ def tune(context, gcf, npol: int = 4, precision=np.float32, *, nx: int = 512,
         default.complex_dtype)
     reference = default(uvw, freq_hz, vis)
     results = []
-    default_params = default._core.register.params
+    default_params = default.engine.register.params
     space = candidates(profile, npol, quick)
     if default_params not in space:
         space.insert(0, default_params)
