@@ -461,7 +461,9 @@ void interpolate_table_records_group(__global const int4 *cells,
 % endif
 % if vector:
 <%
-    taps_n = 4 if support <= 4 else (8 if support <= 8 else 16)
+    taps_n = row_taps
+    if taps_n == 0 or taps_n > 16:
+        raise ValueError(f"interpolate_vector takes support <= 16, got {support}")
     pair_n = 2 * taps_n
     pn = real + str(min(pair_n, 16))
     tn = real + str(taps_n)
