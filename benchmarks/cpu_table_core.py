@@ -18,7 +18,14 @@ tables of width 8, 32 and 64, one and four polarisations (``--cases`` picks
 some); ``--wide`` adds separable and W-projection tables of width 72 and 128,
 wider than the vector tile takes (the register spread runs).
 
+Data: ``--rows`` random uvw rows (uniform over the uv plane: few points
+share a cell, the register spread's worst case) or, with ``--tracks``,
+simulated SKA-mid tracks of that many rows (1 h, 30 s dumps: neighbouring
+dumps share cells and merge into records).  ``compression`` is the
+visibilities per record of the register spread's set points.
+
     python benchmarks/cpu_table_core.py --device intel --json out.json
+    python benchmarks/cpu_table_core.py --device intel --tracks --rows 240000 --channels 8
     python benchmarks/cpu_table_core.py --device intel --rows 5000 --cases "separable W8"
 """
 
@@ -40,6 +47,7 @@ from clgrid.core.table import max_table_support  # noqa: E402
 from clgrid.device.profiles import DeviceProfile  # noqa: E402
 from clgrid.gcf import separable_gcf, w_projection_gcf  # noqa: E402
 from clgrid.gridders.gridder import Gridder  # noqa: E402
+from clgrid.io.simulate import simulate_observation  # noqa: E402
 from _common import median_seconds, write_json  # noqa: E402
 
 SPEED_OF_LIGHT = 299_792_458.0
@@ -55,6 +63,16 @@ def _observation(n_rows: int, n_chan: int, nx: int, seed: int = 0):
     freq_hz = np.linspace(1.0e9, 1.2e9, n_chan)
     cell_size_rad = 0.9 / (2 * 2000 * freq_hz[-1] / SPEED_OF_LIGHT)
     return uvw_m, freq_hz, cell_size_rad
+
+
+def _tracks(n_rows: int, n_chan: int, nx: int):  # noqa: ARG001 (as _observation)
+    """SKA-mid tracks, 1 h of 30 s dumps, about ``n_rows`` rows; the longest
+    baseline 0.4 * nx cells from the centre (as benchmarks/deterministic.py)."""
+    uvw_m = simulate_observation(duration_h=1.0, integration_s=30.0,
+                                 n_baselines=max(1, n_rows // 120))
+    freq_hz = 1.0e9 + np.arange(n_chan) * 1.0e6
+    uv_max_lambda = np.max(np.abs(uvw_m[:, :2])) * freq_hz.max() / SPEED_OF_LIGHT
+    return uvw_m, freq_hz, 0.4 / uv_max_lambda
 
 
 def _ducc0_seconds(queue, uvw_m, freq_hz, vis, nx, cell_size_rad, repeats) -> float | None:
@@ -85,11 +103,14 @@ def main() -> None:
     parser.add_argument("--json", default=None, help="write results to this path")
     parser.add_argument("--wide", action="store_true",
                         help="also time tables of width 72 and 128 (register spread)")
+    parser.add_argument("--tracks", action="store_true",
+                        help="simulated SKA-mid tracks instead of random uvw")
     parser.add_argument("--cases", nargs="+", default=None,
                         help="tables to time, by label (default all)")
     args = parser.parse_args()
     queue = cl.CommandQueue(clgrid.create_context(args.device))
-    uvw_m, freq_hz, cell = _observation(args.rows, args.channels, args.nx)
+    uvw_m, freq_hz, cell = (_tracks if args.tracks else _observation)(args.rows, args.channels,
+                                                                       args.nx)
     cases = [("separable W4", separable_gcf(4, 8)), ("separable W8", separable_gcf(8, 8)),
              ("separable W16", separable_gcf(16, 8)),
              ("complex sep W8", _complex_rows(separable_gcf(8, 8))),
@@ -112,7 +133,7 @@ def main() -> None:
           f"{args.rows} rows x {args.channels} channels, {args.nx}^2 grid; seconds, median of "
           f"{args.repeats}")
     print(f"{'table':16s} npol " + " ".join(f"{name:>13s}" for name in METHODS)
-          + "  auto picks       ducc0 vis2dirty")
+          + "  auto picks       compression  ducc0 vis2dirty")
     for label, gcf in cases:
         for npol in (1, 4):
             vis = (rng.standard_normal((args.rows, args.channels, npol)) + 1j).astype(np.complex64)
@@ -130,6 +151,8 @@ def main() -> None:
                                            args.repeats)
                 if name == "auto":
                     row["auto_picks"] = gridder.method
+                if name == "register":
+                    row["compression"] = gridder.last_stats["compression_ratio"]
             row["ducc0"] = _ducc0_seconds(queue, uvw_m, freq_hz, vis, args.nx, cell,
                                           args.repeats)
             rows.append(row)
@@ -137,7 +160,8 @@ def main() -> None:
             print(f"{label:16s} {npol:4d} "
                   + " ".join(f"{row[name]:13.3f}" if row[name] is not None else f"{'-':>13s}"
                              for name in METHODS)
-                  + f"  {row['auto_picks']:16s} {ducc0}", flush=True)
+                  + f"  {row['auto_picks']:16s} {row.get('compression', 0):11.2f}  {ducc0}",
+                  flush=True)
     write_json(args.json, "cpu_table_core", rows, device=queue.device.name.strip(),
                platform=queue.device.platform.name.strip(), rows_in=args.rows,
                channels=args.channels, nx=args.nx)

@@ -491,7 +491,11 @@ def test_register_default_geometry_on_fake_profiles():
                                                                                2048)
     assert default_register_params(gpu, 2, 1) == RegisterParams(1, 1, 256, 64, 2048)
     cpu = fake(device_type="cpu")
-    assert default_register_params(cpu, 16, 4, True) == RegisterParams(1, 1, 64, 64, 4096)
+    assert default_register_params(cpu, 16, 4, True) == RegisterParams(2, 2, 64, 64, 4096)
+    assert default_register_params(cpu, 24, 4, True) == RegisterParams(4, 4, 64, 64, 4096)
+    assert default_register_params(cpu, 8, 1, True) == RegisterParams(4, 4, 64, 64, 4096)
+    assert default_register_params(cpu, 16, 1, False) == RegisterParams(2, 2, 64, 64, 4096)
+    assert default_register_params(cpu, 16, 4, False) == RegisterParams(1, 1, 64, 64, 4096)
     assert default_register_params(cpu, 128, 4, True, True) == RegisterParams(4, 4, 64, 64,
                                                                                4096)
     assert default_register_params(cpu, 72, 1, True) == RegisterParams(8, 8, 64, 64, 4096)

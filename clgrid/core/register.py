@@ -96,20 +96,25 @@ def default_register_params(profile: DeviceProfile, support: int, npol: int,
     4 x 2's 2789 / 3213 / 3450), and for one polarisation of a real table
     8 x 8 in groups of 32 (2983 / 4631 / 6241, against 4 x 4's 3066 / 4196
     / 4862).  CPUs (Intel runtime, 2 cores): groups of 64 (the driver
-    vectorises across items), one point a work-item up to support 32; above
-    (where CPUs run this spread: wider than the vector tile takes), separable
-    tables 8 x 8 for one polarisation and 4 x 4 for more, full tables 2 x 2
-    for one polarisation and 1 x 1 for more (5000 rows x 16 channels, 1024^2,
-    2026-11-25, W 72 / 128, one polarisation: separable 0.23 / 0.52 s
-    against 1 x 1's 0.88 / 2.46 s, full 0.61 / 2.81 s against 1.40 / 9.48 s;
-    four: separable 1.09 / 2.36 s against 1.67 / 4.27 s)."""
+    vectorises across items); separable tables 4 x 4 points a work-item for
+    one polarisation (8 x 8 above support 32) and for more (2 x 2 up to
+    support 16), full tables 2 x 2 for one polarisation and 1 x 1 for more.
+    Wide tables (5000 rows x 16 channels, 1024^2, 2026-11-25, W 72 / 128,
+    one polarisation: separable 8 x 8 0.23 / 0.52 s against 1 x 1's 0.88 /
+    2.46 s, full 2 x 2 0.61 / 2.81 s against 1.40 / 9.48 s; four: separable
+    4 x 4 1.09 / 2.36 s against 1.67 / 4.27 s); W 8 / 16 / 32 on a
+    simulated track (1.92 M visibilities, 1024^2, 2026-11-25, one
+    polarisation): separable 4 x 4 23 / 36 / 72 ms against 1 x 1's 34 / 91
+    / 292 ms, full 2 x 2 13 / 19 / 42 ms against 17 / 36 / 124 ms
+    (benchmarks/RESULTS.md, "CPU register geometry")."""
     limit = int(profile.max_work_group_size)
     if profile.device_type != "gpu":
-        block = (1, 1)
-        if support > 32 and separable:
-            block = (8, 8) if npol == 1 else (4, 4)
-        elif support > 32 and npol == 1:
-            block = (2, 2)
+        if separable and npol == 1:
+            block = (8, 8) if support > 32 else (4, 4)
+        elif separable:
+            block = (2, 2) if support <= 16 else (4, 4)
+        else:
+            block = (2, 2) if npol == 1 else (1, 1)
         return RegisterParams(*block, min(64, limit), 64, 4096)
     wg = 256 if support <= 16 else 128
     if support < 4:
