@@ -10,7 +10,9 @@ widest, :func:`clgrid.core.table.max_table_support`, where only
 ``benchmarks/deterministic.py`` times), ``register`` (``method='register'``:
 Romein/Merry register accumulation, float atomics at flushes), ``auto``
 (``method=None``, the default: what :func:`clgrid.gridders.dispatch.choose`
-picks, named in ``auto picks``), and ducc0's ``vis2dirty`` on the same rows
+picks, named in ``auto picks``), ``tiles dev`` and ``register dev``
+(device-only: the plan made once, the visibilities on the device,
+``Gridder.grid_plan``, as a major cycle reusing its plan sees), and ducc0's ``vis2dirty`` on the same rows
 with all cores (FFT included; a different job, shown for scale) at epsilon
 1e-4.  Separable ES tables of width 4, 8, 16 and 24, complex separable
 tables of width 8 and 16 (the ES rows times a phase ramp) and W-projection
@@ -38,6 +40,7 @@ import sys
 
 import numpy as np
 import pyopencl as cl
+import pyopencl.array as cla
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -111,19 +114,21 @@ def main() -> None:
     queue = cl.CommandQueue(clgrid.create_context(args.device))
     uvw_m, freq_hz, cell = (_tracks if args.tracks else _observation)(args.rows, args.channels,
                                                                        args.nx)
+    # the W-projection tables' w range: 200 wavelengths, or the data's
+    w_max = max(200.0, float(np.max(np.abs(uvw_m[:, 2]))) * freq_hz.max() / SPEED_OF_LIGHT)
     cases = [("separable W4", separable_gcf(4, 8)), ("separable W8", separable_gcf(8, 8)),
              ("separable W16", separable_gcf(16, 8)),
              ("complex sep W8", _complex_rows(separable_gcf(8, 8))),
              ("complex sep W16", _complex_rows(separable_gcf(16, 8))),
              ("separable W24", separable_gcf(24, 8)),
-             ("W-projection W8", w_projection_gcf(8, 8, 8, 200.0, args.nx * cell)),
-             ("W-projection W32", w_projection_gcf(32, 8, 8, 200.0, args.nx * cell)),
-             ("W-projection W64", w_projection_gcf(64, 8, 8, 200.0, args.nx * cell))]
+             ("W-projection W8", w_projection_gcf(8, 8, 8, w_max, args.nx * cell)),
+             ("W-projection W32", w_projection_gcf(32, 8, 8, w_max, args.nx * cell)),
+             ("W-projection W64", w_projection_gcf(64, 8, 8, w_max, args.nx * cell))]
     if args.wide:
         cases += [(f"{name} W{width}", make(width)) for width in (72, 128)
                   for name, make in (("separable", lambda w: separable_gcf(w, 8)),
                                      ("W-projection", lambda w: w_projection_gcf(
-                                         w, 8, 8, 200.0, args.nx * cell)))]
+                                         w, 8, 8, w_max, args.nx * cell)))]
     if args.cases:
         cases = [case for case in cases if case[0] in args.cases]
     rng = np.random.default_rng(1)
@@ -133,7 +138,7 @@ def main() -> None:
           f"{args.rows} rows x {args.channels} channels, {args.nx}^2 grid; seconds, median of "
           f"{args.repeats}")
     print(f"{'table':16s} npol " + " ".join(f"{name:>13s}" for name in METHODS)
-          + "  auto picks       compression  ducc0 vis2dirty")
+          + "  auto picks       compression  tiles dev  register dev  ducc0 vis2dirty")
     for label, gcf in cases:
         for npol in (1, 4):
             vis = (rng.standard_normal((args.rows, args.channels, npol)) + 1j).astype(np.complex64)
@@ -153,6 +158,11 @@ def main() -> None:
                     row["auto_picks"] = gridder.method
                 if name == "register":
                     row["compression"] = gridder.last_stats["compression_ratio"]
+                if name != "auto":   # device-only: the plan made once, vis on the device
+                    plan, vis_d = gridder.plan(uvw_m, freq_hz), cla.to_device(queue, vis)
+                    row[f"{name}_device"] = median_seconds(
+                        lambda: gridder.grid_plan(plan, vis_d, return_device=True), queue,
+                        args.repeats)
             row["ducc0"] = _ducc0_seconds(queue, uvw_m, freq_hz, vis, args.nx, cell,
                                           args.repeats)
             rows.append(row)
@@ -160,8 +170,10 @@ def main() -> None:
             print(f"{label:16s} {npol:4d} "
                   + " ".join(f"{row[name]:13.3f}" if row[name] is not None else f"{'-':>13s}"
                              for name in METHODS)
-                  + f"  {row['auto_picks']:16s} {row.get('compression', 0):11.2f}  {ducc0}",
-                  flush=True)
+                  + f"  {row['auto_picks']:16s} {row.get('compression', 0):11.2f}  "
+                  + " ".join(f"{row[key]:9.3f}" if row.get(key) is not None else f"{'-':>9s}"
+                             for key in ("tiles_device", "register_device"))
+                  + f"     {ducc0}", flush=True)
     write_json(args.json, "cpu_table_core", rows, device=queue.device.name.strip(),
                platform=queue.device.platform.name.strip(), rows_in=args.rows,
                channels=args.channels, nx=args.nx)

@@ -7,6 +7,9 @@
 ## device), so the spread adds every run once.
 ## Parameters: real ("float" | "double"): grid precision; vis_real: precision
 ##             of the visibilities; npol (int); weighted, masked (bool);
+##             group (int): work-items a tile of points is cut by (1, CPUs:
+##             each work-item scans its tile alone, in order, with no
+##             barriers); max_run (int): longest record;
 ##             float_float (bool, default False: a device without fp64, where
 ##             the runs' sums are float pairs compensated as they go).
 <%
@@ -61,11 +64,23 @@ void count_runs(__global const int4 *cells, const unsigned int n, const unsigned
     const unsigned int begin = get_group_id(0) * tile_size;
     const unsigned int end = min(n, begin + tile_size);
     unsigned int count = 0;
+% if group == 1:
+    // alone on the tile: the previous cell kept, not read again
+    int4 previous = begin > 0 ? cells[begin - 1] : (int4)(0);
+    for (unsigned int i = begin; i < end; ++i) {
+        const int4 cell = cells[i];
+        count += i % MAX_RUN == 0 || cell.x != previous.x || cell.y != previous.y
+                 || (cell.z & TABLE_INDEX_MASK) != (previous.z & TABLE_INDEX_MASK);
+        previous = cell;
+    }
+    tile_counts[get_group_id(0)] = count;
+% else:
     for (unsigned int i = begin + get_local_id(0); i < end; i += GROUP)
         count += starts_run(cells, i);
     const unsigned int total = group_inclusive_sum(scratch, count);
     if (get_local_id(0) == GROUP - 1)
         tile_counts[get_group_id(0)] = total;
+% endif
 }
 
 // One group: each tile's first record (exclusive sum of the tile counts),
@@ -105,6 +120,19 @@ void write_records(__global const int4 *cells, const unsigned int n,
     const unsigned int begin = get_group_id(0) * tile_size;
     const unsigned int end = min(n, begin + tile_size);
     unsigned int running = tile_first[get_group_id(0)];
+% if group == 1:
+    int4 previous = begin > 0 ? cells[begin - 1] : (int4)(0);
+    for (unsigned int i = begin; i < end; ++i) {
+        const int4 cell = cells[i];
+        if (i % MAX_RUN == 0 || cell.x != previous.x || cell.y != previous.y
+                || (cell.z & TABLE_INDEX_MASK) != (previous.z & TABLE_INDEX_MASK)) {
+            record_start[running] = i;
+            record_cells[running] = cell;
+            ++running;
+        }
+        previous = cell;
+    }
+% else:
     for (unsigned int block = begin; block < end; block += GROUP) {  // uniform over the group
         const unsigned int i = block + get_local_id(0);
         const unsigned int head = i < end ? starts_run(cells, i) : 0;
@@ -116,6 +144,7 @@ void write_records(__global const int4 *cells, const unsigned int n,
         running += scratch[GROUP - 1];
         barrier(CLK_LOCAL_MEM_FENCE);   // scratch is reused by the next block
     }
+% endif
 }
 
 // values[r * NPOL + p]: the sum over record r's points of visibility times

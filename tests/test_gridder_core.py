@@ -565,11 +565,12 @@ import pyopencl.array as cla
 cells = np.zeros((150, 4), np.int32)
 cells[:, 1] = np.sort(rng.integers(0, 9, 150))
 cells[:, 2] = rng.integers(0, 2, 150)
-cut = RecordScan(queue, TableGrid(8, 8, 1.0, 3, 2, 1, 0.0, True, False, True,
-                                  np.dtype(np.float32)))._cut(
-    cla.to_device(queue, cells.view(cl.cltypes.int4).ravel()), 150)
-assert cut.n_records == int((np.r_[True, np.any(cells[1:, :3] != cells[:-1, :3], axis=1)]
-                            | (np.arange(150) % 64 == 0)).sum())
+for group in (None, 1):   # the GPUs' cut and the CPUs' (one work-item a tile)
+    cut = RecordScan(queue, TableGrid(8, 8, 1.0, 3, 2, 1, 0.0, True, False, True,
+                                      np.dtype(np.float32)), group)._cut(
+        cla.to_device(queue, cells.view(cl.cltypes.int4).ravel()), 150)
+    assert cut.n_records == int((np.r_[True, np.any(cells[1:, :3] != cells[:-1, :3], axis=1)]
+                                | (np.arange(150) % 64 == 0)).sum())
 # a table wider than 16 on the vector tile (32 x 32, full-slice rows in pieces)
 wide = w_projection_gcf(18, 2, 2, 60.0, 64 * cell)
 args = (uvw[:6] * 0.2, [1e8], vis[:6])
@@ -829,8 +830,9 @@ def test_register_accumulates_drops_and_cas_atomics(cl_env):
     assert gridder.atomic_path == "cas"
 
 
+@pytest.mark.parametrize("group", [None, 1, 16])
 @pytest.mark.parametrize("n", [0, 1, 37, 5000])
-def test_record_cut_matches_numpy(cl_env, n):
+def test_record_cut_matches_numpy(cl_env, n, group):
     """Runs of equal (cell, table slice) among sorted points (the conjugated
     bit ignored; cut every MAX_RUN points too), cut on the device across
     many tiles."""
@@ -847,7 +849,7 @@ def test_record_cut_matches_numpy(cl_env, n):
     cells[:, 2] = rng.integers(0, 3, n) | (rng.integers(0, 2, n) << 30)
     cells[:, 3] = np.arange(n)
     grid = TableGrid(8, 8, 1.0, 3, 2, 1, 0.0, True, False, True, np.dtype(np.float32))
-    scan = RecordScan(cl_env.queue, grid)
+    scan = RecordScan(cl_env.queue, grid, group)
     scan._max_tiles = 7                              # several tiles, some partial
     device = cla.to_device(cl_env.queue, cells.view(cl.cltypes.int4).ravel()) if n else \
         cla.empty(cl_env.queue, 1, cl.cltypes.int4)
