@@ -16,8 +16,10 @@
 ##             conjugate (bool: negate uvw with w < 0), w_planes (int),
 ##             key_order ("tile" | "cell"): table keys by tile (the tile
 ##             spread's bins, 32 bits) or by footprint start cell and table
-##             slice, (y0 nx + x0) slices + slice (64 bits: the register
-##             spread's streams, equal points adjacent).
+##             slice, (y0 nx + x0) slices + slice (the register spread's
+##             streams, equal points adjacent); wide_keys (bool, default
+##             False): 64-bit keys (key_order "cell" where the (cell, slice)
+##             pairs do not fit 32 bits).
 ##             float_float (bool, positions "table" only; default False):
 ##             no double anywhere, for devices without fp64: uvw, freq / c
 ##             and the geometry come as float-float pairs (floatfloat.cl.mako)
@@ -152,7 +154,7 @@ __kernel void point_records(__global const unsigned int *sorted_index,
 #define TABLE_CONJUGATE (1 << 30)
 #define TABLE_INDEX_MASK (TABLE_CONJUGATE - 1)
 #define TABLE_SLICES ${w_planes * oversample * oversample}
-% if key_order == "cell":
+% if context.get("wide_keys", False):
 typedef ulong key_t;
 #define INVALID_TABLE_KEY 0xffffffffffffffffuL
 % else:
@@ -292,8 +294,8 @@ __kernel void table_keys(__global const ${pos_t} *uvw, __global const ${pos_t} *
         return;
     }
 % if key_order == "cell":
-    keys[k] = ((ulong)where.x * (ulong)nx + (ulong)where.y) * TABLE_SLICES
-              + (ulong)(where.z & TABLE_INDEX_MASK);
+    keys[k] = (key_t)(((ulong)where.x * (ulong)nx + (ulong)where.y) * TABLE_SLICES
+                      + (ulong)(where.z & TABLE_INDEX_MASK));
 % else:
     keys[k] = (unsigned int)(where.x / TILE_U) * (unsigned int)ntiles_x
               + (unsigned int)(where.y / TILE_V);

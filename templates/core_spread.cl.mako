@@ -86,7 +86,8 @@ inline float2 kahan_value(const float4 total) { return total.xy - total.zw; }
 #define REACH ${context.get("reach", 1)}
 #define SOURCE_BINS ((REACH + 1) * (REACH + 1))
 #define GROUPS ${groups}
-#define BATCH (LANES * GROUPS)
+// points staged at a time: one a work-item, or fewer (a wide table's staging)
+#define BATCH ${context.get("batch") or lanes * groups}
 ## Kernel sources of the GPU kernel `spread` (kernel_source: "es" | "table" |
 ## "table_full"): where it takes its weights: the ES kernel on the fly (above),
 ## or the tabulated kernels of clgrid.Gridder (clgrid/core/table.py; the table

@@ -284,6 +284,33 @@ def test_gridder_deterministic_beyond_the_nearest_neighbours(cl_env, table):
         assert _relative_error(gridder(uvw, freq, vis.astype(np.complex64)), reference) < 1e-5
 
 
+def test_gridder_deterministic_stages_fewer_points_where_local_memory_is_short(cl_env):
+    """Real separable W 128: 32 x 32 lane tiles staging 1544 B a point, 32
+    of them 49408 B, more than the H200's 48 KiB of local memory: the batch
+    shrinks to fit (where it must), and the grid matches the reference,
+    bitwise-repeatably."""
+    from clgrid.core.table import staging_bytes
+    from clgrid.gcf import separable_gcf
+    from test_gridder import _relative_error, _setup
+    from test_gridder_reference import grid_reference, random_vis
+    support = 128
+    rng = np.random.default_rng(support)
+    nx = ny = 2 * support + 32
+    freq = np.array([1.0e9, 1.05e9])
+    uvw, cell = _setup(rng, nx, ny, 40, support)
+    gcf = separable_gcf(support, 2)
+    vis = random_vis(rng, (uvw.shape[0], freq.size, 1))
+    gridder = clgrid.Gridder(cl_env.queue, gcf, nx, ny, cell, deterministic=True,
+                             tiles=clgrid.TileShape(32, 32))
+    tiles, grid = gridder.engine.tiles, gridder.engine.table_grid
+    assert staging_bytes(grid, tiles) <= cl_env.profile.local_mem_bytes
+    assert (tiles.batch == 0) == (staging_bytes(grid, clgrid.TileShape(32, 32))
+                                  <= cl_env.profile.local_mem_bytes)
+    first = gridder(uvw, freq, vis.astype(np.complex64))
+    assert _relative_error(first, grid_reference(uvw, freq, vis, gcf, nx, ny, cell)) < 1e-5
+    assert np.array_equal(first, gridder(uvw, freq, vis.astype(np.complex64)))
+
+
 def test_dispatcher_picks_tiles_for_determinism_on_fake_profiles():
     from test_dispatch import POCL, fake
     from clgrid.gridders.dispatch import choose
@@ -299,10 +326,12 @@ def test_dispatcher_picks_tiles_for_determinism_on_fake_profiles():
     assert wide.tiles == clgrid.TileShape(32, 32, 2048) and wide.tiles.reach(34) == 2
     assert "2 neighbours' per axis" in wide.reasons[-1]
     assert choose(gpu, 128, 4, separable=False, deterministic=True).tiles.reach(128) == 4
+    # separable W 128: 2056 B a point staged, 16 at a time in 48 KiB, none in 2 KiB
+    assert choose(gpu, 128, 4, deterministic=True).method == "tiles"
     with pytest.raises(ValueError, match="deterministic=True needs the tile spread, impossible "
-                                         "on 'fake': its 32x32 tile needs 65792 B of local "
-                                         "memory"):
-        choose(gpu, 128, 4, deterministic=True)     # separable: 128 taps a point staged
+                                         "on 'fake': its 32x32 tile needs 2056 B of local "
+                                         "memory staging 1 points"):
+        choose(fake(local_mem_bytes=2048), 128, 4, deterministic=True)
     cpu = fake(device_type="cpu", atomic_f32="cas")
     assert choose(cpu, 64, 1, deterministic=True).tiles == clgrid.TileShape(64, 64,
                                                                             vector=True)

@@ -10,7 +10,7 @@ import pytest
 from clgrid.cli import main as cli_main
 from clgrid.core.plan import TileShape
 from clgrid.core.register import RegisterParams, default_register_params
-from clgrid.core.table import TableGrid, staging_bytes
+from clgrid.core.table import TableGrid, fit_staging, staging_bytes
 from clgrid.device.profiles import DeviceProfile
 from clgrid.gridders.dispatch import (METHODS, Choice, choose, cpu_vector_tile, explain,
                                       method_for, tiles_possible)
@@ -128,13 +128,20 @@ def test_cpu_without_the_vector_tile_takes_lane_tiles():
 
 
 def test_tiny_local_memory_falls_back_to_register():
-    # lane tiles of 8 x 8 for support 8: 8 points of 8 + 8 * 16 bytes = 1088 B
-    profile = fake(device_type="cpu", platform_name=POCL, driver_version="3.0-rc2",
-                   atomic_f32="cas", local_mem_bytes=1024)
+    # lane tiles of 8 x 8 for support 8: 8 points of 8 + 8 * 16 bytes = 1088 B;
+    # 1 KiB takes them 4 at a time
+    lanes = dict(device_type="cpu", platform_name=POCL, driver_version="3.0-rc2",
+                 atomic_f32="cas")
     assert _local_bytes(8, TileShape(8, 8)) == 1088
+    grid = TableGrid(2, 2, 1.0, 8, 1, 1, 0.0, True, False, True, np.dtype(np.float32))
+    assert fit_staging(grid, TileShape(8, 8), fake(local_mem_bytes=1024, **lanes)) == \
+        TileShape(8, 8, batch=4)
+    assert choose(fake(local_mem_bytes=1024, **lanes), 8, 4).method == "tiles"
+    # one point at a time does not fit 128 B: 136 B
+    profile = fake(local_mem_bytes=128, **lanes)
     possible, why = tiles_possible(profile, 8)
-    assert not possible and why == ("its 8x8 tile needs 1088 B of local memory, the device "
-                                    "has 1024")
+    assert not possible and why == ("its 8x8 tile needs 136 B of local memory staging 1 "
+                                    "points at a time, the device has 128")
     choice = choose(profile, 8, 4)
     assert choice.method == "register" and choice.tiles is None
     assert any("tiles impossible" in reason and "local memory" in reason
@@ -143,16 +150,12 @@ def test_tiny_local_memory_falls_back_to_register():
         choose(profile, 8, 4, method="tiles")
     with pytest.raises(ValueError, match="deterministic=True needs the tile spread"):
         choose(profile, 8, 4, deterministic=True)
-    # a narrower table needs less: 8 x (8 + 4 * 16) = 576 B fits
+    # a narrower table needs less: 8 + 4 * 16 = 72 B a point fits
     assert tiles_possible(profile, 4) == (True, "")
     assert choose(profile, 4, 4).method == "tiles"
-    # float64 tables need twice the weights' bytes
-    assert tiles_possible(fake(atomic_f32="cas", local_mem_bytes=1600, device_type="cpu",
-                               platform_name=POCL, driver_version="3.0-rc2"),
-                          4, np.float64) == (True, "")
-    assert not tiles_possible(fake(atomic_f32="cas", local_mem_bytes=1000, device_type="cpu",
-                                   platform_name=POCL, driver_version="3.0-rc2"),
-                              4, np.float64)[0]
+    # float64 tables need twice the weights' bytes: 8 + 4 * 32 = 136 B a point
+    assert not tiles_possible(profile, 4, np.float64)[0]
+    assert tiles_possible(fake(local_mem_bytes=136, **lanes), 4, np.float64) == (True, "")
 
 
 def test_small_local_memory_on_a_gpu():
@@ -161,8 +164,12 @@ def test_small_local_memory_on_a_gpu():
     profile = fake(atomic_f32="cas", local_mem_bytes=8 << 10)
     assert _local_bytes(8, TileShape(8, 8, 4096, groups=4)) == 7424
     assert choose(profile, 8, 4).method == "tiles"
-    choice = choose(profile, 16, 4)                       # 32 x (8 + 16 * 16) = 8448 B
-    assert choice.method == "register" and "8448 B of local memory" in choice.reasons[0]
+    # W 16: 32 x (8 + 16 * 16) = 8448 B, so 16 points at a time (4224 B)
+    assert _local_bytes(16, TileShape(16, 32, 2048)) == 8448
+    choice = choose(profile, 16, 4)
+    assert choice.method == "tiles" and tiles_possible(profile, 16) == (True, "")
+    grid = TableGrid(2, 2, 1.0, 16, 1, 1, 0.0, True, False, True, np.dtype(np.float32))
+    assert fit_staging(grid, choice.tiles, profile).batch == 16
     _check_geometry(choose(profile, 8, 4), profile, 8)
     # a full (non-separable) table stages less a point
     assert tiles_possible(profile, 16, separable=False) == (True, "")
@@ -187,9 +194,12 @@ def test_forced_method_and_describe():
     assert register.describe() == ("register: gpu with native float atomics (native-ptx): "
                                    "register accumulation")
     assert choose(BASE, 34, 1, method="tiles").tiles == TileShape(32, 32, 2048)
+    # W 128 stages 2056 B a point: 16 at a time in 48 KiB, not one in 2 KiB
+    assert choose(BASE, 128, 1, method="tiles").tiles == TileShape(32, 32, 2048)
     with pytest.raises(ValueError, match="method 'tiles' needs the tile spread, impossible on "
-                                         "'fake': its 32x32 tile needs 65792 B"):
-        choose(BASE, 128, 1, method="tiles")
+                                         "'fake': its 32x32 tile needs 2056 B of local memory "
+                                         "staging 1 points"):
+        choose(fake(local_mem_bytes=2048), 128, 1, method="tiles")
     assert choose(BASE, 34, 1, method="register").method == "register"
 
 
@@ -225,7 +235,7 @@ def test_explain_rows():
     assert row["id"] == "1:0" and row["device"] == "fake: fake"
     assert row["method"] == "tiles" and "cpu" in row["why"] and "vector tile" in row["why"]
     assert row["geometry"] == ("tile_u=32 lanes=32 chunk_points=2147483648 vector=True "
-                               "plane_block=1 groups=1 kernel_eval=exp")
+                               "plane_block=1 groups=1 kernel_eval=exp batch=0")
     row = explain(cpu, 72, 4)                          # wider: register, CPU defaults
     assert row["method"] == "register" and "wider than the tiles take" in row["why"]
     assert row["geometry"] == "block_u=4 block_v=4 wg_size=64 batch=64 points_per_group=4096"

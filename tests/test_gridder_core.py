@@ -23,6 +23,8 @@ TILES = {
     "device": None,
     "gpu-8x8-groups": TileShape(8, 8, 48, groups=4),
     "gpu-16x32": TileShape(16, 32, 96),
+    # fewer points staged at a time than work-items (a wide table's staging)
+    "gpu-batch-5": TileShape(8, 8, 48, groups=2, batch=5),
 }
 #: Every table also runs the CPUs' vector tile (spread_vector), forced here on
 #: every device whose compiler builds it.
@@ -432,13 +434,13 @@ def test_dispatcher_on_fake_profiles():
     assert choice.tiles == TileShape(8, 8, 4096, groups=4)
     assert choose(gpu, 16, 1, deterministic=True).tiles == TileShape(16, 32, 2048)
     # too wide a kernel for the local memory: refused, with the reason
-    for profile, support, why in ((gpu, 128, "local memory"),
-                                  (fake(local_mem_bytes=4096), 8, "local memory")):
+    for profile, support, why in ((fake(local_mem_bytes=2048), 128, "local memory"),
+                                  (fake(local_mem_bytes=2048), 8, "local memory")):
         with pytest.raises(ValueError, match=f"deterministic=True needs the tile spread, "
                            f"impossible.*{why}"):
             choose(profile, support, 1, deterministic=True)
         assert choose(profile, support, 1).method == "register"
-    assert "tiles impossible" in choose(fake(local_mem_bytes=4096, atomic_f32="cas"), 8,
+    assert "tiles impossible" in choose(fake(local_mem_bytes=2048, atomic_f32="cas"), 8,
                                         1).reasons[-1]
     cpu = fake(device_type="cpu", atomic_f32="native-cl")
     for npol in (1, 4):
@@ -530,6 +532,10 @@ for gcf in (separable_gcf(3, 2), w_projection_gcf(3, 2, 2, 60.0, 20 * cell), com
     assert np.abs(grid).max() > 0
     gridder(uvw, [1e8], vis, weights, flags, out=gridder.zeros())
     # the CPU vector tile: real separable, full and complex separable tables
+    # fewer points staged at a time than work-items (a wide table's staging)
+    small_batch = Gridder(queue, gcf, 20, 18, cell, npol=2,
+                          tiles=TileShape(4, 4, 3, groups=2, batch=3))
+    assert np.allclose(small_batch(uvw, [1e8], vis, weights, flags), grid, atol=1e-5)
     vector = Gridder(queue, gcf, 20, 18, cell, npol=2,
                      tiles=TileShape(4, 4, vector=True))
     assert np.allclose(vector(uvw, [1e8], vis, weights, flags), grid, atol=1e-5)
@@ -792,6 +798,23 @@ def test_register_w_projection_matches_reference(cl_env, geometry, support):
     gridder = _register(cl_env, gcf, nx, ny, cell, REGISTER[geometry], npol=2)
     result = gridder(uvw, FREQ_HZ, vis.astype(np.complex64), weights)
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell, weights)
+    assert gridder.last_stats["n_kept"] > 100
+    assert _relative_error(result, reference) < 1e-5
+
+
+@pytest.mark.parametrize("w_planes, key_dtype", [(5, np.uint32), (300, np.uint64)])
+def test_register_sort_keys_of_both_widths(cl_env, w_planes, key_dtype):
+    """The cell order's sort keys are 32-bit where the (cell, table slice)
+    pairs fit and 64-bit beyond (256^2 cells x 300 planes x 16^2 slices)."""
+    rng = np.random.default_rng(w_planes)
+    nx = ny = 256
+    uvw, cell = _setup(rng, nx, ny, 60, 4, w_max_m=300.0)
+    gcf = w_projection_gcf(4, 16, w_planes, 300.0 * FREQ_HZ.max() / C, nx * cell)
+    vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 1))
+    gridder = _register(cl_env, gcf, nx, ny, cell)
+    assert gridder.engine.set_points.key_dtype == key_dtype
+    result = gridder(uvw, FREQ_HZ, vis.astype(np.complex64))
+    reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell)
     assert gridder.last_stats["n_kept"] > 100
     assert _relative_error(result, reference) < 1e-5
 

@@ -330,6 +330,9 @@ class TileShape:
     group of ``lanes`` taking every ``groups``-th point into its own copy of
     the tile (copies added in group order at the end), so a tile as narrow as
     the kernel keeps most lanes busy;
+    ``batch`` (GPU kernel): points a work-group stages in local memory at a
+    time (0: one a work-item, ``lanes x groups``; fewer where a wide table's
+    staging would not fit the local memory, :func:`clgrid.core.table.fit_staging`);
     ``kernel_eval`` (vector tiles): how ``spread_vector`` evaluates the ES
     kernel's W taps of a point, ``'exp'`` (the formula, as a LANES vector) or
     ``'horner'`` (ducc0's piecewise polynomials, one Horner vector of
@@ -343,6 +346,13 @@ class TileShape:
     plane_block: int = 1
     groups: int = 1
     kernel_eval: str = "exp"
+    batch: int = 0
+
+    @property
+    def staged(self) -> int:
+        """Points the GPU kernel stages at a time (:attr:`batch` or one a
+        work-item)."""
+        return self.batch or self.lanes * self.groups
 
     def reach(self, support: int) -> int:
         """Lower neighbour tiles per axis whose bins hold points that can
@@ -371,6 +381,10 @@ class TileShape:
         if self.vector and support > min(self.lanes, vector_taps):
             raise ValueError(f"a vector tile of {self.lanes} lanes holds at most "
                              f"{min(self.lanes, vector_taps)} kernel taps, not support {support}")
+        if not 0 <= self.batch <= self.lanes * self.groups or (self.batch and self.vector):
+            raise ValueError(f"batch must be 0 or 1 .. lanes x groups "
+                             f"({self.lanes * self.groups}) and is for the GPU kernel, "
+                             f"got {self.batch}")
         if self.kernel_eval not in KERNEL_EVALS:
             raise ValueError(f"kernel_eval must be one of {KERNEL_EVALS}, "
                              f"got {self.kernel_eval!r}")

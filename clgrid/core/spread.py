@@ -229,7 +229,7 @@ class Spreader(_Stage):
     def _extra_params(self) -> dict:
         return {**super()._extra_params(), "tile_u": self.tiles.tile_u,
                 "lanes": self.tiles.lanes, "vector": self.tiles.vector,
-                "groups": self.tiles.groups,
+                "groups": self.tiles.groups, "batch": self.tiles.staged,
                 "plane_block": self.plane_block}
 
     @property

@@ -151,13 +151,27 @@ def table_tiles(profile: DeviceProfile, support: int) -> TileShape:
 def staging_bytes(grid: TableGrid, tiles: TileShape) -> int:
     """Local memory of one work-group of the table spread."""
     real = np.dtype(grid.real).itemsize
-    batch = tiles.lanes * tiles.groups
+    batch = tiles.staged
     if grid.separable:
         ku = real if grid.table_real else 2 * real
         per_point = 8 + grid.support * (ku + 2 * real)
     else:
         per_point = 8 + 2 * real + 4
     return batch * per_point + (tiles.groups - 1) * tiles.tile_u * tiles.lanes * 16
+
+
+def fit_staging(grid: TableGrid, tiles: TileShape, profile: DeviceProfile) -> TileShape:
+    """``tiles`` with its batch halved until a work-group's staging fits the
+    local memory (separable tables above W 95 on the H200's 48 KiB), down to
+    one point at a time (where even that does not fit, :func:`check_tiles`
+    refuses it); as it is where it fits, is a vector tile or sets its batch."""
+    if tiles.vector or tiles.batch:
+        return tiles
+    batch, fitted = tiles.staged, tiles
+    while staging_bytes(grid, fitted) > profile.local_mem_bytes and batch > 1:
+        batch //= 2
+        fitted = dataclasses.replace(tiles, batch=batch)
+    return fitted
 
 
 def check_tiles(grid: TableGrid, tiles: TileShape, profile: DeviceProfile) -> None:
@@ -175,7 +189,8 @@ def check_tiles(grid: TableGrid, tiles: TileShape, profile: DeviceProfile) -> No
     need = staging_bytes(grid, tiles)
     if need > profile.local_mem_bytes:
         raise ValueError(f"tile {tiles.tile_u}x{tiles.lanes} in {tiles.groups} groups needs "
-                         f"{need} B of local memory; the device has {profile.local_mem_bytes}")
+                         f"{need} B of local memory staging {tiles.staged} points at a time; "
+                         f"the device has {profile.local_mem_bytes}")
 
 
 @dataclasses.dataclass
@@ -207,8 +222,8 @@ class TableSetPoints:
     """Compile-once binning of table-gridder visibilities on one device:
     ``order='tile'`` bins them by the tile of their footprint start (with
     bin starts, for :class:`TableSpreader`), ``order='cell'`` sorts them by
-    the start cell itself, row-major, then by table slice (64-bit keys; for
-    the register spread, :mod:`clgrid.core.register`, which merges the
+    the start cell itself, row-major, then by table slice (32-bit keys where
+    the (cell, slice) pairs fit, else 64-bit; for the register spread, :mod:`clgrid.core.register`, which merges the
     equal points this makes adjacent)."""
 
     def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tiles: TileShape,
@@ -225,7 +240,10 @@ class TableSetPoints:
         #: by the device).
         self.float_float = (not DeviceProfile.from_device(queue.device).fp64
                             if float_float is None else bool(float_float))
-        self.key_dtype = np.dtype(np.uint64 if order == "cell" else np.uint32)
+        # 32-bit keys where the (cell, slice) pairs fit below the invalid key
+        # (a third less to move per radix pass than 64-bit ones)
+        self.key_dtype = np.dtype(np.uint64 if order == "cell"
+                                  and self.n_cell_keys >= 2 ** 32 - 1 else np.uint32)
         self.sort = RadixSort(queue, key_dtype=self.key_dtype)
         template = KernelTemplate(
             queue, "core_setpoints.cl.mako",
@@ -233,6 +251,7 @@ class TableSetPoints:
              "do_w": False, "real": real_dtype_name(grid.real), "positions": "table",
              "oversample": grid.oversample, "conjugate": grid.conjugate_negative_w,
              "w_planes": grid.w_planes, "key_order": order,
+             "wide_keys": self.key_dtype == np.uint64,
              "float_float": self.float_float}, need_f64=not self.float_float)
         self._keys = template.kernel("table_keys")
         self._starts = template.kernel("bin_starts")
@@ -343,7 +362,8 @@ def _spread_params(grid: TableGrid, tiles: TileShape, vis_real: np.dtype, weight
             "kernel_source": grid.vector_source if tiles.vector else grid.kernel_source,
             "oversample": grid.oversample,
             "table_real": grid.table_real, "tile_u": tiles.tile_u, "lanes": tiles.lanes,
-            "vector": tiles.vector, "groups": tiles.groups, "plane_block": 1,
+            "vector": tiles.vector, "groups": tiles.groups, "batch": tiles.staged,
+            "plane_block": 1,
             "reach": tiles.reach(grid.support),
             "row_taps": row_taps(grid.support), "kernel_eval": "exp", "horner": []}
 
@@ -706,5 +726,5 @@ class TableInterpolator:
 
 __all__ = ["KEY_ORDERS", "MAX_TABLE_SUPPORT", "TABLE_CONJUGATE", "TableGrid", "max_table_support",
            "TableInterpolator", "TablePoints", "TableSetPoints", "TableSpreader", "TableValues",
-           "check_tiles", "float_float", "staging_bytes", "table_tiles", "vector_taps",
+           "check_tiles", "fit_staging", "float_float", "staging_bytes", "table_tiles", "vector_taps",
            "VECTOR_SLICE_TAPS", "VECTOR_TAPS"]

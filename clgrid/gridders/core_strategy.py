@@ -23,7 +23,7 @@ from ..core.plan import TileShape, params_of
 from ..core.setpoints import freq_scale
 from ..core.register import RecordScan, RegisterParams, RegisterSpreader
 from ..core.table import (TableGrid, TableInterpolator, TablePoints, TableSetPoints,
-                          TableSpreader, check_tiles, table_tiles)
+                          TableSpreader, check_tiles, fit_staging, table_tiles)
 from .dispatch import METHODS
 from .gcf import GCF
 from .checks import check_uvw_freq, check_vis_layout
@@ -94,7 +94,8 @@ class CoreTableEngine:
                 self.register = RegisterSpreader(queue, self.table_grid, tables_d, npol,
                                                  register_params, atomics, count_flushes)
             return
-        self.tiles = tiles if tiles is not None else table_tiles(profile, gcf.support)
+        self.tiles = fit_staging(self.table_grid, tiles if tiles is not None
+                                 else table_tiles(profile, gcf.support), profile)
         check_tiles(self.table_grid, self.tiles, profile)
         self.set_points = TableSetPoints(queue, self.table_grid, self.tiles)
         if spread:

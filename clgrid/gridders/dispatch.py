@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from ..core.plan import TileShape
-from ..core.table import (TableGrid, cpu_vector_tiles, max_table_support, staging_bytes,
-                          table_tiles)
+from ..core.table import (TableGrid, cpu_vector_tiles, fit_staging, max_table_support,
+                          staging_bytes, table_tiles)
 
 #: Spreads of the gridding core (a Gridder's ``method``).
 METHODS = ("tiles", "register")
@@ -83,16 +83,19 @@ def method_for(profile, support: int, deterministic: bool = False, npol: int = 1
 def tiles_possible(profile, support: int, precision: Any = np.float32,
                    separable: bool = True) -> tuple[bool, str]:
     """Whether the tile spread can run, and if not why (the register spread
-    runs everywhere): its tile's staging must fit the local memory."""
+    runs everywhere): its tile's staging must fit the local memory, with
+    as few as one point staged at a time (:func:`clgrid.core.table.fit_staging`)."""
     tiles = table_tiles(profile, support)
     if tiles.vector:   # a private tile, no local memory
         return True, ""
     # complex tables: the most local memory a table of this kind can need
     grid = TableGrid(2, 2, 1.0, support, 1, 1, 0.0, separable, False, True, np.dtype(precision))
+    tiles = fit_staging(grid, tiles, profile)
     need = staging_bytes(grid, tiles)
     if need > profile.local_mem_bytes:
-        return False, (f"its {tiles.tile_u}x{tiles.lanes} tile needs {need} B of local memory, "
-                       f"the device has {profile.local_mem_bytes}")
+        return False, (f"its {tiles.tile_u}x{tiles.lanes} tile needs {need} B of local memory "
+                       f"staging {tiles.staged} points at a time, the device has "
+                       f"{profile.local_mem_bytes}")
     return True, ""
 
 
