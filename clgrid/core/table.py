@@ -162,9 +162,10 @@ def staging_bytes(grid: TableGrid, tiles: TileShape) -> int:
 
 def fit_staging(grid: TableGrid, tiles: TileShape, profile: DeviceProfile) -> TileShape:
     """``tiles`` with its batch halved until a work-group's staging fits the
-    local memory (separable tables above W 95 on the H200's 48 KiB), down to
-    one point at a time (where even that does not fit, :func:`check_tiles`
-    refuses it); as it is where it fits, is a vector tile or sets its batch."""
+    local memory (complex separable tables above W 95 on the H200's 48 KiB,
+    real ones above W 127), down to one point at a time (where even that does
+    not fit, :func:`check_tiles` refuses it); as it is where it fits, is a
+    vector tile or sets its batch."""
     if tiles.vector or tiles.batch:
         return tiles
     batch, fitted = tiles.staged, tiles
