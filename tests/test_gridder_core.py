@@ -819,6 +819,26 @@ def test_register_sort_keys_of_both_widths(cl_env, w_planes, key_dtype):
     assert _relative_error(result, reference) < 1e-5
 
 
+def test_cell_order_keys_forced_wide_sort_alike(cl_env):
+    """64-bit cell keys forced where 32 bits would do sort the points as the
+    32-bit ones do (the same stable order)."""
+    from clgrid.core.setpoints import freq_scale
+    from clgrid.core.table import TableGrid, TableSetPoints
+    _skip_without_fp64(cl_env)
+    rng = np.random.default_rng(5)
+    uvw, cell = _setup(rng, 64, 64, 200, 6, tracks=True)
+    grid = TableGrid(64, 64, cell, 6, 4, 1, 0.0, True, True, True, np.dtype(np.float32))
+    cells = []
+    for wide_keys in (None, True):
+        set_points = TableSetPoints(cl_env.queue, grid, TileShape(8, 8), "cell",
+                                    wide_keys=wide_keys)
+        assert set_points.key_dtype == (np.uint64 if wide_keys else np.uint32)
+        points = set_points(*set_points.upload(uvw, freq_scale(FREQ_HZ)))
+        assert points.n_kept > 100
+        cells.append(points.points.cells.get()[:points.n_kept])
+    np.testing.assert_array_equal(cells[0], cells[1])
+
+
 @pytest.mark.parametrize("separable", [True, False], ids=["separable", "full"])
 def test_register_random_complex_user_tables(cl_env, separable):
     rng, uvw, cell, gcf, nx, ny = random_user_tables_case(separable)

@@ -228,7 +228,8 @@ class TableSetPoints:
     equal points this makes adjacent)."""
 
     def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tiles: TileShape,
-                 order: str = "tile", float_float: bool | None = None):
+                 order: str = "tile", float_float: bool | None = None,
+                 wide_keys: bool | None = None):
         if order not in KEY_ORDERS:
             raise ValueError(f"order must be one of {KEY_ORDERS}, got {order!r}")
         #: Sort keys of the cell order: (cell, table slice) pairs.
@@ -242,9 +243,13 @@ class TableSetPoints:
         self.float_float = (not DeviceProfile.from_device(queue.device).fp64
                             if float_float is None else bool(float_float))
         # 32-bit keys where the (cell, slice) pairs fit below the invalid key
-        # (a third less to move per radix pass than 64-bit ones)
-        self.key_dtype = np.dtype(np.uint64 if order == "cell"
-                                  and self.n_cell_keys >= 2 ** 32 - 1 else np.uint32)
+        # (a third less to move per radix pass than 64-bit ones); wide_keys
+        # forces 64-bit cell keys (tests, benchmarks)
+        if wide_keys is None:
+            wide_keys = order == "cell" and self.n_cell_keys >= 2 ** 32 - 1
+        if wide_keys and order != "cell":
+            raise ValueError("wide_keys: the cell order's keys only")
+        self.key_dtype = np.dtype(np.uint64 if wide_keys else np.uint32)
         self.sort = RadixSort(queue, key_dtype=self.key_dtype)
         template = KernelTemplate(
             queue, "core_setpoints.cl.mako",
