@@ -7,7 +7,8 @@ pass over the visibilities, and one of two spreads (``method``):
 ``'tiles'``
     Output-owned tiles with the tables' weights
     (``templates/core_spread.cl.mako``): no float atomics, the same bits
-    call after call.  Any support whose staging fits the local memory; the
+    call after call.  Any support whose staging fits the local memory (one
+    point at a time at the least: ``TileShape.batch``); the
     default up to 33 (64 on CPUs whose compiler builds the vector tile,
     ``spread_vector``), where a tile reads only its nearest neighbours'
     bins; wider tables (``deterministic=True``) read more of them and grid

@@ -112,7 +112,8 @@ class Gridder(_TableOperation):
         driver): the tile spread (above support 33, 64 on CPUs with the
         vector tile, each tile reads more neighbours' bins and grids several
         times slower than the register spread), or ValueError where its
-        staging does not fit the local memory.  None (default) or False:
+        staging does not fit the local memory even one point at a time.
+        None (default) or False:
         whichever spread is the faster (:attr:`deterministic` says whether
         the grids are reproducible).
     method
