@@ -3,22 +3,22 @@ dispatcher picks, end to end (numpy uvw, frequencies and visibilities in,
 numpy grid out, the device set points included; each gridder is built once
 (compiles excluded) and called ``--repeats`` times, median kept).
 
-Columns: ``tiles`` (``method='tiles'``: output-owned tiles, no float
-atomics, the vector tile where the CPU compiler builds it; '-' above its
-widest, :func:`clgrid.core.table.max_table_support`, where only
-``deterministic=True`` asks for the far slower lane tiles that
-``benchmarks/deterministic.py`` times), ``register`` (``method='register'``:
-Romein/Merry register accumulation, float atomics at flushes), ``auto``
-(``method=None``, the default: what :func:`clgrid.gridders.dispatch.choose`
-picks, named in ``auto picks``), ``tiles dev`` and ``register dev``
-(device-only: the plan made once, the visibilities on the device,
-``Gridder.grid_plan``, as a major cycle reusing its plan sees), and ducc0's ``vis2dirty`` on the same rows
-with all cores (FFT included; a different job, shown for scale) at epsilon
-1e-4.  Separable ES tables of width 4, 8, 16 and 24, complex separable
-tables of width 8 and 16 (the ES rows times a phase ramp) and W-projection
-tables of width 8, 32 and 64, one and four polarisations (``--cases`` picks
-some); ``--wide`` adds separable and W-projection tables of width 72 and 128,
-wider than the vector tile takes (the register spread runs).
+Columns: ``tiles`` (``method='tiles'``: output-owned tiles, no float atomics,
+the vector tile where the CPU compiler builds it; '-' above its widest,
+:func:`clgrid.core.table.max_table_support`, where only ``deterministic=True``
+asks for the far slower lane tiles that ``benchmarks/deterministic.py``
+times), ``register`` (``method='register'``: Romein/Merry register
+accumulation, float atomics at flushes), ``auto`` (``method=None``, the
+default: what :func:`clgrid.gridders.dispatch.choose` picks, named in ``auto
+picks``), ``tiles dev`` and ``register dev`` (device-only: the plan made once,
+the visibilities on the device, ``Gridder.grid_plan``, as a major cycle
+reusing its plan sees), and ducc0's ``vis2dirty`` on the same rows with all
+cores (FFT included; a different job, shown for scale) at epsilon 1e-4.
+Separable ES tables of width 4, 8, 16 and 24, complex separable tables of
+width 8 and 16 (the ES rows times a phase ramp) and W-projection tables of
+width 8, 32 and 64, one and four polarisations (``--cases`` picks some);
+``--wide`` adds separable and W-projection tables of width 72 and 128, wider
+than the vector tile takes (the register spread runs).
 
 Data: ``--rows`` random uvw rows (uniform over the uv plane: few points
 share a cell, the register spread's worst case) or, with ``--tracks``,

@@ -1,24 +1,24 @@
 """Benchmark of the table-based Gridder on the gridding core (Romein work
 distribution, Merry coarsening).
 
-Prints a table and optionally writes JSON.  Per support, one row per spread
-of ``--core-methods`` (``tiles``: output-owned tiles, no float atomics;
-``register``: Romein/Merry register accumulation, one row per
-``--register`` geometry and ``--atomics`` path): giga grid-point additions
-per second (GGPAPS: one complex multiply-add per polarisation per GCF point
-of every gridded footprint), visibilities per second, the fraction of
-grid-point updates that reach global memory (register rows: atomic block
-flushes / updates, the Romein paper's 0.23%), the compression (kept
-visibilities per gridded footprint: the register spread merges sorted
-points of equal cell and table slice into records on the device; the tile
-spread grids every kept visibility) and the device set points' rate
-(``prep_Mvis_per_s``).  Device-only: ``Gridder.grid_plan`` with its plan
-made and the visibilities on the device.  Supports whose tile staging
-does not fit the device's local memory
-(:func:`clgrid.gridders.dispatch.tiles_possible`) have no ``tiles`` row.  Peer column: ducc0.wgridder.vis2dirty on the same
-visibilities (a different algorithm: W-stacking with its own kernel support
-chosen from epsilon; its time covers the FFTs too), skipped with a note
-when ducc0 is missing.
+Prints a table and optionally writes JSON.  Per support, one row per spread of
+``--core-methods`` (``tiles``: output-owned tiles, no float atomics;
+``register``: Romein/Merry register accumulation, one row per ``--register``
+geometry and ``--atomics`` path): giga grid-point additions per second
+(GGPAPS: one complex multiply-add per polarisation per GCF point of every
+gridded footprint), visibilities per second, the fraction of grid-point
+updates that reach global memory (register rows: atomic block flushes /
+updates, the Romein paper's 0.23%), the compression (kept visibilities per
+gridded footprint: the register spread merges sorted points of equal cell and
+table slice into records on the device; the tile spread grids every kept
+visibility) and the device set points' rate (``prep_Mvis_per_s``).
+Device-only: ``Gridder.grid_plan`` with its plan made and the visibilities on
+the device.  Supports whose tile staging does not fit the device's local
+memory (:func:`clgrid.gridders.dispatch.tiles_possible`) have no ``tiles``
+row.  Peer column: ducc0.wgridder.vis2dirty on the same visibilities (a
+different algorithm: W-stacking with its own kernel support chosen from
+epsilon; its time covers the FFTs too), skipped with a note when ducc0 is
+missing.
 
 Data: tracks simulated from the bundled SKA1-mid + MeerKAT layout
 (clgrid/data), 6 h, 10 s integrations, 16 channels, quad polarisation, 8 x 8

@@ -492,9 +492,8 @@ def params_of(value, cls: type, name: str):
 
 
 __all__ = ["FFT_COST_PER_CELL", "GRID_COST_PER_TAP", "GRID_MULTIPLE", "MIN_EPSILON",
-           "ROW_TAP_WIDTHS", "SPEED_OF_LIGHT", "VIS_PER_BLOCK", "W_MARGIN", "GridLayout", "ImageGeometry",
-           "TileShape", "check_epsilon", "check_finite", "check_freq", "check_npix",
-           "check_positive", "check_uvw", "choose_kernel", "good_grid_size", "n_planes_for",
-           "params_of",
-           "plane_spacing", "planes_per_pass", "precision_dtype", "precision_of", "row_blocks", "row_taps",
-           "w_range_wavelengths"]
+           "ROW_TAP_WIDTHS", "SPEED_OF_LIGHT", "VIS_PER_BLOCK", "W_MARGIN", "GridLayout",
+           "ImageGeometry", "TileShape", "check_epsilon", "check_finite", "check_freq",
+           "check_npix", "check_positive", "check_uvw", "choose_kernel", "good_grid_size",
+           "n_planes_for", "params_of", "plane_spacing", "planes_per_pass", "precision_dtype",
+           "precision_of", "row_blocks", "row_taps", "w_range_wavelengths"]

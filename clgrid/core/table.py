@@ -224,8 +224,9 @@ class TableSetPoints:
     ``order='tile'`` bins them by the tile of their footprint start (with
     bin starts, for :class:`TableSpreader`), ``order='cell'`` sorts them by
     the start cell itself, row-major, then by table slice (32-bit keys where
-    the (cell, slice) pairs fit, else 64-bit; for the register spread, :mod:`clgrid.core.register`, which merges the
-    equal points this makes adjacent)."""
+    the (cell, slice) pairs fit, else 64-bit; for the register spread,
+    :mod:`clgrid.core.register`, which merges the equal points this makes
+    adjacent)."""
 
     def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tiles: TileShape,
                  order: str = "tile", float_float: bool | None = None,
@@ -732,5 +733,5 @@ class TableInterpolator:
 
 __all__ = ["KEY_ORDERS", "MAX_TABLE_SUPPORT", "TABLE_CONJUGATE", "TableGrid", "max_table_support",
            "TableInterpolator", "TablePoints", "TableSetPoints", "TableSpreader", "TableValues",
-           "check_tiles", "fit_staging", "float_float", "staging_bytes", "table_tiles", "vector_taps",
-           "VECTOR_SLICE_TAPS", "VECTOR_TAPS"]
+           "check_tiles", "fit_staging", "float_float", "staging_bytes", "table_tiles",
+           "vector_taps", "VECTOR_SLICE_TAPS", "VECTOR_TAPS"]

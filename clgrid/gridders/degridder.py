@@ -48,8 +48,9 @@ class Degridder(_TableOperation):
                                  f"or None, got {tiles!r}")
             tiles = table_tiles(self.profile, gcf.support)
         self.engine = CoreTableEngine(self.queue, self.profile, gcf, nx, ny, cell_size_rad,
-                                     self.real_dtype, self._tables, conjugate_negative_w,
-                                     tile_shape(tiles), method=method, npol=npol, spread=False)
+                                      self.real_dtype, self._tables, conjugate_negative_w,
+                                      tile_shape(tiles), method=method, npol=npol,
+                                      spread=False)
 
     def __call__(self, grid, uvw_m, freq_hz, weights=None, flags=None, *,
                  return_device: bool = False):
