@@ -967,3 +967,12 @@ def test_phased_table_puts_each_block_of_weights_in_one_aligned_vector():
                     column = block * k - phase + c
                     expected = table[0, row, column] if 0 <= column < support else 0.0
                     assert phased[row, phase, block * k + c] == expected
+
+
+def test_row_taps_ladder():
+    """The CPU vector kernels' row widths, one source for Python and the
+    templates: the narrowest of 4, 8, 16, 32, 64 that holds the support."""
+    from clgrid.core.plan import row_taps
+    assert [row_taps(w) for w in (1, 4, 5, 8, 9, 16, 17, 32, 33, 64)] == \
+        [4, 4, 8, 8, 16, 16, 32, 32, 64, 64]
+    assert row_taps(65) == 0      # no vector kernel takes it
