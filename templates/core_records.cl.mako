@@ -28,15 +28,18 @@
 #define GROUP ${group}
 #define MAX_RUN ${max_run}
 
-// 1 where sorted point i starts a record: another cell or table slice, or
-// every MAX_RUN-th point (so that no work-item of gather_records sums a
-// dense cell's thousands of points alone)
+// 1 where sorted point i (cell `a`, after `b`) starts a record: another
+// cell or table slice, or every MAX_RUN-th point (so that no work-item of
+// gather_records sums a dense cell's thousands of points alone)
+inline unsigned int run_starts(const unsigned int i, const int4 a, const int4 b)
+{
+    return i % MAX_RUN == 0 || a.x != b.x || a.y != b.y
+           || (a.z & TABLE_INDEX_MASK) != (b.z & TABLE_INDEX_MASK);
+}
+
 inline unsigned int starts_run(__global const int4 *cells, const unsigned int i)
 {
-    if (i % MAX_RUN == 0)
-        return 1;
-    const int4 a = cells[i], b = cells[i - 1];
-    return a.x != b.x || a.y != b.y || (a.z & TABLE_INDEX_MASK) != (b.z & TABLE_INDEX_MASK);
+    return i % MAX_RUN == 0 || run_starts(i, cells[i], cells[i - 1]);
 }
 
 // In-place inclusive sum over the group's `values` (Hillis-Steele); returns
@@ -69,8 +72,7 @@ void count_runs(__global const int4 *cells, const unsigned int n, const unsigned
     int4 previous = begin > 0 ? cells[begin - 1] : (int4)(0);
     for (unsigned int i = begin; i < end; ++i) {
         const int4 cell = cells[i];
-        count += i % MAX_RUN == 0 || cell.x != previous.x || cell.y != previous.y
-                 || (cell.z & TABLE_INDEX_MASK) != (previous.z & TABLE_INDEX_MASK);
+        count += run_starts(i, cell, previous);
         previous = cell;
     }
     tile_counts[get_group_id(0)] = count;
@@ -124,8 +126,7 @@ void write_records(__global const int4 *cells, const unsigned int n,
     int4 previous = begin > 0 ? cells[begin - 1] : (int4)(0);
     for (unsigned int i = begin; i < end; ++i) {
         const int4 cell = cells[i];
-        if (i % MAX_RUN == 0 || cell.x != previous.x || cell.y != previous.y
-                || (cell.z & TABLE_INDEX_MASK) != (previous.z & TABLE_INDEX_MASK)) {
+        if (run_starts(i, cell, previous)) {
             record_start[running] = i;
             record_cells[running] = cell;
             ++running;

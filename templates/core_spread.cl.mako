@@ -30,9 +30,10 @@
 ## Parameters: real ("float" | "double"): grid precision; vis_real: precision
 ##             of the visibilities; support (int W), beta; tile_u, lanes (=
 ##             tile_v); groups (int): GPU kernel: groups of LANES lanes, each
-##             taking every groups-th point; reach (int, default 1): GPU
-##             kernel, table sources: lower neighbour tiles per axis a tile
-##             reads (TileShape.reach); do_w (bool); shifted (bool): facet centre away from the
+##             taking every groups-th point; reach (int): lower neighbour
+##             tiles per axis a GPU-kernel tile reads (TileShape.reach; 1 for
+##             the ES path, more for wide tables); batch (int): points the
+##             GPU kernel stages at a time (TileShape.staged); do_w (bool); shifted (bool): facet centre away from the
 ##             phase centre; weighted, masked (bool): wgt / mask arrays given;
 ##             vector (bool): CPUs: kernels spread_vector and add_halos
 ##             instead (not output-owned: each point is gridded once, by its
@@ -83,11 +84,11 @@ inline float2 kahan_value(const float4 total) { return total.xy - total.zw; }
 #define LANES ${lanes}
 // Lower neighbour tiles per axis whose points can reach a tile (table lane
 // tiles narrower than the kernel: more than one), and the bins a tile reads.
-#define REACH ${context.get("reach", 1)}
+#define REACH ${reach}
 #define SOURCE_BINS ((REACH + 1) * (REACH + 1))
 #define GROUPS ${groups}
 // points staged at a time: one a work-item, or fewer (a wide table's staging)
-#define BATCH ${context.get("batch") or lanes * groups}
+#define BATCH ${batch}
 ## Kernel sources of the GPU kernel `spread` (kernel_source: "es" | "table" |
 ## "table_full"): where it takes its weights: the ES kernel on the fly (above),
 ## or the tabulated kernels of clgrid.Gridder (clgrid/core/table.py; the table

@@ -381,9 +381,9 @@ class RegisterSpreader:
         n_groups = -(-records.n_records // per_group)
         g = self.grid
         self.kernel(self.queue, (n_groups * self.wg_size, self.box_groups),
-                     (self.wg_size, 1), records.cells.data, np.uint32(records.n_records),
-                     np.uint32(per_group), values.data, *(t.data for t in self._kernel_tables),
-                     grid_d.data, np.int32(g.nx), np.int32(g.ny), self._flush_count.data)
+                    (self.wg_size, 1), records.cells.data, np.uint32(records.n_records),
+                    np.uint32(per_group), values.data, *(t.data for t in self._kernel_tables),
+                    grid_d.data, np.int32(g.nx), np.int32(g.ny), self._flush_count.data)
         if self.count_flushes:
             self.last_flushes = int(self._flush_count.get()[0])
             self._flush_count.fill(0)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-SPEED_OF_LIGHT_M_S = 299_792_458.0
+from ..core.plan import SPEED_OF_LIGHT as SPEED_OF_LIGHT_M_S
 
 
 def check_vis_layout(vis, expected: tuple, name: str = "vis") -> None:

@@ -17,6 +17,7 @@ import itertools
 import time
 
 import numpy as np
+import pyopencl.array as cla
 from tqdm.auto import tqdm
 
 from ..core.register import MAX_REGISTER_SUMS, REGISTER_BLOCKS, RegisterParams
@@ -79,9 +80,13 @@ def tune(context, gcf, npol: int = 4, precision=np.float32, *, nx: int = 512,
     profile = default.profile
     rng = np.random.default_rng(0)
     shape = (uvw.shape[0], freq_hz.size, npol)
-    vis = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(
-        default.complex_dtype)
-    reference = default(uvw, freq_hz, vis)
+    vis = cla.to_device(default.queue, (rng.standard_normal(shape)
+                                        + 1j * rng.standard_normal(shape)).astype(
+        default.complex_dtype))
+    # one plan and one upload for every candidate: the set points do not
+    # depend on the register geometry, and only the spread is timed
+    plan = default.plan(uvw, freq_hz)
+    reference = default.grid_plan(plan, vis)
     results = []
     default_params = default.engine.register.params
     space = candidates(profile, npol, quick)
@@ -94,7 +99,6 @@ def tune(context, gcf, npol: int = 4, precision=np.float32, *, nx: int = 512,
         except Exception as error:  # a variant the compiler rejects is skipped, not fatal
             results.append({"params": params.__dict__, "error": str(error)[:200]})
             continue
-        plan = gridder.plan(uvw, freq_hz)
         grid = gridder.grid_plan(plan, vis, return_device=True)      # warm-up and check
         error = (np.max(np.abs(grid.get() - reference))
                  / max(np.max(np.abs(reference)), 1e-30))
