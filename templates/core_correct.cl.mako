@@ -3,14 +3,31 @@
 ## transform), cropping / zero padding, the w-plane phase screens and the
 ## division by n.  The planes of one pass sit one after another in memory.
 ## Parameters: real ("float" | "double"), do_w (bool), divide_by_n (bool),
-##             n_quadrature (int): Gauss-Legendre nodes of the w kernel's transform.
+##             n_quadrature (int): Gauss-Legendre nodes of the w kernel's transform;
+##             float_float (bool, default False): a device without fp64 (real
+##             "float"): no double anywhere; the correction in float (its
+##             relative error, ~1e-6, is far below any float32 epsilon), the
+##             phase screens from float-float n - 1 and w, in turns, whose
+##             fraction alone goes to a float sine (a screen turns thousands
+##             of times across a wide field).
 <%
     vec = real + "2"
+    float_float = context.get("float_float", False)
+    if float_float and real != "float":
+        raise ValueError("float_float: a float image only")
+    # the correction's inputs and the image geometry: double, or float
+    geo_t = "float" if float_float else "double"
+    # w_first and dw of the phase screens, and the geometry they read
+    pos_t = "float2" if float_float else "double"
 %>
+% if float_float:
+<%include file="floatfloat.cl.mako"/>
+% else:
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
+% endif
 
 // Image coordinates of pixel (i, j): l on the first axis, like ducc0.
-inline double pixel_l(int i, int npix, double pixsize, double centre)
+inline ${geo_t} pixel_l(int i, int npix, ${geo_t} pixsize, ${geo_t} centre)
 {
     return (i - npix / 2) * pixsize + centre;
 }
@@ -24,53 +41,86 @@ inline size_t grid_index(int t, int n)
 
 // n - 1 = sqrt(1 - l^2 - m^2) - 1, written so that it keeps its digits for
 // small l, m (1 - sqrt(1 - r2) cancels badly).
-inline double n_minus_1(double l, double m)
+inline ${geo_t} n_minus_1(${geo_t} l, ${geo_t} m)
 {
-    const double r2 = l * l + m * m;
-    return -r2 / (sqrt(1.0 - r2) + 1.0);
+    const ${geo_t} r2 = l * l + m * m;
+    return -r2 / (sqrt(1 - r2) + 1);
 }
+% if float_float:
+
+// n - 1 of pixel (i, j) in float-float, from pixel sizes and centres as pairs
+inline ff_t n_minus_1_ff(int i, int j, int npix_x, int npix_y, ff_t pixsize_x,
+                         ff_t pixsize_y, ff_t centre_x, ff_t centre_y)
+{
+    const ff_t l = ff_add(ff_mul_f(pixsize_x, (float)(i - npix_x / 2)), centre_x);
+    const ff_t m = ff_add(ff_mul_f(pixsize_y, (float)(j - npix_y / 2)), centre_y);
+    const ff_t r2 = ff_add(ff_mul(l, l), ff_mul(m, m));
+    return -ff_div(r2, ff_add_f(ff_sqrt(ff_add_f(-r2, 1.0f)), 1.0f));
+}
+% endif
 
 // The w planes' phase screens at one pixel, exp(i sign 2 pi (w_first + p dw) eta)
 // for p = 0, 1, ...: two sincos, then one complex rotation per plane (PoCL's
 // sincos per plane dominated these kernels; the rotation's rounding grows by
-// about 1e-16 per plane, far below any epsilon).
+// about 1e-16 per plane, far below any epsilon).  Float-float: the phase in
+// turns, one step added per plane and a float sincos of its fraction (a
+// rotation in float would gain ~1e-7 a plane).
 <%def name="phase_walk(sign)">\
+% if float_float:
+    const ff_t eta = n_minus_1_ff(i, j, npix_x, npix_y, pixsize_x, pixsize_y, centre_x,
+                                  centre_y);
+    ff_t turns = ${sign}ff_mul(w_first, eta);
+    const ff_t step = ${sign}ff_mul(dw, eta);
+% else:
+    const double eta = n_minus_1(pixel_l(i, npix_x, pixsize_x, centre_x),
+                                 pixel_l(j, npix_y, pixsize_y, centre_y));
     double phase_c, step_c;
     double phase_s = sincos(${sign}2.0 * M_PI * w_first * eta, &phase_c);
     const double step_s = sincos(${sign}2.0 * M_PI * dw * eta, &step_c);
+% endif
+</%def>\
+<%def name="phase_now()">\
+% if float_float:
+        const float2 phase = ff_expi_turns(turns);
+        const float phase_c = phase.x, phase_s = phase.y;
+% endif
 </%def>\
 <%def name="phase_next()">\
+% if float_float:
+        turns = ff_add(turns, step);
+% else:
         {
             const double next_c = phase_c * step_c - phase_s * step_s;
             phase_s = phase_s * step_c + phase_c * step_s;
             phase_c = next_c;
         }
+% endif
 </%def>\
 
 // Per-pixel correction: scale * corr_x[i] * corr_y[j] / phi_w_hat(eta dw) / n.
 // phi_w_hat by quadrature (nodes s_q, kernel-times-weight values phi_q).
 __kernel void correction(__global ${real} *corr, const int npix_x, const int npix_y,
-                         __global const double *corr_x, __global const double *corr_y,
-                         const double pixsize_x, const double pixsize_y,
-                         const double centre_x, const double centre_y,
-                         __global const double *s_q, __global const double *phi_q,
-                         const double dw)
+                         __global const ${geo_t} *corr_x, __global const ${geo_t} *corr_y,
+                         const ${geo_t} pixsize_x, const ${geo_t} pixsize_y,
+                         const ${geo_t} centre_x, const ${geo_t} centre_y,
+                         __global const ${geo_t} *s_q, __global const ${geo_t} *phi_q,
+                         const ${geo_t} dw)
 {
     const int i = get_global_id(0), j = get_global_id(1);
     if (i >= npix_x || j >= npix_y)
         return;
-    double value = corr_x[i] * corr_y[j];
-    const double l = pixel_l(i, npix_x, pixsize_x, centre_x);
-    const double m = pixel_l(j, npix_y, pixsize_y, centre_y);
+    ${geo_t} value = corr_x[i] * corr_y[j];
+    const ${geo_t} l = pixel_l(i, npix_x, pixsize_x, centre_x);
+    const ${geo_t} m = pixel_l(j, npix_y, pixsize_y, centre_y);
 % if do_w:
-    const double xi = n_minus_1(l, m) * dw;
-    double phi_hat = 0.0;
+    const ${geo_t} xi = n_minus_1(l, m) * dw;
+    ${geo_t} phi_hat = 0;
     for (int q = 0; q < ${n_quadrature}; ++q)
-        phi_hat += phi_q[q] * cos(2.0 * M_PI * s_q[q] * xi);
+        phi_hat += phi_q[q] * cos(2 * ${"M_PI_F" if float_float else "M_PI"} * s_q[q] * xi);
     value /= phi_hat;
 % endif
 % if divide_by_n:
-    value /= sqrt(1.0 - l * l - m * m);
+    value /= sqrt(1 - l * l - m * m);
 % endif
     corr[(size_t)i * npix_y + j] = (${real})value;
 }
@@ -82,9 +132,9 @@ __kernel void correction(__global ${real} *corr, const int npix_x, const int npi
 __kernel void planes_to_dirty(__global const ${vec} *planes, const int nu, const int nv,
                               const int n_pass, __global ${real} *dirty,
                               __global const ${real} *corr, const int npix_x, const int npix_y,
-                              const double pixsize_x, const double pixsize_y,
-                              const double centre_x, const double centre_y,
-                              const double w_first, const double dw, const ${real} scale,
+                              const ${pos_t} pixsize_x, const ${pos_t} pixsize_y,
+                              const ${pos_t} centre_x, const ${pos_t} centre_y,
+                              const ${pos_t} w_first, const ${pos_t} dw, const ${real} scale,
                               const int accumulate)
 {
     const int j = get_global_id(0), i = get_global_id(1);
@@ -93,14 +143,13 @@ __kernel void planes_to_dirty(__global const ${vec} *planes, const int nu, const
     const size_t cell = grid_index(i - npix_x / 2, nu) * nv + grid_index(j - npix_y / 2, nv);
     const size_t plane_cells = (size_t)nu * nv;
 % if do_w:
-    const double eta = n_minus_1(pixel_l(i, npix_x, pixsize_x, centre_x),
-                                 pixel_l(j, npix_y, pixsize_y, centre_y));
 ${phase_walk("-")}
 % endif
     ${real} sum = 0;
     for (int p = 0; p < n_pass; ++p) {
         const ${vec} value = planes[p * plane_cells + cell];
 % if do_w:
+${phase_now()}
         sum += value.x * (${real})phase_c - value.y * (${real})phase_s;
 ${phase_next()}
 % else:
@@ -121,9 +170,9 @@ __kernel void dirty_to_planes(__global const ${real} *dirty, __global const ${re
                               const int npix_x, const int npix_y,
                               __global ${vec} *planes, const int nu, const int nv,
                               const int n_pass,
-                              const double pixsize_x, const double pixsize_y,
-                              const double centre_x, const double centre_y,
-                              const double w_first, const double dw)
+                              const ${pos_t} pixsize_x, const ${pos_t} pixsize_y,
+                              const ${pos_t} centre_x, const ${pos_t} centre_y,
+                              const ${pos_t} w_first, const ${pos_t} dw)
 {
     const int y = get_global_id(0), x = get_global_id(1);
     if (x >= nu || y >= nv)
@@ -140,10 +189,9 @@ __kernel void dirty_to_planes(__global const ${real} *dirty, __global const ${re
     const size_t pixel = (size_t)i * npix_y + j;
     const ${real} value = dirty[pixel] * corr[pixel];
 % if do_w:
-    const double eta = n_minus_1(pixel_l(i, npix_x, pixsize_x, centre_x),
-                                 pixel_l(j, npix_y, pixsize_y, centre_y));
 ${phase_walk("")}
     for (int p = 0; p < n_pass; ++p) {
+${phase_now()}
         out[p * plane_cells] = (${vec})(value * (${real})phase_c, value * (${real})phase_s);
 ${phase_next()}
     }

@@ -6,9 +6,11 @@
 ## their w-kernel weights and added to out (passes run in a fixed order).
 ## Parameters: real ("float" | "double"): grid precision; vis_real: output
 ##             precision; support (int W), beta; do_w, shifted, weighted,
-##             masked (bool); with_f64 (True but with float_float: a float
-##             grid's table kernels on a device without fp64, no double
-##             anywhere); vector (bool): CPUs:
+##             masked (bool); with_f64 (True but with float_float);
+##             float_float (bool, default False): a device without fp64: a
+##             float grid's GPU kernels, no double anywhere (interpolate's
+##             positions and facet phases from float-float uvw and freq / c,
+##             shift_u, shift_v in float-float turns); vector (bool): CPUs:
 ##             also the kernel interpolate_vector (points_per_item points per
 ##             work-item, from the point records); kernel_eval ("exp" |
 ##             "horner"): the kernel's taps by the formula or by the spreader's
@@ -39,19 +41,22 @@
     if kernel_source not in ("es", "table", "table_full"):
         raise ValueError(f"kernel_source must be 'es', 'table' or 'table_full', "
                          f"got {kernel_source!r}")
-    # a device without fp64: only the table kernels, with no double anywhere
+    # a device without fp64: the GPU kernels of a float grid, no double anywhere
     float_float = context.get("float_float", False)
-    if float_float and (kernel_source == "es" or with_f64 or vector):
-        raise ValueError("float_float: the table kernels of a float grid only")
+    if float_float and (with_f64 or vector or real != "float"):
+        raise ValueError("float_float: the GPU kernels of a float grid only")
+    # uvw, freq / c, the scales and the facet shifts: doubles, or float pairs
+    pos_t = "float2" if float_float else "double"
 %>
 % if not float_float:
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 % endif
 <%include file="es_kernel.cl.mako"/>
 <%include file="complex.cl.mako"/>
-% if not float_float:
-<%include file="footprint.cl.mako"/>
+% if float_float:
+<%include file="floatfloat.cl.mako"/>
 % endif
+<%include file="footprint.cl.mako"/>
 % if kernel_eval == "horner":
 <%
     suffix = "f" if real == "float" else ""
@@ -82,23 +87,29 @@ inline void kernel_taps(const ${real} t, ${real} *taps)
 % endif
 
 
-% if not float_float:
 // Writes (or, with accumulate, adds) visibility k's interpolated sum into
 // out, after the adjoints of the spreader's factors: the conjugate facet
 // phase, the weight and the mask.
-inline void store_point(${vec} sum, const unsigned int k, __global const double *uvw,
-                        __global const double *freq_scale, const unsigned int nchan,
+inline void store_point(${vec} sum, const unsigned int k, __global const ${pos_t} *uvw,
+                        __global const ${pos_t} *freq_scale, const unsigned int nchan,
                         __global ${vvec} *out, const unsigned int npol, const unsigned int pol,
                         __global const ${vis_real} *wgt, __global const unsigned char *mask,
-                        const double shift_u, const double shift_v, const int accumulate)
+                        const ${pos_t} shift_u, const ${pos_t} shift_v, const int accumulate)
 {
 % if shifted:
     {
         const size_t row = k / nchan;
+%   if float_float:
+        const ff_t turns = ff_mul(freq_scale[k - row * nchan],
+                                  ff_add(ff_mul(uvw[3 * row], shift_u),
+                                         ff_mul(uvw[3 * row + 1], shift_v)));
+        sum = cmulconj_${csuffix}(sum, ff_expi_turns(turns));
+%   else:
         const double f = freq_scale[k - row * nchan];
         double c;
         const double s = sincos(-f * (uvw[3 * row] * shift_u + uvw[3 * row + 1] * shift_v), &c);
         sum = cmul_${csuffix}(sum, (${vec})((${real})c, (${real})s));
+%   endif
     }
 % endif
 % if weighted:
@@ -114,48 +125,45 @@ inline void store_point(${vec} sum, const unsigned int k, __global const double 
 }
 
 __kernel void interpolate(__global const unsigned int *sorted_index, const unsigned int n_points,
-                          __global const double *uvw, __global const double *freq_scale,
+                          __global const ${pos_t} *uvw, __global const ${pos_t} *freq_scale,
                           const unsigned int nchan,
                           __global ${vvec} *out, const unsigned int npol, const unsigned int pol,
                           __global const ${vis_real} *wgt, __global const unsigned char *mask,
                           __global const ${vec} *planes, const int nu, const int nv,
-                          const double u_scale, const double v_scale,
-                          const double w_scale, const double w_offset,
+                          const ${pos_t} u_scale, const ${pos_t} v_scale,
+                          const ${pos_t} w_scale, const ${pos_t} w_offset,
                           const int plane0, const int n_pass,
-                          const double shift_u, const double shift_v, const int accumulate)
+                          const ${pos_t} shift_u, const ${pos_t} shift_v, const int accumulate)
 {
     const unsigned int i = get_global_id(0);
     if (i >= n_points)
         return;
     const unsigned int k = sorted_index[i];
-    const size_t row = k / nchan;
-    const double f = freq_scale[k - row * nchan];
-    const double u = uvw[3 * row] * f * u_scale;
-    const double v = uvw[3 * row + 1] * f * v_scale;
-    const double fu = footprint_start(u), fv = footprint_start(v);
-    const int cu = wrap_cell(fu, nu), cv = wrap_cell(fv, nv);
+    int4 cell;
+    ${real}4 t;
+    point_place(k, uvw, freq_scale, nchan, nu, nv, u_scale, v_scale, w_scale, w_offset,
+                &cell, &t);
     ${real} ku[SUPPORT], kv[SUPPORT];
     int iv[SUPPORT];
 % if kernel_eval == "horner":
-    kernel_taps((${real})(fu - u + 0.5 * SUPPORT), ku);
-    kernel_taps((${real})(fv - v + 0.5 * SUPPORT), kv);
+    kernel_taps(t.x, ku);
+    kernel_taps(t.y, kv);
     for (int a = 0; a < SUPPORT; ++a)
-        iv[a] = (cv + a) < nv ? cv + a : cv + a - nv;
+        iv[a] = (cell.y + a) < nv ? cell.y + a : cell.y + a - nv;
 % else:
-    const ${real} xu = (${real})(fu - u), xv = (${real})(fv - v);
+    const ${real} xu = t.x - HALF_SUPPORT, xv = t.y - HALF_SUPPORT;
     for (int a = 0; a < SUPPORT; ++a) {
         ku[a] = es_kernel(xu + (${real})a);
         kv[a] = es_kernel(xv + (${real})a);
-        iv[a] = (cv + a) < nv ? cv + a : cv + a - nv;
+        iv[a] = (cell.y + a) < nv ? cell.y + a : cell.y + a - nv;
     }
 % endif
 % if do_w:
-    const double w = uvw[3 * row + 2] * f * w_scale - w_offset;
-    const int p_first = max((int)footprint_start(w), plane0);
-    const int p_end = min((int)footprint_start(w) + SUPPORT, plane0 + n_pass);
+    const int p_first = max(cell.z, plane0);
+    const int p_end = min(cell.z + SUPPORT, plane0 + n_pass);
 %   if kernel_eval == "horner":
     ${real} kw[SUPPORT];
-    kernel_taps((${real})(footprint_start(w) - w + 0.5 * SUPPORT), kw);
+    kernel_taps(t.z, kw);
 %   endif
 % else:
     const int p_first = plane0, p_end = plane0 + 1;
@@ -164,7 +172,7 @@ __kernel void interpolate(__global const unsigned int *sorted_index, const unsig
     for (int p = p_first; p < p_end; ++p) {
         __global const ${vec} *grid = planes + (size_t)(p - plane0) * nu * nv;
         ${vec} plane_sum = (${vec})(0, 0);
-        int iu = cu;
+        int iu = cell.x;
         for (int a = 0; a < SUPPORT; ++a) {
             __global const ${vec} *grid_row = grid + (size_t)iu * nv;
             ${vec} row_sum = (${vec})(0, 0);
@@ -174,9 +182,9 @@ __kernel void interpolate(__global const unsigned int *sorted_index, const unsig
             iu = (iu + 1 == nu) ? 0 : iu + 1;
         }
 % if do_w and kernel_eval == "horner":
-        sum += plane_sum * kw[p - (int)footprint_start(w)];
+        sum += plane_sum * kw[p - cell.z];
 % elif do_w:
-        sum += plane_sum * es_kernel((${real})((double)p - w));
+        sum += plane_sum * es_kernel((${real})(p - cell.z) - HALF_SUPPORT + t.z);
 % else:
         sum += plane_sum;
 % endif
@@ -184,7 +192,6 @@ __kernel void interpolate(__global const unsigned int *sorted_index, const unsig
     store_point(sum, k, uvw, freq_scale, nchan, out, npol, pol, wgt, mask, shift_u, shift_v,
                 accumulate);
 }
-% endif
 % if kernel_source != "es":
 
 #define OVERSAMPLE ${oversample}

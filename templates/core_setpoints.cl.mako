@@ -20,18 +20,18 @@
 ##             streams, equal points adjacent); wide_keys (bool, default
 ##             False): 64-bit keys (key_order "cell" where the (cell, slice)
 ##             pairs do not fit 32 bits).
-##             float_float (bool, positions "table" only; default False):
-##             no double anywhere, for devices without fp64: uvw, freq / c
-##             and the geometry come as float-float pairs (floatfloat.cl.mako)
-##             and the positions are computed to about 44 bits.
+##             float_float (bool, default False): no double anywhere, for
+##             devices without fp64: uvw, freq / c and the geometry come as
+##             float-float pairs (floatfloat.cl.mako) and the positions are
+##             computed to about 44 bits (real "float" only).
 <%
     if positions not in ("es", "table"):
         raise ValueError(f"positions must be 'es' or 'table', got {positions!r}")
     if key_order not in ("tile", "cell"):
         raise ValueError(f"key_order must be 'tile' or 'cell', got {key_order!r}")
     float_float = context.get("float_float", False)
-    if float_float and positions != "table":
-        raise ValueError("float_float positions are the table ones (positions 'table')")
+    if float_float and real != "float":
+        raise ValueError("float_float positions go with float offsets (real 'float')")
     # uvw and freq / c: doubles, or (hi, lo) float pairs
     pos_t = "float2" if float_float else "double"
     # the table geometry: nx, ny, cell, w_step, or nx, ny and as pairs nx cell,
@@ -52,43 +52,37 @@
 
 % if float_float:
 <%include file="floatfloat.cl.mako"/>
-% else:
-<%include file="footprint.cl.mako"/>
 % endif
-% if not float_float:
+<%include file="footprint.cl.mako"/>
 
-__kernel void bin_keys(__global const double *uvw, __global const double *freq_scale,
+__kernel void bin_keys(__global const ${pos_t} *uvw, __global const ${pos_t} *freq_scale,
                        const unsigned int nchan, const unsigned int n_vis,
                        const int nu, const int nv, const int ntiles_v,
-                       const double u_scale, const double v_scale,
-                       const double w_scale, const double w_offset, const int n_wbins,
+                       const ${pos_t} u_scale, const ${pos_t} v_scale,
+                       const ${pos_t} w_scale, const ${pos_t} w_offset, const int n_wbins,
                        __global unsigned int *keys, volatile __global unsigned int *n_invalid)
 {
     const unsigned int k = get_global_id(0);
     if (k >= n_vis)
         return;
-    const size_t row = k / nchan;
-    const double f = freq_scale[k - row * nchan];
-    const double u = uvw[3 * row] * f * u_scale;
-    const double v = uvw[3 * row + 1] * f * v_scale;
-    const double w = uvw[3 * row + 2] * f * w_scale - w_offset;
-    if (!(isfinite(u) && isfinite(v) && isfinite(w))) {
+    int4 cell;
+    ${real}4 t;
+    if (point_place(k, uvw, freq_scale, nchan, nu, nv, u_scale, v_scale, w_scale, w_offset,
+                    &cell, &t)) {
         keys[k] = INVALID_KEY;
         atomic_inc(n_invalid);
         return;
     }
-    const unsigned int tile = (unsigned int)(wrap_cell(footprint_start(u), nu) / TILE_U) * ntiles_v
-                              + (unsigned int)(wrap_cell(footprint_start(v), nv) / TILE_V);
+    const unsigned int tile = (unsigned int)(cell.x / TILE_U) * ntiles_v
+                              + (unsigned int)(cell.y / TILE_V);
 % if do_w:
-    int first_plane = (int)footprint_start(w);
-    first_plane = clamp(first_plane, 0, n_wbins - 1);
+    const int first_plane = clamp(cell.z, 0, n_wbins - 1);
 % else:
     const int first_plane = 0;
 % endif
     keys[k] = tile * (unsigned int)n_wbins + (unsigned int)first_plane;
 }
 
-% endif
 // Start of every bin in the sorted keys: bin_start[b] = first position whose
 // key is >= b, for b in [0, n_bins]; every entry is written exactly once.
 __kernel void bin_starts(__global const unsigned int *sorted_keys, const unsigned int n,
@@ -103,41 +97,28 @@ __kernel void bin_starts(__global const unsigned int *sorted_keys, const unsigne
         bin_start[b] = k;
 }
 
-% if not float_float:
 // Where the valid points lie, in the order of the sort (positions 0 ..
 // n_valid - 1): cells[i] = (first footprint cell in u, in v (wrapped), first
-// w plane, visibility index); fracs[i] = offsets t in [0, 1) of the point
+// w plane, visibility index); fracs[i] = offsets t in [0, 1] of the point
 // past its footprint's first cell in u, v and w (cell = pos - W/2 + t).
 __kernel void point_records(__global const unsigned int *sorted_index,
                             const unsigned int n_valid,
-                            __global const double *uvw, __global const double *freq_scale,
+                            __global const ${pos_t} *uvw, __global const ${pos_t} *freq_scale,
                             const unsigned int nchan, const int nu, const int nv,
-                            const double u_scale, const double v_scale,
-                            const double w_scale, const double w_offset,
+                            const ${pos_t} u_scale, const ${pos_t} v_scale,
+                            const ${pos_t} w_scale, const ${pos_t} w_offset,
                             __global int4 *cells, __global ${real}4 *fracs)
 {
     const unsigned int i = get_global_id(0);
     if (i >= n_valid)
         return;
-    const unsigned int k = sorted_index[i];
-    const size_t row = k / nchan;
-    const double f = freq_scale[k - row * nchan];
-    const double u = uvw[3 * row] * f * u_scale;
-    const double v = uvw[3 * row + 1] * f * v_scale;
-    const double fu = footprint_start(u), fv = footprint_start(v);
-% if do_w:
-    const double w = uvw[3 * row + 2] * f * w_scale - w_offset;
-    const double fw = footprint_start(w);
-% else:
-    const double w = 0.0, fw = 0.5 * SUPPORT;
-% endif
-    cells[i] = (int4)(wrap_cell(fu, nu), wrap_cell(fv, nv), (int)fw, (int)k);
-    // in [0, 1] also after rounding (the CPU taps take square roots of t, 1 - t)
-    fracs[i] = (${real}4)((${real})clamp(fu - u + 0.5 * SUPPORT, 0.0, 1.0),
-                          (${real})clamp(fv - v + 0.5 * SUPPORT, 0.0, 1.0),
-                          (${real})clamp(fw - w + 0.5 * SUPPORT, 0.0, 1.0), (${real})0);
+    int4 cell;
+    ${real}4 t;
+    point_place(sorted_index[i], uvw, freq_scale, nchan, nu, nv, u_scale, v_scale, w_scale,
+                w_offset, &cell, &t);
+    cells[i] = cell;
+    fracs[i] = t;
 }
-% endif
 % if positions == "table":
 // ---------------------------------------------------------------- tables
 // Positions of the tabulated-kernel Gridder in double, operations in a

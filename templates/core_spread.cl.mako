@@ -49,15 +49,20 @@
 ##             (eskernel.horner_coefficients; unused with "exp");
 ##             with_f64 (bool, for complex.cl.mako: True but with float_float);
 ##             float_float (bool, default False): a device without fp64: the
-##             table sources' GPU kernels only, no double anywhere, the
-##             tiles' totals float sums with Kahan's compensation (sum, lost).
+##             GPU kernels of a float grid only, no double anywhere, the
+##             tiles' totals float sums with Kahan's compensation (sum, lost),
+##             and gather_values' facet phases from float-float uvw and
+##             freq / c (shift_u, shift_v then float-float turns per metre
+##             wavelength, not radians).
 <%
     csuffix = "f32" if real == "float" else "f64"
     vec = real + "2"
     vvec = vis_real + "2"
     float_float = context.get("float_float", False)
-    if float_float and (kernel_source == "es" or vector or real != "float"):
-        raise ValueError("float_float: the table sources' GPU kernels of a float grid only")
+    if float_float and (vector or real != "float"):
+        raise ValueError("float_float: the GPU kernels of a float grid only")
+    # uvw, freq / c and the facet shifts: doubles, or (hi, lo) float pairs
+    pos_t = "float2" if float_float else "double"
     # a lane's running total of a tile cell: double, or a compensated float pair
     total_t = "float4" if float_float else "double2"
 %>
@@ -66,9 +71,8 @@
 % endif
 <%include file="es_kernel.cl.mako"/>
 <%include file="complex.cl.mako"/>
-% if not float_float:
-<%include file="footprint.cl.mako"/>
-% else:
+% if float_float:
+<%include file="floatfloat.cl.mako"/>
 // Kahan-compensated float sums: (sum, lost), the value is sum - lost.
 inline float4 kahan_add(const float4 total, const float2 value)
 {
@@ -139,15 +143,14 @@ inline int tile_offset(const int c, const int t0, const int n, const int tile)
     return d >= tile ? d - n : d;
 }
 
-% if not float_float:
 // Visibility k (row k / nchan) times its weight, mask and facet phase, in
 // the grid precision: everything the spreaders add but the kernel.
-inline ${vec} point_value(const unsigned int k, __global const double *uvw,
-                          __global const double *freq_scale, const unsigned int nchan,
+inline ${vec} point_value(const unsigned int k, __global const ${pos_t} *uvw,
+                          __global const ${pos_t} *freq_scale, const unsigned int nchan,
                           __global const ${vvec} *vis, const unsigned int npol,
                           const unsigned int pol, __global const ${vis_real} *wgt,
                           __global const unsigned char *mask,
-                          const double shift_u, const double shift_v)
+                          const ${pos_t} shift_u, const ${pos_t} shift_v)
 {
     const ${vvec} raw = vis[(size_t)k * npol + pol];
     ${vec} val = (${vec})((${real})raw.x, (${real})raw.y);
@@ -160,15 +163,21 @@ inline ${vec} point_value(const unsigned int k, __global const double *uvw,
 % if shifted:
     {
         const size_t row = k / nchan;
+%   if float_float:
+        const ff_t turns = ff_mul(freq_scale[k - row * nchan],
+                                  ff_add(ff_mul(uvw[3 * row], shift_u),
+                                         ff_mul(uvw[3 * row + 1], shift_v)));
+        val = cmul_${csuffix}(val, ff_expi_turns(turns));
+%   else:
         const double f = freq_scale[k - row * nchan];
         double c;
         const double s = sincos(f * (uvw[3 * row] * shift_u + uvw[3 * row + 1] * shift_v), &c);
         val = cmul_${csuffix}(val, (${vec})((${real})c, (${real})s));
+%   endif
     }
 % endif
     return val;
 }
-% endif
 
 // The part of the chunk [chunk_lo, chunk_hi) (counted over the source bins
 // in order; *seen counts the points of the bins before) that lies in
@@ -253,18 +262,18 @@ __kernel void crop_planes(__global const ${vec} *padded, const int rows_padded,
 
 % endif
 
-% if not vector and not float_float:
+% if not vector:
 // GPUs, once per call and polarisation: the values `spread` adds, in the
 // order of the sort (point_value of each valid point), so that the
 // work-groups, which read every point up to SOURCE_BINS times, read them in
 // sequence rather than gathering them from the visibilities' order.
 __kernel void gather_values(__global const int4 *cells, const unsigned int n_valid,
-                            __global const double *uvw, __global const double *freq_scale,
+                            __global const ${pos_t} *uvw, __global const ${pos_t} *freq_scale,
                             const unsigned int nchan,
                             __global const ${vvec} *vis, const unsigned int npol,
                             const unsigned int pol,
                             __global const ${vis_real} *wgt, __global const unsigned char *mask,
-                            const double shift_u, const double shift_v,
+                            const ${pos_t} shift_u, const ${pos_t} shift_v,
                             __global ${vec} *values)
 {
     const unsigned int i = get_global_id(0);

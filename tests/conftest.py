@@ -222,3 +222,25 @@ class KernelTestTally:
                 f"FAILED: every kernel test on {key} was skipped ({self.skipped[key]}), "
                 "so that platform is untested; see the skip reasons above "
                 "(--allow-all-skipped accepts this)", red=True, bold=True)
+
+
+@pytest.fixture
+def without_fp64(monkeypatch):
+    """Every DeviceProfile says 'no fp64' (a device like Apple's or Intel
+    Arc's); the kernels built meanwhile are collected: none may use double."""
+    from clgrid.device import kernels
+    real = DeviceProfile.from_device
+    monkeypatch.setattr(DeviceProfile, "from_device", classmethod(
+        lambda cls, device: dataclasses.replace(real(device), fp64=False)))
+    sources = []
+    build = kernels.build_program
+    monkeypatch.setattr(kernels, "build_program", lambda context, device, source, options=(): (
+        sources.append(source), build(context, device, source, options))[1])
+    return sources
+
+
+def double_free(sources: list[str]) -> bool:
+    """Whether none of the kernel sources uses double (comments aside)."""
+    import re
+    code = [re.sub(r"//[^\n]*|/\*.*?\*/", "", source, flags=re.S) for source in sources]
+    return bool(code) and not any(re.search(r"\bdouble\d*\b|cl_khr_fp64", c) for c in code)

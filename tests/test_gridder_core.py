@@ -2,7 +2,6 @@
 tiles with table weights, and register accumulation), against the plain
 float64 implementation of Romein's Algorithm 1 in test_gridder_reference.py."""
 
-import re
 import warnings
 
 import numpy as np
@@ -14,6 +13,7 @@ from clgrid.core.register import MAX_REGISTER_SUMS
 from clgrid.gcf import separable_gcf, w_projection_gcf
 from clgrid.gridders.gridder import Gridder
 
+from conftest import double_free
 from test_gridder import FREQ_HZ, _relative_error, _setup, random_user_tables_case
 from test_gridder_reference import C, footprints, grid_reference, random_vis
 
@@ -128,23 +128,6 @@ def _table(kind: str, support: int, oversample: int, fov_rad: float):
     return gcf
 
 
-@pytest.fixture
-def without_fp64(monkeypatch):
-    """Every DeviceProfile says 'no fp64' (a device like Apple's or Intel
-    Arc's); the kernels built meanwhile are collected: none may use double."""
-    import dataclasses
-    from clgrid.device import kernels
-    from clgrid.device.profiles import DeviceProfile
-    real = DeviceProfile.from_device
-    monkeypatch.setattr(DeviceProfile, "from_device", classmethod(
-        lambda cls, device: dataclasses.replace(real(device), fp64=False)))
-    sources = []
-    build = kernels.build_program
-    monkeypatch.setattr(kernels, "build_program", lambda context, device, source, options=(): (
-        sources.append(source), build(context, device, source, options))[1])
-    return sources
-
-
 def test_float_float_positions_match_double(cl_env):
     """Set points in float-float (devices without fp64) give the same cells,
     table indices and drops as in double, on a 65536-cell grid oversampled
@@ -217,8 +200,7 @@ def test_core_without_fp64(cl_env, without_fp64, table):
                              method="tiles", tiles=tiles)
             assert _relative_error(forced(uvw, FREQ_HZ, vis.astype(np.complex64), weights,
                                           flags), reference) < 1e-5, tiles
-    code = [re.sub(r"//[^\n]*|/\*.*?\*/", "", source, flags=re.S) for source in without_fp64]
-    assert code and not any(re.search(r"\bdouble\d*\b|cl_khr_fp64", c) for c in code)
+    assert double_free(without_fp64)
 
 
 @pytest.mark.parametrize("table", ["separable", "complex-separable", "full"])

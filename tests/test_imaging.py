@@ -457,3 +457,53 @@ def test_cpu_devices_read_aligned_host_arrays_in_place(cl_env):
         dirty_d = imager.vis2dirty_device(lent)
         lent[...] = 0   # after the call returns: must not reach the result
         assert np.array_equal(dirty_d.get()[0], expected)
+
+
+# A facet 1.1 degrees off the phase centre seen by baselines to 20 km at
+# 1.4 GHz (u to 9e4 wavelengths): its phases turn ~1900 times and w's tens
+# of times across the rows, which float alone gets wrong by ~1e-3.
+FACET = dict(npix_x=48, npix_y=40, pixsize_x=4e-6, pixsize_y=5e-6, center_x=0.02,
+             center_y=-0.015)
+
+
+def _long_baselines(n_rows=200, seed=11):
+    rng = np.random.default_rng(seed)
+    uvw = rng.uniform(-20e3, 20e3, (n_rows, 3)) * np.array([1.0, 1.0, 0.5])
+    freq = np.array([1.40e9, 1.41e9])
+    vis = rng.normal(size=(n_rows, 2)) + 1j * rng.normal(size=(n_rows, 2))
+    return uvw, freq, vis
+
+
+@pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
+@pytest.mark.parametrize("case", ["wide", "facet", "far-w"])
+def test_devices_without_fp64_keep_epsilon(cl_env, without_fp64, case, do_w):
+    """Devices without fp64 (Apple, Intel Arc): positions, facet phases and
+    phase screens in float-float, sums compensated; vis2dirty and dirty2vis
+    in single precision at epsilon 1e-5 against the float64 direct Fourier
+    transform, and no kernel uses double.  'far-w': w near 1e5 wavelengths,
+    so the wide field's screens turn ~1400 times (few planes: w spans 2000)."""
+    from conftest import double_free
+    uvw, freq, vis = _observation(n_rows=150, seed=3) if case != "facet" else _long_baselines()
+    if case == "far-w":
+        uvw[:, 2] = 3e4 + uvw[:, 2] / 3
+    geometry = dict(GEOMETRY, center_x=0.01) if case != "facet" else FACET
+    imager = Imager(cl_env.queue, uvw=uvw, freq=freq, epsilon=1e-5, do_wgridding=do_w,
+                    **geometry)
+    assert imager.float_float and not imager.engine.tiles.vector
+    reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=do_w, **geometry)
+    assert _rel_rms(imager.vis2dirty(vis.astype(np.complex64)), reference) <= 1e-5
+    image = np.random.default_rng(4).normal(size=(geometry["npix_x"], geometry["npix_y"]))
+    expected = dft_dirty2vis(uvw, freq, image, do_wgridding=do_w,
+                             **{k: v for k, v in geometry.items() if not k.startswith("npix")})
+    assert _rel_rms(imager.dirty2vis(image.astype(np.float32)), expected) <= 1e-5
+    assert double_free(without_fp64)
+
+
+def test_devices_without_fp64_take_single_precision_only(cl_env, without_fp64):
+    uvw, freq, vis = _observation(n_rows=20)
+    with pytest.raises(ValueError, match="has no double precision.*use single precision"):
+        vis2dirty(uvw=uvw, freq=freq, vis=vis, epsilon=1e-7, queue=cl_env.queue, **GEOMETRY)
+    with pytest.raises(ValueError, match="has no fp64, which the vector"):
+        from clgrid.core.plan import TileShape
+        Imager(cl_env.queue, uvw=uvw, freq=freq, epsilon=1e-4,
+               tiles=TileShape(16, 16, vector=True), **GEOMETRY)

@@ -77,6 +77,22 @@ SCRIPT = textwrap.dedent("""
     reference = dft_vis2dirty(uvw_b, freq, vis_b, do_wgridding=True, **geometry)
     error = np.linalg.norm(blocked.vis2dirty(vis_b) - reference) / np.linalg.norm(reference)
     assert error < 1e-2, error
+    # a device without fp64: float-float set points, facet phases and phase
+    # screens, Kahan sums; w, a facet centre, weights and flags, split chunks
+    import dataclasses
+    from clgrid.device.profiles import DeviceProfile
+    with_fp64 = DeviceProfile.from_device
+    DeviceProfile.from_device = classmethod(
+        lambda cls, device: dataclasses.replace(with_fp64(device), fp64=False))
+    single = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-4, do_wgridding=True,
+                    fft_backend="numpy", tiles=TileShape(8, 8, 2, groups=2), **shifted)
+    assert single.float_float
+    reference = dft_vis2dirty(uvw, freq, vis * wgt * mask, do_wgridding=True, **shifted)
+    dirty = single.vis2dirty(vis, wgt=wgt, mask=mask)
+    error = np.linalg.norm(dirty - reference) / np.linalg.norm(reference)
+    assert error < 1e-4, error
+    assert np.all(np.isfinite(single.dirty2vis(dirty, wgt=wgt, mask=mask)))
+    DeviceProfile.from_device = with_fp64
     print("done", imager.n_planes)
 """)
 

@@ -5,7 +5,8 @@ correction (1 / the ES kernel's Fourier transform in u, v and, with
 w-stacking, w; and 1 / n), computed once on the device, and applies it while
 moving between the planes of one pass (after / before their FFTs) and the
 image, with each plane's w phase screen.  Planes are summed into a pixel in
-a fixed order, so repeated runs give the same bits.
+a fixed order, so repeated runs give the same bits.  On devices without
+fp64 the screens' phases are float-float turns (see the template).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pyopencl.array as cla
 from .eskernel import es_kernel, gauss_legendre
 from ..device.kernels import KernelTemplate, real_dtype_name
 from .plan import GridLayout, ImageGeometry
+from .setpoints import needs_float_float, position_args
 
 #: Gauss-Legendre nodes for the w kernel's Fourier transform.
 N_QUADRATURE = 100
@@ -28,20 +30,27 @@ class Corrector:
     def __init__(self, queue: cl.CommandQueue, geometry: ImageGeometry, layout: GridLayout):
         self.queue = queue
         self.geometry, self.layout = geometry, layout
+        #: No fp64 on the device: phase screens from float-float n - 1 and w.
+        self.float_float = needs_float_float(queue, geometry)
         self.template = KernelTemplate(
             queue, "core_correct.cl.mako",
             {"real": real_dtype_name(geometry.grid_real), "do_w": geometry.do_w,
-             "divide_by_n": geometry.divide_by_n, "n_quadrature": N_QUADRATURE},
-            need_f64=True)
+             "divide_by_n": geometry.divide_by_n, "n_quadrature": N_QUADRATURE,
+             "float_float": self.float_float},
+            need_f64=not self.float_float)
         self._to_dirty = self.template.kernel("planes_to_dirty")
         self._to_planes = self.template.kernel("dirty_to_planes")
         self.corr_d = self._compute_correction()
 
-    def _image_args(self) -> tuple:
+    def _image_values(self) -> list[float]:
         g = self.geometry
-        centre_l, centre_m = g.centre_lm
-        return (np.float64(g.pixsize_x), np.float64(g.pixsize_y), np.float64(centre_l),
-                np.float64(centre_m))
+        return [g.pixsize_x, g.pixsize_y, *g.centre_lm]
+
+    def _screen_args(self, plane0: int) -> tuple:
+        """Image geometry, first plane's w and the w step of the phase screens."""
+        layout = self.layout
+        return position_args(self._image_values() + [layout.w_of_plane(plane0), layout.dw],
+                             self.float_float)
 
     def _compute_correction(self) -> cla.Array:
         g, layout, choice = self.geometry, self.layout, self.layout.choice
@@ -53,11 +62,14 @@ class Corrector:
         s_q = nodes * (choice.support / 2.0)
         phi_q = es_kernel(s_q, choice.support, choice.beta) * weights * (choice.support / 2.0)
         corr = cla.empty(self.queue, (g.npix_x, g.npix_y), g.grid_real)
-        arrays = [cla.to_device(self.queue, a) for a in (corr_x, corr_y, s_q, phi_q)]
+        # without fp64 the correction is computed in float (see the template)
+        real = np.float32 if self.float_float else np.float64
+        arrays = [cla.to_device(self.queue, a.astype(real)) for a in (corr_x, corr_y, s_q, phi_q)]
         self.template.kernel("correction")(
             self.queue, (g.npix_x, g.npix_y), None, corr.data, np.int32(g.npix_x),
-            np.int32(g.npix_y), arrays[0].data, arrays[1].data, *self._image_args(),
-            arrays[2].data, arrays[3].data, np.float64(layout.dw)).wait()
+            np.int32(g.npix_y), arrays[0].data, arrays[1].data,
+            *(real(v) for v in self._image_values()), arrays[2].data, arrays[3].data,
+            real(layout.dw)).wait()
         return corr
 
     def planes_to_dirty(self, planes_d: cla.Array, plane0: int, n_pass: int,
@@ -68,8 +80,7 @@ class Corrector:
         return self._to_dirty(
             self.queue, (g.npix_y, g.npix_x), None, planes_d.data, np.int32(layout.nu),
             np.int32(layout.nv), np.int32(n_pass), dirty_d.data, self.corr_d.data,
-            np.int32(g.npix_x), np.int32(g.npix_y), *self._image_args(),
-            np.float64(layout.w_of_plane(plane0)), np.float64(layout.dw),
+            np.int32(g.npix_x), np.int32(g.npix_y), *self._screen_args(plane0),
             g.grid_real.type(scale), np.int32(accumulate))
 
     def dirty_to_planes(self, dirty_d: cla.Array, plane0: int, n_pass: int,
@@ -80,9 +91,7 @@ class Corrector:
         return self._to_planes(
             self.queue, (layout.nv, layout.nu), None, dirty_d.data, self.corr_d.data,
             np.int32(g.npix_x), np.int32(g.npix_y), planes_d.data, np.int32(layout.nu),
-            np.int32(layout.nv), np.int32(n_pass), *self._image_args(),
-            np.float64(layout.w_of_plane(plane0)),
-            np.float64(layout.dw))
+            np.int32(layout.nv), np.int32(n_pass), *self._screen_args(plane0))
 
 
 __all__ = ["Corrector", "N_QUADRATURE"]

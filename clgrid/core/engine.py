@@ -33,7 +33,7 @@ from ..device.profiles import DeviceProfile
 from .correct import Corrector
 from .fft import DeviceFFT, Pruning
 from .plan import GridLayout, ImageGeometry, TileShape, planes_per_pass, row_blocks
-from .setpoints import PointSet, SetPoints, freq_scale
+from .setpoints import PointSet, SetPoints, freq_scale, needs_float_float, positions_to_device
 from .spread import Interpolator, Spreader
 from .tuning import cached_tiles
 
@@ -86,7 +86,9 @@ class GriddingEngine:
         Kernel, grid and w planes (:class:`clgrid.core.plan.GridLayout`),
         shared with other devices gridding other rows of the observation.
     uvw_d, freq_hz
-        (nrow, 3) float64 device array of baselines in metres; (nchan,) Hz.
+        (nrow, 3) device array of baselines in metres, as
+        :func:`clgrid.core.setpoints.positions_to_device` gives it (float64,
+        or float-float pairs on devices without fp64); (nchan,) Hz.
     planes
         ``(first, stop)``: grid only these w planes (a device's share of a
         multi-device w-stacking job); default all.
@@ -108,13 +110,14 @@ class GriddingEngine:
         self.queue = queue
         self.profile = DeviceProfile.from_device(queue.device)
         self.geometry, self.layout = geometry, layout
+        self.float_float = needs_float_float(queue, geometry)
         self.tiles = tiles or cached_tiles(self.profile, layout.choice.support,
                                            geometry.grid_real, geometry.do_w) \
             or TileShape.for_device(self.profile, layout.choice.support)
         self.tiles.check(layout.choice.support)
         self.tiles.check_device(self.profile)
         self.uvw_d = uvw_d
-        self.freq_scale_d = cla.to_device(queue, freq_scale(freq_hz))
+        self.freq_scale_d = positions_to_device(queue, freq_scale(freq_hz), self.float_float)
         self.n_chan = len(freq_hz)
         self.grid_complex = np.dtype(np.complex64 if geometry.grid_real == np.float32
                                      else np.complex128)

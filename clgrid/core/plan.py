@@ -393,11 +393,15 @@ class TileShape:
 
     def check_device(self, profile: DeviceProfile) -> None:
         """A vector tile only where the device's compiler builds vector
-        kernels (:attr:`DeviceProfile.vector_kernels`)."""
+        kernels (:attr:`DeviceProfile.vector_kernels`) and the device has
+        fp64 (the tile's totals are float64)."""
         if self.vector and not profile.vector_kernels:
             raise ValueError(f"{profile.platform_name.strip()} {profile.driver_version} cannot "
                              "build the vector (CPU) tiles: use a tile with vector=False, or "
                              "PoCL >= 3.1 / the Intel CPU runtime")
+        if self.vector and not profile.fp64:
+            raise ValueError(f"{profile.device_name!r} has no fp64, which the vector (CPU) "
+                             "tiles total in: use a tile with vector=False")
 
     def kernel_eval_for(self, choice: KernelChoice) -> str:
         """The evaluation ``spread_vector`` uses for ``choice``: Horner only
@@ -412,7 +416,7 @@ class TileShape:
             # H200, 116 M points, W 7 (benchmarks/RESULTS.md): spread 41 ms with
             # 8 x 32 tiles, 25 ms with 8 x 8 tiles in 4 groups of 8 lanes
             return cls(8, 8, 4096, groups=4) if support <= 9 else cls(16, 32, 2048)
-        if not profile.vector_kernels:
+        if not (profile.vector_kernels and profile.fp64):
             return cls(8, 8) if support <= 9 else cls(16, 16)
         # Horner: measured faster than exp on the Intel CPU runtime
         # (benchmarks/RESULTS.md, "Gridding core, CPU spreading").

@@ -10,6 +10,8 @@ a third each valid point's cells and offsets in that order (``point_records``,
 read by the spreaders).  Points whose uvw is not finite are counted and left
 out.  Nothing here reads the visibilities themselves: the result
 depends on the geometry only and is reused by every call with new data.
+On devices without fp64 the positions are computed in float-float pairs
+(:func:`float_float`, ``templates/floatfloat.cl.mako``), to about 44 bits.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pyopencl.array as cla
 import pyopencl.cltypes as cltypes
 
 from ..device.kernels import KernelTemplate, real_dtype_name
+from ..device.profiles import DeviceProfile
 from ..device.radixsort import RadixSort
 from .plan import SPEED_OF_LIGHT, GridLayout, ImageGeometry, TileShape
 
@@ -92,13 +95,16 @@ class SetPoints:
         self.queue = queue
         self.sort = RadixSort(queue)
         self.geometry, self.layout, self.tiles = geometry, layout, tiles
+        #: No fp64 on the device: uvw, freq / c and the scales as float-float.
+        self.float_float = needs_float_float(queue, geometry)
         self.template = KernelTemplate(
             queue, "core_setpoints.cl.mako",
             {"support": layout.choice.support, "tile_u": tiles.tile_u,
              "tile_v": tiles.lanes, "do_w": geometry.do_w,
              "real": real_dtype_name(geometry.grid_real), "positions": "es",
-             "oversample": 1, "conjugate": False, "w_planes": 1, "key_order": "tile"},
-            need_f64=True)
+             "oversample": 1, "conjugate": False, "w_planes": 1, "key_order": "tile",
+             "float_float": self.float_float},
+            need_f64=not self.float_float)
         self._keys = self.template.kernel("bin_keys")
         self._starts = self.template.kernel("bin_starts")
         self._records = self.template.kernel("point_records")
@@ -117,15 +123,12 @@ class SetPoints:
         n_vis = uvw_d.shape[0] * n_chan
         keys = cla.empty(queue, max(n_vis, 1), np.uint32)
         n_invalid_d = cla.zeros(queue, 1, np.uint32)
-        u_scale, v_scale, w_scale, w_offset = coordinate_scales(self.geometry, self.layout)
         n_invalid = 0
         if n_vis:
             self._keys(queue, (_round_up(n_vis, 256),), None, uvw_d.data, freq_scale_d.data,
                        np.uint32(n_chan), np.uint32(n_vis), np.int32(self.layout.nu),
-                       np.int32(self.layout.nv), np.int32(self.ntiles_v),
-                       np.float64(u_scale), np.float64(v_scale), np.float64(w_scale),
-                       np.float64(w_offset), np.int32(self.layout.n_wbins),
-                       keys.data, n_invalid_d.data)
+                       np.int32(self.layout.nv), np.int32(self.ntiles_v), *self._scales(),
+                       np.int32(self.layout.n_wbins), keys.data, n_invalid_d.data)
             n_invalid = int(n_invalid_d.get()[0])
         # keys sort as min(key, n_bins): the invalid ones (INVALID_KEY) last
         sorted_index, bin_start = sort_into_bins(queue, self.sort, self._starts, keys, n_vis,
@@ -142,13 +145,62 @@ class SetPoints:
         points.cells = cla.empty(self.queue, max(n_valid, 1), cltypes.int4)
         points.fracs = cla.empty(self.queue, max(n_valid, 1), real4)
         if n_valid:
-            u_scale, v_scale, w_scale, w_offset = coordinate_scales(self.geometry, self.layout)
             self._records(self.queue, (_round_up(n_valid, 256),), None,
                           points.sorted_index.data, np.uint32(n_valid), uvw_d.data,
                           freq_scale_d.data, np.uint32(freq_scale_d.shape[0]),
-                          np.int32(self.layout.nu), np.int32(self.layout.nv),
-                          np.float64(u_scale), np.float64(v_scale), np.float64(w_scale),
-                          np.float64(w_offset), points.cells.data, points.fracs.data)
+                          np.int32(self.layout.nu), np.int32(self.layout.nv), *self._scales(),
+                          points.cells.data, points.fracs.data)
+
+    def _scales(self) -> tuple:
+        return position_args(coordinate_scales(self.geometry, self.layout), self.float_float)
+
+
+def needs_float_float(queue: cl.CommandQueue, geometry: ImageGeometry) -> bool:
+    """Whether the core computes positions and phases in float-float (a
+    device without fp64); such a device takes single precision only."""
+    profile = DeviceProfile.from_device(queue.device)
+    if profile.fp64:
+        return False
+    if geometry.grid_real != np.float32:
+        raise ValueError(f"{profile.device_name!r} has no double precision (fp64): use "
+                         "single precision (complex64 visibilities, float32 images) without "
+                         "double_precision_accumulation")
+    return True
+
+
+def float_float(values) -> np.ndarray:
+    """float64 values as (..., 2) float32 (hi, lo) pairs, hi + lo equal to
+    them to about 44 bits (``templates/floatfloat.cl.mako``).  Finite values
+    beyond float range are clamped to +-1e30 (they are off any grid), so
+    only NaN and Inf stay non-finite."""
+    values = np.asarray(values, np.float64)
+    pairs = np.empty(values.shape + (2,), np.float32)
+    hi, lo = pairs[..., 0], pairs[..., 1]
+    with np.errstate(invalid="ignore", over="ignore"):
+        np.copyto(hi, values, casting="unsafe")
+        np.subtract(values, hi, out=lo, casting="unsafe")
+    odd = ~np.isfinite(lo)          # non-finite, or beyond float range (rare)
+    if odd.any():
+        finite = np.isfinite(values[odd])
+        hi[odd] = np.where(finite, np.clip(values[odd], -1e30, 1e30), values[odd])
+        lo[odd] = 0.0
+    return pairs
+
+
+def position_args(values, as_float_float: bool) -> tuple:
+    """Scalar kernel arguments of positions: float64, or float2 (hi, lo)."""
+    if as_float_float:
+        return tuple(cltypes.make_float2(*pair) for pair in float_float(values))
+    return tuple(np.float64(v) for v in values)
+
+
+def positions_to_device(queue: cl.CommandQueue, values: np.ndarray,
+                        as_float_float: bool) -> cla.Array:
+    """uvw (nrow, 3) metres or freq / c (nchan,) on the device as the core
+    reads them: float64, or (..., 2) float-float pairs."""
+    if as_float_float:
+        return cla.to_device(queue, float_float(values))
+    return cla.to_device(queue, np.ascontiguousarray(values, np.float64))
 
 
 def sort_by_key(queue: cl.CommandQueue, sort: RadixSort, keys: cla.Array, n_vis: int,
@@ -198,5 +250,6 @@ def _round_up(n: int, multiple: int) -> int:
     return -(-int(n) // multiple) * multiple
 
 
-__all__ = ["PointSet", "SetPoints", "coordinate_scales", "freq_scale", "sort_by_key",
+__all__ = ["PointSet", "SetPoints", "coordinate_scales", "float_float", "freq_scale",
+           "needs_float_float", "position_args", "positions_to_device", "sort_by_key",
            "sort_into_bins"]

@@ -39,25 +39,31 @@ import pyopencl.array as cla
 from ..device.kernels import KernelTemplate, real_dtype_name
 from .eskernel import horner_coefficients
 from .plan import GridLayout, ImageGeometry, TileShape, row_taps
-from .setpoints import PointSet, coordinate_scales
+from .setpoints import PointSet, coordinate_scales, needs_float_float, position_args
 
 
 def _common_params(geometry: ImageGeometry, layout: GridLayout, weighted: bool,
-                   masked: bool) -> dict:
+                   masked: bool, as_float_float: bool) -> dict:
     return {"real": real_dtype_name(geometry.grid_real),
             "vis_real": real_dtype_name(geometry.vis_real),
             "support": layout.choice.support, "beta": layout.choice.beta,
             "row_taps": row_taps(layout.choice.support),
             "do_w": geometry.do_w, "shifted": geometry.shifted,
-            "weighted": weighted, "masked": masked, "with_f64": True,
+            "weighted": weighted, "masked": masked, "with_f64": not as_float_float,
+            "float_float": as_float_float,
             "kernel_source": "es", "oversample": 1, "table_real": True}
 
 
-def _shift_args(geometry: ImageGeometry) -> tuple[np.float64, np.float64]:
-    """2 pi (sign * centre) per metre-wavelength of (sign-flipped) u and v."""
+def _shift_args(geometry: ImageGeometry, as_float_float: bool) -> tuple:
+    """The facet phase per metre-wavelength of (sign-flipped) u and v:
+    2 pi (sign * centre) radians in float64, or (sign * centre) turns as
+    float-float pairs (devices without fp64: the kernels take the fraction
+    of the turns before the sine)."""
     s_u, s_v, _ = geometry.signs
     centre_l, centre_m = geometry.centre_lm
-    return np.float64(2.0 * np.pi * s_u * centre_l), np.float64(2.0 * np.pi * s_v * centre_m)
+    turns = (s_u * centre_l, s_v * centre_m)
+    return position_args(turns if as_float_float else [2.0 * np.pi * t for t in turns],
+                         as_float_float)
 
 
 class _Stage:
@@ -73,7 +79,14 @@ class _Stage:
         self._kernels: dict = {}
         self._dummy_real = cla.empty(queue, 1, geometry.vis_real)
         self._dummy_mask = cla.empty(queue, 1, np.uint8)
-        self.scales = [np.float64(s) for s in coordinate_scales(geometry, layout)]
+        #: No fp64 on the device: float-float positions and phases,
+        #: compensated float sums (GPU tiles only).
+        self.float_float = needs_float_float(queue, geometry)
+        if self.float_float and tiles.vector:
+            raise ValueError("the vector (CPU) tiles total in float64, which this device "
+                             "lacks: use a tile with vector=False")
+        self.scales = position_args(coordinate_scales(geometry, layout), self.float_float)
+        self.shifts = _shift_args(geometry, self.float_float)
 
     @property
     def kernel_eval(self) -> str:
@@ -89,11 +102,14 @@ class _Stage:
     def kernel(self, weighted: bool, masked: bool) -> cl.Kernel:
         key = (weighted, masked)
         if key not in self._kernels:
-            params = _common_params(self.geometry, self.layout, weighted, masked)
-            params.update(self._extra_params())
-            template = KernelTemplate(self.queue, self.template_name, params, need_f64=True)
-            self._kernels[key] = template.kernel(self.kernel_name)
+            self._kernels[key] = self._template(weighted, masked).kernel(self.kernel_name)
         return self._kernels[key]
+
+    def _template(self, weighted: bool, masked: bool) -> KernelTemplate:
+        params = _common_params(self.geometry, self.layout, weighted, masked, self.float_float)
+        params.update(self._extra_params())
+        return KernelTemplate(self.queue, self.template_name, params,
+                              need_f64=not self.float_float)
 
     def _weights(self, wgt: cla.Array | None, mask: cla.Array | None) -> tuple:
         return ((wgt if wgt is not None else self._dummy_real).data,
@@ -277,7 +293,7 @@ class Spreader(_Stage):
                    np.int32(self.layout.nu), np.int32(self.layout.nv),
                    np.int32(points.ntiles_u), np.int32(points.ntiles_v),
                    np.int32(plane0), np.int32(self.layout.n_wbins),
-                   *_shift_args(self.geometry), work.items.data, work.scratch.data)
+                   *self.shifts, work.items.data, work.scratch.data)
             n_tiles = points.ntiles_u * points.ntiles_v
             return self._named_kernel("add_halos")(
                 self.queue, (n_tiles, n_pass), None, work.folds.data, np.int32(work.n_folds),
@@ -313,25 +329,19 @@ class Spreader(_Stage):
             self._values = cla.empty(self.queue, max(n_valid, 1), self._grid_complex)
         key = ("gather", wgt_d is not None, mask_d is not None)
         if key not in self._kernels:
-            params = _common_params(self.geometry, self.layout, *key[1:])
-            params.update(self._extra_params())
-            template = KernelTemplate(self.queue, self.template_name, params, need_f64=True)
-            self._kernels[key] = template.kernel("gather_values")
+            self._kernels[key] = self._template(*key[1:]).kernel("gather_values")
         if n_valid:
             self._kernels[key](
                 self.queue, (-(-n_valid // 256) * 256,), None, points.cells.data,
                 np.uint32(n_valid), uvw_d.data, freq_scale_d.data,
                 np.uint32(freq_scale_d.shape[0]), vis_d.data, np.uint32(npol), np.uint32(pol),
-                *self._weights(wgt_d, mask_d), *_shift_args(self.geometry), self._values.data)
+                *self._weights(wgt_d, mask_d), *self.shifts, self._values.data)
         return self._values
 
     def _named_kernel(self, name: str) -> cl.Kernel:
         """A kernel of the template that reads no visibilities (one build)."""
         if name not in self._kernels:
-            params = _common_params(self.geometry, self.layout, False, False)
-            params.update(self._extra_params())
-            template = KernelTemplate(self.queue, self.template_name, params, need_f64=True)
-            self._kernels[name] = template.kernel(name)
+            self._kernels[name] = self._template(False, False).kernel(name)
         return self._kernels[name]
 
     def _fold_kernel(self) -> cl.Kernel:
@@ -372,14 +382,14 @@ class Interpolator(_Stage):
                 freq_scale_d.data, np.uint32(freq_scale_d.shape[0]), out_d.data,
                 np.uint32(npol), np.uint32(pol), *self._weights(wgt_d, mask_d), planes_d.data,
                 np.int32(self.layout.nu), np.int32(self.layout.nv), np.int32(plane0),
-                np.int32(n_pass), *_shift_args(self.geometry), np.int32(accumulate))
+                np.int32(n_pass), *self.shifts, np.int32(accumulate))
         return kernel(
             self.queue, (-(-points.n_valid // group) * group,), (group,),
             points.sorted_index.data, np.uint32(points.n_valid), uvw_d.data,
             freq_scale_d.data, np.uint32(freq_scale_d.shape[0]), out_d.data, np.uint32(npol),
             np.uint32(pol), *self._weights(wgt_d, mask_d), planes_d.data,
             np.int32(self.layout.nu), np.int32(self.layout.nv), *self.scales,
-            np.int32(plane0), np.int32(n_pass), *_shift_args(self.geometry),
+            np.int32(plane0), np.int32(n_pass), *self.shifts,
             np.int32(accumulate))
 
 

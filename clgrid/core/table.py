@@ -39,7 +39,8 @@ from ..device.profiles import DeviceProfile
 from ..device.radixsort import RadixSort
 from .eskernel import KernelChoice
 from .plan import GridLayout, TileShape, row_taps
-from .setpoints import PointSet, _round_up, sort_by_key, sort_into_bins
+from .setpoints import (PointSet, _round_up, float_float, position_args, positions_to_device,
+                        sort_by_key, sort_into_bins)
 from .engine import row_view
 from .spread import WorkList, block_list, work_list
 
@@ -279,19 +280,15 @@ class TableSetPoints:
         g = self.grid
         w_step = g.w_step_lambda if g.w_planes > 1 else 1.0
         if self.float_float:
-            pairs = float_float([g.nx * g.cell_size_rad, g.ny * g.cell_size_rad, 1.0 / w_step])
-            return (np.int32(g.nx), np.int32(g.ny),
-                    *(cl.cltypes.make_float2(*pair) for pair in pairs))
-        return (np.int32(g.nx), np.int32(g.ny), np.float64(g.cell_size_rad), np.float64(w_step))
+            return (np.int32(g.nx), np.int32(g.ny), *position_args(
+                [g.nx * g.cell_size_rad, g.ny * g.cell_size_rad, 1.0 / w_step], True))
+        return (np.int32(g.nx), np.int32(g.ny), *position_args([g.cell_size_rad, w_step], False))
 
     def upload(self, uvw_m: np.ndarray, freq_scale: np.ndarray) -> tuple[cla.Array, cla.Array]:
         """``uvw_m`` (nrow, 3) and ``freq_scale`` (nchan,) on the device as
         these set points read them: float64, or float-float pairs."""
-        if self.float_float:
-            return (cla.to_device(self.queue, float_float(uvw_m)),
-                    cla.to_device(self.queue, float_float(freq_scale)))
-        return (cla.to_device(self.queue, np.ascontiguousarray(uvw_m, np.float64)),
-                cla.to_device(self.queue, np.ascontiguousarray(freq_scale, np.float64)))
+        return (positions_to_device(self.queue, uvw_m, self.float_float),
+                positions_to_device(self.queue, freq_scale, self.float_float))
 
     def __call__(self, uvw_d: cla.Array, freq_scale_d: cla.Array,
                  flags_d: cla.Array | None = None, npol: int = 1) -> TablePoints:
@@ -337,25 +334,6 @@ class TableSetPoints:
     def binning(self) -> tuple:
         """What the points' bins depend on; equal for interchangeable set points."""
         return (self.grid, self.tiles, self.order)
-
-
-def float_float(values) -> np.ndarray:
-    """float64 values as (..., 2) float32 (hi, lo) pairs, hi + lo equal to
-    them to about 44 bits (``templates/floatfloat.cl.mako``).  Finite values
-    beyond float range are clamped to +-1e30 (they are off any grid), so
-    only NaN and Inf stay non-finite."""
-    values = np.asarray(values, np.float64)
-    pairs = np.empty(values.shape + (2,), np.float32)
-    hi, lo = pairs[..., 0], pairs[..., 1]
-    with np.errstate(invalid="ignore", over="ignore"):
-        np.copyto(hi, values, casting="unsafe")
-        np.subtract(values, hi, out=lo, casting="unsafe")
-    odd = ~np.isfinite(lo)          # non-finite, or beyond float range (rare)
-    if odd.any():
-        finite = np.isfinite(values[odd])
-        hi[odd] = np.where(finite, np.clip(values[odd], -1e30, 1e30), values[odd])
-        lo[odd] = 0.0
-    return pairs
 
 
 def _spread_params(grid: TableGrid, tiles: TileShape, vis_real: np.dtype, weighted: bool,

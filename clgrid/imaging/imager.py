@@ -41,6 +41,7 @@ from pyopencl.reduction import ReductionKernel
 
 from ..core.engine import GriddingEngine
 from ..core.plan import GridLayout, ImageGeometry, check_freq, check_uvw, precision_of
+from ..core.setpoints import needs_float_float, positions_to_device
 from ..core.transfer import Uploader, device_array
 from ..device.profiles import DeviceProfile, resolve_queue
 from ..device.kernels import Operation, quiet_builds
@@ -65,7 +66,8 @@ def _count_kernel(context: cl.Context, dtype: np.dtype, what: str) -> ReductionK
             else:
                 ctype = "float" if dtype == np.float32 else "double"
                 expr, arg = "isfinite(x[i]) ? 0 : 1", f"const {ctype} *x"
-            preamble = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+            wide = dtype in (np.complex128, np.float64)
+            preamble = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if wide else ""
             with quiet_builds():
                 kernel = ReductionKernel(context, np.int64, neutral="0", reduce_expr="a+b",
                                          map_expr=expr, arguments=arg, preamble=preamble)
@@ -134,9 +136,9 @@ class Imager(Operation):
                  tiles=None, vis_per_block: int | None = None, **geometry):
         super().__init__(context)
         self.geometry = ImageGeometry.from_arguments(**geometry)
-        if not self.profile.fp64:
-            raise ValueError(f"{self.profile.device_name!r} has no double precision (fp64); "
-                             "clgrid's imaging needs it for coordinates and phases")
+        #: No fp64 on the device (single precision only): positions and
+        #: phases in float-float (:func:`clgrid.core.setpoints.float_float`).
+        self.float_float = needs_float_float(self.queue, self.geometry)
         uvw_m = check_uvw(uvw, allow_empty=True)
         self.uvw_m = uvw_m.copy() if uvw_m is uvw else uvw_m
         self.freq_hz = check_freq(freq)
@@ -146,7 +148,7 @@ class Imager(Operation):
         self._uploader = Uploader(self.queue)
         self.engine = None
         if self.n_rows:
-            uvw_d = cla.to_device(self.queue, self.uvw_m)
+            uvw_d = positions_to_device(self.queue, self.uvw_m, self.float_float)
             self.engine = GriddingEngine(self.queue, self.geometry, self.layout, uvw_d,
                                          self.freq_hz, planes, fft_backend, tiles,
                                          vis_per_block)
