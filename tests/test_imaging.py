@@ -243,11 +243,15 @@ def test_a_tile_too_small_for_the_kernel_is_refused(cl_env):
                tiles=TileShape(8, 32), **GEOMETRY)
 
 
-def test_single_precision_keeps_epsilon_on_a_dense_track(cl_env):
+@pytest.mark.parametrize("fp64", [True, False], ids=["fp64", "without-fp64"])
+def test_single_precision_keeps_epsilon_on_a_dense_track(cl_env, request, fp64):
     """Thousands of float32 terms on the central cells: the spreader folds
-    each batch into a float64 total, so epsilon 1e-5 holds (long float32 sums
-    gave 3e-5 here).  Reference: ducc0 in float64 at 1e-12."""
+    each batch into a float64 total (without fp64: a Kahan-compensated float
+    one), so epsilon 1e-5 holds (long float32 sums gave 3e-5 here).
+    Reference: ducc0 in float64 at 1e-12."""
     ducc0 = pytest.importorskip("ducc0")
+    if not fp64:
+        request.getfixturevalue("without_fp64")
     from clgrid.io.simulate import simulate_observation
     uvw = simulate_observation("ska1_mid_meerkat_197", duration_h=1.0, integration_s=60.0,
                                n_baselines=1500)
@@ -259,9 +263,9 @@ def test_single_precision_keeps_epsilon_on_a_dense_track(cl_env):
     geometry = dict(uvw=uvw, freq=freq, npix_x=256, npix_y=256, pixsize_x=pixsize,
                     pixsize_y=pixsize)
     reference = ducc0.wgridder.vis2dirty(vis=vis, epsilon=1e-12, **geometry)
-    dirty = vis2dirty(vis=vis.astype(np.complex64), epsilon=1e-5, queue=_queue(cl_env),
-                      **geometry)
-    assert _rel_rms(dirty, reference) <= 1e-5
+    imager = Imager(_queue(cl_env), epsilon=1e-5, **geometry)
+    assert imager.float_float == (not fp64)
+    assert _rel_rms(imager.vis2dirty(vis.astype(np.complex64)), reference) <= 1e-5
 
 
 def test_zero_rows_give_a_zero_image_as_ducc0(cl_env):
