@@ -42,6 +42,17 @@ def median_seconds(run: Callable[[], object], queue: cl.CommandQueue, repeats: i
     return statistics.median(times)
 
 
+def switch_off_fp64() -> None:
+    """Every DeviceProfile from here on says 'no fp64' (the scripts'
+    ``--no-fp64``): clgrid builds what it builds on Apple's or an Intel Arc
+    GPU (float-float positions and phases, compensated sums)."""
+    import dataclasses
+    from clgrid.device.profiles import DeviceProfile
+    real = DeviceProfile.from_device
+    DeviceProfile.from_device = classmethod(
+        lambda cls, device: dataclasses.replace(real(device), fp64=False))
+
+
 def fmt(value) -> str:
     """A table cell: floats to 4 significant digits, anything else as str."""
     if isinstance(value, float):

@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pyopencl.array as cla  # noqa: E402
 
 import clgrid  # noqa: E402
-from benchmarks._common import fmt, print_table  # noqa: E402
+from benchmarks._common import fmt, print_table, switch_off_fp64  # noqa: E402
 from clgrid.core.register import RegisterParams  # noqa: E402
 from clgrid.gcf import separable_gcf, w_projection_gcf  # noqa: E402
 from clgrid.gridders.checks import SPEED_OF_LIGHT_M_S  # noqa: E402
@@ -285,13 +285,6 @@ def apply_size_defaults(args, quick_supports) -> None:
     args.supports = args.supports or [16, 32, 64, 128, 256]
     args.nx = args.nx or 2048
     args.baselines = args.baselines or 400
-
-
-def switch_off_fp64() -> None:
-    """Every DeviceProfile from here on says 'no fp64' (--no-fp64)."""
-    real = clgrid.DeviceProfile.from_device
-    clgrid.DeviceProfile.from_device = classmethod(
-        lambda cls, device: dataclasses.replace(real(device), fp64=False))
 
 
 def main(argv=None) -> int:

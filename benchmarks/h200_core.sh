@@ -14,14 +14,7 @@
 # Output: $OUT/core_h200.txt (stage profiles and the imaging table),
 #         $OUT/imaging_h200.json, and with --fft $OUT/fft_h200.json.
 set -o pipefail
-CLGRID_WHEELS=.whl . benchmarks/h200_setup.sh || exit 1
-python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site \
-    .whl-fftbackend/*.whl || echo "h200_core: no pyvkfft wheel; reikna only"
-python3 -c "import ctypes; ctypes.CDLL('libOpenCL.so.1')" 2>/dev/null || {
-    ln -sf /tmp/site/pyopencl/.libs/libOpenCL-*.so.1.0.0 /tmp/site/libOpenCL.so.1
-    export LD_LIBRARY_PATH=/tmp/site:${LD_LIBRARY_PATH:-}; }
-eval "$(bash .cufinufft/install.sh)" || echo "h200_core: cuFINUFFT not installed"
-export PYTHONWARNINGS=ignore
+. benchmarks/h200_peers.sh || exit 1
 {
     if [[ "${1:-}" == --fft ]]; then
         timeout 120 python3 benchmarks/fft.py --device nvidia --large --json "$OUT/fft_h200.json"

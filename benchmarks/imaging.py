@@ -42,7 +42,8 @@ from clgrid.imaging.imager import Imager  # noqa: E402
 from clgrid.io.simulate import simulate_observation  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import median_seconds, print_table, warm_up, write_json  # noqa: E402
+from _common import (median_seconds, print_table, switch_off_fp64, warm_up,  # noqa: E402
+                     write_json)
 
 try:
     from ducc0 import wgridder
@@ -71,6 +72,9 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-w", action="store_true", help="only do_wgridding=False")
     parser.add_argument("--no-vla", action="store_true", help="skip the bundled VLA case")
+    parser.add_argument("--no-fp64", action="store_true",
+                        help="run as a device without fp64 would (DeviceProfile.fp64 "
+                             "switched off): float-float positions and phases")
     parser.add_argument("--json", default=None, help="write results here")
     return parser.parse_args(argv)
 
@@ -269,6 +273,8 @@ def interleaved_medians(runs: dict, queue, repeats: int) -> dict:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.no_fp64:
+        switch_off_fp64()
     queue = cl.CommandQueue(clgrid.create_context(args.device))
     profile = clgrid.DeviceProfile.from_device(queue.device)
     print(f"device: {profile.platform_key}: {profile.device_name}; ducc0 "
