@@ -65,9 +65,13 @@ def test_vla_image_equals_dft_everywhere(cl_env, vla_ms):
     assert result.image[peak] == pytest.approx(reference[peak], rel=epsilon)
 
 
-def test_vla_briggs_wgridding_peak_matches_dft(cl_env, vla_ms):
+@pytest.mark.parametrize("fp64", [True, False], ids=["fp64", "without-fp64"])
+def test_vla_briggs_wgridding_peak_matches_dft(cl_env, vla_ms, request, fp64):
     """w term on, Briggs weights from the device: the peak and its
-    neighbourhood agree with a DFT using float64 reference weights."""
+    neighbourhood agree with a DFT using float64 reference weights; also on
+    a device without fp64 (float weights' densities, float-float phases)."""
+    if not fp64:
+        request.getfixturevalue("without_fp64")
     npix, cell, epsilon, robust = 256, 0.8 * ARCSEC, 1e-4, 0.5
     result = image_measurement_set(vla_ms, npix_x=npix, pixsize_x=cell, epsilon=epsilon,
                                    weighting="briggs", robust=robust, do_wgridding=True,

@@ -422,7 +422,9 @@ def _cached_imager(queue: cl.CommandQueue, uvw, freq, **geometry) -> Imager:
     """
     uvw = check_uvw(uvw, allow_empty=True)
     freq = check_freq(freq)
-    key = (queue.int_ptr, _fingerprint(uvw), freq.tobytes(), tuple(sorted(geometry.items())))
+    # the device's fp64 is in the key as what decides the kernels built
+    key = (queue.int_ptr, DeviceProfile.from_device(queue.device).fp64, _fingerprint(uvw),
+           freq.tobytes(), tuple(sorted(geometry.items())))
     with _imagers_lock:
         imager = _imagers.get(key)
     if imager is not None and np.array_equal(imager.uvw_m, uvw):
