@@ -287,6 +287,36 @@ def test_an_image_larger_than_the_device_is_refused_with_the_bytes(cl_env):
                pixsize_x=1e-6, pixsize_y=1e-6, epsilon=1e-4)
 
 
+def test_visibilities_beyond_the_device_are_refused_with_the_bytes(cl_env, monkeypatch):
+    """A device of 64 MiB (16 MiB per allocation), as small devices are:
+    too many visibilities for its set points, or a vis array beyond one
+    allocation, is refused before anything is allocated, naming the bytes."""
+    import dataclasses
+    from clgrid.device.profiles import DeviceProfile
+    real = DeviceProfile.from_device
+    monkeypatch.setattr(DeviceProfile, "from_device", classmethod(
+        lambda cls, device: dataclasses.replace(real(device), global_mem_bytes=64 * 2 ** 20,
+                                                max_alloc_bytes=16 * 2 ** 20)))
+    rng = np.random.default_rng(12)
+    freq = np.linspace(1.0e9, 1.1e9, 4)
+    from clgrid.core.plan import TileShape
+    # the GPU tiles: row blocks on any device (the CPU vector tile takes one)
+    geometry = dict(GEOMETRY, epsilon=1e-4, tiles=TileShape(8, 8))
+    many = rng.uniform(-300.0, 300.0, (300_000, 3))
+    with pytest.raises(MemoryError, match=r"1200000 visibilities need \d+ MiB .* gives the "
+                                          r"core 38 MiB of its 64 MiB.*rows in parts"):
+        Imager(_queue(cl_env), uvw=many, freq=freq, vis_per_block=2 ** 16, **geometry)
+    with pytest.raises(MemoryError, match=r"need \d+ MiB for their offsets in one buffer; .*"
+                                          r"allows 16 MiB per allocation"):
+        Imager(_queue(cl_env), uvw=many, freq=freq, vis_per_block=0, **geometry)
+    rows = rng.uniform(-300.0, 300.0, (120_000, 3))
+    imager = Imager(_queue(cl_env), uvw=rows, freq=freq, vis_per_block=2 ** 16, **geometry)
+    vis = np.zeros((rows.shape[0], freq.size, 5), np.complex64)   # 3.7 MiB a polarisation
+    with pytest.raises(MemoryError, match=r"vis needs 18 MiB in one device buffer; .*16 MiB"):
+        imager.vis2dirty(vis)
+    assert imager.vis2dirty(vis[:, :, 0]).shape == (GEOMETRY["npix_x"], GEOMETRY["npix_y"])
+
+
 def test_nonfinite_uvw_rows_are_counted_and_left_out(cl_env):
     uvw, freq, vis = _observation(n_rows=60, seed=8)
     bad = uvw.copy()

@@ -32,7 +32,8 @@ import pyopencl.array as cla
 from ..device.profiles import DeviceProfile
 from .correct import Corrector
 from .fft import DeviceFFT, Pruning
-from .plan import GridLayout, ImageGeometry, TileShape, planes_per_pass, row_blocks
+from .plan import (GridLayout, ImageGeometry, TileShape, check_points_fit, planes_per_pass,
+                   row_blocks)
 from .setpoints import PointSet, SetPoints, freq_scale, needs_float_float, positions_to_device
 from .spread import Interpolator, Spreader
 from .tuning import cached_tiles
@@ -127,8 +128,11 @@ class GriddingEngine:
             vis_per_block = 0   # spread_vector writes every tile: one block
         set_points = SetPoints(queue, geometry, layout, self.tiles)
         self.blocks = []
-        for row0, row_stop in row_blocks(self.profile, uvw_d.shape[0], self.n_chan,
-                                         vis_per_block):
+        bounds = row_blocks(self.profile, uvw_d.shape[0], self.n_chan, vis_per_block)
+        check_points_fit(self.profile, uvw_d.shape[0] * self.n_chan,
+                         max(stop - start for start, stop in bounds) * self.n_chan,
+                         geometry.grid_real)
+        for row0, row_stop in bounds:
             block_uvw_d = row_view(uvw_d, row0, row_stop)
             self.blocks.append(RowBlock(row0, row_stop,
                                         set_points(block_uvw_d, self.freq_scale_d), block_uvw_d))

@@ -446,6 +446,45 @@ def row_blocks(profile: DeviceProfile, n_rows: int, n_chan: int,
     return [(first, min(first + rows, n_rows)) for first in range(0, n_rows, rows)]
 
 
+def point_bytes(grid_real) -> int:
+    """Device bytes per visibility the core keeps from set points on: the
+    sorted index and the sort's second copy, cells (int4), offsets (real4)
+    and (GPUs) the gathered value, as ``GriddingEngine._block_bytes``."""
+    itemsize = np.dtype(grid_real).itemsize
+    return 2 * 4 + 16 + 4 * itemsize + 2 * itemsize
+
+
+def check_points_fit(profile: DeviceProfile, n_vis: int, block_vis: int, grid_real) -> None:
+    """Refuse, before anything is allocated, visibilities whose set points
+    the device cannot hold: the largest block's offsets in one buffer, and
+    every point's records plus one complex value each in the core's share
+    of the memory (which the grid planes share, :func:`planes_per_pass`).
+
+    Raises
+    ------
+    MemoryError
+        With the bytes needed and available, and what to do instead.
+    """
+    itemsize = np.dtype(grid_real).itemsize
+    largest = int(block_vis) * 4 * itemsize    # a block's offsets: the largest per-point buffer
+    advice = ("grid the rows in parts (an Imager per chunk of rows, adding the images), "
+              "use several devices (devices=) or Dask (clgrid.dask)")
+    name = profile.device_name.strip()
+    if largest > profile.max_alloc_bytes:
+        raise MemoryError(
+            f"{block_vis} visibilities need {largest / 2**20:.0f} MiB for their offsets in "
+            f"one buffer; {name!r} allows {profile.max_alloc_bytes / 2**20:.0f} MiB per "
+            f"allocation: {advice}")
+    needed = int(n_vis) * (point_bytes(grid_real) + 2 * itemsize)
+    available = int(_PLANE_MEMORY_SHARE * profile.global_mem_bytes)
+    if needed > available:
+        raise MemoryError(
+            f"{n_vis} visibilities need {needed / 2**20:.0f} MiB on the device (set-point "
+            f"records and the visibilities); {name!r} gives the core {available / 2**20:.0f} "
+            f"MiB of its {profile.global_mem_bytes / 2**20:.0f} MiB, grid planes included: "
+            f"{advice}")
+
+
 def planes_per_pass(profile: DeviceProfile, layout: GridLayout, grid_complex: np.dtype,
                     other_bytes: int = 0, image_bytes: int = 0) -> int:
     """How many w planes the device holds at once (all of them if they fit).
@@ -498,6 +537,7 @@ def params_of(value, cls: type, name: str):
 __all__ = ["FFT_COST_PER_CELL", "GRID_COST_PER_TAP", "GRID_MULTIPLE", "MIN_EPSILON",
            "ROW_TAP_WIDTHS", "SPEED_OF_LIGHT", "VIS_PER_BLOCK", "W_MARGIN", "GridLayout",
            "ImageGeometry", "TileShape", "check_epsilon", "check_finite", "check_freq",
-           "check_npix", "check_positive", "check_uvw", "choose_kernel", "good_grid_size",
-           "n_planes_for", "params_of", "plane_spacing", "planes_per_pass", "precision_dtype",
+           "check_npix", "check_points_fit", "check_positive", "check_uvw", "choose_kernel", "good_grid_size",
+           "n_planes_for", "params_of", "plane_spacing", "planes_per_pass", "point_bytes",
+           "precision_dtype",
            "precision_of", "row_blocks", "row_taps", "w_range_wavelengths"]

@@ -209,7 +209,16 @@ class Imager(Operation):
             device_array(self.queue, vis, shape, self.vis_complex, "vis")
         elif vis.dtype.kind != "c":
             raise TypeError(f"vis must be complex, got {vis.dtype}")
-        return 1 if len(shape) == 2 else shape[2]
+        npol = 1 if len(shape) == 2 else shape[2]
+        vis_bytes = self.n_rows * self.n_chan * npol * self.vis_complex.itemsize
+        if not isinstance(vis, cla.Array) and vis_bytes > self.profile.max_alloc_bytes:
+            raise MemoryError(
+                f"vis needs {vis_bytes / 2**20:.0f} MiB in one device buffer; "
+                f"{self.profile.device_name.strip()!r} allows "
+                f"{self.profile.max_alloc_bytes / 2**20:.0f} MiB per allocation: grid the rows "
+                "in parts (an Imager per chunk of rows, adding the images), or use several "
+                "devices (devices=) or Dask (clgrid.dask)")
+        return npol
 
     def _check_weights(self, wgt, mask) -> tuple:
         """``wgt`` and ``mask`` checked: device arrays as they are, host ones
