@@ -125,3 +125,31 @@ def test_no_fp64_device_gives_clear_error(cl_env, monkeypatch):
                         classmethod(lambda cls, device: dataclasses.replace(real, fp64=False)))
     with pytest.raises(ValueError, match="fp64"):
         Gridder(cl_env.queue, separable_gcf(4, 4), 32, 32, 1e-3, precision=np.float64)
+
+
+def test_visibilities_beyond_one_allocation_point_to_the_streaming_gridder(cl_env,
+                                                                          monkeypatch):
+    """A device allowing 1 MiB per allocation: 40 000 visibilities of 4
+    polarisations (1.2 MiB) are refused before anything is allocated, naming
+    the bytes and StreamingGridder, which then grids them in blocks."""
+    import dataclasses
+    from clgrid.device.profiles import DeviceProfile
+    from clgrid.gridders.streaming import StreamingGridder
+    real = DeviceProfile.from_device(cl_env.device)
+    monkeypatch.setattr(DeviceProfile, "from_device", classmethod(
+        lambda cls, device: dataclasses.replace(real, max_alloc_bytes=2 ** 20)))
+    rng = np.random.default_rng(5)
+    uvw = rng.uniform(-30.0, 30.0, (20000, 3))
+    freq = np.array([1.0e9, 1.1e9])
+    vis = random_vis(rng, (20000, 2, 4)).astype(np.complex64)
+    gcf = separable_gcf(4, 4)
+    gridder = Gridder(cl_env.queue, gcf, 64, 64, 2e-3, npol=4)
+    with pytest.raises(MemoryError, match=r"40000 visibilities of 4 polarisations need 1.2 MiB "
+                                          r"in one device buffer; .* allows 1.0 MiB per "
+                                          r"allocation: .*StreamingGridder"):
+        gridder(uvw, freq, vis)
+    with pytest.warns(UserWarning, match="largest allocation"):
+        streamer = StreamingGridder(gridder, chunk_records=10 ** 9)
+    reference = grid_reference(uvw, freq, vis.astype(np.complex128), gcf, 64, 64, 2e-3)
+    result = streamer(uvw, freq, vis)
+    assert np.linalg.norm(result - reference) <= 1e-5 * np.linalg.norm(reference)

@@ -20,6 +20,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from ..core.plan import TileShape, params_of
+from ..device.profiles import DeviceProfile
 from ..core.setpoints import freq_scale
 from ..core.register import RecordScan, RegisterParams, RegisterSpreader
 from ..core.table import (TableGrid, TableInterpolator, TablePoints, TableSetPoints,
@@ -124,6 +125,7 @@ class CoreTableEngine:
         optional flags broadcastable to (nrow, nchan, npol)."""
         uvw_m, freq_hz = check_uvw_freq(uvw_m, freq_hz, finite_uvw=False)
         shape = (uvw_m.shape[0], freq_hz.size)
+        self._check_fits(shape[0] * shape[1], npol)
         uvw_d, scale_d = self.set_points.upload(uvw_m, freq_scale(freq_hz))
         flags_d = None
         if flags is not None:
@@ -134,6 +136,18 @@ class CoreTableEngine:
             raise ValueError(f"uvw_m contains NaN/Inf: {points.n_nonfinite} visibilities "
                              "without a finite position; flag them instead")
         return CorePlan(points, flags_d, shape, npol)
+
+    def _check_fits(self, n_vis: int, npol: int) -> None:
+        """Refuse, before allocating, a call whose per-visibility buffers (the
+        visibilities, their cells, the sort's keys) exceed one allocation."""
+        profile = DeviceProfile.from_device(self.queue.device)
+        largest = n_vis * max(npol * self.table_grid.complex_dtype.itemsize, 16)
+        if largest > profile.max_alloc_bytes:
+            raise MemoryError(
+                f"{n_vis} visibilities of {npol} polarisations need {largest / 2**20:.1f} MiB "
+                f"in one device buffer; {profile.device_name.strip()!r} allows "
+                f"{profile.max_alloc_bytes / 2**20:.1f} MiB per allocation: grid them with "
+                "clgrid.StreamingGridder, which takes the rows in blocks")
 
     def upload_vis(self, vis, plan: CorePlan) -> cla.Array:
         check_vis_layout(vis, plan.shape + (plan.npol,))
