@@ -47,8 +47,9 @@ def parse_args(argv=None):
     parser.add_argument("--vis-per-block", type=int, default=None,
                         help="visibilities per row block (0: one block); default the device's")
     parser.add_argument("--tiles", default=None,
-                        help="spreading tile 'tile_u,lanes,chunk_points' (GPU kernel); "
-                             "default the device's")
+                        help="spreading tile: TileShape's fields in order, comma-separated "
+                             "('8,8,4096' a GPU tile; '16,16,2147483648,1,8,1,horner' a CPU "
+                             "vector tile of 8 planes a block); default the device's")
     parser.add_argument("--ducc0", action="store_true",
                         help="time ducc0.wgridder on every core in the same run")
     parser.add_argument("--json", default=None, help="write the times here")
@@ -56,6 +57,12 @@ def parse_args(argv=None):
 
 
 TIMES: dict[str, float] = {}
+
+
+def tile_shape(text: str) -> TileShape:
+    """A TileShape from its fields in order: integers, then words (kernel_eval)."""
+    return TileShape(*(int(part) if part.strip().lstrip("-").isdigit() else part.strip()
+                       for part in text.split(",")))
 
 
 def timed(label: str, run, queue, repeats: int) -> float:
@@ -90,7 +97,7 @@ def main(argv=None) -> int:
     imager = Imager(queue, uvw=uvw, freq=freq, npix_x=args.npix, npix_y=args.npix,
                     pixsize_x=cell, pixsize_y=cell, epsilon=args.epsilon, do_wgridding=args.w,
                     vis_per_block=args.vis_per_block,
-                    tiles=TileShape(*map(int, args.tiles.split(","))) if args.tiles else None)
+                    tiles=tile_shape(args.tiles) if args.tiles else None)
     queue.finish()
     engine = imager.engine
     print(f"plan (first, with builds)    {(time.perf_counter() - start) * 1e3:10.2f} ms; "

@@ -30,7 +30,10 @@ def tile_candidates(profile: DeviceProfile, support: int, do_w: bool = False
     """Tiles worth timing on ``profile`` for kernel width ``support`` (the
     default first); every one passes :meth:`TileShape.check`.  GPUs: tile
     sizes, lane groups and chunk lengths of ``spread``; CPUs: the vector
-    tile's rows and, with w-stacking, its planes per block."""
+    tile's rows and, with w-stacking, its planes per block (up to
+    ``support``, all the planes a point touches: fewer visits of each point,
+    more private memory; PoCL 5 on 16 cores hinted at 15-25% off the spread
+    against 4, within that machine's noise, benchmarks/RESULTS.md)."""
     default = TileShape.for_device(profile, support)
     if profile.device_type == "gpu":
         shapes = [TileShape(8, 8, chunk, groups=groups) for groups in (2, 4, 8)
@@ -40,7 +43,8 @@ def tile_candidates(profile: DeviceProfile, support: int, do_w: bool = False
     else:
         shapes = [dataclasses.replace(default, tile_u=tile_u, plane_block=block)
                   for tile_u in (16, 32)
-                  for block in ((1, 2, 4) if do_w else (default.plane_block,))]
+                  for block in (sorted({1, 2, 4, min(support, 8)}) if do_w
+                                else (default.plane_block,))]
     fitting = []
     for shape in [default] + shapes:
         try:
