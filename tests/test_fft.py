@@ -93,6 +93,34 @@ def test_fft_falls_back_when_a_backend_cannot_plan(cl_env, monkeypatch):
     _check_both_directions(cl_env, fft, _random((8, 8), np.complex64))
 
 
+def test_a_gpu_whose_fft_falls_back_to_the_host_says_so_once(cl_env, monkeypatch):
+    """No device FFT on a GPU (pyvkfft missing, reikna refusing): the numpy
+    fallback still gives the right transform, and one RuntimeWarning names
+    what was missing and what failed."""
+    monkeypatch.setattr(core_fft, "_is_cpu", lambda device: False)     # as a GPU
+    monkeypatch.setattr(core_fft, "_VkFFTApp", None)
+    monkeypatch.setattr(core_fft, "_warned_devices", set())
+    original = DeviceFFT._make_plan
+
+    def refuse(self, backend):
+        if backend == "reikna":
+            raise RuntimeError("refused for the test")
+        return original(self, backend)
+
+    monkeypatch.setattr(DeviceFFT, "_make_plan", refuse)
+    pattern = ("no device FFT for .*pyvkfft.* not importable" +
+               ("; reikna: refused for the test" if "reikna" in available_backends() else "")
+               + r"\): the FFTs run on the host \(numpy\).*pip install pyvkfft")
+    with pytest.warns(RuntimeWarning, match=pattern):
+        fft = DeviceFFT(cl_env.queue, (8, 8), np.complex64)
+    assert fft.backend == "numpy"
+    _check_both_directions(cl_env, fft, _random((8, 8), np.complex64))
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                  # once per device
+        DeviceFFT(cl_env.queue, (16, 16), np.complex64)
+
+
 @pytest.mark.parametrize("scipy_present", [True, False], ids=["scipy", "numpy"])
 def test_fft_host_backend_with_scipy_or_numpy(cl_env, monkeypatch, scipy_present):
     """The host backend (scipy.fft, else numpy.fft) gives the same results."""
