@@ -20,11 +20,11 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from ..core.plan import TileShape, params_of
-from ..device.profiles import DeviceProfile
 from ..core.setpoints import freq_scale
 from ..core.register import RecordScan, RegisterParams, RegisterSpreader
 from ..core.table import (TableGrid, TableInterpolator, TablePoints, TableSetPoints,
                           TableSpreader, check_tiles, fit_staging, table_tiles)
+from ..device.profiles import DeviceProfile
 from .dispatch import METHODS
 from .gcf import GCF
 from .checks import check_uvw_freq, check_vis_layout
