@@ -419,8 +419,13 @@ class TileShape:
         if not (profile.vector_kernels and profile.fp64):
             return cls(8, 8) if support <= 9 else cls(16, 16)
         # Horner: measured faster than exp on the Intel CPU runtime
-        # (benchmarks/RESULTS.md, "Gridding core, CPU spreading").
-        return cls(16, 16, vector=True, plane_block=4, kernel_eval="horner")
+        # (benchmarks/RESULTS.md, "Gridding core, CPU spreading").  With w,
+        # all of a narrow kernel's planes in one block, so each point is read
+        # once: W 7, spread 70 -> 67 ms on the Intel runtime's 2 cores, and
+        # about 15-25% (within noise) on PoCL 5's 16 ("plane blocks" there);
+        # wider kernels keep 4 (their private tiles grow with the block).
+        return cls(16, 16, vector=True, plane_block=support if support <= 8 else 4,
+                   kernel_eval="horner")
 
 
 #: Visibilities per row block on GPUs: each block's upload overlaps the

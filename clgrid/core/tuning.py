@@ -31,9 +31,8 @@ def tile_candidates(profile: DeviceProfile, support: int, do_w: bool = False
     default first); every one passes :meth:`TileShape.check`.  GPUs: tile
     sizes, lane groups and chunk lengths of ``spread``; CPUs: the vector
     tile's rows and, with w-stacking, its planes per block (up to
-    ``support``, all the planes a point touches: fewer visits of each point,
-    more private memory; PoCL 5 on 16 cores hinted at 15-25% off the spread
-    against 4, within that machine's noise, benchmarks/RESULTS.md)."""
+    ``min(support, 8)``, all the planes a point touches: fewer visits of each
+    point, more private memory; benchmarks/RESULTS.md, "Plane blocks")."""
     default = TileShape.for_device(profile, support)
     if profile.device_type == "gpu":
         shapes = [TileShape(8, 8, chunk, groups=groups) for groups in (2, 4, 8)
