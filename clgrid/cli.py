@@ -50,6 +50,9 @@ def _cmd_devices(args: argparse.Namespace) -> int:
         from .gridders.dispatch import explain
         print(f"\nGridder's spread for support {args.support}, npol {args.npol}, float32:")
         print(format_table([explain(p, args.support, args.npol) for p in profiles]))
+        from .core.plan import explain_imaging
+        print("\nvis2dirty / dirty2vis (the imaging core), epsilon 1e-5 in single precision:")
+        print(format_table([explain_imaging(p) for p in profiles]))
     return 0
 
 

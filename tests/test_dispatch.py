@@ -251,6 +251,23 @@ def test_explain_rows():
     assert set(row) == {"id", "device", "method", "geometry", "why"}
 
 
+def test_explain_imaging_rows():
+    """What vis2dirty / dirty2vis run per device: the tile, and float-float
+    positions in single precision only where there is no fp64."""
+    from clgrid.core.plan import explain_imaging
+    row = explain_imaging(fake())
+    assert row["tile"] == "8x8 lanes, 4 group(s)" and row["positions"] == "double"
+    assert row["precisions"] == "single, double"
+    row = explain_imaging(fake(fp64=False))
+    assert row["positions"].startswith("float-float") and row["precisions"] == "single"
+    cpu = fake(device_type="cpu")                       # not PoCL 3.0: vector kernels
+    assert explain_imaging(cpu)["tile"] == "16x16 vector, 7 w planes a block"
+    assert explain_imaging(cpu, 12)["tile"] == "16x16 vector, 4 w planes a block"
+    assert explain_imaging(dataclasses.replace(cpu, fp64=False))["tile"] == \
+        "8x8 lanes, 1 group(s)"                          # the vector tile totals in double
+    assert explain_imaging(fake(build_problem="unknown target CPU"))["tile"] == "-"
+
+
 def test_cli_devices_explain(capsys):
     assert cli_main(["devices", "--explain", "--support", "16"]) == 0
     out = capsys.readouterr().out
@@ -258,6 +275,8 @@ def test_cli_devices_explain(capsys):
     header = out.split("Gridder's spread")[1].splitlines()[1]
     assert header.split() == ["id", "device", "method", "geometry", "why"]
     assert "tiles" in out or "register" in out
+    imaging = out.split("vis2dirty / dirty2vis (the imaging core)")[1].splitlines()[1]
+    assert imaging.split() == ["id", "device", "tile", "positions", "precisions"]
 
 
 def test_default_on_real_device_follows_choose(cl_env):

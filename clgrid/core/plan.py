@@ -428,6 +428,24 @@ class TileShape:
                    kernel_eval="horner")
 
 
+def explain_imaging(profile: DeviceProfile, support: int = 7) -> dict:
+    """One row for ``clgrid devices --explain``: the imaging core's spreading
+    tile for a kernel of width ``support`` (7: epsilon 1e-5 in single
+    precision) and how it computes positions and phases on this device."""
+    row = {"id": f"{profile.platform_index}:{profile.device_index}",
+           "device": f"{profile.platform_key}: {profile.device_name}"}
+    if not profile.usable:
+        return dict(row, tile="-", positions="-", precisions="-")
+    tiles = TileShape.for_device(profile, support)
+    shape = (f"{tiles.tile_u}x{tiles.lanes} " + ("vector" if tiles.vector else
+                                                  f"lanes, {tiles.groups} group(s)")
+             + (f", {tiles.plane_block} w planes a block" if tiles.vector else ""))
+    if profile.fp64:
+        return dict(row, tile=shape, positions="double", precisions="single, double")
+    return dict(row, tile=shape, positions="float-float (no fp64), Kahan-summed tiles",
+                precisions="single")
+
+
 #: Visibilities per row block on GPUs: each block's upload overlaps the
 #: spreading of the one before; 2**24 complex64 are 128 MiB.
 VIS_PER_BLOCK = 2 ** 24
@@ -542,7 +560,7 @@ def params_of(value, cls: type, name: str):
 __all__ = ["FFT_COST_PER_CELL", "GRID_COST_PER_TAP", "GRID_MULTIPLE", "MIN_EPSILON",
            "ROW_TAP_WIDTHS", "SPEED_OF_LIGHT", "VIS_PER_BLOCK", "W_MARGIN", "GridLayout",
            "ImageGeometry", "TileShape", "check_epsilon", "check_finite", "check_freq",
-           "check_npix", "check_points_fit", "check_positive", "check_uvw", "choose_kernel", "good_grid_size",
-           "n_planes_for", "params_of", "plane_spacing", "planes_per_pass", "point_bytes",
-           "precision_dtype",
-           "precision_of", "row_blocks", "row_taps", "w_range_wavelengths"]
+           "check_npix", "check_points_fit", "check_positive", "check_uvw", "choose_kernel",
+           "explain_imaging", "good_grid_size", "n_planes_for", "params_of", "plane_spacing",
+           "planes_per_pass", "point_bytes", "precision_dtype", "precision_of", "row_blocks",
+           "row_taps", "w_range_wavelengths"]
