@@ -23,11 +23,12 @@ inline float footprint_start_ff(const ff_t pos, float *t)
     return start;
 }
 
-// A cell index wrapped into [0, n) on a periodic axis of n cells.
+// A cell index wrapped into [0, n) on a periodic axis of n cells (in float:
+// a finite cell beyond int range, from bad uvw, still lands on the grid).
 inline int wrap_cell(const float cell, const int n)
 {
-    const int c = (int)cell % n;
-    return c < 0 ? c + n : c;
+    const float c = cell - (float)n * floor(cell / (float)n);
+    return clamp((int)c, 0, n - 1);
 }
 % else:
 
@@ -37,11 +38,12 @@ inline double footprint_start(const double pos)
     return ceil(pos - 0.5 * SUPPORT);
 }
 
-// A cell index wrapped into [0, n) on a periodic axis of n cells.
+// A cell index wrapped into [0, n) on a periodic axis of n cells (in double:
+// a finite cell beyond int range, from bad uvw, still lands on the grid).
 inline int wrap_cell(const double cell, const int n)
 {
-    const int c = (int)cell % n;
-    return c < 0 ? c + n : c;
+    const double c = cell - (double)n * floor(cell / (double)n);
+    return clamp((int)c, 0, n - 1);
 }
 % endif
 

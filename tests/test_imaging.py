@@ -335,6 +335,26 @@ def test_nonfinite_uvw_rows_are_counted_and_left_out(cl_env):
     assert np.all(predicted[7] == 0) and np.all(predicted[keep] != 0)
 
 
+@pytest.mark.parametrize("fp64", [True, False], ids=["fp64", "without-fp64"])
+def test_finite_uvw_far_beyond_the_grid_lands_on_it(cl_env, request, fp64):
+    """A finite but absurd baseline (1e20 m: cells far beyond int range)
+    wraps onto the periodic grid like any other instead of indexing out of
+    it; the other rows' image is unchanged where that row has zero weight."""
+    if not fp64:
+        request.getfixturevalue("without_fp64")
+    uvw, freq, vis = _observation(n_rows=60, seed=9)
+    bad = uvw.copy()
+    bad[5] = [1e20, -3e19, 10.0]
+    weights = np.ones(vis.shape)
+    weights[5] = 0.0
+    imager = Imager(cl_env.queue, uvw=bad, freq=freq, epsilon=1e-5, do_wgridding=True,
+                    **GEOMETRY)
+    dirty = imager.vis2dirty(vis.astype(np.complex64), wgt=weights)
+    reference = dft_vis2dirty(uvw, freq, vis * weights, do_wgridding=True, **GEOMETRY)
+    assert _rel_rms(dirty, reference) <= 1e-5
+    assert np.all(np.isfinite(imager.dirty2vis(dirty)))
+
+
 def test_cached_imagers_make_room_on_their_device(cl_env, monkeypatch):
     """A new geometry must not fail because earlier calls' grids are cached:
     the oldest imagers of the device are dropped once they hold a third of it."""
