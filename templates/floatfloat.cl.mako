@@ -3,7 +3,7 @@
 ## 44 bits of mantissa, from error-free transformations that rely on
 ## correctly rounded float operations and fma (never build with
 ## -cl-fast-relaxed-math or -cl-unsafe-math-optimizations).  Values come
-## from the host split into (hi, lo) pairs: clgrid.core.table.float_float.
+## from the host split into (hi, lo) pairs: clgrid.core.setpoints.float_float.
 #ifndef CLGRID_FLOATFLOAT_CL
 #define CLGRID_FLOATFLOAT_CL
 typedef float2 ff_t;   // (hi, lo)

@@ -132,8 +132,8 @@ def test_float_float_positions_match_double(cl_env):
     """Set points in float-float (devices without fp64) give the same cells,
     table indices and drops as in double, on a 65536-cell grid oversampled
     128 times (positions up to 2^23 steps: float alone would miss 1 in 6)."""
-    from clgrid.core.table import TableGrid, TableSetPoints, float_float
-    from clgrid.core.setpoints import freq_scale
+    from clgrid.core.table import TableGrid, TableSetPoints
+    from clgrid.core.setpoints import float_float, freq_scale
     _skip_without_fp64(cl_env)
     rng = np.random.default_rng(81)
     nx = ny = 65536

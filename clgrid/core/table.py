@@ -39,8 +39,8 @@ from ..device.profiles import DeviceProfile
 from ..device.radixsort import RadixSort
 from .eskernel import KernelChoice
 from .plan import GridLayout, TileShape, row_taps
-from .setpoints import (PointSet, _round_up, float_float, position_args, positions_to_device,
-                        sort_by_key, sort_into_bins)
+from .setpoints import (PointSet, _round_up, position_args, positions_to_device, sort_by_key,
+                        sort_into_bins)
 from .engine import row_view
 from .spread import WorkList, block_list, work_list
 
@@ -711,5 +711,5 @@ class TableInterpolator:
 
 __all__ = ["KEY_ORDERS", "MAX_TABLE_SUPPORT", "TABLE_CONJUGATE", "TableGrid", "max_table_support",
            "TableInterpolator", "TablePoints", "TableSetPoints", "TableSpreader", "TableValues",
-           "check_tiles", "fit_staging", "float_float", "staging_bytes", "table_tiles",
+           "check_tiles", "fit_staging", "staging_bytes", "table_tiles",
            "vector_taps", "VECTOR_SLICE_TAPS", "VECTOR_TAPS"]
