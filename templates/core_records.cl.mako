@@ -39,6 +39,7 @@ inline unsigned int run_starts(const unsigned int i, const int4 a, const int4 b)
 
 inline unsigned int starts_run(__global const int4 *cells, const unsigned int i)
 {
+    // tested first so that point 0 never reads cells[-1]
     return i % MAX_RUN == 0 || run_starts(i, cells[i], cells[i - 1]);
 }
 

@@ -469,12 +469,33 @@ def row_blocks(profile: DeviceProfile, n_rows: int, n_chan: int,
     return [(first, min(first + rows, n_rows)) for first in range(0, n_rows, rows)]
 
 
+def mib(nbytes: int) -> str:
+    """Bytes as MiB for messages (one decimal below 10 MiB)."""
+    value = nbytes / 2 ** 20
+    return f"{value:.0f} MiB" if value >= 10 else f"{value:.1f} MiB"
+
+
+def check_allocation(profile: DeviceProfile, nbytes: int, needs: str, advice: str) -> None:
+    """MemoryError, before allocating, where ``nbytes`` in one buffer exceed
+    the device's largest allocation: ``needs`` (the message's start, with
+    ``{size}`` for the MiB needed), the device's limit, then ``advice``."""
+    if nbytes > profile.max_alloc_bytes:
+        raise MemoryError(f"{needs.format(size=mib(nbytes))}; "
+                          f"{profile.device_name.strip()!r} allows "
+                          f"{mib(profile.max_alloc_bytes)} per allocation: {advice}")
+
+
 def point_bytes(grid_real) -> int:
     """Device bytes per visibility the core keeps from set points on: the
     sorted index and the sort's second copy, cells (int4), offsets (real4)
     and (GPUs) the gathered value, as ``GriddingEngine._block_bytes``."""
     itemsize = np.dtype(grid_real).itemsize
     return 2 * 4 + 16 + 4 * itemsize + 2 * itemsize
+
+
+#: What to do with more visibilities than a device holds.
+ROWS_IN_PARTS = ("grid the rows in parts (an Imager per chunk of rows, adding the images), "
+                 "use several devices (devices=) or Dask (clgrid.dask)")
 
 
 def check_points_fit(profile: DeviceProfile, n_vis: int, block_vis: int, grid_real) -> None:
@@ -489,23 +510,18 @@ def check_points_fit(profile: DeviceProfile, n_vis: int, block_vis: int, grid_re
         With the bytes needed and available, and what to do instead.
     """
     itemsize = np.dtype(grid_real).itemsize
-    largest = int(block_vis) * 4 * itemsize    # a block's offsets: the largest per-point buffer
-    advice = ("grid the rows in parts (an Imager per chunk of rows, adding the images), "
-              "use several devices (devices=) or Dask (clgrid.dask)")
-    name = profile.device_name.strip()
-    if largest > profile.max_alloc_bytes:
-        raise MemoryError(
-            f"{block_vis} visibilities need {largest / 2**20:.0f} MiB for their offsets in "
-            f"one buffer; {name!r} allows {profile.max_alloc_bytes / 2**20:.0f} MiB per "
-            f"allocation: {advice}")
+    # a block's offsets: the largest per-point buffer
+    check_allocation(profile, int(block_vis) * 4 * itemsize,
+                     f"{block_vis} visibilities need {{size}} for their offsets in one buffer",
+                     ROWS_IN_PARTS)
     needed = int(n_vis) * (point_bytes(grid_real) + 2 * itemsize)
     available = int(_PLANE_MEMORY_SHARE * profile.global_mem_bytes)
     if needed > available:
         raise MemoryError(
-            f"{n_vis} visibilities need {needed / 2**20:.0f} MiB on the device (set-point "
-            f"records and the visibilities); {name!r} gives the core {available / 2**20:.0f} "
-            f"MiB of its {profile.global_mem_bytes / 2**20:.0f} MiB, grid planes included: "
-            f"{advice}")
+            f"{n_vis} visibilities need {mib(needed)} on the device (set-point records and "
+            f"the visibilities); {profile.device_name.strip()!r} gives the core "
+            f"{mib(available)} of its {mib(profile.global_mem_bytes)}, grid planes "
+            f"included: {ROWS_IN_PARTS}")
 
 
 def planes_per_pass(profile: DeviceProfile, layout: GridLayout, grid_complex: np.dtype,
@@ -521,12 +537,8 @@ def planes_per_pass(profile: DeviceProfile, layout: GridLayout, grid_complex: np
         When not even one plane (or the image) fits, with the bytes needed and
         available.
     """
-    if image_bytes > profile.max_alloc_bytes:
-        raise MemoryError(
-            f"the image needs {image_bytes / 2**20:.0f} MiB in one buffer; "
-            f"{profile.device_name.strip()!r} allows {profile.max_alloc_bytes / 2**20:.0f} MiB "
-            "per allocation: image fewer pixels or split the field into facets "
-            "(center_x/center_y)")
+    check_allocation(profile, image_bytes, "the image needs {size} in one buffer",
+                     "image fewer pixels or split the field into facets (center_x/center_y)")
     other_bytes = int(other_bytes) + 3 * int(image_bytes)
     plane_bytes = layout.nu * layout.nv * np.dtype(grid_complex).itemsize
     budget = int(_PLANE_MEMORY_SHARE * profile.global_mem_bytes) - int(other_bytes)
@@ -558,9 +570,9 @@ def params_of(value, cls: type, name: str):
 
 
 __all__ = ["FFT_COST_PER_CELL", "GRID_COST_PER_TAP", "GRID_MULTIPLE", "MIN_EPSILON",
-           "ROW_TAP_WIDTHS", "SPEED_OF_LIGHT", "VIS_PER_BLOCK", "W_MARGIN", "GridLayout",
-           "ImageGeometry", "TileShape", "check_epsilon", "check_finite", "check_freq",
-           "check_npix", "check_points_fit", "check_positive", "check_uvw", "choose_kernel",
-           "explain_imaging", "good_grid_size", "n_planes_for", "params_of", "plane_spacing",
-           "planes_per_pass", "point_bytes", "precision_dtype", "precision_of", "row_blocks",
-           "row_taps", "w_range_wavelengths"]
+           "ROWS_IN_PARTS", "ROW_TAP_WIDTHS", "SPEED_OF_LIGHT", "VIS_PER_BLOCK", "W_MARGIN",
+           "GridLayout", "ImageGeometry", "TileShape", "check_allocation", "check_epsilon",
+           "check_finite", "check_freq", "check_npix", "check_points_fit", "check_positive",
+           "check_uvw", "choose_kernel", "explain_imaging", "good_grid_size", "mib",
+           "n_planes_for", "params_of", "plane_spacing", "planes_per_pass", "point_bytes",
+           "precision_dtype", "precision_of", "row_blocks", "row_taps", "w_range_wavelengths"]

@@ -80,11 +80,8 @@ class _Stage:
         self._dummy_real = cla.empty(queue, 1, geometry.vis_real)
         self._dummy_mask = cla.empty(queue, 1, np.uint8)
         #: No fp64 on the device: float-float positions and phases,
-        #: compensated float sums (GPU tiles only).
+        #: compensated float sums (lane tiles only: TileShape.check_device).
         self.float_float = needs_float_float(queue, geometry)
-        if self.float_float and tiles.vector:
-            raise ValueError("the vector (CPU) tiles total in float64, which this device "
-                             "lacks: use a tile with vector=False")
         self.scales = position_args(coordinate_scales(geometry, layout), self.float_float)
         self.shifts = _shift_args(geometry, self.float_float)
 

@@ -19,12 +19,11 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..core.plan import TileShape, params_of
+from ..core.plan import TileShape, check_allocation, params_of
 from ..core.setpoints import freq_scale
 from ..core.register import RecordScan, RegisterParams, RegisterSpreader
 from ..core.table import (TableGrid, TableInterpolator, TablePoints, TableSetPoints,
                           TableSpreader, check_tiles, fit_staging, table_tiles)
-from ..device.profiles import DeviceProfile
 from .dispatch import METHODS
 from .gcf import GCF
 from .checks import check_uvw_freq, check_vis_layout
@@ -83,7 +82,7 @@ class CoreTableEngine:
                                     table_real, bool(conjugate_negative_w),
                                     np.dtype(real_dtype))
         self.table_grid.check()
-        self.queue, self.method = queue, method
+        self.queue, self.method, self.profile = queue, method, profile
         self.interpolator = TableInterpolator(queue, self.table_grid, tables_d)
         if method == "register":
             self.tiles = None
@@ -140,14 +139,11 @@ class CoreTableEngine:
     def _check_fits(self, n_vis: int, npol: int) -> None:
         """Refuse, before allocating, a call whose per-visibility buffers (the
         visibilities, their cells, the sort's keys) exceed one allocation."""
-        profile = DeviceProfile.from_device(self.queue.device)
-        largest = n_vis * max(npol * self.table_grid.complex_dtype.itemsize, 16)
-        if largest > profile.max_alloc_bytes:
-            raise MemoryError(
-                f"{n_vis} visibilities of {npol} polarisations need {largest / 2**20:.1f} MiB "
-                f"in one device buffer; {profile.device_name.strip()!r} allows "
-                f"{profile.max_alloc_bytes / 2**20:.1f} MiB per allocation: grid them with "
-                "clgrid.StreamingGridder, which takes the rows in blocks")
+        check_allocation(self.profile,
+                         n_vis * max(npol * self.table_grid.complex_dtype.itemsize, 16),
+                         f"{n_vis} visibilities of {npol} polarisations need {{size}} in one "
+                         "device buffer",
+                         "grid them with clgrid.StreamingGridder, which takes the rows in blocks")
 
     def upload_vis(self, vis, plan: CorePlan) -> cla.Array:
         check_vis_layout(vis, plan.shape + (plan.npol,))

@@ -40,7 +40,8 @@ import pyopencl.array as cla
 from pyopencl.reduction import ReductionKernel
 
 from ..core.engine import GriddingEngine
-from ..core.plan import GridLayout, ImageGeometry, check_freq, check_uvw, precision_of
+from ..core.plan import (ROWS_IN_PARTS, GridLayout, ImageGeometry, check_allocation,
+                         check_freq, check_uvw, precision_of)
 from ..core.setpoints import needs_float_float, positions_to_device
 from ..core.transfer import Uploader, device_array
 from ..device.profiles import DeviceProfile, resolve_queue
@@ -210,14 +211,10 @@ class Imager(Operation):
         elif vis.dtype.kind != "c":
             raise TypeError(f"vis must be complex, got {vis.dtype}")
         npol = 1 if len(shape) == 2 else shape[2]
-        vis_bytes = self.n_rows * self.n_chan * npol * self.vis_complex.itemsize
-        if not isinstance(vis, cla.Array) and vis_bytes > self.profile.max_alloc_bytes:
-            raise MemoryError(
-                f"vis needs {vis_bytes / 2**20:.0f} MiB in one device buffer; "
-                f"{self.profile.device_name.strip()!r} allows "
-                f"{self.profile.max_alloc_bytes / 2**20:.0f} MiB per allocation: grid the rows "
-                "in parts (an Imager per chunk of rows, adding the images), or use several "
-                "devices (devices=) or Dask (clgrid.dask)")
+        if not isinstance(vis, cla.Array):
+            check_allocation(self.profile,
+                             self.n_rows * self.n_chan * npol * self.vis_complex.itemsize,
+                             "vis needs {size} in one device buffer", ROWS_IN_PARTS)
         return npol
 
     def _check_weights(self, wgt, mask) -> tuple:
