@@ -94,7 +94,7 @@ def parse_args(argv=None):
                         help="register spread geometries: 'auto' (the tuning cache of "
                              "'clgrid tune', else the defaults), 'default', "
                              "bu,bv,wg,vpg (batch 64) or "
-                             "block_u,block_v,wg_size,batch,points_per_group")
+                             "block_u,block_v,wg_size,batch,points_per_group[,pol_block]")
     parser.add_argument("--no-fp64", action="store_true",
                         help="run as a device without fp64 would (DeviceProfile.fp64 "
                              "switched off): the core's set points in float-float")
@@ -157,7 +157,7 @@ def register_geometry(text: str | None):
     """``register_params=`` of a Gridder from a --register entry: 'auto' (the
     tuning cache, else the defaults), 'default' (None: the defaults),
     'bu,bv,wg,vpg' (RegisterParams(bu, bv, wg, 64, vpg), the old --params
-    form) or 'block_u,block_v,wg_size,batch,points_per_group'."""
+    form) or 'block_u,block_v,wg_size,batch,points_per_group[,pol_block]'."""
     if text in (None, "default"):
         return None
     if text == "auto":
@@ -166,10 +166,10 @@ def register_geometry(text: str | None):
     if len(values) == 4:
         block_u, block_v, wg_size, per_group = values
         return RegisterParams(block_u, block_v, wg_size, 64, per_group)
-    if len(values) == 5:
+    if len(values) in (5, 6):
         return RegisterParams(*values)
     raise SystemExit(f"--register {text!r}: 'auto', 'default', bu,bv,wg,vpg or "
-                     "block_u,block_v,wg_size,batch,points_per_group")
+                     "block_u,block_v,wg_size,batch,points_per_group[,pol_block]")
 
 
 def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method="tiles",

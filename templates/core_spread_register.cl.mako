@@ -11,6 +11,8 @@
 ##   are real, as the ES and Kaiser-Bessel kernels are: a point costs two
 ##   multiply-adds a polarisation instead of four),
 ##   block_u, block_v (grid points per work-item along x / y: coarsening),
+##   pol_block (polarisations per work-item, dividing npol: the work-items
+##   of a box position split the polarisations, fewer sums in registers),
 ##   bin_u, bin_v (the box: multiples of the block, >= S + block - 1),
 ##   wg_size (work-items per group), n_sub (independent record streams per
 ##   group when the box has fewer blocks than the group has work-items),
@@ -42,6 +44,9 @@
     blocks_u = bin_u // block_u
     blocks_v = bin_v // block_v
     n_blocks = blocks_u * blocks_v
+    if npol % pol_block:
+        raise ValueError("pol_block must divide npol")
+    n_pol_groups = npol // pol_block
     per_stream = wg_size // n_sub
 %>
 <%include file="atomics.cl.mako"/>
@@ -53,6 +58,8 @@
 #define BIN_U ${bin_u}
 #define BIN_V ${bin_v}
 #define N_BLOCKS ${n_blocks}
+#define POL_BLOCK ${pol_block}
+#define N_POL_GROUPS ${n_pol_groups}
 #define WG_SIZE ${wg_size}
 #define N_SUB ${n_sub}
 #define PER_STREAM ${per_stream}
@@ -86,17 +93,19 @@ inline void stage_record(const int4 record, __local int4 *where, __local int4 *b
 }
 
 inline void flush_block(volatile __global ${real} *grid, const int u, const int v,
-                        const int nx, const int ny, ${vec} acc[${block_v}][${block_u}][NPOL])
+                        const int nx, const int ny, const int pol0,
+                        ${vec} acc[${block_v}][${block_u}][POL_BLOCK])
 {
 % for b in range(block_v):
 %   for a in range(block_u):
     // box positions past the grid edge only ever hold zeros
     if (u + ${a} < nx && v + ${b} < ny) {
-%     for p in range(npol):
-        ${catomic}(grid + 2 * ((size_t)(${p} * ny + v + ${b}) * nx + u + ${a}), acc[${b}][${a}][${p}]);
+%     for p in range(pol_block):
+        ${catomic}(grid + 2 * ((size_t)((pol0 + ${p}) * ny + v + ${b}) * nx + u + ${a}),
+                   acc[${b}][${a}][${p}]);
 %     endfor
     }
-%     for p in range(npol):
+%     for p in range(pol_block):
     acc[${b}][${a}][${p}] = (${vec})(0, 0);
 %     endfor
 %   endfor
@@ -141,7 +150,7 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
 % endif
                 if (pu != cur_u || pv != cur_v) {
                     if (cur_u >= 0) {
-                        flush_block(grid, cur_u, cur_v, nx, ny, acc);
+                        flush_block(grid, cur_u, cur_v, nx, ny, pol0, acc);
 % if count_flushes:
                         ++flushes;
 % endif
@@ -149,16 +158,16 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
                     cur_u = pu;
                     cur_v = pv;
                 }
-                ${vec} value[NPOL];
-% for p in range(npol):
-                value[${p}] = l_vis[stream][i][${p}];
+                ${vec} value[POL_BLOCK];
+% for p in range(pol_block):
+                value[${p}] = l_vis[stream][i][pol0 + ${p}];
 % endfor
 % if separable:
 %   for b in range(block_v):
                 {
                     // Merry: G_u (G_v V) costs fewer multiplies than (G_u G_v) V
-                    ${vec} row_value[NPOL];
-%     for p in range(npol):
+                    ${vec} row_value[POL_BLOCK];
+%     for p in range(pol_block):
 %       if table_real:
                     row_value[${p}] = wv[${b}] * value[${p}];
 %       else:
@@ -166,7 +175,7 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
 %       endif
 %     endfor
 %     for a in range(block_u):
-%       for p in range(npol):
+%       for p in range(pol_block):
 %         if table_real:
                     acc[${b}][${a}][${p}] = fma((${vec})(wu[${a}]), row_value[${p}], acc[${b}][${a}][${p}]);
 %         else:
@@ -179,7 +188,7 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
 % else:
 %   for b in range(block_v):
 %     for a in range(block_u):
-%       for p in range(npol):
+%       for p in range(pol_block):
                 acc[${b}][${a}][${p}] = cmad_${suffix}(w[${b}][${a}], value[${p}], acc[${b}][${a}][${p}]);
 %       endfor
 %     endfor
@@ -204,9 +213,13 @@ void spread_register(__global const int4 *cells, const unsigned int n_records,
     __local ${vec} l_vis[N_SUB][BATCH][NPOL];
     const int lid = get_local_id(0);
     // dimension 1 splits a box of more blocks than a group has work-items
-    const int block_index = get_group_id(1) * PER_STREAM + lid % PER_STREAM;
+    // and the polarisation groups of one block position are its neighbours'
+    // work-items: one (block, polarisation group) pair a work-item
+    const int item_index = get_group_id(1) * PER_STREAM + lid % PER_STREAM;
     const int stream = lid / PER_STREAM;
-    const bool active = block_index < N_BLOCKS && stream < N_SUB;
+    const bool active = item_index < N_BLOCKS * N_POL_GROUPS && stream < N_SUB;
+    const int block_index = item_index % N_BLOCKS;
+    const int pol0 = (item_index / N_BLOCKS) * POL_BLOCK;
     const int offset_u = (block_index % ${blocks_u}) * ${block_u};
     const int offset_v = (block_index / ${blocks_u}) * ${block_v};
     // each stream takes a contiguous share of the group's records, so that
@@ -218,10 +231,10 @@ void spread_register(__global const int4 *cells, const unsigned int n_records,
 
     int cur_u = -1, cur_v = -1;
     unsigned int flushes = 0;   // block flushes (count_flushes: statistics)
-    ${vec} acc[${block_v}][${block_u}][NPOL];
+    ${vec} acc[${block_v}][${block_u}][POL_BLOCK];
 % for b in range(block_v):
 %   for a in range(block_u):
-%     for p in range(npol):
+%     for p in range(pol_block):
     acc[${b}][${a}][${p}] = (${vec})(0, 0);
 %     endfor
 %   endfor
@@ -249,7 +262,7 @@ ${add_record()}
         }
     }
     if (active && cur_u >= 0)
-        flush_block(grid, cur_u, cur_v, nx, ny, acc);
+        flush_block(grid, cur_u, cur_v, nx, ny, pol0, acc);
 % if count_flushes:
     if (active && cur_u >= 0)
         ++flushes;

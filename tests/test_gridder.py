@@ -40,6 +40,10 @@ CASES = [  # support, oversample, npol, precision, nx, ny, tracks, params
     (16, 4, 4, np.float64, 96, 96, True, RegisterParams(4, 2, 64, 8, 256)),
     (1, 1, 1, np.float32, 32, 48, False, RegisterParams(1, 1, 8, 64, 16)),
     (5, 2, 2, np.float32, 50, 62, True, RegisterParams(8, 2, 128, 64, 1024)),
+    # polarisations split over work-items (pol_block)
+    (8, 8, 4, np.float32, 100, 64, True, RegisterParams(4, 4, 64, 16, 128, 2)),
+    (6, 4, 4, np.float64, 64, 80, False, RegisterParams(2, 1, 32, 64, 64, 1)),
+    (5, 2, 2, np.float32, 50, 62, True, RegisterParams(8, 2, 16, 64, 1024, 1)),
 ]
 
 

@@ -9,7 +9,7 @@ import pytest
 
 import clgrid
 from clgrid.core.plan import TileShape
-from clgrid.core.register import MAX_REGISTER_SUMS
+from clgrid.core.register import MAX_REGISTER_SUMS, RegisterParams
 from clgrid.gcf import separable_gcf, w_projection_gcf
 from clgrid.gridders.gridder import Gridder
 
@@ -112,6 +112,13 @@ def test_random_complex_user_tables(cl_env, separable):
         gridder = _core(cl_env, gcf, nx, ny, cell, tiles, npol=2)
         result = gridder(uvw, FREQ_HZ, vis.astype(np.complex64))
         assert _relative_error(result, reference) < 1e-5, tiles
+    # the register spread, the polarisations in one work-item or split
+    for params in (RegisterParams(4, 2, 32, 16, 64, 0), RegisterParams(4, 2, 32, 16, 64, 1),
+                   RegisterParams(2, 4, 16, 64, 128, 1)):
+        gridder = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=2, method="register",
+                          register_params=params)
+        result = gridder(uvw, FREQ_HZ, vis.astype(np.complex64))
+        assert _relative_error(result, reference) < 1e-5, params
 
 
 def _table(kind: str, support: int, oversample: int, fov_rad: float):

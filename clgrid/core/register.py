@@ -9,7 +9,7 @@ cell and table slice (:class:`clgrid.core.table.TableSetPoints` with
 ``gather_records``, ``templates/core_records.cl.mako``: Muscat and Merry's
 compression, made on the device), and a work-group streams a contiguous
 run of records past a box of ``bin_u x bin_v`` grid points, each work-item holds ``block_u x block_v`` of those points (all
-polarisations) in registers and adds them to the grid with one float atomic
+polarisations, or ``pol_block`` of them) in registers and adds them to the grid with one float atomic
 per point and polarisation only when the stream moves its block.  Every
 grid point of every footprint is one complex multiply-add per polarisation,
 with no search over tiles: the spread for supports wider than the tiles
@@ -58,6 +58,9 @@ class RegisterParams:
     points_per_group
         Consecutive records per work-group (load balance against flushes
         at run ends).
+    pol_block
+        Polarisations a work-item holds (dividing npol; 0: all): fewer
+        sums in registers, more work-items a box.
 """
 
     block_u: int = 2
@@ -65,14 +68,24 @@ class RegisterParams:
     wg_size: int = 256
     batch: int = 64
     points_per_group: int = 4096
+    pol_block: int = 0
+
+    def pols(self, npol: int) -> int:
+        """Polarisations a work-item holds for ``npol`` a visibility."""
+        return self.pol_block or max(int(npol), 1)
 
     def validate(self, npol: int = 1) -> None:
         if self.block_u not in REGISTER_BLOCKS or self.block_v not in REGISTER_BLOCKS:
             raise ValueError(f"block_u and block_v must be in {REGISTER_BLOCKS}, got "
                              f"{self.block_u} x {self.block_v}")
-        if self.block_u * self.block_v * max(npol, 1) > MAX_REGISTER_SUMS:
-            raise ValueError(f"block {self.block_u} x {self.block_v} of {npol} polarisations "
-                             f"is more than {MAX_REGISTER_SUMS} complex sums a work-item")
+        npol = max(int(npol), 1)
+        if self.pol_block < 0 or (self.pol_block and npol % self.pol_block):
+            raise ValueError(f"pol_block must divide npol ({npol}) or be 0 (all), got "
+                             f"{self.pol_block}")
+        if self.block_u * self.block_v * self.pols(npol) > MAX_REGISTER_SUMS:
+            raise ValueError(f"block {self.block_u} x {self.block_v} of {self.pols(npol)} "
+                             f"polarisations is more than {MAX_REGISTER_SUMS} complex sums "
+                             "a work-item")
         if self.wg_size < 1 or self.batch < 1 or self.points_per_group < 1:
             raise ValueError("wg_size, batch and points_per_group must be >= 1")
 
@@ -330,7 +343,10 @@ class RegisterSpreader:
                     weight))
                 for table_d, block, bin_ in ((tables_d[0], self.params.block_u, bin_u),
                                              (tables_d[1], self.params.block_v, bin_v))]
-        n_blocks = (bin_u // self.params.block_u) * (bin_v // self.params.block_v)
+        pols = self.params.pols(self.npol)
+        # one work-item per block position and polarisation group
+        n_blocks = ((bin_u // self.params.block_u) * (bin_v // self.params.block_v)
+                    * (self.npol // pols))
         wg = min(self.params.wg_size, int(profile.max_work_group_size))
         point_bytes = _CELL_BYTES + self.npol * grid.complex_dtype.itemsize
         while True:
@@ -342,7 +358,8 @@ class RegisterSpreader:
                 "support": grid.support, "oversample": grid.oversample,
                 "separable": grid.separable, "table_real": self.table_real,
                 "block_u": self.params.block_u,
-                "block_v": self.params.block_v, "bin_u": bin_u, "bin_v": bin_v,
+                "block_v": self.params.block_v, "pol_block": pols,
+                "bin_u": bin_u, "bin_v": bin_v,
                 "wg_size": wg, "n_sub": n_sub, "batch": batch,
                 "count_flushes": bool(count_flushes),
                 "with_f64": grid.real == np.float64},
