@@ -238,7 +238,8 @@ def test_explain_rows():
                                "plane_block=1 groups=1 kernel_eval=exp batch=0")
     row = explain(cpu, 72, 4)                          # wider: register, CPU defaults
     assert row["method"] == "register" and "wider than the tiles take" in row["why"]
-    assert row["geometry"] == "block_u=4 block_v=4 wg_size=64 batch=64 points_per_group=4096"
+    assert row["geometry"] == ("block_u=4 block_v=4 wg_size=64 batch=64 points_per_group=4096 "
+                               "pol_block=0")
     row = explain(fake(fp64=False), 32, 4, np.float64)
     assert row["method"] == "-" and "double precision" in row["why"]
     row = explain(fake(build_problem="unknown target CPU"), 32, 4)

@@ -475,9 +475,11 @@ def test_register_default_geometry_on_fake_profiles():
     gpu = fake()
     assert default_register_params(gpu, 8, 4) == RegisterParams(2, 2, 256, 64, 2048)
     assert default_register_params(gpu, 64, 4) == RegisterParams(2, 2, 128, 64, 2048)
-    assert default_register_params(gpu, 128, 4, True) == RegisterParams(4, 4, 64, 64, 2048)
+    # four polarisations of separable tables: two a work-item
+    assert default_register_params(gpu, 128, 4, True) == RegisterParams(4, 4, 64, 64, 2048, 2)
     assert default_register_params(gpu, 128, 4, True, True) == RegisterParams(4, 4, 64, 64,
-                                                                               2048)
+                                                                               2048, 2)
+    assert default_register_params(gpu, 128, 2, True) == RegisterParams(4, 4, 64, 64, 2048)
     assert default_register_params(gpu, 128, 1, True, True) == RegisterParams(8, 8, 32, 64,
                                                                                2048)
     assert default_register_params(gpu, 2, 1) == RegisterParams(1, 1, 256, 64, 2048)

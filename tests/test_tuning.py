@@ -82,15 +82,21 @@ def test_candidates_respect_limits(cl_env):
                 for params in space:
                     params.validate(npol)
                     assert params.block_u in REGISTER_BLOCKS and params.block_v in REGISTER_BLOCKS
-                    assert params.block_u * params.block_v * npol <= MAX_REGISTER_SUMS
+                    assert params.block_u * params.block_v * params.pols(npol) <= \
+                        MAX_REGISTER_SUMS
                     assert params.wg_size <= profile.max_work_group_size
                     assert max(params.block_u, params.block_v) <= 2 * min(params.block_u,
                                                                          params.block_v)
                 if quick:
                     assert set(space) <= set(tuning.candidates(profile, npol))
     assert {p.wg_size for p in tuning.candidates(fake(max_work_group_size=64), 1)} == {32, 64}
-    # quad polarisation: at most 4 x 4 points a work-item
-    assert max(p.block_u * p.block_v for p in tuning.candidates(fake(), 4)) == 16
+    # quad polarisation: at most 4 x 4 points a work-item holding all four,
+    # 8 x 8 holding one (pol_block)
+    quad = tuning.candidates(fake(), 4)
+    assert max(p.block_u * p.block_v for p in quad if not p.pol_block) == 16
+    assert max(p.block_u * p.block_v for p in quad) == 64
+    assert {p.pol_block for p in quad} == {0, 1, 2}
+    assert {p.pol_block for p in tuning.candidates(fake(), 1)} == {0}
     assert tunecache.support_bucket(7) == 8 and tunecache.support_bucket(16) == 16
     assert tunecache.support_bucket(17) == 32 and tunecache.support_bucket(1) == 1
     assert tunecache.parameter_key(4, np.float64, False, 20) == \

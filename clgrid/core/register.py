@@ -108,7 +108,10 @@ def default_register_params(profile: DeviceProfile, support: int, npol: int,
     5420-5495 / 6053-6194 G additions/s, complex 2710 / 3375 / 3723 against
     4 x 2's 2789 / 3213 / 3450), and for one polarisation of a real table
     8 x 8 in groups of 32 (2983 / 4631 / 6241, against 4 x 4's 3066 / 4196
-    / 4862).  CPUs (Intel runtime, 2 cores): groups of 64 (the driver
+    / 4862).  Four polarisations there: two a work-item (``pol_block``;
+    H100, 2026-11-25: complex 2590-2608 / 3281-3307 / 3516-3579 against
+    2405 / 3063 / 3383, real 4280 / 5369 / 6096 against 3928-3961 / 5326-5358
+    / 6059-6088).  CPUs (Intel runtime, 2 cores): groups of 64 (the driver
     vectorises across items); separable tables 4 x 4 points a work-item for
     one polarisation (8 x 8 above support 32) and for more (2 x 2 up to
     support 16), full tables 2 x 2 for one polarisation and 1 x 1 for more.
@@ -136,9 +139,12 @@ def default_register_params(profile: DeviceProfile, support: int, npol: int,
         block, wg = ((8, 8), 32) if npol == 1 and table_real else ((4, 4), 64)
     else:
         block = (2, 2)
-    while block[0] * block[1] * npol > MAX_REGISTER_SUMS:
+    # separable tables of 4 polarisations: two a work-item (complex: 115
+    # registers instead of 254, twice the warps to hide the table reads)
+    pol_block = 2 if separable and npol == 4 and support > 32 else 0
+    while block[0] * block[1] * (pol_block or npol) > MAX_REGISTER_SUMS:
         block = (block[0], block[1] // 2) if block[1] > 1 else (block[0] // 2, 1)
-    return RegisterParams(block[0], block[1], min(wg, limit), 64, 2048)
+    return RegisterParams(block[0], block[1], min(wg, limit), 64, 2048, pol_block)
 
 
 def phased_table(table: np.ndarray, block: int, bin_: int, dtype) -> np.ndarray:

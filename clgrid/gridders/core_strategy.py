@@ -114,7 +114,8 @@ class CoreTableEngine:
         """The spread's launch geometry, in words."""
         if self.method == "register":
             p = self.register.params
-            return (f"register {p.block_u}x{p.block_v} wg{self.register.wg_size} "
+            pols = f" pol{p.pol_block}" if p.pol_block else ""
+            return (f"register {p.block_u}x{p.block_v}{pols} wg{self.register.wg_size} "
                     f"sub{self.register.n_sub} b{self.register.batch} "
                     f"rpg{p.points_per_group}")
         return f"tile {self.tiles.tile_u}x{self.tiles.lanes} g{self.tiles.groups}"

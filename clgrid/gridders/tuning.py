@@ -31,17 +31,21 @@ AGREEMENT = 1e-4
 
 def candidates(profile, npol: int, quick: bool = False) -> list[RegisterParams]:
     """Search space: coarsening shapes no more than 2:1 (Merry's finding)
-    within :data:`~clgrid.core.register.MAX_REGISTER_SUMS`, work-group sizes
-    within the device limit, records per group."""
-    blocks = [(u, v) for u, v in itertools.product(REGISTER_BLOCKS, REGISTER_BLOCKS)
-              if u * v * npol <= MAX_REGISTER_SUMS and max(u, v) <= 2 * min(u, v)]
+    within :data:`~clgrid.core.register.MAX_REGISTER_SUMS`, all or some of
+    the polarisations a work-item (``pol_block``), work-group sizes within
+    the device limit, records per group."""
+    npol = max(int(npol), 1)
+    pol_blocks = [0] + [p for p in ((2,) if quick else (1, 2)) if p < npol and npol % p == 0]
+    shapes = [(u, v, p) for u, v, p in itertools.product(REGISTER_BLOCKS, REGISTER_BLOCKS,
+                                                         pol_blocks)
+              if u * v * (p or npol) <= MAX_REGISTER_SUMS and max(u, v) <= 2 * min(u, v)]
     groups = [g for g in (32, 64, 128, 256) if g <= profile.max_work_group_size]
     per_group = (2048,) if quick else (1024, 2048, 4096)
     if quick:
-        blocks = [b for b in blocks if b[0] * b[1] in (1, 4, 16)]
+        shapes = [s for s in shapes if s[0] * s[1] in (1, 4, 16)]
         groups = groups[-2:]
-    return [RegisterParams(u, v, g, 64, n)
-            for (u, v), g, n in itertools.product(blocks, groups, per_group)]
+    return [RegisterParams(u, v, g, 64, n, p)
+            for (u, v, p), g, n in itertools.product(shapes, groups, per_group)]
 
 
 def synthetic_tracks(n_baselines: int, nx: int, support: int, seed: int = 0):
