@@ -178,6 +178,9 @@ assert gridder.last_stats["n_kept"] == 12, gridder.last_stats
 assert gridder.last_stats["flushes"] > 0, gridder.last_stats
 degridded = Degridder(queue, gcf, 16, 16, cell, npol=2)(grid, uvw, [1e8])
 assert np.abs(grid).max() > 0 and np.abs(degridded).max() > 0
+split = Gridder(queue, gcf, 16, 16, cell, npol=2, method="register",
+                register_params=RegisterParams(2, 1, 8, 4, 8, 1), atomics="cas")
+assert np.allclose(split(uvw, [1e8], vis), grid, atol=1e-5)
 print("done")
 """
 

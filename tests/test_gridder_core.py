@@ -742,6 +742,9 @@ REGISTER = {
     "4x2-split-box": {"block_u": 4, "block_v": 2, "wg_size": 8, "batch": 7,
                       "points_per_group": 1000},
     "4x4": {"block_u": 4, "block_v": 4, "wg_size": 16, "batch": 8, "points_per_group": 400},
+    # one polarisation a work-item: a box position's items split them
+    "4x2-pol1-split-box": {"block_u": 4, "block_v": 2, "wg_size": 8, "batch": 7,
+                           "points_per_group": 1000, "pol_block": 1},
 }
 
 
@@ -766,7 +769,8 @@ def test_register_separable_matches_reference(cl_env, geometry, npol, precision)
     flags[::7] = True
     gcf = separable_gcf(8, 8)
     params = REGISTER[geometry]
-    if params and params["block_u"] * params["block_v"] * npol > MAX_REGISTER_SUMS:
+    if params and params["block_u"] * params["block_v"] * (params.get("pol_block") or npol) \
+            > MAX_REGISTER_SUMS:
         params = dict(params, block_v=1)
     gridder = _register(cl_env, gcf, nx, ny, cell, params, npol=npol, precision=precision)
     result = gridder(uvw, FREQ_HZ, vis.astype(gridder.complex_dtype), weights, flags)
