@@ -11,11 +11,16 @@ Same observation as ``benchmarks/gridding.py`` (SKA1-mid + MeerKAT layout,
 best of ``--repeats``, plan made once: ``degrid_plan`` from a device grid
 to host visibilities (``records_s``, ``tiles_s``) and with
 ``return_device=True`` (device-resident, ``*_device_s``); ``*_footprints``: the
-footprints summed per call; ``max_rel_diff``: the tile binning's
-visibilities against the records'.  Prints a table, writes JSON.
+footprints summed per call; ``*_max_rel_diff``: each variant's
+visibilities against the records'.  Where the device degrids records by
+register blocks (GPUs from support 32), ``group_*`` is the work-group a
+record it replaced; ``--register`` adds register blocks at given geometries
+(``reg <geometry>_*``).  Prints a table, writes JSON.
 
     python benchmarks/degridding.py --device intel --quick
     python benchmarks/degridding.py --device nvidia --supports 8 16 32 64
+    python benchmarks/degridding.py --device nvidia --table separable --supports 128 \
+        --register default 2,2,128,64,2048
 """
 
 from __future__ import annotations
@@ -35,7 +40,8 @@ import pyopencl.array as cla  # noqa: E402
 
 import clgrid  # noqa: E402
 from benchmarks._common import fmt, print_table  # noqa: E402
-from benchmarks.gridding import apply_size_defaults, observation  # noqa: E402
+from benchmarks.gridding import apply_size_defaults, observation, register_geometry  # noqa: E402
+from clgrid.core.register import default_degrid_params  # noqa: E402
 from clgrid.gcf import separable_gcf, w_projection_gcf  # noqa: E402
 from clgrid.core.table import table_tiles  # noqa: E402
 from clgrid.gridders.checks import SPEED_OF_LIGHT_M_S  # noqa: E402
@@ -59,6 +65,10 @@ def parse_args(argv=None):
     parser.add_argument("--integration", type=float, default=10.0)
     parser.add_argument("--channels", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--register", nargs="+", default=[],
+                        help="also degrid by register blocks at these geometries "
+                             "(as benchmarks/gridding.py --register: 'default', "
+                             "block_u,block_v,wg_size,batch,points_per_group[,pol_block])")
     return parser.parse_args(argv)
 
 
@@ -96,7 +106,15 @@ def main(argv=None) -> int:
                 + 1j * rng.standard_normal((args.npol, nx, nx))).astype(np.complex64)
         row = {"support": support}
         results = {}
-        variants = {"records": {}}
+        # records: the device's choice; group: a work-group a record (where
+        # the device's choice is register blocks); reg <geometry>: register
+        # blocks at that geometry
+        variants = {"records": {}, "group": {}}
+        for text in args.register:
+            variants[f"reg {text}"] = dict(register_params=register_geometry(text) or
+                                           default_degrid_params(profile, support, args.npol,
+                                                                 gcf.separable,
+                                                                 gcf.real_tables))
         possible, why = tiles_possible(profile, support, np.float32, gcf.separable)
         if possible:
             variants["tiles"] = dict(tiles=table_tiles(profile, support))
@@ -104,6 +122,16 @@ def main(argv=None) -> int:
             print(f"# support {support}: no tiles column ({why})")
         for name, options in variants.items():
             degridder = clgrid.Degridder(context, gcf, nx, nx, cell, npol=args.npol, **options)
+            interpolator = degridder.engine.interpolator
+            if name == "group":
+                if interpolator.register is None:
+                    continue                 # the device's choice already
+                interpolator.register = None
+            if interpolator.register is not None:
+                p = interpolator.register.params
+                row[f"{name}_geometry"] = (f"{p.block_u}x{p.block_v} pol{p.pols(args.npol)} "
+                                           f"wg{interpolator.register.wg_size} "
+                                           f"b{interpolator.register.batch}")
             grid_d = cla.to_device(degridder.queue, grid)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)
@@ -117,10 +145,12 @@ def main(argv=None) -> int:
                 results[name] = degridder.degrid_plan(plan, grid_d)
             row[f"{name}_footprints"] = degridder.last_stats["n_records"]
             row[f"{name}_Mvis_per_s"] = n_vis / row[f"{name}_device_s"] / 1e6
+        reference = results["records"]
+        for name in results:
+            if name != "records":
+                row[f"{name}_max_rel_diff"] = float(np.abs(results[name] - reference).max()
+                                                    / np.abs(reference).max())
         if "tiles" in results:
-            reference = results["records"]
-            row["max_rel_diff"] = float(np.abs(results["tiles"] - reference).max()
-                                        / np.abs(reference).max())
             row["speedup_records_device"] = row["tiles_device_s"] / row["records_device_s"]
         rows.append(row)
         print(f"# support {support} done", flush=True)

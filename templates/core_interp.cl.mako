@@ -298,6 +298,32 @@ __kernel void interpolate_table_records(__global const int4 *cells,
             store_table_point(sum, cells[i], pol, npol, wgt, flags, out);
     }
 }
+
+// Degridding by register blocks (core_interp_register.cl.mako): each record
+// of a launch (records first_record ..) has one partial sum per box chunk
+// and polarisation, partials (n_chunks, n_records, npol); added here in
+// chunk order and given to every point of the record.
+__kernel void sum_record_partials(__global const int4 *cells,
+                                  __global const unsigned int *record_start,
+                                  const unsigned int first_record,
+                                  const unsigned int n_records, const unsigned int n_chunks,
+                                  __global const ${vec} *partials, const unsigned int npol,
+                                  __global const ${real} *wgt,
+                                  __global const unsigned char *flags,
+                                  __global ${vec} *out)
+{
+    const unsigned int r = get_global_id(0);
+    if (r >= n_records)
+        return;
+    const unsigned int end = record_start[first_record + r + 1];
+    for (unsigned int pol = 0; pol < npol; ++pol) {
+        ${vec} sum = (${vec})(0, 0);
+        for (unsigned int c = 0; c < n_chunks; ++c)
+            sum += partials[((size_t)c * n_records + r) * npol + pol];
+        for (unsigned int i = record_start[first_record + r]; i < end; ++i)
+            store_table_point(sum, cells[i], pol, npol, wgt, flags, out);
+    }
+}
 %   if record_vector:
 <%
     # a footprint row: vtaps complex cells (the taps of vector_taps), in

@@ -181,6 +181,9 @@ assert np.abs(grid).max() > 0 and np.abs(degridded).max() > 0
 split = Gridder(queue, gcf, 16, 16, cell, npol=2, method="register",
                 register_params=RegisterParams(2, 1, 8, 4, 8, 1), atomics="cas")
 assert np.allclose(split(uvw, [1e8], vis), grid, atol=1e-5)
+by_blocks = Degridder(queue, gcf, 16, 16, cell, npol=2,
+                      register_params=RegisterParams(2, 1, 8, 4, 8, 1))(grid, uvw, [1e8])
+assert np.allclose(by_blocks, degridded, atol=1e-5)
 print("done")
 """
 

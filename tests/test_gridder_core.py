@@ -271,6 +271,16 @@ def test_degrid_random_complex_user_tables(cl_env, separable):
                                               core.interpolator.tables_d[:2], group, as_vectors)
         result = degridder(grid.astype(np.complex64), uvw, FREQ_HZ, weights)
         assert _relative_error(result, reference) < 1e-5, (group, as_vectors)
+    with pytest.raises(ValueError, match="give one of them"):
+        clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=2, tiles=TileShape(8, 8),
+                         register_params=RegisterParams())
+    # records by register blocks, all polarisations a work-item or one
+    for params in (RegisterParams(4, 2, 16, 8, 50), RegisterParams(2, 4, 8, 5, 97, 1)):
+        degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=2,
+                                     register_params=params)
+        assert degridder.engine.interpolator.register is not None
+        result = degridder(grid.astype(np.complex64), uvw, FREQ_HZ, weights)
+        assert _relative_error(result, reference) < 1e-5, params
 
 
 @pytest.mark.parametrize("conjugate", [True, False])
@@ -480,6 +490,12 @@ def test_register_default_geometry_on_fake_profiles():
     assert default_register_params(gpu, 128, 4, True, True) == RegisterParams(4, 4, 64, 64,
                                                                                2048, 2)
     assert default_register_params(gpu, 128, 2, True) == RegisterParams(4, 4, 64, 64, 2048)
+    # degridding by register blocks: GPUs from support 32, separable tables in groups of 128
+    from clgrid.core.register import default_degrid_params, degrid_by_register
+    assert degrid_by_register(gpu, 32) and not degrid_by_register(gpu, 31)
+    assert not degrid_by_register(fake(device_type="cpu"), 128)
+    assert default_degrid_params(gpu, 128, 4, True) == RegisterParams(4, 4, 128, 64, 2048, 2)
+    assert default_degrid_params(gpu, 64, 4) == default_register_params(gpu, 64, 4)
     assert default_register_params(gpu, 128, 1, True, True) == RegisterParams(8, 8, 32, 64,
                                                                                2048)
     assert default_register_params(gpu, 2, 1) == RegisterParams(1, 1, 256, 64, 2048)
@@ -635,17 +651,21 @@ def test_streaming_gridder_grids_core_in_row_blocks(cl_env, method):
     assert streaming.last_stats["n_flagged"] == int(flags.sum()) * 1
 
 
-@pytest.mark.parametrize("record_group", [None, 16, "vector"], ids=["device", "group16", "vector"])
+@pytest.mark.parametrize("record_group", [None, 16, "vector", "register"],
+                         ids=["device", "group16", "vector", "register"])
 @pytest.mark.parametrize("kind", ["separable", "full"])
 @pytest.mark.parametrize("npol, precision", [(1, np.float32), (4, np.float32),
                                              (2, np.float64)])
 def test_degridder_core_matches_reference_and_is_adjoint(cl_env, kind, npol, precision,
-                                                         record_group):
+                                                         record_group, monkeypatch):
     """Against the float64 reference, adjoint to the gridder, repeatable;
     degridding by records with the device's choice, with a work-group of 16
-    per record forced (the GPUs' wide-footprint kernel) and with rows as
-    vectors forced (the CPUs' kernel), on any device."""
+    per record forced (the GPUs' wide-footprint kernel), with rows as
+    vectors forced (the CPUs' kernel) and by register blocks (the GPUs'
+    kernel from support 32: a box split over groups, two record slices, the
+    polarisations split), on any device."""
     from test_gridder_reference import degrid_reference
+    from clgrid.core import register
     from clgrid.core.table import TableInterpolator
     _skip_without_fp64(cl_env)
     rng = np.random.default_rng(21 + npol)
@@ -656,9 +676,17 @@ def test_degridder_core_matches_reference_and_is_adjoint(cl_env, kind, npol, pre
     grid = random_vis(rng, (npol, ny, nx))
     weights = rng.uniform(0.5, 2.0, (uvw.shape[0], FREQ_HZ.size, npol))
     flags = rng.random(weights.shape) < 0.1
+    params = (RegisterParams(4, 2, 8, 7, 61, 2 if npol == 4 else 0)
+              if record_group == "register" else None)
     degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=npol,
-                                 precision=precision)
-    if record_group == "vector":      # the CPUs' kernel, forced on every device
+                                 precision=precision, register_params=params)
+    if record_group == "register":
+        interpolator = degridder.engine.interpolator.register
+        assert interpolator.n_chunks > 1 and interpolator.batch == 7
+        # partial sums of a few records a launch: several slices
+        bytes_per_record = interpolator.n_chunks * npol * degridder.complex_dtype.itemsize
+        monkeypatch.setattr(register, "PARTIALS_BYTES", 300 * bytes_per_record)
+    elif record_group == "vector":      # the CPUs' kernel, forced on every device
         cl_env.require_vector_tiles()
         core = degridder.engine
         core.interpolator = TableInterpolator(cl_env.queue, core.table_grid,
@@ -690,6 +718,9 @@ def test_degridder_core_matches_reference_and_is_adjoint(cl_env, kind, npol, pre
         warnings.simplefilter("ignore", UserWarning)
         again = degridder(grid.astype(degridder.complex_dtype), uvw, FREQ_HZ, weights, flags)
     assert np.array_equal(vis, again)
+    if record_group == "register":
+        assert len(interpolator.slices(degridder.engine.n_records(degridder.plan(
+            uvw, FREQ_HZ, flags)))) > 1
 
 
 def test_no_rows_and_far_points(cl_env):

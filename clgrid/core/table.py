@@ -611,8 +611,12 @@ class TableInterpolator:
     ``record_group`` work-items, which tests force on any device)."""
 
     def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Array],
-                 record_group: int | None = None, record_vector: bool | None = None):
+                 record_group: int | None = None, record_vector: bool | None = None,
+                 register=None):
         self.queue, self.grid = queue, grid
+        #: Records degridded by register blocks instead
+        #: (:class:`clgrid.core.register.RegisterInterpolator`), or None.
+        self.register = register
         profile = DeviceProfile.from_device(queue.device)
         #: No fp64 on the device: the table kernels alone, with no double.
         self.float_float = not profile.fp64
@@ -686,7 +690,9 @@ class TableInterpolator:
                   (wgt_d if wgt_d is not None else self._dummy_real).data,
                   (flags_d if flags_d is not None else self._dummy_flags).data, out_d.data)
         cells = table_points.points.cells
-        if records is None:
+        if records is not None and self.register is not None:
+            self._by_register(records, grid_d, npol, wgt_d, flags_d, out_d, cells)
+        elif records is None:
             self.kernel(wgt_d is not None, flags_d is not None)(
                 self.queue, (_round_up(table_points.n_kept, 64),), None, cells.data,
                 np.uint32(table_points.n_kept), *common)
@@ -707,6 +713,19 @@ class TableInterpolator:
                 self.queue, (_round_up(records.n_records, 64),), None, cells.data,
                 records.cells.data, records.start.data, np.uint32(records.n_records), *common)
         return out_d
+
+    def _by_register(self, records, grid_d: cla.Array, npol: int, wgt_d, flags_d,
+                     out_d: cla.Array, cells: cla.Array) -> None:
+        """Records by register blocks: partial sums, then their fixed-order
+        totals given to the points (``sum_record_partials``), slice by slice."""
+        finish = self.kernel(wgt_d is not None, flags_d is not None, "sum_record_partials")
+        for first, count in self.register.slices(records.n_records):
+            partials = self.register.partials(records, first, count, grid_d)
+            finish(self.queue, (_round_up(count, 64),), None, cells.data, records.start.data,
+                   np.uint32(first), np.uint32(count), np.uint32(self.register.n_chunks),
+                   partials.data, np.uint32(npol),
+                   (wgt_d if wgt_d is not None else self._dummy_real).data,
+                   (flags_d if flags_d is not None else self._dummy_flags).data, out_d.data)
 
 
 __all__ = ["KEY_ORDERS", "MAX_TABLE_SUPPORT", "TABLE_CONJUGATE", "TableGrid", "max_table_support",

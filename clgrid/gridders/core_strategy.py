@@ -21,7 +21,8 @@ import pyopencl.array as cla
 
 from ..core.plan import TileShape, check_allocation, params_of
 from ..core.setpoints import freq_scale
-from ..core.register import RecordScan, RegisterParams, RegisterSpreader
+from ..core.register import (RecordScan, RegisterInterpolator, RegisterParams,
+                             RegisterSpreader, degrid_by_register)
 from ..core.table import (TableGrid, TableInterpolator, TablePoints, TableSetPoints,
                           TableSpreader, check_tiles, fit_staging, table_tiles)
 from .dispatch import METHODS
@@ -93,6 +94,10 @@ class CoreTableEngine:
             if spread:
                 self.register = RegisterSpreader(queue, self.table_grid, tables_d, npol,
                                                  register_params, atomics, count_flushes)
+            elif register_params is not None or degrid_by_register(profile, gcf.support):
+                # wide footprints on GPUs (or asked for): records by register blocks
+                self.interpolator.register = RegisterInterpolator(
+                    queue, self.table_grid, tables_d, npol, register_params)
             return
         self.tiles = fit_staging(self.table_grid, tiles if tiles is not None
                                  else table_tiles(profile, gcf.support), profile)

@@ -29,19 +29,29 @@ class Degridder(_TableOperation):
     tile instead, one work-item per visibility, not merged into records (the
     default, points sorted by cell and merged, is faster wherever points
     repeat).  On devices without fp64 the positions are float-float and the
-    records' sums compensated.
+    records' sums compensated.  On GPUs from support
+    :data:`clgrid.core.register.REGISTER_DEGRID_MIN_SUPPORT` the records are
+    degridded by register blocks (:class:`clgrid.core.register.RegisterInterpolator`:
+    each grid point read once per block move, not once per record);
+    ``register_params`` (a :class:`clgrid.core.register.RegisterParams` or a
+    dict of its fields) sets that geometry and asks for it on any device.
     """
 
     def __init__(self, context, gcf: GCF, nx: int, ny: int, cell_size_rad: float, *,
                  npol: int = 1, precision=np.float32, conjugate_negative_w: bool = True,
-                 tiles=None):
+                 tiles=None, register_params=None):
         super().__init__(context, gcf, nx, ny, cell_size_rad, npol, precision,
                          conjugate_negative_w)
+        from ..core.register import as_register_params
         from ..core.table import table_tiles
         from .core_strategy import CoreTableEngine, tile_shape
         # points sorted by cell and merged into records: one footprint a
         # record; tiles= asks for the tile bins and one a point
         method = "register" if tiles is None else "tiles"
+        register_params = as_register_params(register_params)
+        if register_params is not None and tiles is not None:
+            raise ValueError("register_params= shapes degridding by records; tiles= asks "
+                             "for one work-item a point instead: give one of them")
         if isinstance(tiles, str):
             if tiles != "auto":
                 raise ValueError(f"tiles must be a TileShape, a dict of its fields, 'auto' "
@@ -50,7 +60,7 @@ class Degridder(_TableOperation):
         self.engine = CoreTableEngine(self.queue, self.profile, gcf, nx, ny, cell_size_rad,
                                       self.real_dtype, self._tables, conjugate_negative_w,
                                       tile_shape(tiles), method=method, npol=npol,
-                                      spread=False)
+                                      register_params=register_params, spread=False)
 
     def __call__(self, grid, uvw_m, freq_hz, weights=None, flags=None, *,
                  return_device: bool = False):

@@ -1,0 +1,204 @@
+## Gridding core, tabulated kernels: degridding by register blocks, the
+## gather twin of core_spread_register.cl.mako.  The records of the core's
+## set points (sorted by footprint start cell and table slice, runs of equal
+## points merged: core_records.cl.mako) stream past a box of bin_u x bin_v
+## grid points; each work-item holds its block_u x block_v points of
+## pol_block polarisations in registers, read from the grid only when a
+## record moves the block (Romein's insight, turned round), and adds the
+## block's share of each record's footprint sum conj(GCF) * grid.  The
+## work-items' shares of a record are added in a fixed order in local memory
+## and each group writes one partial sum per record and polarisation
+## (partials: (box chunks, records of the launch, npol)); sum_record_partials
+## in core_interp.cl.mako adds the chunks in a fixed order and gives every
+## point of the record its sum.  No atomics: the same bits every run.
+## Parameters (validated in clgrid/core/register.py, RegisterInterpolator):
+##   real ("float" | "double"), with_f64 (bool: real is double), npol,
+##   support S, oversample O, separable (bool), table_real (bool, separable
+##   only), block_u, block_v, pol_block (dividing npol), bin_u, bin_v (the
+##   box, as the spread's), wg_size (work-items per group: one box chunk),
+##   batch (records staged per pass).
+## Tables as the spread reads them: separable ones phased
+## (clgrid.core.register.phased_table), real where table_real; full ones
+## (w_planes, O, O, S, S) complex.  Grid: (npol, ny, nx) complex.
+<%
+    vec = real + "2"
+    if table_real and not separable:
+        raise ValueError("table_real applies to separable tables")
+    if npol % pol_block:
+        raise ValueError("pol_block must divide npol")
+    weight = real if table_real else vec
+    parts = 1 if table_real else 2
+    def vector_type(block):
+        return real + (str(block * parts) if block * parts > 1 else "")
+    wu_type, wv_type = vector_type(block_u), vector_type(block_v)
+    def lane(name, block, a):
+        if block * parts == 1:
+            return name
+        return name + ".s" + "".join("%x" % (a * parts + c) for c in range(parts))
+    suffix = "f32" if real == "float" else "f64"
+    blocks_u = bin_u // block_u
+    blocks_v = bin_v // block_v
+    def times_conj(value, w):
+        # value * conj(w): a real weight scales, a complex one conjugates
+        return ("%s * %s" % (value, w)) if table_real else "cmulconj_%s(%s, %s)" % (suffix, value, w)
+%>
+<%include file="complex.cl.mako"/>
+
+#define SUPPORT ${support}
+#define OVERSAMPLE ${oversample}
+#define NPOL ${npol}
+#define POL_BLOCK ${pol_block}
+#define BIN_U ${bin_u}
+#define BIN_V ${bin_v}
+#define N_BLOCKS ${blocks_u * blocks_v}
+#define WG_SIZE ${wg_size}
+#define BATCH ${batch}
+#define TABLE_INDEX_MASK ((1 << 30) - 1)
+
+// As the spread's stage_record: the record's box (start rounded down to a
+// bin, offset there) and table offsets, worked out once per group.
+inline void stage_record(const int4 record, __local int4 *where, __local int4 *box)
+{
+    const int y0 = record.x, x0 = record.y;
+    const int index = record.z & TABLE_INDEX_MASK;
+    const int box_u = x0 - x0 % ${block_u}, box_v = y0 - y0 % ${block_v};
+    const int r_u = box_u % BIN_U, r_v = box_v % BIN_V;
+    *box = (int4)(box_u - r_u, r_u, box_v - r_v, r_v);
+% if separable:
+    const int fx = index % OVERSAMPLE, fy = (index / OVERSAMPLE) % OVERSAMPLE;
+    const int w_plane = index / (OVERSAMPLE * OVERSAMPLE);
+    *where = (int4)(x0, y0,
+                    ((w_plane * OVERSAMPLE + fx) * ${block_u} + x0 % ${block_u}) * (BIN_U / ${block_u}),
+                    ((w_plane * OVERSAMPLE + fy) * ${block_v} + y0 % ${block_v}) * (BIN_V / ${block_v}));
+% else:
+    *where = (int4)(x0, y0, index, 0);
+% endif
+}
+
+// The block's grid points at (u, v) of polarisations pol0.. into registers;
+// points past the grid's edge read as zero (no footprint reaches them with
+// a non-zero weight).
+inline void load_block(__global const ${vec} *grid, const int u, const int v, const int nx,
+                       const int ny, const int pol0,
+                       ${vec} block[${block_v}][${block_u}][POL_BLOCK])
+{
+% for b in range(block_v):
+%   for a in range(block_u):
+%     for p in range(pol_block):
+    block[${b}][${a}][${p}] = (u + ${a} < nx && v + ${b} < ny)
+        ? grid[(size_t)((pol0 + ${p}) * ny + v + ${b}) * nx + u + ${a}] : (${vec})(0, 0);
+%     endfor
+%   endfor
+% endfor
+}
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void interpolate_register(__global const int4 *cells, const unsigned int first_record,
+                          const unsigned int n_records, const unsigned int records_per_group,
+                          __global const ${vec} *grid, const int nx, const int ny,
+% if separable:
+                          __global const ${wu_type} *gcf_u, __global const ${wv_type} *gcf_v,
+% else:
+                          __global const ${vec} *gcf,
+% endif
+                          __global ${vec} *partials)
+{
+    __local int4 l_cell[BATCH];
+    __local int4 l_box[BATCH];
+    // each work-item's share of each record of the batch; one spare column
+    // so that the fixed-order sums (a row each) fall in different banks
+    __local ${vec} l_share[BATCH][POL_BLOCK][WG_SIZE + 1];
+    const int lid = get_local_id(0);
+    // dimension 1: the box's chunks of WG_SIZE blocks; 2: polarisation groups
+    const int block_index = get_group_id(1) * WG_SIZE + lid;
+    const bool active = block_index < N_BLOCKS;
+    const int pol0 = get_group_id(2) * POL_BLOCK;
+    const int offset_u = (block_index % ${blocks_u}) * ${block_u};
+    const int offset_v = (block_index / ${blocks_u}) * ${block_v};
+    const unsigned int group_first = get_group_id(0) * records_per_group;
+    const unsigned int group_end = min(group_first + records_per_group, n_records);
+
+    int cur_u = -1, cur_v = -1;
+    ${vec} block[${block_v}][${block_u}][POL_BLOCK];
+
+    for (unsigned int pass = group_first; pass < group_end; pass += BATCH) {
+        barrier(CLK_LOCAL_MEM_FENCE);  // the previous batch fully summed
+        for (int t = lid; t < BATCH; t += WG_SIZE) {
+            const unsigned int at = pass + t;
+            stage_record(at < group_end ? cells[first_record + at] : (int4)(0, 0, 0, 0),
+                         &l_cell[t], &l_box[t]);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const int n_here = (int)min((unsigned int)BATCH, group_end - pass);
+        for (int i = 0; i < n_here; ++i) {
+            ${vec} share[POL_BLOCK];
+% for p in range(pol_block):
+            share[${p}] = (${vec})(0, 0);
+% endfor
+            if (active) {
+                const int4 where = l_cell[i], box = l_box[i];
+                const int pu = box.x + offset_u + (offset_u < box.y ? BIN_U : 0);
+                const int pv = box.z + offset_v + (offset_v < box.w ? BIN_V : 0);
+                if (pu != cur_u || pv != cur_v) {
+                    load_block(grid, pu, pv, nx, ny, pol0, block);
+                    cur_u = pu;
+                    cur_v = pv;
+                }
+% if separable:
+                const ${wu_type} wu_vector =
+                    gcf_u[where.z + (int)((unsigned int)(pu - box.x - box.y) / ${block_u}u)];
+                const ${wv_type} wv_vector =
+                    gcf_v[where.w + (int)((unsigned int)(pv - box.z - box.w) / ${block_v}u)];
+                ${weight} wu[${block_u}], wv[${block_v}];
+%   for a in range(block_u):
+                wu[${a}] = ${lane("wu_vector", block_u, a)};
+%   endfor
+%   for b in range(block_v):
+                wv[${b}] = ${lane("wv_vector", block_v, b)};
+%   endfor
+%   for b in range(block_v):
+                {
+                    // Merry's order, adjoint: a row's sum over u, then its v weight
+                    ${vec} row[POL_BLOCK];
+%     for p in range(pol_block):
+                    row[${p}] = ${times_conj("block[%d][0][%d]" % (b, p), "wu[0]")};
+%       for a in range(1, block_u):
+                    row[${p}] += ${times_conj("block[%d][%d][%d]" % (b, a, p), "wu[%d]" % a)};
+%       endfor
+                    share[${p}] += ${times_conj("row[%d]" % p, "wv[%d]" % b)};
+%     endfor
+                }
+%   endfor
+% else:
+                const int du = pu - where.x;   // footprint column of the block's first point
+                const int dv = pv - where.y;
+                __global const ${vec} *slice = gcf + (size_t)where.z * SUPPORT * SUPPORT
+                                               + dv * SUPPORT + du;
+%   for b in range(block_v):
+%     for a in range(block_u):
+                if (du + ${a} >= 0 && du + ${a} < SUPPORT && dv + ${b} >= 0 && dv + ${b} < SUPPORT) {
+                    const ${vec} w = slice[${b} * SUPPORT + ${a}];
+%       for p in range(pol_block):
+                    share[${p}] += cmulconj_${suffix}(block[${b}][${a}][${p}], w);
+%       endfor
+                }
+%     endfor
+%   endfor
+% endif
+            }
+% for p in range(pol_block):
+            l_share[i][${p}][lid] = share[${p}];
+% endfor
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        // one work-item per (record, polarisation) of the batch adds the
+        // group's shares in the order of the work-items
+        for (int t = lid; t < n_here * POL_BLOCK; t += WG_SIZE) {
+            const int i = t / POL_BLOCK, p = t - (t / POL_BLOCK) * POL_BLOCK;
+            ${vec} total = (${vec})(0, 0);
+            for (int l = 0; l < WG_SIZE; ++l)
+                total += l_share[i][p][l];
+            partials[((size_t)get_group_id(1) * n_records + pass + i) * NPOL + pol0 + p] = total;
+        }
+    }
+}
