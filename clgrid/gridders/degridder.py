@@ -4,8 +4,9 @@
 tables and coordinate handling, on the gridding core: set points on the
 device sorted by cell and table slice, one work-item per record of equal
 points summing ``conj(GCF) * grid`` over its footprint once
-(``interpolate_table_records`` in ``templates/core_interp.cl.mako``), one
-writer per visibility, no atomics: deterministic.
+(``interpolate_table_records`` in ``templates/core_interp.cl.mako``; on
+GPUs from support 32 by register blocks, ``core_interp_register.cl.mako``),
+one writer per visibility, no atomics: deterministic.
 """
 
 from __future__ import annotations
