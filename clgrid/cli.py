@@ -48,7 +48,8 @@ def _cmd_devices(args: argparse.Namespace) -> int:
         print(line)
     if getattr(args, "explain", False):
         from .gridders.dispatch import explain
-        print(f"\nGridder's spread for support {args.support}, npol {args.npol}, float32:")
+        print(f"\nGridder's spread (and Degridder's records) for support {args.support}, "
+              f"npol {args.npol}, float32:")
         print(format_table([explain(p, args.support, args.npol) for p in profiles]))
         from .core.plan import explain_imaging
         print("\nvis2dirty / dirty2vis (the imaging core), epsilon 1e-5 in single precision:")

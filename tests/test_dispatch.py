@@ -240,6 +240,11 @@ def test_explain_rows():
     assert row["method"] == "register" and "wider than the tiles take" in row["why"]
     assert row["geometry"] == ("block_u=4 block_v=4 wg_size=64 batch=64 points_per_group=4096 "
                                "pol_block=0")
+    assert row["degrid"] == "a work-item a record"     # wider than the vector rows take
+    assert explain(cpu, 32, 4)["degrid"] == "a work-item a record, rows as vectors"
+    row = explain(fake(), 64, 4)                       # a GPU: register blocks from W 32
+    assert row["degrid"] == "register blocks 4x4, 2 pol, groups of 128"
+    assert explain(fake(), 16, 4)["degrid"] == "a work-group of 128 a record"
     row = explain(fake(fp64=False), 32, 4, np.float64)
     assert row["method"] == "-" and "double precision" in row["why"]
     row = explain(fake(build_problem="unknown target CPU"), 32, 4)
@@ -249,7 +254,8 @@ def test_explain_rows():
     assert row["geometry"].startswith("block_u=4 block_v=4 wg_size=64")
     row = explain(fake(atomic_f32="cas"), 16, 4)
     assert row["method"] == "tiles" and "without native float atomics" in row["why"]
-    assert set(row) == {"id", "device", "method", "geometry", "why"}
+    assert set(row) == {"id", "device", "method", "geometry", "why", "degrid"}
+    assert set(explain(fake(build_problem="unknown target CPU"), 32, 4)) == set(row)
 
 
 def test_explain_imaging_rows():
@@ -272,9 +278,9 @@ def test_explain_imaging_rows():
 def test_cli_devices_explain(capsys):
     assert cli_main(["devices", "--explain", "--support", "16"]) == 0
     out = capsys.readouterr().out
-    assert "Gridder's spread for support 16, npol 4" in out
+    assert "Gridder's spread (and Degridder's records) for support 16, npol 4" in out
     header = out.split("Gridder's spread")[1].splitlines()[1]
-    assert header.split() == ["id", "device", "method", "geometry", "why"]
+    assert header.split() == ["id", "device", "method", "geometry", "why", "degrid"]
     assert "tiles" in out or "register" in out
     imaging = out.split("vis2dirty / dirty2vis (the imaging core)")[1].splitlines()[1]
     assert imaging.split() == ["id", "device", "tile", "positions", "precisions"]

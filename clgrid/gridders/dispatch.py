@@ -173,23 +173,41 @@ def explain(profile, support: int = 32, npol: int = 4, precision: Any = np.float
     row = {"id": f"{profile.platform_index}:{profile.device_index}",
            "device": f"{profile.platform_key}: {profile.device_name}"}
     if not profile.usable:
-        return dict(row, method="-", geometry="-", why=f"unusable: {profile.build_problem}")
+        return dict(row, method="-", geometry="-", why=f"unusable: {profile.build_problem}",
+                    degrid="-")
     try:
         choice = choose(profile, support, npol, precision)
     except ValueError as error:
-        return dict(row, method="-", geometry="-", why=str(error))
+        return dict(row, method="-", geometry="-", why=str(error), degrid="-")
     if choice.method == "register":
         from ..core.register import default_register_params
         geometry = default_register_params(profile, support, npol, True)
     else:
         geometry = choice.tiles
     return dict(row, method=choice.method, geometry=_short(geometry),
-                why="; ".join(choice.reasons))
+                why="; ".join(choice.reasons), degrid=degrid_choice(profile, support, npol))
+
+
+def degrid_choice(profile, support: int, npol: int) -> str:
+    """What a Degridder of real separable tables runs on records, in words."""
+    from ..core.register import default_degrid_params, degrid_by_register
+    from ..core.table import RECORD_GROUP, RECORD_GROUP_MIN_SUPPORT, RECORD_VECTOR_MAX_SUPPORT
+    if degrid_by_register(profile, support):
+        p = default_degrid_params(profile, support, npol, True, True)
+        return (f"register blocks {p.block_u}x{p.block_v}, {p.pols(npol)} pol, "
+                f"groups of {p.wg_size}")
+    if profile.device_type == "gpu" and support >= RECORD_GROUP_MIN_SUPPORT:
+        return f"a work-group of {min(RECORD_GROUP, profile.max_work_group_size)} a record"
+    if (profile.device_type == "cpu" and profile.vector_kernels
+            and support <= RECORD_VECTOR_MAX_SUPPORT):
+        return "a work-item a record, rows as vectors"
+    return "a work-item a record"
 
 
 def _short(params) -> str:
     return " ".join(f"{k}={v}" for k, v in dataclasses.asdict(params).items())
 
 
-__all__ = ["Choice", "METHODS", "choose", "cpu_vector_tile", "explain", "method_for",
+__all__ = ["Choice", "METHODS", "choose", "cpu_vector_tile", "degrid_choice", "explain",
+           "method_for",
            "tiles_possible"]
