@@ -187,12 +187,12 @@ def test_core_without_fp64(cl_env, without_fp64, table):
     assert gridder.last_stats["n_kept"] > 500
     assert _relative_error(result, reference) < 1e-5
     grid = random_vis(rng, (2, ny, nx))
-    for tiles in (None, TileShape(8, 8)):
-        degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=2,
-                                     tiles=tiles)
+    for options in (dict(tiles=None), dict(tiles=TileShape(8, 8)),
+                    dict(register_params=RegisterParams(2, 2, 32, 16, 64, 1))):
+        degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=2, **options)
         predicted = degridder(grid.astype(np.complex64), uvw, FREQ_HZ, weights)
         assert _relative_error(predicted, degrid_reference(grid, uvw, FREQ_HZ, gcf, nx, ny,
-                                                           cell, weights)) < 1e-5, tiles
+                                                           cell, weights)) < 1e-5, options
     deterministic = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=2,
                             deterministic=True)
     assert deterministic.choice.method == "tiles"
