@@ -240,7 +240,8 @@ def test_explain_rows():
     assert row["method"] == "register" and "wider than the tiles take" in row["why"]
     assert row["geometry"] == ("block_u=4 block_v=4 wg_size=64 batch=64 points_per_group=4096 "
                                "pol_block=0")
-    assert row["degrid"] == "a work-item a record"     # wider than the vector rows take
+    # wider than the vector rows take: separable tables by register blocks
+    assert row["degrid"] == "register blocks 4x4, 4 pol, groups of 64"
     assert explain(cpu, 32, 4)["degrid"] == "a work-item a record, rows as vectors"
     row = explain(fake(), 64, 4)                       # a GPU: register blocks from W 32
     assert row["degrid"] == "register blocks 4x4, 2 pol, groups of 128"

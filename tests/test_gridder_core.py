@@ -283,6 +283,25 @@ def test_degrid_random_complex_user_tables(cl_env, separable):
         assert _relative_error(result, reference) < 1e-5, params
 
 
+def test_wide_separable_degridder_takes_register_blocks(cl_env):
+    """Separable tables wider than every per-record kernel's rows (W 72):
+    the default Degridder degrids by register blocks on GPUs and CPUs alike,
+    against the float64 reference, the same bits twice."""
+    from test_gridder_reference import degrid_reference
+    _skip_without_fp64(cl_env)
+    rng = np.random.default_rng(72)
+    nx, ny, support = 176, 168, 72
+    uvw, cell = _setup(rng, nx, ny, 40, support)
+    gcf = separable_gcf(support, 2)
+    grid = random_vis(rng, (2, ny, nx))
+    degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=2)
+    assert degridder.engine.interpolator.register is not None
+    vis = degridder(grid.astype(np.complex64), uvw, FREQ_HZ)
+    assert degridder.last_stats["n_kept"] > 100
+    assert _relative_error(vis, degrid_reference(grid, uvw, FREQ_HZ, gcf, nx, ny, cell)) < 1e-5
+    assert np.array_equal(vis, degridder(grid.astype(np.complex64), uvw, FREQ_HZ))
+
+
 @pytest.mark.parametrize("conjugate", [True, False])
 def test_off_grid_drops_counted_and_conjugation(cl_env, conjugate):
     """Points beyond the grid edge and W beyond the last plane are dropped and
@@ -493,7 +512,9 @@ def test_register_default_geometry_on_fake_profiles():
     # degridding by register blocks: GPUs from support 32, separable tables in groups of 128
     from clgrid.core.register import default_degrid_params, degrid_by_register
     assert degrid_by_register(gpu, 32) and not degrid_by_register(gpu, 31)
-    assert not degrid_by_register(fake(device_type="cpu"), 128)
+    cpu = fake(device_type="cpu")                      # separable tables beyond W 64
+    assert degrid_by_register(cpu, 72) and not degrid_by_register(cpu, 64)
+    assert not degrid_by_register(cpu, 128, separable=False)
     assert default_degrid_params(gpu, 128, 4, True) == RegisterParams(4, 4, 128, 64, 2048, 2)
     assert default_degrid_params(gpu, 64, 4) == default_register_params(gpu, 64, 4)
     assert default_register_params(gpu, 128, 1, True, True) == RegisterParams(8, 8, 32, 64,

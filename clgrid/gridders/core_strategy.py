@@ -94,8 +94,9 @@ class CoreTableEngine:
             if spread:
                 self.register = RegisterSpreader(queue, self.table_grid, tables_d, npol,
                                                  register_params, atomics, count_flushes)
-            elif register_params is not None or degrid_by_register(profile, gcf.support):
-                # wide footprints on GPUs (or asked for): records by register blocks
+            elif register_params is not None or degrid_by_register(profile, gcf.support,
+                                                                   gcf.separable):
+                # wide footprints (or asked for): records by register blocks
                 self.interpolator.register = RegisterInterpolator(
                     queue, self.table_grid, tables_d, npol, register_params)
             return

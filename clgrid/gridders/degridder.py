@@ -4,8 +4,8 @@
 tables and coordinate handling, on the gridding core: set points on the
 device sorted by cell and table slice, one work-item per record of equal
 points summing ``conj(GCF) * grid`` over its footprint once
-(``interpolate_table_records`` in ``templates/core_interp.cl.mako``; on
-GPUs from support 32 by register blocks, ``core_interp_register.cl.mako``),
+(``interpolate_table_records`` in ``templates/core_interp.cl.mako``; for
+wide tables by register blocks, ``core_interp_register.cl.mako``),
 one writer per visibility, no atomics: deterministic.
 """
 
@@ -31,8 +31,9 @@ class Degridder(_TableOperation):
     default, points sorted by cell and merged, is faster wherever points
     repeat).  On devices without fp64 the positions are float-float and the
     records' sums compensated.  On GPUs from support
-    :data:`clgrid.core.register.REGISTER_DEGRID_MIN_SUPPORT` the records are
-    degridded by register blocks (:class:`clgrid.core.register.RegisterInterpolator`:
+    :data:`clgrid.core.register.REGISTER_DEGRID_MIN_SUPPORT` (on CPUs for
+    separable tables wider than W 64) the records are degridded by register
+    blocks (:class:`clgrid.core.register.RegisterInterpolator`:
     each grid point read once per block move, not once per record);
     ``register_params`` (a :class:`clgrid.core.register.RegisterParams` or a
     dict of its fields) sets that geometry and asks for it on any device.

@@ -192,7 +192,7 @@ def degrid_choice(profile, support: int, npol: int) -> str:
     """What a Degridder of real separable tables runs on records, in words."""
     from ..core.register import default_degrid_params, degrid_by_register
     from ..core.table import RECORD_GROUP, RECORD_GROUP_MIN_SUPPORT, RECORD_VECTOR_MAX_SUPPORT
-    if degrid_by_register(profile, support):
+    if degrid_by_register(profile, support, separable=True):
         p = default_degrid_params(profile, support, npol, True, True)
         return (f"register blocks {p.block_u}x{p.block_v}, {p.pols(npol)} pol, "
                 f"groups of {p.wg_size}")
