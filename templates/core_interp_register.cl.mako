@@ -55,25 +55,7 @@
 #define BATCH ${batch}
 #define TABLE_INDEX_MASK ((1 << 30) - 1)
 
-// As the spread's stage_record: the record's box (start rounded down to a
-// bin, offset there) and table offsets, worked out once per group.
-inline void stage_record(const int4 record, __local int4 *where, __local int4 *box)
-{
-    const int y0 = record.x, x0 = record.y;
-    const int index = record.z & TABLE_INDEX_MASK;
-    const int box_u = x0 - x0 % ${block_u}, box_v = y0 - y0 % ${block_v};
-    const int r_u = box_u % BIN_U, r_v = box_v % BIN_V;
-    *box = (int4)(box_u - r_u, r_u, box_v - r_v, r_v);
-% if separable:
-    const int fx = index % OVERSAMPLE, fy = (index / OVERSAMPLE) % OVERSAMPLE;
-    const int w_plane = index / (OVERSAMPLE * OVERSAMPLE);
-    *where = (int4)(x0, y0,
-                    ((w_plane * OVERSAMPLE + fx) * ${block_u} + x0 % ${block_u}) * (BIN_U / ${block_u}),
-                    ((w_plane * OVERSAMPLE + fy) * ${block_v} + y0 % ${block_v}) * (BIN_V / ${block_v}));
-% else:
-    *where = (int4)(x0, y0, index, 0);
-% endif
-}
+<%include file="register_box.cl.mako"/>
 
 // The block's grid points at (u, v) of polarisations pol0.. into registers;
 // points past the grid's edge read as zero (no footprint reaches them with
@@ -137,8 +119,8 @@ void interpolate_register(__global const int4 *cells, const unsigned int first_r
 % endfor
             if (active) {
                 const int4 where = l_cell[i], box = l_box[i];
-                const int pu = box.x + offset_u + (offset_u < box.y ? BIN_U : 0);
-                const int pv = box.z + offset_v + (offset_v < box.w ? BIN_V : 0);
+                const int2 position = block_position(box, offset_u, offset_v);
+                const int pu = position.x, pv = position.y;
                 if (pu != cur_u || pv != cur_v) {
                     load_block(grid, pu, pv, nx, ny, pol0, block);
                     cur_u = pu;

@@ -66,31 +66,7 @@
 #define BATCH ${batch}
 #define TABLE_INDEX_MASK ((1 << 30) - 1)
 
-// Once per record, for every work-item of the stream: the box of bins that
-// holds each block offset once (Romein's insight: a block's grid position
-// changes only when the box slides past it), as its start box.x rounded
-// down to a multiple of the bin and the offset box.y there, so that a block
-// at offset o sits at box.x + o, plus a bin where o < box.y; the footprint
-// start and the record's table offsets: (x0, y0, full slice, 0), or for
-// separable tables (x0, y0, u row, v row), the rows of the record's phase
-// x0 mod block_u (y0 mod block_v) in block vectors.
-inline void stage_record(const int4 record, __local int4 *where, __local int4 *box)
-{
-    const int y0 = record.x, x0 = record.y;
-    const int index = record.z & TABLE_INDEX_MASK;
-    const int box_u = x0 - x0 % ${block_u}, box_v = y0 - y0 % ${block_v};
-    const int r_u = box_u % BIN_U, r_v = box_v % BIN_V;
-    *box = (int4)(box_u - r_u, r_u, box_v - r_v, r_v);
-% if separable:
-    const int fx = index % OVERSAMPLE, fy = (index / OVERSAMPLE) % OVERSAMPLE;
-    const int w_plane = index / (OVERSAMPLE * OVERSAMPLE);
-    *where = (int4)(x0, y0,
-                    ((w_plane * OVERSAMPLE + fx) * ${block_u} + x0 % ${block_u}) * (BIN_U / ${block_u}),
-                    ((w_plane * OVERSAMPLE + fy) * ${block_v} + y0 % ${block_v}) * (BIN_V / ${block_v}));
-% else:
-    *where = (int4)(x0, y0, index, 0);
-% endif
-}
+<%include file="register_box.cl.mako"/>
 
 inline void flush_block(volatile __global ${real} *grid, const int u, const int v,
                         const int nx, const int ny, const int pol0,
@@ -119,8 +95,8 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
             {
                 // what staging worked out once for every work-item (stage_record)
                 const int4 where = l_cell[stream][i], box = l_box[stream][i];
-                const int pu = box.x + offset_u + (offset_u < box.y ? BIN_U : 0);
-                const int pv = box.z + offset_v + (offset_v < box.w ? BIN_V : 0);
+                const int2 position = block_position(box, offset_u, offset_v);
+                const int pu = position.x, pv = position.y;
 % if separable:
                 // the block's place in the box, in blocks: its weights' vector
                 const ${wu_type} wu_vector =
