@@ -1,6 +1,8 @@
 """vis2dirty / dirty2vis / Imager against a float64 direct Fourier transform,
 against ducc0, as each other's adjoint, and on bad input."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -429,18 +431,24 @@ def test_nan_visibilities_sent_in_blocks_are_still_refused(cl_env):
         imager.vis2dirty(bad)
 
 
+@pytest.mark.parametrize("kept_screens", [False, True], ids=["screens", "kept-screens"])
 @pytest.mark.parametrize("planes_per_pass", [1, 3])
 def test_w_planes_in_several_passes_match_the_direct_transform(cl_env, monkeypatch,
-                                                               planes_per_pass):
+                                                               planes_per_pass, kept_screens):
     """Where the device holds fewer w planes than the job needs, the planes
     go in passes: the first pass writes the image, later ones add to it; the
-    visibilities predicted pass by pass add up likewise."""
+    visibilities predicted pass by pass add up likewise.  With the w screens
+    computed per call and computed once per pass and kept (PoCL's CPUs),
+    forced either way on any device."""
+    from clgrid.core import correct as correct_module
     from clgrid.core import engine as engine_module
     monkeypatch.setattr(engine_module, "planes_per_pass", lambda *a, **k: planes_per_pass)
+    monkeypatch.setattr(correct_module, "keeps_screens", lambda *a: kept_screens)
     uvw, freq, vis = _observation(n_rows=120, seed=21)
     imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-6, do_wgridding=True,
                     precision="double", **GEOMETRY)
     assert len(imager.engine.passes()) > 1
+    assert imager.engine.corrector.cache_screens == kept_screens
     reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=True, **GEOMETRY)
     dirty = imager.vis2dirty(vis)
     assert _rel_rms(dirty, reference) <= 1e-6
@@ -450,6 +458,26 @@ def test_w_planes_in_several_passes_match_the_direct_transform(cl_env, monkeypat
                              pixsize_x=GEOMETRY["pixsize_x"], pixsize_y=GEOMETRY["pixsize_y"])
     predicted = imager.dirty2vis(image)
     assert np.linalg.norm(predicted - expected) / np.linalg.norm(expected) <= 1e-6
+    if kept_screens:     # one kept screen per pass
+        assert len(imager.engine.corrector._screens) == len(imager.engine.passes())
+
+
+def test_kept_screens_only_on_pocl_cpus_and_where_they_fit(cl_env):
+    from clgrid.core.correct import keeps_screens
+    from test_dispatch import fake
+    uvw, freq, _ = _observation(n_rows=20, seed=24)
+    imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-5, do_wgridding=True,
+                    **GEOMETRY)
+    geometry, layout = imager.engine.geometry, imager.engine.layout
+    pocl_cpu = fake(device_type="cpu", platform_name="Portable Computing Language")
+    assert pocl_cpu.platform_key == "pocl"
+    assert keeps_screens(pocl_cpu, geometry, layout, False)
+    assert not keeps_screens(pocl_cpu, geometry, layout, True)           # float-float screens
+    assert not keeps_screens(fake(), geometry, layout, False)             # a GPU
+    assert not keeps_screens(dataclasses.replace(pocl_cpu, global_mem_bytes=2 ** 16),
+                             geometry, layout, False)                     # too little memory
+    assert imager.engine.corrector.cache_screens == (cl_env.profile.platform_key == "pocl"
+                                                     and cl_env.profile.device_type == "cpu")
 
 
 def test_all_w_planes_in_one_pass_when_they_fit_whatever_the_row_count(cl_env):
