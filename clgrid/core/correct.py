@@ -6,7 +6,9 @@ w-stacking, w; and 1 / n), computed once on the device, and applies it while
 moving between the planes of one pass (after / before their FFTs) and the
 image, with each plane's w phase screen.  Planes are summed into a pixel in
 a fixed order, so repeated runs give the same bits.  On devices without
-fp64 the screens' phases are float-float turns (see the template).
+fp64 the screens' phases are float-float turns (see the template); on
+PoCL's CPUs each pixel's screen and its step are computed once per pass and
+kept (:func:`keeps_screens`).
 """
 
 from __future__ import annotations
