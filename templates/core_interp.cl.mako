@@ -47,6 +47,8 @@
         raise ValueError("float_float: the GPU kernels of a float grid only")
     # uvw, freq / c, the scales and the facet shifts: doubles, or float pairs
     pos_t = "float2" if float_float else "double"
+    # facet phases from a per-plan array (facet_phasors) instead of a sincos
+    kept_phases = context.get("kept_phases", False)
 %>
 % if not float_float:
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
@@ -57,6 +59,7 @@
 <%include file="floatfloat.cl.mako"/>
 % endif
 <%include file="footprint.cl.mako"/>
+<%include file="facet_phase.cl.mako"/>
 % if kernel_eval == "horner":
 <%
     suffix = "f" if real == "float" else ""
@@ -94,23 +97,13 @@ inline void store_point(${vec} sum, const unsigned int k, __global const ${pos_t
                         __global const ${pos_t} *freq_scale, const unsigned int nchan,
                         __global ${vvec} *out, const unsigned int npol, const unsigned int pol,
                         __global const ${vis_real} *wgt, __global const unsigned char *mask,
-                        const ${pos_t} shift_u, const ${pos_t} shift_v, const int accumulate)
+                        const ${pos_t} shift_u, const ${pos_t} shift_v,
+                        __global const ${vec} *phasors, const int accumulate)
 {
-% if shifted:
-    {
-        const size_t row = k / nchan;
-%   if float_float:
-        const ff_t turns = ff_mul(freq_scale[k - row * nchan],
-                                  ff_add(ff_mul(uvw[3 * row], shift_u),
-                                         ff_mul(uvw[3 * row + 1], shift_v)));
-        sum = cmulconj_${csuffix}(sum, ff_expi_turns(turns));
-%   else:
-        const double f = freq_scale[k - row * nchan];
-        double c;
-        const double s = sincos(-f * (uvw[3 * row] * shift_u + uvw[3 * row + 1] * shift_v), &c);
-        sum = cmul_${csuffix}(sum, (${vec})((${real})c, (${real})s));
-%   endif
-    }
+% if shifted and kept_phases:
+    sum = cmulconj_${csuffix}(sum, phasors[k]);
+% elif shifted:
+    sum = cmulconj_${csuffix}(sum, facet_phasor(k, uvw, freq_scale, nchan, shift_u, shift_v));
 % endif
 % if weighted:
     sum *= (${real})wgt[k];
@@ -133,7 +126,8 @@ __kernel void interpolate(__global const unsigned int *sorted_index, const unsig
                           const ${pos_t} u_scale, const ${pos_t} v_scale,
                           const ${pos_t} w_scale, const ${pos_t} w_offset,
                           const int plane0, const int n_pass,
-                          const ${pos_t} shift_u, const ${pos_t} shift_v, const int accumulate)
+                          const ${pos_t} shift_u, const ${pos_t} shift_v,
+                          __global const ${vec} *phasors, const int accumulate)
 {
     const unsigned int i = get_global_id(0);
     if (i >= n_points)
@@ -190,7 +184,7 @@ __kernel void interpolate(__global const unsigned int *sorted_index, const unsig
 % endif
     }
     store_point(sum, k, uvw, freq_scale, nchan, out, npol, pol, wgt, mask, shift_u, shift_v,
-                accumulate);
+                phasors, accumulate);
 }
 % if kernel_source != "es":
 
@@ -557,7 +551,8 @@ void interpolate_vector(__global const int4 *cells, __global const ${real}4 *fra
                         __global const ${vis_real} *wgt, __global const unsigned char *mask,
                         __global const ${vec} *planes, const int nu, const int nv,
                         const int plane0, const int n_pass,
-                        const double shift_u, const double shift_v, const int accumulate)
+                        const double shift_u, const double shift_v,
+                        __global const ${vec} *phasors, const int accumulate)
 {
     const unsigned int first = get_global_id(0) * POINTS_PER_ITEM;
     const unsigned int end = min(first + POINTS_PER_ITEM, n_points);
@@ -641,7 +636,7 @@ void interpolate_vector(__global const int4 *cells, __global const ${real}4 *fra
             }
         }
         store_point(sum, k, uvw, freq_scale, nchan, out, npol, pol, wgt, mask, shift_u,
-                    shift_v, accumulate);
+                    shift_v, phasors, accumulate);
     }
 }
 % endif

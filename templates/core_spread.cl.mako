@@ -56,6 +56,8 @@
 ##             wavelength, not radians).
 <%
     csuffix = "f32" if real == "float" else "f64"
+    # facet phases from a per-plan array (facet_phasors) instead of a sincos
+    kept_phases = context.get("kept_phases", False)
     vec = real + "2"
     vvec = vis_real + "2"
     float_float = context.get("float_float", False)
@@ -82,6 +84,7 @@ inline float4 kahan_add(const float4 total, const float2 value)
 }
 inline float2 kahan_value(const float4 total) { return total.xy - total.zw; }
 % endif
+<%include file="facet_phase.cl.mako"/>
 <%def name="add_total(total, value)">${total} = ${"kahan_add(" + total + ", " + value + ")" if float_float else total + " + convert_double2(" + value + ")"}</%def>
 <%def name="total_value(total)">${("kahan_value(" + total + ")") if float_float else ("convert_" + vec + "(" + total + ")")}</%def>
 #define TILE_U ${tile_u}
@@ -150,7 +153,8 @@ inline ${vec} point_value(const unsigned int k, __global const ${pos_t} *uvw,
                           __global const ${vvec} *vis, const unsigned int npol,
                           const unsigned int pol, __global const ${vis_real} *wgt,
                           __global const unsigned char *mask,
-                          const ${pos_t} shift_u, const ${pos_t} shift_v)
+                          const ${pos_t} shift_u, const ${pos_t} shift_v,
+                          __global const ${vec} *phasors)
 {
     const ${vvec} raw = vis[(size_t)k * npol + pol];
     ${vec} val = (${vec})((${real})raw.x, (${real})raw.y);
@@ -160,21 +164,10 @@ inline ${vec} point_value(const unsigned int k, __global const ${pos_t} *uvw,
 % if masked:
     val = mask[k] ? val : (${vec})(0, 0);
 % endif
-% if shifted:
-    {
-        const size_t row = k / nchan;
-%   if float_float:
-        const ff_t turns = ff_mul(freq_scale[k - row * nchan],
-                                  ff_add(ff_mul(uvw[3 * row], shift_u),
-                                         ff_mul(uvw[3 * row + 1], shift_v)));
-        val = cmul_${csuffix}(val, ff_expi_turns(turns));
-%   else:
-        const double f = freq_scale[k - row * nchan];
-        double c;
-        const double s = sincos(f * (uvw[3 * row] * shift_u + uvw[3 * row + 1] * shift_v), &c);
-        val = cmul_${csuffix}(val, (${vec})((${real})c, (${real})s));
-%   endif
-    }
+% if shifted and kept_phases:
+    val = cmul_${csuffix}(val, phasors[k]);
+% elif shifted:
+    val = cmul_${csuffix}(val, facet_phasor(k, uvw, freq_scale, nchan, shift_u, shift_v));
 % endif
     return val;
 }
@@ -274,13 +267,13 @@ __kernel void gather_values(__global const int4 *cells, const unsigned int n_val
                             const unsigned int pol,
                             __global const ${vis_real} *wgt, __global const unsigned char *mask,
                             const ${pos_t} shift_u, const ${pos_t} shift_v,
-                            __global ${vec} *values)
+                            __global const ${vec} *phasors, __global ${vec} *values)
 {
     const unsigned int i = get_global_id(0);
     if (i >= n_valid)
         return;
     values[i] = point_value((unsigned int)cells[i].w, uvw, freq_scale, nchan, vis, npol, pol,
-                            wgt, mask, shift_u, shift_v);
+                            wgt, mask, shift_u, shift_v, phasors);
 }
 % endif
 % if not vector:
@@ -594,7 +587,7 @@ void spread_vector(
             __global ${vec} *planes, const int nu, const int nv,
             const int ntiles_u, const int ntiles_v,
             const int plane0, const int n_wbins,
-            const double shift_u, const double shift_v,
+            const double shift_u, const double shift_v, __global const ${vec} *phasors,
             __global const int4 *work, __global ${vec} *halos)
 {
     const int4 item = work[get_global_id(0)];
@@ -671,7 +664,7 @@ void spread_vector(
 % else:
         const ${rn} frac = fracs[position];
         const ${vec} value = point_value((unsigned int)cell.w, uvw, freq_scale, nchan, vis,
-                                         npol, pol, wgt, mask, shift_u, shift_v);
+                                         npol, pol, wgt, mask, shift_u, shift_v, phasors);
         vstore${taps_n}(es_taps(frac.x), 0, ku);
 % endif
         // the v taps times the value, as interleaved complex cells

@@ -462,6 +462,50 @@ def test_w_planes_in_several_passes_match_the_direct_transform(cl_env, monkeypat
         assert len(imager.engine.corrector._screens) == len(imager.engine.passes())
 
 
+@pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
+def test_facet_phases_kept_or_computed_give_the_same_bits(cl_env, monkeypatch, do_w):
+    """A facet's phases, kept per plan (CPUs) or computed per call (GPUs),
+    forced either way on any device: the same bits, and the direct
+    transform's answer, both directions."""
+    from clgrid.core import spread as spread_module
+    uvw, freq, vis = _observation(n_rows=120, seed=31)
+    facet = dict(GEOMETRY, center_x=0.02, center_y=-0.03)
+    image = np.random.default_rng(32).normal(size=(GEOMETRY["npix_x"], GEOMETRY["npix_y"]))
+    results = {}
+    for kept in (False, True):
+        monkeypatch.setattr(spread_module, "keeps_facet_phases", lambda *a, kept=kept: kept)
+        imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-5,
+                        do_wgridding=do_w, **facet)
+        results[kept] = (imager.vis2dirty(vis.astype(np.complex64)),
+                         imager.dirty2vis(image.astype(np.float32)))
+        block = imager.engine.blocks[0]
+        assert ("facet_phasors" in block.points.work) == kept
+    assert np.array_equal(results[False][0], results[True][0])
+    assert np.array_equal(results[False][1], results[True][1])
+    reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=do_w, **facet)
+    assert _rel_rms(results[True][0], reference) <= 1e-5
+    expected = dft_dirty2vis(uvw, freq, image, do_wgridding=do_w, center_x=0.02,
+                             center_y=-0.03, pixsize_x=GEOMETRY["pixsize_x"],
+                             pixsize_y=GEOMETRY["pixsize_y"])
+    assert _rel_rms(results[True][1], expected) <= 1e-5
+
+
+def test_facet_phases_kept_on_cpus_where_they_fit(cl_env):
+    from clgrid.core.spread import keeps_facet_phases
+    from test_dispatch import fake
+    uvw, freq, _ = _observation(n_rows=20, seed=33)
+    imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-5,
+                    **dict(GEOMETRY, center_x=0.01))
+    geometry = imager.engine.geometry
+    cpu = fake(device_type="cpu")
+    assert keeps_facet_phases(cpu, geometry, 10 ** 6, False)
+    assert not keeps_facet_phases(cpu, geometry, 10 ** 6, True)         # float-float phases
+    assert not keeps_facet_phases(fake(), geometry, 10 ** 6, False)     # a GPU
+    assert not keeps_facet_phases(cpu, geometry, 10 ** 12, False)       # too many
+    centred = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-5, **GEOMETRY)
+    assert not keeps_facet_phases(cpu, centred.engine.geometry, 10 ** 6, False)
+
+
 def test_kept_screens_only_on_pocl_cpus_and_where_they_fit(cl_env):
     from clgrid.core.correct import keeps_screens
     from test_dispatch import fake

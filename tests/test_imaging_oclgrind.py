@@ -93,18 +93,23 @@ SCRIPT = textwrap.dedent("""
     assert error < 1e-4, error
     assert np.all(np.isfinite(single.dirty2vis(dirty, wgt=wgt, mask=mask)))
     DeviceProfile.from_device = with_fp64
-    # the w screens computed once per pass and kept (PoCL's CPUs), in passes of 2 planes
-    from clgrid.core import correct, engine
+    # the w screens computed once per pass and kept (PoCL's CPUs), in passes
+    # of 2 planes, and the facet phases kept per plan (CPUs), on the GPU
+    # kernels and the CPU vector kernels
+    from clgrid.core import correct, engine, spread
     correct.keeps_screens = lambda *a: True
+    spread.keeps_facet_phases = lambda *a: True
     engine.planes_per_pass = lambda *a, **k: 2
-    kept = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-4, do_wgridding=True,
-                  fft_backend="numpy", **shifted)
-    assert kept.engine.corrector.cache_screens and len(kept.engine.passes()) > 1
     reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=True, **shifted)
-    dirty = kept.vis2dirty(vis)
-    error = np.linalg.norm(dirty - reference) / np.linalg.norm(reference)
-    assert error < 1e-4, error
-    assert np.all(np.isfinite(kept.dirty2vis(dirty)))
+    for tiles in (None, TileShape(8, 16, 2 ** 31, True, 2)):
+        kept = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-4, do_wgridding=True,
+                      fft_backend="numpy", tiles=tiles, **shifted)
+        assert kept.engine.corrector.cache_screens and len(kept.engine.passes()) > 1
+        dirty = kept.vis2dirty(vis)
+        assert "facet_phasors" in kept.engine.blocks[0].points.work
+        error = np.linalg.norm(dirty - reference) / np.linalg.norm(reference)
+        assert error < 1e-4, error
+        assert np.all(np.isfinite(kept.dirty2vis(dirty)))
     print("done", imager.n_planes)
 """)
 

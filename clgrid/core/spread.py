@@ -37,20 +37,39 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from ..device.kernels import KernelTemplate, real_dtype_name
+from ..device.profiles import DeviceProfile
 from .eskernel import horner_coefficients
 from .plan import GridLayout, ImageGeometry, TileShape, row_taps
 from .setpoints import PointSet, coordinate_scales, needs_float_float, position_args
 
 
+#: Most of a device's memory the kept facet phasors may take.
+FACET_PHASE_MEMORY_SHARE = 0.125
+
+
+def keeps_facet_phases(profile: DeviceProfile, geometry: ImageGeometry, n_vis: int,
+                       as_float_float: bool) -> bool:
+    """Whether a plan keeps every visibility's facet phasor (``facet_phasors``
+    in ``templates/facet_phase.cl.mako``, once per plan) instead of a double
+    sincos a visibility per call: CPUs (1.44 M visibilities, 1024^2 on 2 cores,
+    2026-11-25: the facet phase cost 13-16 ms of a 37-46 ms call on the Intel
+    runtime and PoCL alike, ducc0 0-3 ms), where the phasors fit
+    :data:`FACET_PHASE_MEMORY_SHARE` of the device."""
+    phasor_bytes = int(n_vis) * 2 * np.dtype(geometry.grid_real).itemsize
+    return bool(geometry.shifted and not as_float_float and profile.device_type == "cpu"
+                and phasor_bytes <= profile.max_alloc_bytes
+                and phasor_bytes <= FACET_PHASE_MEMORY_SHARE * profile.global_mem_bytes)
+
+
 def _common_params(geometry: ImageGeometry, layout: GridLayout, weighted: bool,
-                   masked: bool, as_float_float: bool) -> dict:
+                   masked: bool, as_float_float: bool, kept_phases: bool = False) -> dict:
     return {"real": real_dtype_name(geometry.grid_real),
             "vis_real": real_dtype_name(geometry.vis_real),
             "support": layout.choice.support, "beta": layout.choice.beta,
             "row_taps": row_taps(layout.choice.support),
             "do_w": geometry.do_w, "shifted": geometry.shifted,
             "weighted": weighted, "masked": masked, "with_f64": not as_float_float,
-            "float_float": as_float_float,
+            "float_float": as_float_float, "kept_phases": kept_phases,
             "kernel_source": "es", "oversample": 1, "table_real": True}
 
 
@@ -84,6 +103,10 @@ class _Stage:
         self.float_float = needs_float_float(queue, geometry)
         self.scales = position_args(coordinate_scales(geometry, layout), self.float_float)
         self.shifts = _shift_args(geometry, self.float_float)
+        self._grid_complex = np.dtype(np.complex64 if geometry.grid_real == np.float32
+                                      else np.complex128)
+        self._dummy_phasors = cla.empty(queue, 1, self._grid_complex)
+        self._profile = DeviceProfile.from_device(queue.device)
 
     @property
     def kernel_eval(self) -> str:
@@ -96,17 +119,40 @@ class _Stage:
                   if self.kernel_eval == "horner" else [])
         return {"kernel_eval": self.kernel_eval, "horner": horner}
 
-    def kernel(self, weighted: bool, masked: bool) -> cl.Kernel:
-        key = (weighted, masked)
+    def kernel(self, weighted: bool, masked: bool, kept_phases: bool = False) -> cl.Kernel:
+        key = (weighted, masked, kept_phases)
         if key not in self._kernels:
-            self._kernels[key] = self._template(weighted, masked).kernel(self.kernel_name)
+            self._kernels[key] = self._template(*key).kernel(self.kernel_name)
         return self._kernels[key]
 
-    def _template(self, weighted: bool, masked: bool) -> KernelTemplate:
-        params = _common_params(self.geometry, self.layout, weighted, masked, self.float_float)
+    def _template(self, weighted: bool, masked: bool,
+                  kept_phases: bool = False) -> KernelTemplate:
+        params = _common_params(self.geometry, self.layout, weighted, masked, self.float_float,
+                                kept_phases)
         params.update(self._extra_params())
         return KernelTemplate(self.queue, self.template_name, params,
                               need_f64=not self.float_float)
+
+    def phasors(self, points: PointSet, uvw_d: cla.Array,
+                freq_scale_d: cla.Array) -> cla.Array | None:
+        """The kept facet phasors of ``points``' visibilities (made once per
+        set of points, :func:`keeps_facet_phases`), else None."""
+        n_vis = uvw_d.shape[0] * freq_scale_d.shape[0]
+        if not keeps_facet_phases(self._profile, self.geometry, n_vis, self.float_float):
+            return None
+        if "facet_phasors" not in points.work:
+            phasors = cla.empty(self.queue, max(n_vis, 1), self._grid_complex)
+            if n_vis:
+                self._template(False, False, True).kernel("facet_phasors")(
+                    self.queue, (-(-n_vis // 64) * 64,), None, uvw_d.data, freq_scale_d.data,
+                    np.uint32(freq_scale_d.shape[0]), np.uint32(n_vis), *self.shifts,
+                    phasors.data)
+            points.work["facet_phasors"] = phasors
+        return points.work["facet_phasors"]
+
+    def _phase_args(self, phasors: cla.Array | None) -> tuple:
+        """The kernels' facet arguments: shifts, then the kept phasors."""
+        return (*self.shifts, (phasors if phasors is not None else self._dummy_phasors).data)
 
     def _weights(self, wgt: cla.Array | None, mask: cla.Array | None) -> tuple:
         return ((wgt if wgt is not None else self._dummy_real).data,
@@ -236,8 +282,6 @@ class Spreader(_Stage):
         super().__init__(*args, **kwargs)
         self._dummy_scratch = cla.empty(self.queue, 1, np.complex128)
         self._values: cla.Array | None = None   # gather's output, reused
-        self._grid_complex = np.dtype(np.complex64 if self.geometry.grid_real == np.float32
-                                      else np.complex128)
 
     def _extra_params(self) -> dict:
         return {**super()._extra_params(), "tile_u": self.tiles.tile_u,
@@ -281,7 +325,8 @@ class Spreader(_Stage):
         work = self.work(points, plane0, n_pass, accumulate)
         if work.n_items == 0:
             return None
-        kernel = self.kernel(wgt_d is not None, mask_d is not None)
+        phasors = self.phasors(points, uvw_d, freq_scale_d)
+        kernel = self.kernel(wgt_d is not None, mask_d is not None, phasors is not None)
         if self.tiles.vector:
             kernel(self.queue, (work.n_items,), (1,), points.cells.data, points.fracs.data,
                    points.bin_start.data, uvw_d.data, freq_scale_d.data,
@@ -290,7 +335,7 @@ class Spreader(_Stage):
                    np.int32(self.layout.nu), np.int32(self.layout.nv),
                    np.int32(points.ntiles_u), np.int32(points.ntiles_v),
                    np.int32(plane0), np.int32(self.layout.n_wbins),
-                   *self.shifts, work.items.data, work.scratch.data)
+                   *self._phase_args(phasors), work.items.data, work.scratch.data)
             n_tiles = points.ntiles_u * points.ntiles_v
             return self._named_kernel("add_halos")(
                 self.queue, (n_tiles, n_pass), None, work.folds.data, np.int32(work.n_folds),
@@ -298,7 +343,8 @@ class Spreader(_Stage):
                 np.int32(self.layout.nv), np.int32(points.ntiles_u),
                 np.int32(points.ntiles_v))
         scratch = work.scratch if work.scratch is not None else self._dummy_scratch
-        values = self.gather(points, uvw_d, freq_scale_d, vis_d, npol, pol, wgt_d, mask_d)
+        values = self.gather(points, uvw_d, freq_scale_d, vis_d, npol, pol, wgt_d, mask_d,
+                             phasors)
         group_size = lanes * self.tiles.groups
         event = kernel(
             self.queue, (work.n_items * group_size,), (group_size,),
@@ -318,13 +364,14 @@ class Spreader(_Stage):
 
     def gather(self, points: PointSet, uvw_d: cla.Array, freq_scale_d: cla.Array,
                vis_d: cla.Array, npol: int, pol: int, wgt_d: cla.Array | None,
-               mask_d: cla.Array | None) -> cla.Array:
+               mask_d: cla.Array | None, phasors: cla.Array | None = None) -> cla.Array:
         """The valid points' values (visibility x weight x mask x facet
-        phase) in sorted order, for ``spread`` (kernel ``gather_values``)."""
+        phase, from ``phasors`` where kept) in sorted order, for ``spread``
+        (kernel ``gather_values``)."""
         n_valid = points.n_valid
         if self._values is None or self._values.size < n_valid:
             self._values = cla.empty(self.queue, max(n_valid, 1), self._grid_complex)
-        key = ("gather", wgt_d is not None, mask_d is not None)
+        key = ("gather", wgt_d is not None, mask_d is not None, phasors is not None)
         if key not in self._kernels:
             self._kernels[key] = self._template(*key[1:]).kernel("gather_values")
         if n_valid:
@@ -332,7 +379,7 @@ class Spreader(_Stage):
                 self.queue, (-(-n_valid // 256) * 256,), None, points.cells.data,
                 np.uint32(n_valid), uvw_d.data, freq_scale_d.data,
                 np.uint32(freq_scale_d.shape[0]), vis_d.data, np.uint32(npol), np.uint32(pol),
-                *self._weights(wgt_d, mask_d), *self.shifts, self._values.data)
+                *self._weights(wgt_d, mask_d), *self._phase_args(phasors), self._values.data)
         return self._values
 
     def _named_kernel(self, name: str) -> cl.Kernel:
@@ -370,7 +417,8 @@ class Interpolator(_Stage):
         ``out_d`` (overwrite the points' entries with ``accumulate=False``)."""
         if points.n_valid == 0:
             return None
-        kernel = self.kernel(wgt_d is not None, mask_d is not None)
+        phasors = self.phasors(points, uvw_d, freq_scale_d)
+        kernel = self.kernel(wgt_d is not None, mask_d is not None, phasors is not None)
         group = 64
         if self.kernel_name == "interpolate_vector":
             return kernel(
@@ -379,15 +427,15 @@ class Interpolator(_Stage):
                 freq_scale_d.data, np.uint32(freq_scale_d.shape[0]), out_d.data,
                 np.uint32(npol), np.uint32(pol), *self._weights(wgt_d, mask_d), planes_d.data,
                 np.int32(self.layout.nu), np.int32(self.layout.nv), np.int32(plane0),
-                np.int32(n_pass), *self.shifts, np.int32(accumulate))
+                np.int32(n_pass), *self._phase_args(phasors), np.int32(accumulate))
         return kernel(
             self.queue, (-(-points.n_valid // group) * group,), (group,),
             points.sorted_index.data, np.uint32(points.n_valid), uvw_d.data,
             freq_scale_d.data, np.uint32(freq_scale_d.shape[0]), out_d.data, np.uint32(npol),
             np.uint32(pol), *self._weights(wgt_d, mask_d), planes_d.data,
             np.int32(self.layout.nu), np.int32(self.layout.nv), *self.scales,
-            np.int32(plane0), np.int32(n_pass), *self.shifts,
+            np.int32(plane0), np.int32(n_pass), *self._phase_args(phasors),
             np.int32(accumulate))
 
 
-__all__ = ["Interpolator", "Spreader"]
+__all__ = ["FACET_PHASE_MEMORY_SHARE", "Interpolator", "Spreader", "keeps_facet_phases"]

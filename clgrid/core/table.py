@@ -577,7 +577,8 @@ class TableSpreader:
             plane = row_view(planes, pol, pol + 1)
             spread(self.queue, (work.n_items,), (1,), points.cells.data, values[pol].data,
                    points.bin_start.data, *(t.data for t in self._taps), plane.data,
-                   *geometry, np.int32(0), np.int32(1), np.float64(0), np.float64(0),
+                   *geometry, np.int32(0), np.int32(1),
+                   np.float64(0), np.float64(0), self._dummy_scratch.data,   # no facet phase
                    work.items.data, work.scratch.data)
             add_halos(self.queue, (points.ntiles_u * points.ntiles_v, 1), None,
                       work.folds.data, np.int32(work.n_folds), work.scratch.data, plane.data,
