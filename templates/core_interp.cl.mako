@@ -33,7 +33,11 @@
 ##             tables take as full slices, clgrid.core.table.vector_taps):
 ##             also interpolate_table_records_vector, rows as vector pieces,
 ##             records_per_item (int) records a work-item; row_taps (int): the
-##             vector kernels' taps a row (clgrid.core.plan.row_taps).
+##             vector kernels' taps a row (clgrid.core.plan.row_taps);
+##             kept_phases (bool, default False): the facet phases read from
+##             the per-plan phasors (facet_phase.cl.mako), not computed.
+##             Table sources also give sum_record_partials (the register
+##             blocks' degridding, core_interp_register.cl.mako).
 <%
     csuffix = "f32" if real == "float" else "f64"
     vec = real + "2"

@@ -53,7 +53,9 @@
 ##             tiles' totals float sums with Kahan's compensation (sum, lost),
 ##             and gather_values' facet phases from float-float uvw and
 ##             freq / c (shift_u, shift_v then float-float turns per metre
-##             wavelength, not radians).
+##             wavelength, not radians);
+##             kept_phases (bool, default False): the facet phases read from
+##             the per-plan phasors (facet_phase.cl.mako), not computed.
 <%
     csuffix = "f32" if real == "float" else "f64"
     # facet phases from a per-plan array (facet_phasors) instead of a sincos
