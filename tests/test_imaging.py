@@ -383,14 +383,17 @@ def test_pinned_staged_uploads_equal_the_host_data(cl_env, shape, dtype):
         assert np.array_equal(uploader.to_device(host, dtype).get(), host.astype(dtype))
 
 
+@pytest.mark.parametrize("facet", [False, True], ids=["centred", "facet"])
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
 @pytest.mark.parametrize("npol", [1, 2])
-def test_row_blocks_sent_beside_the_spreading_match_one_block(cl_env, do_w, npol):
+def test_row_blocks_sent_beside_the_spreading_match_one_block(cl_env, do_w, npol, facet):
     """The GPU path, forced here: visibilities, weights and mask sent in row
     blocks through pinned memory on a second queue while earlier blocks are
     spread, later blocks adding to the grid.  Same image as one block (to
     rounding), within epsilon of the direct transform, the same bits run to
-    run, and the same visibilities back."""
+    run, and the same visibilities back; also for a facet (its phases kept
+    per block on CPUs)."""
+    geometry = dict(GEOMETRY, center_x=0.02, center_y=-0.01) if facet else GEOMETRY
     from clgrid.core.plan import TileShape
     from clgrid.core.transfer import Uploader
     uvw, freq, vis = _observation(n_rows=1100, seed=12)
@@ -400,7 +403,7 @@ def test_row_blocks_sent_beside_the_spreading_match_one_block(cl_env, do_w, npol
     mask = rng.uniform(size=vis.shape[:2]) > 0.1
     queue = _queue(cl_env)
     common = dict(uvw=uvw, freq=freq, epsilon=1e-5, do_wgridding=do_w,
-                  tiles=TileShape(8, 32, 64), **GEOMETRY)
+                  tiles=TileShape(8, 32, 64), **geometry)
     one = Imager(queue, **common)
     blocked = Imager(queue, vis_per_block=700, **common)   # rows in blocks of 128 (alignment)
     blocked._uploader = Uploader(queue, pinned=True)
@@ -410,7 +413,7 @@ def test_row_blocks_sent_beside_the_spreading_match_one_block(cl_env, do_w, npol
     assert np.array_equal(image, blocked.vis2dirty(vis64, wgt, mask))
     expected = one.vis2dirty(vis64, wgt, mask)
     assert _rel_rms(image, expected) <= 1e-6
-    reference = dft_vis2dirty(uvw, freq, vis[..., 0] * wgt * mask, do_wgridding=do_w, **GEOMETRY)
+    reference = dft_vis2dirty(uvw, freq, vis[..., 0] * wgt * mask, do_wgridding=do_w, **geometry)
     assert _rel_rms(image[0], reference) <= 1e-5
     assert blocked.last_counts["flagged"] == int((~mask).sum())
     model = rng.normal(size=(npol, GEOMETRY["npix_x"], GEOMETRY["npix_y"])).astype(np.float32)
