@@ -20,15 +20,13 @@ import pyopencl.array as cla
 from .eskernel import es_kernel, gauss_legendre
 from ..device.kernels import KernelTemplate, real_dtype_name
 from ..device.profiles import DeviceProfile
-from .plan import GridLayout, ImageGeometry
+from .plan import GridLayout, ImageGeometry, fits_kept
 from .setpoints import needs_float_float, position_args
 
 #: Gauss-Legendre nodes for the w kernel's Fourier transform.
 N_QUADRATURE = 100
 #: Bytes of one pixel's cached screens (double4: first plane and step).
 SCREEN_BYTES = 32
-#: Most of a device's memory the cached screens of all passes may take.
-SCREEN_MEMORY_SHARE = 0.125
 
 
 def keeps_screens(profile: DeviceProfile, geometry: ImageGeometry, layout: GridLayout,
@@ -36,13 +34,11 @@ def keeps_screens(profile: DeviceProfile, geometry: ImageGeometry, layout: GridL
     """Whether the w screens are computed once per plan and kept: on PoCL's
     CPU devices, whose double sincos is a scalar libm call (two a pixel took
     15-16 ms of each 1024^2 correction kernel on 2 cores, 2026-11-25), where
-    the screens of every plane fit :data:`SCREEN_MEMORY_SHARE` of the device."""
+    the screens of every plane fit (:func:`clgrid.core.plan.fits_kept`)."""
     screen_bytes = SCREEN_BYTES * geometry.npix_x * geometry.npix_y
     return bool(geometry.do_w and not float_float and profile.device_type == "cpu"
                 and profile.platform_key == "pocl"
-                and screen_bytes <= profile.max_alloc_bytes
-                and screen_bytes * layout.n_planes
-                <= SCREEN_MEMORY_SHARE * profile.global_mem_bytes)
+                and fits_kept(profile, screen_bytes, screen_bytes * layout.n_planes))
 
 
 class Corrector:
@@ -62,8 +58,10 @@ class Corrector:
              "divide_by_n": geometry.divide_by_n, "n_quadrature": N_QUADRATURE,
              "float_float": self.float_float, "cache_screens": self.cache_screens},
             need_f64=not self.float_float)
-        self._to_dirty = self.template.kernel("planes_to_dirty")
-        self._to_planes = self.template.kernel("dirty_to_planes")
+        # the kept screens' variants read them instead of computing them
+        kept = "_cached" if self.cache_screens else ""
+        self._to_dirty = self.template.kernel("planes_to_dirty" + kept)
+        self._to_planes = self.template.kernel("dirty_to_planes" + kept)
         self.corr_d = self._compute_correction()
         #: Each pass's cached screens (cache_screens), by its first plane.
         self._screens: dict[int, cla.Array] = {}
@@ -114,11 +112,8 @@ class Corrector:
         """``dirty_d += `` the corrected sum of planes ``plane0 ..`` (after the
         FFT); ``accumulate=False``: ``dirty_d =`` it (any prior content)."""
         g, layout = self.geometry, self.layout
-        kernel, cached = self._to_dirty, ()
-        if self.cache_screens:
-            kernel = self.template.kernel("planes_to_dirty_cached")
-            cached = (self._cached_screens(plane0).data,)
-        return kernel(
+        cached = (self._cached_screens(plane0).data,) if self.cache_screens else ()
+        return self._to_dirty(
             self.queue, (g.npix_y, g.npix_x), None, planes_d.data, np.int32(layout.nu),
             np.int32(layout.nv), np.int32(n_pass), dirty_d.data, self.corr_d.data,
             np.int32(g.npix_x), np.int32(g.npix_y), *self._screen_args(plane0),
@@ -129,14 +124,11 @@ class Corrector:
         """Planes ``plane0 ..`` (before the FFT) from the corrected image; every
         cell written."""
         g, layout = self.geometry, self.layout
-        kernel, cached = self._to_planes, ()
-        if self.cache_screens:
-            kernel = self.template.kernel("dirty_to_planes_cached")
-            cached = (self._cached_screens(plane0).data,)
-        return kernel(
+        cached = (self._cached_screens(plane0).data,) if self.cache_screens else ()
+        return self._to_planes(
             self.queue, (layout.nv, layout.nu), None, dirty_d.data, self.corr_d.data,
             np.int32(g.npix_x), np.int32(g.npix_y), planes_d.data, np.int32(layout.nu),
             np.int32(layout.nv), np.int32(n_pass), *self._screen_args(plane0), *cached)
 
 
-__all__ = ["Corrector", "N_QUADRATURE", "SCREEN_BYTES", "SCREEN_MEMORY_SHARE", "keeps_screens"]
+__all__ = ["Corrector", "N_QUADRATURE", "SCREEN_BYTES", "keeps_screens"]

@@ -493,6 +493,20 @@ def point_bytes(grid_real) -> int:
     return 2 * 4 + 16 + 4 * itemsize + 2 * itemsize
 
 
+#: Most of a device's memory the arrays a plan keeps to save work per call
+#: (facet phasors, w screens) may take.
+KEPT_MEMORY_SHARE = 0.125
+
+
+def fits_kept(profile: DeviceProfile, one_bytes: int, all_bytes: int | None = None) -> bool:
+    """Whether a plan may keep an array of ``one_bytes`` (and all such arrays,
+    ``all_bytes``) on the device: one allocation, within
+    :data:`KEPT_MEMORY_SHARE` of its memory."""
+    total = one_bytes if all_bytes is None else all_bytes
+    return (int(one_bytes) <= profile.max_alloc_bytes
+            and int(total) <= KEPT_MEMORY_SHARE * profile.global_mem_bytes)
+
+
 #: What to do with more visibilities than a device holds.
 ROWS_IN_PARTS = ("grid the rows in parts (an Imager per chunk of rows, adding the images), "
                  "use several devices (devices=) or Dask (clgrid.dask)")
@@ -569,10 +583,11 @@ def params_of(value, cls: type, name: str):
                     f"{type(value).__name__}")
 
 
-__all__ = ["FFT_COST_PER_CELL", "GRID_COST_PER_TAP", "GRID_MULTIPLE", "MIN_EPSILON",
+__all__ = ["FFT_COST_PER_CELL", "GRID_COST_PER_TAP", "GRID_MULTIPLE", "KEPT_MEMORY_SHARE",
+           "MIN_EPSILON",
            "ROWS_IN_PARTS", "ROW_TAP_WIDTHS", "SPEED_OF_LIGHT", "VIS_PER_BLOCK", "W_MARGIN",
            "GridLayout", "ImageGeometry", "TileShape", "check_allocation", "check_epsilon",
            "check_finite", "check_freq", "check_npix", "check_points_fit", "check_positive",
-           "check_uvw", "choose_kernel", "explain_imaging", "good_grid_size", "mib",
+           "check_uvw", "choose_kernel", "explain_imaging", "fits_kept", "good_grid_size", "mib",
            "n_planes_for", "params_of", "plane_spacing", "planes_per_pass", "point_bytes",
            "precision_dtype", "precision_of", "row_blocks", "row_taps", "w_range_wavelengths"]

@@ -39,12 +39,8 @@ import pyopencl.array as cla
 from ..device.kernels import KernelTemplate, real_dtype_name
 from ..device.profiles import DeviceProfile
 from .eskernel import horner_coefficients
-from .plan import GridLayout, ImageGeometry, TileShape, row_taps
+from .plan import GridLayout, ImageGeometry, TileShape, fits_kept, row_taps
 from .setpoints import PointSet, coordinate_scales, needs_float_float, position_args
-
-
-#: Most of a device's memory the kept facet phasors may take.
-FACET_PHASE_MEMORY_SHARE = 0.125
 
 
 def keeps_facet_phases(profile: DeviceProfile, geometry: ImageGeometry, n_vis: int,
@@ -54,11 +50,10 @@ def keeps_facet_phases(profile: DeviceProfile, geometry: ImageGeometry, n_vis: i
     sincos a visibility per call: CPUs (1.44 M visibilities, 1024^2 on 2 cores,
     2026-11-25: the facet phase cost 13-16 ms of a 37-46 ms call on the Intel
     runtime and PoCL alike, ducc0 0-3 ms), where the phasors fit
-    :data:`FACET_PHASE_MEMORY_SHARE` of the device."""
+    (:func:`clgrid.core.plan.fits_kept`)."""
     phasor_bytes = int(n_vis) * 2 * np.dtype(geometry.grid_real).itemsize
     return bool(geometry.shifted and not as_float_float and profile.device_type == "cpu"
-                and phasor_bytes <= profile.max_alloc_bytes
-                and phasor_bytes <= FACET_PHASE_MEMORY_SHARE * profile.global_mem_bytes)
+                and fits_kept(profile, phasor_bytes))
 
 
 def _common_params(geometry: ImageGeometry, layout: GridLayout, weighted: bool,
@@ -142,8 +137,11 @@ class _Stage:
             return None
         if "facet_phasors" not in points.work:
             phasors = cla.empty(self.queue, max(n_vis, 1), self._grid_complex)
+            if "facet_phasors" not in self._kernels:
+                self._kernels["facet_phasors"] = self._template(False, False, True).kernel(
+                    "facet_phasors")
             if n_vis:
-                self._template(False, False, True).kernel("facet_phasors")(
+                self._kernels["facet_phasors"](
                     self.queue, (-(-n_vis // 64) * 64,), None, uvw_d.data, freq_scale_d.data,
                     np.uint32(freq_scale_d.shape[0]), np.uint32(n_vis), *self.shifts,
                     phasors.data)
@@ -438,4 +436,4 @@ class Interpolator(_Stage):
             np.int32(accumulate))
 
 
-__all__ = ["FACET_PHASE_MEMORY_SHARE", "Interpolator", "Spreader", "keeps_facet_phases"]
+__all__ = ["Interpolator", "Spreader", "keeps_facet_phases"]

@@ -603,6 +603,18 @@ RECORD_VECTOR_MAX_SUPPORT = VECTOR_SLICE_TAPS
 RECORDS_PER_ITEM = 64
 
 
+def default_record_kernels(profile: DeviceProfile, support: int) -> tuple[int, bool]:
+    """How a device degrids records by default: (work-items a record, 0 for
+    one; rows as vectors): GPUs a work-group of :data:`RECORD_GROUP` from
+    :data:`RECORD_GROUP_MIN_SUPPORT`, CPUs whose compiler builds the vector
+    kernels rows as vectors up to :data:`RECORD_VECTOR_MAX_SUPPORT`."""
+    group = (min(RECORD_GROUP, profile.max_work_group_size)
+             if profile.device_type == "gpu" and support >= RECORD_GROUP_MIN_SUPPORT else 0)
+    vector = (profile.device_type == "cpu" and profile.vector_kernels and not group
+              and support <= RECORD_VECTOR_MAX_SUPPORT)
+    return group, vector
+
+
 class TableInterpolator:
     """The (npol, ny, nx) grid of a table gridder -> visibilities: the adjoint
     of :class:`TableSpreader` (``core_interp.cl.mako``, kernel
@@ -621,17 +633,15 @@ class TableInterpolator:
         profile = DeviceProfile.from_device(queue.device)
         #: No fp64 on the device: the table kernels alone, with no double.
         self.float_float = not profile.fp64
+        default_group, default_vector = default_record_kernels(profile, grid.support)
         if record_group is None:   # the device's choice
-            record_group = (min(RECORD_GROUP, profile.max_work_group_size)
-                            if profile.device_type == "gpu"
-                            and grid.support >= RECORD_GROUP_MIN_SUPPORT else 0)
+            record_group = default_group
         if record_group < 0 or record_group & (record_group - 1):
             raise ValueError(f"record_group must be 0 or a power of two, got {record_group}")
         #: Work-items per record in degridding by records (0: one a record).
         self.record_group = int(record_group)
         if record_vector is None:   # CPUs whose compiler builds the vector kernels
-            record_vector = (profile.device_type == "cpu" and profile.vector_kernels
-                             and not self.record_group)
+            record_vector = default_vector and not self.record_group
         #: CPUs: records by rows as vectors (interpolate_table_records_vector),
         #: up to W 64.
         self.record_vector = bool(record_vector and grid.support <= RECORD_VECTOR_MAX_SUPPORT)
@@ -729,7 +739,8 @@ class TableInterpolator:
                    (flags_d if flags_d is not None else self._dummy_flags).data, out_d.data)
 
 
-__all__ = ["KEY_ORDERS", "MAX_TABLE_SUPPORT", "TABLE_CONJUGATE", "TableGrid", "max_table_support",
+__all__ = ["KEY_ORDERS", "MAX_TABLE_SUPPORT", "TABLE_CONJUGATE", "TableGrid",
+           "default_record_kernels", "max_table_support",
            "TableInterpolator", "TablePoints", "TableSetPoints", "TableSpreader", "TableValues",
            "check_tiles", "fit_staging", "staging_bytes", "table_tiles",
            "vector_taps", "VECTOR_SLICE_TAPS", "VECTOR_TAPS"]

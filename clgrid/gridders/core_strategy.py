@@ -84,7 +84,14 @@ class CoreTableEngine:
                                     np.dtype(real_dtype))
         self.table_grid.check()
         self.queue, self.method, self.profile = queue, method, profile
-        self.interpolator = TableInterpolator(queue, self.table_grid, tables_d)
+        # a Degridder's records by register blocks: wide footprints, or asked for
+        by_blocks = (method == "register" and not spread
+                     and (register_params is not None
+                          or degrid_by_register(profile, gcf.support, gcf.separable)))
+        self.interpolator = TableInterpolator(
+            queue, self.table_grid, tables_d,
+            register=RegisterInterpolator(queue, self.table_grid, tables_d, npol,
+                                          register_params) if by_blocks else None)
         if method == "register":
             self.tiles = None
             # the tile only shapes the set points' (unused) bins in cell order
@@ -94,11 +101,6 @@ class CoreTableEngine:
             if spread:
                 self.register = RegisterSpreader(queue, self.table_grid, tables_d, npol,
                                                  register_params, atomics, count_flushes)
-            elif register_params is not None or degrid_by_register(profile, gcf.support,
-                                                                   gcf.separable):
-                # wide footprints (or asked for): records by register blocks
-                self.interpolator.register = RegisterInterpolator(
-                    queue, self.table_grid, tables_d, npol, register_params)
             return
         self.tiles = fit_staging(self.table_grid, tiles if tiles is not None
                                  else table_tiles(profile, gcf.support), profile)

@@ -191,17 +191,15 @@ def explain(profile, support: int = 32, npol: int = 4, precision: Any = np.float
 def degrid_choice(profile, support: int, npol: int) -> str:
     """What a Degridder of real separable tables runs on records, in words."""
     from ..core.register import default_degrid_params, degrid_by_register
-    from ..core.table import RECORD_GROUP, RECORD_GROUP_MIN_SUPPORT, RECORD_VECTOR_MAX_SUPPORT
+    from ..core.table import default_record_kernels
     if degrid_by_register(profile, support, separable=True):
         p = default_degrid_params(profile, support, npol, True, True)
         return (f"register blocks {p.block_u}x{p.block_v}, {p.pols(npol)} pol, "
                 f"groups of {p.wg_size}")
-    if profile.device_type == "gpu" and support >= RECORD_GROUP_MIN_SUPPORT:
-        return f"a work-group of {min(RECORD_GROUP, profile.max_work_group_size)} a record"
-    if (profile.device_type == "cpu" and profile.vector_kernels
-            and support <= RECORD_VECTOR_MAX_SUPPORT):
-        return "a work-item a record, rows as vectors"
-    return "a work-item a record"
+    group, vector = default_record_kernels(profile, support)
+    if group:
+        return f"a work-group of {group} a record"
+    return "a work-item a record" + (", rows as vectors" if vector else "")
 
 
 def _short(params) -> str:
