@@ -5,6 +5,12 @@ benchmarks/scaling.py (116 M visibilities, 4096^2, epsilon 1e-5), w and no w.
 
     python3 benchmarks/scaling_shards.py      # two GPUs (nvidia-h200-x2)
     python benchmarks/scaling_shards.py --quick   # small case; a CPU split in two
+
+``--transfers`` first times the host side alone: each device's half of the
+visibilities copied into its pinned staging memory (host threads only), sent
+from there (the DMA only), and both (PinnedStaging.upload), for each device
+alone and for all at once; ``--trace`` prints, for one call from host arrays,
+when each shard's row blocks were in pinned memory (ms from the call's start).
 """
 
 from __future__ import annotations
@@ -19,11 +25,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import pyopencl as cl  # noqa: E402
 import pyopencl.array as cla  # noqa: E402
 
 from benchmarks.scaling import imaging_observation  # noqa: E402
 from clgrid.gridders.checks import SPEED_OF_LIGHT_M_S  # noqa: E402
 from clgrid.scaleout.multidevice import MultiDeviceImager, _take  # noqa: E402
+from clgrid.device.hostio import PinnedStaging, copy_pool  # noqa: E402
 from clgrid.scaleout.partition import all_gpus_or_best, cpu_sub_devices  # noqa: E402
 
 
@@ -38,9 +46,85 @@ def best_ms(run, repeats: int = 3) -> float:
     return min(times) * 1e3
 
 
+def transfers(imager: MultiDeviceImager, pieces: list[np.ndarray]) -> None:
+    """Host copy into pinned memory, DMA from it, and both, per device alone
+    and all at once (best of 3, ms)."""
+    shards = imager.shards
+    stagings = [PinnedStaging(s.queue.context, s.queue) for s in shards]
+    targets = [cl.Buffer(s.queue.context, cl.mem_flags.READ_WRITE, p.nbytes)
+               for s, p in zip(shards, pieces)]
+    for staging, piece in zip(stagings, pieces):   # allocate and map once
+        staging._up.view(piece.nbytes)
+
+    def host_copy(d):
+        pinned = stagings[d]._up.view(pieces[d].nbytes).view(pieces[d].dtype)
+        rows = pieces[d].reshape(pieces[d].shape[0], -1)
+        step = max(1, (8 << 20) // rows[:1].nbytes)
+        chunks = range(0, rows.shape[0], step)
+        list(copy_pool().map(lambda a: np.copyto(
+            pinned.reshape(rows.shape)[a:a + step], rows[a:a + step]), chunks))
+
+    def dma(d):
+        pinned = stagings[d]._up.view(pieces[d].nbytes)
+        cl.enqueue_copy(shards[d].queue, targets[d], pinned, is_blocking=True)
+
+    def both(d):
+        stagings[d].upload(pieces[d], targets[d])
+        shards[d].queue.finish()
+
+    gigabytes = [p.nbytes / 1e9 for p in pieces]
+    for name, call in (("host copy to pinned", host_copy), ("DMA from pinned", dma),
+                       ("pinned upload (both)", both)):
+        alone = [best_ms(lambda d=d: call(d)) for d in range(len(shards))]
+        together = best_ms(lambda: imager._map(call))
+        print(f"{name}: " + ", ".join(f"dev{d} alone {t:.1f} ms ({gigabytes[d] / t * 1e3:.0f} "
+                                      f"GB/s)" for d, t in enumerate(alone))
+              + f", all at once {together:.1f} ms ({sum(gigabytes) / together * 1e3:.0f} GB/s)",
+              flush=True)
+
+
+def trace(imager: MultiDeviceImager, vis: np.ndarray) -> None:
+    """When each shard's row blocks were in pinned memory during one call."""
+    stamps: dict[int, list[str]] = {}
+    started = time.perf_counter()
+    originals = []
+    for d, shard in enumerate(imager.shards):
+        uploader = shard._uploader
+        original = uploader.rows_to_device
+        originals.append((uploader, original))
+
+        def traced(arrays, blocks, d=d, original=original):
+            devices, ready = original(arrays, blocks)
+            if ready is None:
+                return devices, ready
+
+            def timed(index):
+                begin = time.perf_counter()
+                events = ready(index)
+                stamps.setdefault(d, []).append(
+                    f"b{index} {1e3 * (begin - started):.1f}-"
+                    f"{1e3 * (time.perf_counter() - started):.1f}")
+                return events
+            return devices, timed
+        uploader.rows_to_device = traced
+    started = time.perf_counter()
+    imager.vis2dirty(vis)
+    total = 1e3 * (time.perf_counter() - started)
+    for uploader, original in originals:
+        uploader.rows_to_device = original
+    for d in sorted(stamps):
+        print(f"  shard{d} blocks in pinned memory (ms): " + ", ".join(stamps[d]), flush=True)
+    print(f"  call {total:.1f} ms", flush=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small case (CPU, CI)")
+    parser.add_argument("--transfers", action="store_true",
+                        help="time the host copies and DMA alone first")
+    parser.add_argument("--trace", action="store_true",
+                        help="print each shard's block upload times for one call")
+    parser.add_argument("--w-only", action="store_true", help="only the w-stacking case")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     uvw, freq, _ = imaging_observation(args.quick)
@@ -51,12 +135,14 @@ def main(argv=None) -> int:
     devices = all_gpus_or_best()[:2]
     if len(devices) < 2:
         devices = cpu_sub_devices(2)
-    for do_w in (True, False):
+    for do_w in (True,) if args.w_only else (True, False):
         imager = MultiDeviceImager(devices, uvw=uvw, freq=freq, npix_x=npix, npix_y=npix,
                                    pixsize_x=cell, pixsize_y=cell, epsilon=1e-5,
                                    do_wgridding=do_w)
         shards = imager.shards
         pieces = [_take(vis, rows) for rows in imager.shard_rows]
+        if args.transfers and do_w:
+            transfers(imager, pieces)
         on_device = [cla.to_device(s.queue, p) for s, p in zip(shards, pieces)]
 
         def from_host(d):
@@ -72,6 +158,10 @@ def main(argv=None) -> int:
             print(f"w={do_w} {name}: " + ", ".join(
                 f"shard{d} alone {t:.1f} ms" for d, t in enumerate(alone))
                 + f", all at once {both:.1f} ms", flush=True)
+        if args.trace:
+            imager.vis2dirty(vis)
+            print(f"w={do_w} one call, traced:", flush=True)
+            trace(imager, vis)
         imager.close()
     return 0
 
