@@ -83,17 +83,33 @@ def transfers(imager: MultiDeviceImager, pieces: list[np.ndarray]) -> None:
               flush=True)
 
 
+def _stamped(stamps: list, started: list, owner, name: str, label: str) -> None:
+    """Wrap ``owner.name`` so that each call appends (label, begin, end) ms."""
+    original = getattr(owner, name)
+
+    def wrapped(*args, **kwargs):
+        begin = time.perf_counter()
+        result = original(*args, **kwargs)
+        stamps.append(f"{label} {1e3 * (begin - started[0]):.1f}-"
+                      f"{1e3 * (time.perf_counter() - started[0]):.1f}")
+        return result
+    setattr(owner, name, wrapped)
+
+
 def trace(imager: MultiDeviceImager, vis: np.ndarray) -> None:
-    """When each shard's row blocks were in pinned memory during one call."""
+    """When each shard's row blocks were in pinned memory and its later
+    steps ran during one call (ms from the call's start), and the longest
+    stalls of a thread that only sleeps 1 ms at a time (a stall there means
+    some thread held the GIL)."""
+    started = [0.0]
     stamps: dict[int, list[str]] = {}
-    started = time.perf_counter()
-    originals = []
+    patched = []
     for d, shard in enumerate(imager.shards):
+        log = stamps.setdefault(d, [])
         uploader = shard._uploader
         original = uploader.rows_to_device
-        originals.append((uploader, original))
 
-        def traced(arrays, blocks, d=d, original=original):
+        def traced(arrays, blocks, log=log, original=original):
             devices, ready = original(arrays, blocks)
             if ready is None:
                 return devices, ready
@@ -101,19 +117,49 @@ def trace(imager: MultiDeviceImager, vis: np.ndarray) -> None:
             def timed(index):
                 begin = time.perf_counter()
                 events = ready(index)
-                stamps.setdefault(d, []).append(
-                    f"b{index} {1e3 * (begin - started):.1f}-"
-                    f"{1e3 * (time.perf_counter() - started):.1f}")
+                log.append(f"b{index} {1e3 * (begin - started[0]):.1f}-"
+                           f"{1e3 * (time.perf_counter() - started[0]):.1f}")
                 return events
             return devices, timed
         uploader.rows_to_device = traced
-    started = time.perf_counter()
+        engine = shard.engine
+        for owner, name, label in ((engine.fft, "backward", "fft"),
+                                   (engine.corrector, "planes_to_dirty", "correct"),
+                                   (shard, "_check_finite", "finite"),
+                                   (shard, "_count", "count"),
+                                   (uploader, "to_host", "to_host")):
+            _stamped(log, started, owner, name, label)
+        patched.append(shard)
+    stalls: list[tuple[float, float]] = []
+    running = [True]
+
+    def watch():
+        last = time.perf_counter()
+        while running[0]:
+            time.sleep(0.001)
+            now = time.perf_counter()
+            if now - last > 0.004:
+                stalls.append((1e3 * (last - started[0]), 1e3 * (now - last)))
+            last = now
+    import threading
+    watcher = threading.Thread(target=watch, daemon=True)
+    started[0] = time.perf_counter()
+    watcher.start()
     imager.vis2dirty(vis)
-    total = 1e3 * (time.perf_counter() - started)
-    for uploader, original in originals:
-        uploader.rows_to_device = original
+    total = 1e3 * (time.perf_counter() - started[0])
+    running[0] = False
+    watcher.join()
+    for shard in patched:
+        for name in ("_check_finite", "_count"):
+            shard.__dict__.pop(name, None)
+        shard._uploader.__dict__.pop("to_host", None)
+        shard._uploader.__dict__.pop("rows_to_device", None)
+        shard.engine.fft.__dict__.pop("backward", None)
+        shard.engine.corrector.__dict__.pop("planes_to_dirty", None)
     for d in sorted(stamps):
-        print(f"  shard{d} blocks in pinned memory (ms): " + ", ".join(stamps[d]), flush=True)
+        print(f"  shard{d} (ms): " + ", ".join(stamps[d]), flush=True)
+    print("  stalls of a 1 ms sleeper (start ms, length ms): " + ", ".join(
+        f"{a:.1f}+{b:.1f}" for a, b in stalls[:20]), flush=True)
     print(f"  call {total:.1f} ms", flush=True)
 
 

@@ -37,6 +37,7 @@ import warnings
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
+import pyopencl.tools as cl_tools
 from pyopencl.reduction import ReductionKernel
 
 from ..core.engine import GriddingEngine
@@ -76,11 +77,19 @@ def _count_kernel(context: cl.Context, dtype: np.dtype, what: str) -> ReductionK
     return kernel
 
 
-def _device_count(queue: cl.CommandQueue, array: cla.Array, what: str) -> int:
+def _device_count(queue: cl.CommandQueue, array: cla.Array, what: str,
+                  allocator: cl_tools.MemoryPool) -> int:
+    """Count of ``what`` in ``array``.  The reduction's scratch comes from
+    ``allocator``, a pool that keeps its buffers: NVIDIA's runtime releases
+    a buffer only once the queue's earlier work is done, and pyopencl holds
+    the GIL while it does, so a freed scratch buffer stopped every other
+    host thread (another device's uploads) until this device's gridding
+    had finished (benchmarks/RESULTS.md, "the GIL held by a buffer release")."""
     if array.size == 0:
         return 0
     flat = array.reshape(array.size) if array.flags.c_contiguous else array
-    return int(_count_kernel(queue.context, array.dtype, what)(flat, queue=queue).get())
+    kernel = _count_kernel(queue.context, array.dtype, what)
+    return int(kernel(flat, queue=queue, allocator=allocator).get())
 
 
 class Imager(Operation):
@@ -147,6 +156,8 @@ class Imager(Operation):
             self.geometry, self.uvw_m, self.freq_hz)
         self.last_counts: dict[str, int] = {}
         self._uploader = Uploader(self.queue)
+        self._scratch = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
+        self._last_planes: list[cla.Array] = []
         self.engine = None
         if self.n_rows:
             uvw_d = positions_to_device(self.queue, self.uvw_m, self.float_float)
@@ -259,14 +270,15 @@ class Imager(Operation):
 
     def _check_finite(self, checks: list) -> None:
         for name, array_d in checks:
-            if _device_count(self.queue, array_d, "nonfinite"):
+            if _device_count(self.queue, array_d, "nonfinite", self._scratch):
                 raise ValueError(f"{name} contains NaN or Inf")
 
     def _count(self, mask_d: cla.Array | None) -> None:
         n_invalid = self.engine.n_invalid
         self.last_counts = {
             "n_vis": self.n_rows * self.n_chan, "invalid_uvw": n_invalid,
-            "flagged": _device_count(self.queue, mask_d, "zero") if mask_d is not None else 0}
+            "flagged": (_device_count(self.queue, mask_d, "zero", self._scratch)
+                        if mask_d is not None else 0)}
         if n_invalid:
             warnings.warn(f"{n_invalid} of {self.n_rows * self.n_chan} visibilities "
                           "have non-finite uvw and were left out", RuntimeWarning, stacklevel=3)
@@ -290,6 +302,7 @@ class Imager(Operation):
             self.last_counts = {"n_vis": 0, "invalid_uvw": 0, "flagged": 0}
             return cla.zeros(self.queue, (npol, g.npix_x, g.npix_y), g.grid_real)
         dirty_d = None
+        images = []   # freed once the queue is done (see _device_count)
         for pol in range(npol):
             image_d = self.engine.vis2dirty(arrays["vis"], npol, pol, arrays["wgt"],
                                             arrays["mask"], ready)
@@ -301,6 +314,7 @@ class Imager(Operation):
                 dirty_d = cla.empty(self.queue, (npol, g.npix_x, g.npix_y), g.grid_real)
             cl.enqueue_copy(self.queue, dirty_d.data, image_d.data,
                             dst_offset=pol * image_d.nbytes, byte_count=image_d.nbytes)
+            images.append(image_d)
         self._check_finite(checks)
         self._count(arrays["mask"])
         self._uploader.settle()
@@ -345,7 +359,7 @@ class Imager(Operation):
             dirty_d = dirty_d.reshape(full)
         else:
             dirty_d = self._uploader.to_device(np.asarray(dirty).reshape(full), self.grid_real)
-        if _device_count(self.queue, dirty_d, "nonfinite"):
+        if _device_count(self.queue, dirty_d, "nonfinite", self._scratch):
             raise ValueError("dirty contains NaN or Inf")
         return dirty_d, squeeze
 
@@ -360,7 +374,10 @@ class Imager(Operation):
             self.last_counts = {"n_vis": 0, "invalid_uvw": 0, "flagged": 0}
             return cla.zeros(self.queue, (0, self.n_chan, npol), self.vis_complex)
         self._count(arrays["mask"])
-        out_d = self.engine.dirty2vis(_planes_of(dirty_d), arrays["wgt"], arrays["mask"])
+        # kept until the next call: freeing them now would wait for the queue
+        # holding the GIL on NVIDIA (see _device_count)
+        self._last_planes = _planes_of(dirty_d)
+        out_d = self.engine.dirty2vis(self._last_planes, arrays["wgt"], arrays["mask"])
         self._uploader.settle()
         return out_d.reshape(self.n_rows, self.n_chan, npol)
 
