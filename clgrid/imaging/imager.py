@@ -338,8 +338,12 @@ class Imager(Operation):
             (npix_x, npix_y), or (npol, npix_x, npix_y) for 3-D ``vis``.
         """
         squeeze = len(vis.shape) == 2
-        result = self._uploader.to_host(self.vis2dirty_device(vis, wgt, mask))
-        result = result.astype(self.vis_real, copy=False)
+        dirty_d = self.vis2dirty_device(vis, wgt, mask)
+        if (dirty is not None and dirty.dtype == dirty_d.dtype and dirty.flags.c_contiguous
+                and dirty.size == dirty_d.size):   # straight into the caller's memory
+            self._uploader.to_host(dirty_d, out=dirty.reshape(dirty_d.shape))
+            return dirty
+        result = self._uploader.to_host(dirty_d).astype(self.vis_real, copy=False)
         result = result[0] if squeeze else result
         if dirty is not None:
             dirty[...] = result
