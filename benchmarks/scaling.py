@@ -71,6 +71,8 @@ def parse_args(argv=None):
     parser.add_argument("--skip", nargs="*", default=[], choices=("gridding", "vis2dirty"))
     parser.add_argument("--dask-workers", type=int, nargs="*", default=[])
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--defaults-only", action="store_true",
+                        help="vis2dirty: only the default partition and reduction, w and no w")
     parser.add_argument("--gpa-budget", type=float, default=4e12,
                         help="grid-point additions per support (the rows are gridded "
                              "repeatedly up to it)")
@@ -225,6 +227,8 @@ def vis2dirty_rows(args, devices, counts) -> list[dict]:
     rows = []
     cases = ((False, "time", "images"), (False, "time", "device"), (False, "baseline", "images"),
              (True, "time", "images"), (True, "w-planes", "images"))
+    if args.defaults_only:
+        cases = ((False, "time", "images"), (True, "time", "images"))
     for do_w, partition, reduce in cases:
         t_one = None
         for n in counts:
