@@ -424,28 +424,6 @@ def test_row_blocks_sent_beside_the_spreading_match_one_block(cl_env, do_w, npol
     assert np.abs(back - one.dirty2vis(model, wgt, mask)).max() <= 1e-6 * np.abs(back).max()
 
 
-def test_row_blocks_start_and_end_smaller(cl_env):
-    """GPU row blocks: a quarter and a half of a full block first (the device
-    starts sooner), full ones, a long last one cut in two; contiguous,
-    every start aligned for a one-byte mask's sub-buffer."""
-    from clgrid.core.plan import BLOCK_RAMP, VIS_PER_BLOCK, row_blocks
-    from clgrid.device.profiles import DeviceProfile
-    gpu = dataclasses.replace(DeviceProfile.from_device(cl_env.device), device_type="gpu")
-    align = max(1, gpu.base_align_bytes)
-    n_chan = 64
-    full = -(-(VIS_PER_BLOCK // n_chan) // align) * align
-    for n_rows in (full * 3 + 7, full * 5 // 2, full + 1, 913_000):
-        bounds = row_blocks(gpu, n_rows, n_chan)
-        sizes = [stop - first for first, stop in bounds]
-        assert bounds[0][0] == 0 and bounds[-1][1] == n_rows
-        assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
-        assert all(first % align == 0 for first, _ in bounds)
-        assert sizes[:2] == [full // 2 ** BLOCK_RAMP, full // 2]
-        assert max(sizes) <= full and sizes[-1] <= full // 2 + align
-    assert row_blocks(gpu, 1000, n_chan) == [(0, 1000)]   # one block's worth
-    assert row_blocks(gpu, 10 ** 7, n_chan, vis_per_block=0) == [(0, 10 ** 7)]
-
-
 def test_nan_visibilities_sent_in_blocks_are_still_refused(cl_env):
     from clgrid.core.plan import TileShape
     from clgrid.core.transfer import Uploader

@@ -449,17 +449,13 @@ def explain_imaging(profile: DeviceProfile, support: int = 7) -> dict:
 #: Visibilities per row block on GPUs: each block's upload overlaps the
 #: spreading of the one before; 2**24 complex64 are 128 MiB.
 VIS_PER_BLOCK = 2 ** 24
-#: The first blocks are 1/2**BLOCK_RAMP .. 1/2 of a full one, so that the
-#: device starts sooner; a last block over half a full one is cut in two.
-BLOCK_RAMP = 2
 
 
 def row_blocks(profile: DeviceProfile, n_rows: int, n_chan: int,
                vis_per_block: int | None = None) -> list[tuple[int, int]]:
     """(first row, stop row) of each block of visibilities the core grids in
     turn.  GPUs take blocks of about ``vis_per_block`` (default
-    :data:`VIS_PER_BLOCK`; smaller ones first and last, :data:`BLOCK_RAMP`)
-    so copies overlap spreading; CPUs, whose device
+    :data:`VIS_PER_BLOCK`) so copies overlap spreading; CPUs, whose device
     memory is host memory, take all rows at once.  Block starts are multiples
     of the rows that keep every per-row array's sub-buffer aligned to the
     device's base address alignment."""
@@ -468,25 +464,9 @@ def row_blocks(profile: DeviceProfile, n_rows: int, n_chan: int,
     if n_rows == 0 or vis_per_block <= 0 or n_rows * n_chan <= vis_per_block:
         return [(0, n_rows)]
     align = max(1, profile.base_align_bytes)   # a one-byte-per-visibility mask needs it
-
-    def aligned(rows: int) -> int:
-        return -(-max(rows, 1) // align) * align
-
-    rows = aligned(vis_per_block // max(n_chan, 1))
-    # The device waits for the first block's upload and the host for the
-    # last block's spreading: both are smaller (BLOCK_RAMP), the rest full.
-    sizes = [aligned(rows // 2 ** k) for k in range(BLOCK_RAMP, 0, -1)]
-    bounds, first = [], 0
-    while first < n_rows:
-        size = sizes[len(bounds)] if len(bounds) < len(sizes) else rows
-        bounds.append((first, min(first + size, n_rows)))
-        first = bounds[-1][1]
-    last_first, last_stop = bounds[-1]
-    half = aligned((last_stop - last_first) // 2)
-    if len(bounds) > BLOCK_RAMP and last_stop - last_first > rows // 2 \
-            and last_first + half < last_stop:
-        bounds[-1:] = [(last_first, last_first + half), (last_first + half, last_stop)]
-    return bounds
+    rows = max(1, vis_per_block // max(n_chan, 1))
+    rows = -(-rows // align) * align
+    return [(first, min(first + rows, n_rows)) for first in range(0, n_rows, rows)]
 
 
 def mib(nbytes: int) -> str:

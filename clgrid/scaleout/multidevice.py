@@ -125,7 +125,6 @@ class MultiDeviceImager:
                                              baseline_ids)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=n_dev)
         self._sum_lock = threading.Lock()
-        self._kept_images: dict[int, np.ndarray] = {}
         self.shards = self._map(lambda d: self._make_shard(d, fft_backend))
 
     # ---------------------------------------------------------- construction
@@ -179,36 +178,20 @@ class MultiDeviceImager:
         if vis.ndim not in (2, 3) or vis.shape[:2] != (self.n_rows, len(self.freq_hz)):
             raise ValueError(f"vis must be (nrow, nchan[, npol]) = ({self.n_rows}, "
                              f"{len(self.freq_hz)}[, npol]), got {vis.shape}")
-
         def piece(d):   # in the device's thread: the copies run in parallel
             rows = self.shard_rows[d]
             return _take(vis, rows), _take(wgt, rows), _take(mask, rows)
 
-        def shard_image(d):
-            """Shard ``d``'s image: the first into fresh memory (the result),
-            the others into memory kept for the next call (fresh pages cost
-            the host about as much as the copy)."""
-            shard = self.shards[d]
-            if shard is None:
-                return None
-            if d == first:
-                return shard.vis2dirty(*piece(d))
-            shape = (shard.npix_x, shard.npix_y) if vis.ndim == 2 else \
-                (vis.shape[2], shard.npix_x, shard.npix_y)
-            kept = self._kept_images.get(d)
-            if kept is None or kept.shape != shape:
-                kept = self._kept_images[d] = np.empty(shape, shard.vis_real)
-            return shard.vis2dirty(*piece(d), dirty=kept)
-
         started = time.perf_counter()
-        first = self.shards.index(self._first_shard())
         if self.do_w or self.reduce == "images":
-            images = self._map(shard_image)
+            images = self._map(lambda d: None if self.shards[d] is None
+                               else self.shards[d].vis2dirty(*piece(d)))
             gridded = time.perf_counter()
             image = _sum([image for image in images if image is not None])
             self.last_timings = {"grid_s": gridded - started,
                                  "reduce_s": time.perf_counter() - gridded, "fft_s": 0.0}
             return image[0] if vis.ndim == 2 and image.ndim == 3 else image
+        first = self.shards.index(self._first_shard())
         grids = self._map(lambda d: None if self.shards[d] is None else _grid_only(
             self.shards[d], *piece(d), on_device=self.reduce == "device" and d == first))
         gridded = time.perf_counter()
