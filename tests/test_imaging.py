@@ -437,6 +437,26 @@ def test_nan_visibilities_sent_in_blocks_are_still_refused(cl_env):
         imager.vis2dirty(bad)
 
 
+def test_count_scratch_is_kept_in_the_imagers_pool(cl_env):
+    """The counts of a call (non-finite values, flags) reduce into scratch
+    that goes back to the imager's pool, never freed: on NVIDIA a freed
+    buffer waits for the queue holding the GIL, which stalled a second
+    GPU's uploads (RESULTS, "the GIL held by a buffer release").  Same
+    counts and image with the pool as the first call."""
+    uvw, freq, vis = _observation(n_rows=400, seed=15)
+    imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-4, **GEOMETRY)
+    mask = np.ones(vis.shape, bool)
+    mask[:7] = False
+    first = imager.vis2dirty(vis.astype(np.complex64), mask=mask)
+    pool = imager._scratch
+    assert pool.active_blocks == 0 and pool.held_blocks >= 1
+    held = pool.held_blocks
+    again = imager.vis2dirty(vis.astype(np.complex64), mask=mask)
+    assert pool.held_blocks == held   # reused, not grown
+    assert np.array_equal(first, again)
+    assert imager.last_counts["flagged"] == 7 * vis.shape[1]
+
+
 @pytest.mark.parametrize("kept_screens", [False, True], ids=["screens", "kept-screens"])
 @pytest.mark.parametrize("planes_per_pass", [1, 3])
 def test_w_planes_in_several_passes_match_the_direct_transform(cl_env, monkeypatch,
