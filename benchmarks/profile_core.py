@@ -30,6 +30,7 @@ import clgrid  # noqa: E402
 from clgrid.core.engine import row_view  # noqa: E402
 from clgrid.core.plan import SPEED_OF_LIGHT, TileShape  # noqa: E402
 from clgrid.core.setpoints import SetPoints  # noqa: E402
+from clgrid.core.spread import Interpolator  # noqa: E402
 from clgrid.imaging.imager import Imager, _device_count  # noqa: E402
 from clgrid.io.simulate import simulate_observation  # noqa: E402
 
@@ -50,6 +51,9 @@ def parse_args(argv=None):
                         help="spreading tile: TileShape's fields in order, comma-separated "
                              "('8,8,4096' a GPU tile; '16,16,2147483648,1,8,1,horner' a CPU "
                              "vector tile of 8 planes a block); default the device's")
+    parser.add_argument("--per-point-interp", action="store_true",
+                        help="CPUs: interpolate point by point (interpolate_vector) instead "
+                             "of from tile windows (interpolate_tiles)")
     parser.add_argument("--ducc0", action="store_true",
                         help="time ducc0.wgridder on every core in the same run")
     parser.add_argument("--json", default=None, help="write the times here")
@@ -82,6 +86,8 @@ def timed(label: str, run, queue, repeats: int) -> float:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.per_point_interp:
+        Interpolator.tiled = False
     queue = cl.CommandQueue(clgrid.create_context(args.device))
     uvw = simulate_observation("ska1_mid_meerkat_197", duration_h=args.hours, integration_s=8.0,
                                declination_deg=-30.0, n_baselines=args.baselines)

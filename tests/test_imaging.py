@@ -488,6 +488,48 @@ def test_w_planes_in_several_passes_match_the_direct_transform(cl_env, monkeypat
         assert len(imager.engine.corrector._screens) == len(imager.engine.passes())
 
 
+@pytest.mark.parametrize("epsilon", [1e-4, 1e-7], ids=["vector-rows", "scalar-rows"])
+@pytest.mark.parametrize("window", ["default", "sliding", "per-point"])
+@pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
+def test_cpu_interpolation_from_tile_windows(cl_env, monkeypatch, do_w, window, epsilon):
+    """The CPU interpolation (the vector tile forced on any device): with w
+    a tile's points from a compact window of its cells (interpolate_tiles,
+    the default), also a window of only W planes that slides along the
+    tile's points; point by point (interpolate_vector: without w, or where
+    a window would not fit): the direct transform's answer to epsilon, with
+    a facet, weights and flags; rows as vectors (W <= 8) and cell by cell
+    (W > 8)."""
+    from clgrid.core.plan import TileShape
+    from clgrid.core.spread import Interpolator
+    if window == "per-point":
+        monkeypatch.setattr(Interpolator, "tiled", False)
+    elif window == "sliding":
+        monkeypatch.setattr(Interpolator, "window_planes", property(
+            lambda self: self.layout.choice.support if self.geometry.do_w else 0))
+    uvw, freq, vis = _observation(n_rows=150, seed=41)
+    facet = dict(GEOMETRY, center_x=0.01, center_y=0.02)
+    rng = np.random.default_rng(42)
+    wgt = rng.uniform(0.5, 2.0, size=vis.shape)
+    mask = rng.uniform(size=vis.shape) > 0.1
+    image = rng.normal(size=(GEOMETRY["npix_x"], GEOMETRY["npix_y"]))
+    precision = "single" if epsilon > 1e-5 else "double"
+    imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=epsilon, do_wgridding=do_w,
+                    precision=precision, tiles=TileShape(16, 16, 2 ** 31, True, 2), **facet)
+    interpolator = imager.engine.interpolator
+    # windows with w only; by default W double planes at W 10 (1e-7) are over
+    # WINDOW_BYTES
+    tiled = do_w and (window == "sliding" or (window == "default" and epsilon > 1e-5))
+    assert interpolator.kernel_name == ("interpolate_tiles" if tiled else "interpolate_vector")
+    if do_w and window == "sliding":   # more planes than the window holds
+        assert imager.n_planes > interpolator.window_planes
+    real = np.float32 if precision == "single" else np.float64
+    predicted = imager.dirty2vis(image.astype(real), wgt=wgt.astype(real), mask=mask)
+    expected = dft_dirty2vis(uvw, freq, image, do_wgridding=do_w, pixsize_x=facet["pixsize_x"],
+                             pixsize_y=facet["pixsize_y"], center_x=facet["center_x"],
+                             center_y=facet["center_y"]) * wgt * mask
+    assert np.linalg.norm(predicted - expected) / np.linalg.norm(expected) <= 3 * epsilon
+
+
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
 def test_facet_phases_kept_or_computed_give_the_same_bits(cl_env, monkeypatch, do_w):
     """A facet's phases, kept per plan (CPUs) or computed per call (GPUs),

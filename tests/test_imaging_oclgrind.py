@@ -53,7 +53,18 @@ SCRIPT = textwrap.dedent("""
     assert horner.engine.spreader.kernel_eval == "horner"
     error = np.linalg.norm(horner.vis2dirty(vis) - reference) / np.linalg.norm(reference)
     assert error < 1e-4, error
+    assert horner.engine.interpolator.kernel_name == "interpolate_tiles"
     assert np.all(np.isfinite(horner.dirty2vis(reference.astype(np.float32))))
+    # the CPU interpolation point by point (where a tile's window would not fit)
+    from clgrid.core.spread import Interpolator
+    Interpolator.tiled = False
+    per_point = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-4, do_wgridding=True,
+                       precision="single", fft_backend="numpy",
+                       tiles=TileShape(16, 16, 2 ** 31, True, 2, kernel_eval="horner"),
+                       **geometry)
+    assert per_point.engine.interpolator.kernel_name == "interpolate_vector"
+    assert np.all(np.isfinite(per_point.dirty2vis(reference.astype(np.float32))))
+    Interpolator.tiled = None
     # the CPU kernels without w, with a facet centre, weights and flags
     flat = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-4, precision="single",
                   fft_backend="numpy", tiles=TileShape(16, 16, 2 ** 31, True, 1, kernel_eval="horner"),
@@ -62,6 +73,7 @@ SCRIPT = textwrap.dedent("""
     error = np.linalg.norm(flat.vis2dirty(vis, wgt=wgt, mask=mask) - reference) / np.linalg.norm(
         reference)
     assert error < 1e-4, error
+    assert np.all(np.isfinite(flat.dirty2vis(reference.astype(np.float32), wgt=wgt, mask=mask)))
     # the GPU kernels with w, visibilities in row blocks (sub-buffers, later
     # blocks adding to the grid) sent through pinned memory on a second queue
     from clgrid.core.transfer import Uploader

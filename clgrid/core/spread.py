@@ -396,16 +396,43 @@ class Interpolator(_Stage):
     template_name = "core_interp.cl.mako"
     #: interpolate_vector: points per work-item
     points_per_item = 64
+    #: interpolate_tiles: most bytes of a work-item's private window
+    WINDOW_BYTES = 96 * 2 ** 10
+    #: None: interpolate_tiles on CPUs wherever its window fits; False: never
+    #: (interpolate_vector; tests and benchmarks compare the two)
+    tiled: bool | None = None
+
+    @property
+    def window_planes(self) -> int:
+        """w planes in interpolate_tiles' window of a tile's cells: W (every
+        plane one point reads), more up to WINDOW_BYTES; 0 (no window, the
+        kernel is not built) on GPUs, without w-stacking (one plane: copying
+        the window costs more than it saves, RESULTS "Degridding from tile
+        windows") or where W planes exceed WINDOW_BYTES."""
+        if not self.tiles.vector or self.tiled is False or not self.geometry.do_w:
+            return 0
+        support = self.layout.choice.support
+        plane_bytes = ((self.tiles.tile_u + support - 1)
+                       * (self.tiles.lanes + row_taps(support) - 1) * self._grid_complex.itemsize)
+        if support * plane_bytes > self.WINDOW_BYTES:
+            return 0
+        return max(support, min(self.layout.n_planes, self.WINDOW_BYTES // plane_bytes))
 
     @property
     def kernel_name(self) -> str:
-        """CPUs (vector tiles): rows as vectors from the points' records."""
-        return "interpolate_vector" if self.tiles.vector else "interpolate"
+        """CPUs (vector tiles): a tile's points from a compact window of its
+        cells (interpolate_tiles), else each point's rows as vectors straight
+        from the planes (interpolate_vector); GPUs: interpolate."""
+        if not self.tiles.vector:
+            return "interpolate"
+        return "interpolate_tiles" if self.window_planes else "interpolate_vector"
 
     def _extra_params(self) -> dict:
         return {**super()._extra_params(), "vector": self.tiles.vector,
                 "points_per_item": self.points_per_item, "record_group": 0,
-                "record_vector": False, "records_per_item": 1}
+                "record_vector": False, "records_per_item": 1,
+                "win_planes": self.window_planes, "tile_u": self.tiles.tile_u,
+                "lanes": self.tiles.lanes}
 
     def __call__(self, points: PointSet, uvw_d: cla.Array, freq_scale_d: cla.Array,
                  out_d: cla.Array, npol: int, pol: int, planes_d: cla.Array,
@@ -418,6 +445,15 @@ class Interpolator(_Stage):
         phasors = self.phasors(points, uvw_d, freq_scale_d)
         kernel = self.kernel(wgt_d is not None, mask_d is not None, phasors is not None)
         group = 64
+        if self.kernel_name == "interpolate_tiles":
+            return kernel(
+                self.queue, (points.ntiles_u * points.ntiles_v,), (1,),
+                points.cells.data, points.fracs.data, points.bin_start.data,
+                np.int32(self.layout.n_wbins), np.int32(points.ntiles_v), uvw_d.data,
+                freq_scale_d.data, np.uint32(freq_scale_d.shape[0]), out_d.data,
+                np.uint32(npol), np.uint32(pol), *self._weights(wgt_d, mask_d), planes_d.data,
+                np.int32(self.layout.nu), np.int32(self.layout.nv), np.int32(plane0),
+                np.int32(n_pass), *self._phase_args(phasors), np.int32(accumulate))
         if self.kernel_name == "interpolate_vector":
             return kernel(
                 self.queue, (-(-points.n_valid // self.points_per_item),), (1,),
