@@ -685,15 +685,16 @@ inline void load_window(${vec} *window, __global const ${vec} *planes, const int
 }
 
 // CPUs, w-stacking: one work-item (alone in its group) a tile of the sort
-// (its bins of every first w plane, in order).  The grid cells its points read, WIN_PLANES
-// planes at a time, are first copied into a compact private window: read
-// straight from the planes, each point's W x W x W cells lie on W x W pages
-// (rows are whole grid rows apart, planes whole planes), and the page walks,
-// not the arithmetic, set the speed (a probe that kept every read within a
-// few KiB ran 3.3x faster; the window's copy costs more than it saves with
-// one plane, so without w points go to interpolate_vector).  The points come
-// in order of their first plane, so the window slides forward.  Per point as interpolate_vector: a row of W
-// <= VTAPS cells is one vector load, two vector FMAs a row.
+// (its bins of every first w plane, in order).  The grid cells its points
+// read, WIN_PLANES planes at a time, are first copied into a compact private
+// window: read straight from the planes, each point's W x W x W cells lie on
+// W x W pages (rows are whole grid rows apart, planes whole planes), and the
+// page walks, not the arithmetic, set the speed (a probe that kept every read
+// within a few KiB ran 3.3x faster; with one plane the copy costs more than
+// it saves, so without w points go to interpolate_vector).  The points come
+// in order of their first plane, so the window slides forward.  Per point
+// as interpolate_vector: a row of W <= VTAPS cells is one vector load, one
+// vector FMA a row and plane.
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void interpolate_tiles(__global const int4 *cells, __global const ${real}4 *fracs,
                        __global const unsigned int *bin_start, const int n_wbins,
