@@ -72,7 +72,8 @@ def parse_args(argv=None):
     parser.add_argument("--dask-workers", type=int, nargs="*", default=[])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--defaults-only", action="store_true",
-                        help="vis2dirty: only the default partition and reduction, w and no w")
+                        help="vis2dirty: only the devices' default partition and reduction, "
+                             "w and no w")
     parser.add_argument("--gpa-budget", type=float, default=4e12,
                         help="grid-point additions per support (the rows are gridded "
                              "repeatedly up to it)")
@@ -224,11 +225,13 @@ def vis2dirty_rows(args, devices, counts) -> list[dict]:
                   / SPEED_OF_LIGHT_M_S)
     vis = (np.random.default_rng(1).standard_normal((uvw.shape[0], freq_hz.size)) * (1 + 1j)
            ).astype(np.complex64)
+    model = np.random.default_rng(2).standard_normal((npix, npix)).astype(np.float32)
+    t_predict_one: dict[tuple, float] = {}
     rows = []
     cases = ((False, "time", "images"), (False, "time", "device"), (False, "baseline", "images"),
              (True, "time", "images"), (True, "w-planes", "images"))
     if args.defaults_only:
-        cases = ((False, "time", "images"), (True, "time", "images"))
+        cases = ((False, None, "images"), (True, None, "images"))   # the devices' defaults
     for do_w, partition, reduce in cases:
         t_one = None
         for n in counts:
@@ -238,8 +241,14 @@ def vis2dirty_rows(args, devices, counts) -> list[dict]:
                                        baseline_ids=baseline_ids, reduce=reduce)
             seconds = best_of(lambda: imager.vis2dirty(vis), args.repeats)
             phases = imager.last_timings
+            # dirty2vis once per partition (the reduction does not enter it)
+            predict_s = (best_of(lambda: imager.dirty2vis(model), args.repeats)
+                         if reduce == "images" else None)
             imager.close()
             t_one = t_one or seconds
+            if predict_s is not None:
+                t_predict_one[(do_w, partition)] = (t_predict_one.get((do_w, partition))
+                                                    or predict_s)
             rows.append({"case": f"vis2dirty eps 1e-5 {'w' if do_w else 'no-w'}",
                          "devices": n, "time s": round(seconds, 4),
                          "Mvis/s": round(vis.size / seconds / 1e6, 2),
@@ -247,7 +256,10 @@ def vis2dirty_rows(args, devices, counts) -> list[dict]:
                          "partition": imager.partition,
                          "reduce": reduce,
                          "balance": round(imager.load_balance, 3),
-                         **{k: round(v, 4) for k, v in phases.items()}})
+                         **{k: round(v, 4) for k, v in phases.items()},
+                         "dirty2vis s": None if predict_s is None else round(predict_s, 4),
+                         "dirty2vis efficiency": None if predict_s is None else round(
+                             t_predict_one[(do_w, partition)] / (n * predict_s), 3)})
             print(rows[-1], flush=True)
     return rows
 
