@@ -501,6 +501,7 @@ def test_cpu_interpolation_from_tile_windows(cl_env, monkeypatch, do_w, window, 
     (W > 8)."""
     from clgrid.core.plan import TileShape
     from clgrid.core.spread import Interpolator
+    cl_env.require_vector_tiles()
     if window == "per-point":
         monkeypatch.setattr(Interpolator, "tiled", False)
     elif window == "sliding":
