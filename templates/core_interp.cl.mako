@@ -15,7 +15,8 @@
 ##             work-item, from the point records); win_planes (int, default 0),
 ##             with tile_u and lanes (w-stacking, win_planes >= W): also
 ##             interpolate_tiles, a tile's points from a private window of
-##             win_planes planes of its cells;
+##             win_planes planes of its cells (tiles of fewer than
+##             window_min_points points, default 1, read the planes directly);
 ##             kernel_eval ("exp" |
 ##             "horner"): the kernel's taps by the formula or by the spreader's
 ##             per-tap polynomials (horner: their coefficients, as
@@ -543,13 +544,95 @@ inline ${tn} point_taps(const ${real} t)
 % endif
 }
 
+// The sum of one point's footprint over the planes of the pass, read straight
+// from the planes: a footprint row of W <= VTAPS cells is one contiguous load
+// of VTAPS complex cells (real and imaginary parts interleaved), multiplied by
+// the v taps duplicated the same way: two vector FMAs per row, one reduction
+// per point (ducc0's degridder).  Points whose row would run past the grid's
+// edge (wrapping, or over-reading into the next row) take the scalar path.
+inline ${vec} point_sum_planes(const int4 cell, const ${real}4 frac,
+                               __global const ${vec} *planes, const int nu, const int nv,
+                               const int plane0, const int n_pass)
+{
+    ${real} ku[VTAPS], kv[VTAPS];
+    const ${tn} kv_taps = point_taps(frac.y);
+    vstore${taps_n}(point_taps(frac.x), 0, ku);
+    vstore${taps_n}(kv_taps, 0, kv);
+% if do_w:
+    ${real} kw[VTAPS];
+    vstore${taps_n}(point_taps(frac.z), 0, kw);
+    const int p_first = max(cell.z, plane0), p_end = min(cell.z + SUPPORT, plane0 + n_pass);
+% else:
+    const int p_first = plane0, p_end = plane0 + 1;
+% endif
+    ${vec} sum = (${vec})(0, 0);
+% if taps_n <= 8:
+    if (cell.y + VTAPS <= nv) {
+        const ${pn} kv2 = shuffle(kv_taps, (${index_type}${pair_n})(${duplicate}));
+        ${pn} total = (${pn})0;
+%   if do_w:
+        // row by row, the planes' rows summed with their w weights first: one
+        // vector FMA a row and plane (not two), then the u and v taps once a row
+        int iu = cell.x;
+        for (int a = 0; a < SUPPORT; ++a) {
+            ${pn} row = (${pn})0;
+            for (int p = p_first; p < p_end; ++p) {
+                __global const ${real} *grid = (__global const ${real} *)(
+                    planes + (size_t)(p - plane0) * nu * nv + cell.y);
+                row = fma(vload${pair_n}(0, grid + 2 * (size_t)iu * nv),
+                          (${pn})kw[p - cell.z], row);
+            }
+            total = fma(row * kv2, (${pn})ku[a], total);
+            iu = (iu + 1 == nu) ? 0 : iu + 1;
+        }
+%   else:
+        for (int p = p_first; p < p_end; ++p) {
+            __global const ${real} *grid = (__global const ${real} *)(
+                planes + (size_t)(p - plane0) * nu * nv + cell.y);
+            ${pn} plane_sum = (${pn})0;
+            int iu = cell.x;
+            for (int a = 0; a < SUPPORT; ++a) {
+                plane_sum = fma(vload${pair_n}(0, grid + 2 * (size_t)iu * nv) * kv2,
+                                (${pn})ku[a], plane_sum);
+                iu = (iu + 1 == nu) ? 0 : iu + 1;
+            }
+            total += plane_sum;
+        }
+%   endif
+        ${real} parts[${pair_n}];
+        vstore${pair_n}(total, 0, parts);
+        for (int c = 0; c < VTAPS; ++c)
+            sum += (${vec})(parts[2 * c], parts[2 * c + 1]);
+        return sum;
+    }
+% endif
+    int iv[SUPPORT];
+    for (int b = 0; b < SUPPORT; ++b)
+        iv[b] = (cell.y + b) < nv ? cell.y + b : cell.y + b - nv;
+    for (int p = p_first; p < p_end; ++p) {
+        __global const ${vec} *grid = planes + (size_t)(p - plane0) * nu * nv;
+        ${vec} plane_sum = (${vec})(0, 0);
+        int iu = cell.x;
+        for (int a = 0; a < SUPPORT; ++a) {
+            __global const ${vec} *grid_row = grid + (size_t)iu * nv;
+            ${vec} row_sum = (${vec})(0, 0);
+            for (int b = 0; b < SUPPORT; ++b)
+                row_sum += grid_row[iv[b]] * kv[b];
+            plane_sum += row_sum * ku[a];
+            iu = (iu + 1 == nu) ? 0 : iu + 1;
+        }
+% if do_w:
+        sum += plane_sum * kw[p - cell.z];
+% else:
+        sum += plane_sum;
+% endif
+    }
+    return sum;
+}
+
 // CPUs: one work-item (alone in its group) takes POINTS_PER_ITEM points in
-// sort order from their records (core_setpoints.cl.mako).  A footprint row of
-// W <= VTAPS cells is one contiguous load of VTAPS complex cells (real and
-// imaginary parts interleaved), multiplied by the v taps duplicated the same
-// way: two vector FMAs per row, one reduction per point (ducc0's
-// degridder).  Points whose row would run past the grid's edge (wrapping, or
-// over-reading into the next row) take the scalar path.
+// sort order from their records (core_setpoints.cl.mako), each read straight
+// from the planes (point_sum_planes).
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void interpolate_vector(__global const int4 *cells, __global const ${real}4 *fracs,
                         const unsigned int n_points,
@@ -566,85 +649,9 @@ void interpolate_vector(__global const int4 *cells, __global const ${real}4 *fra
     const unsigned int end = min(first + POINTS_PER_ITEM, n_points);
     for (unsigned int i = first; i < end; ++i) {
         const int4 cell = cells[i];
-        const ${real}4 frac = fracs[i];
-        const unsigned int k = (unsigned int)cell.w;
-        ${real} ku[VTAPS], kv[VTAPS];
-        const ${tn} kv_taps = point_taps(frac.y);
-        vstore${taps_n}(point_taps(frac.x), 0, ku);
-        vstore${taps_n}(kv_taps, 0, kv);
-% if do_w:
-        ${real} kw[VTAPS];
-        vstore${taps_n}(point_taps(frac.z), 0, kw);
-        const int p_first = max(cell.z, plane0), p_end = min(cell.z + SUPPORT, plane0 + n_pass);
-% else:
-        const int p_first = plane0, p_end = plane0 + 1;
-% endif
-        ${vec} sum = (${vec})(0, 0);
-% if taps_n <= 8:
-        if (cell.y + VTAPS <= nv) {
-            const ${pn} kv2 = shuffle(kv_taps, (${index_type}${pair_n})(${duplicate}));
-            ${pn} total = (${pn})0;
-%   if do_w:
-            // row by row, the planes' rows summed with their w weights first:
-            // one vector FMA a row and plane (not two), then the u and v taps
-            // once a row
-            int iu = cell.x;
-            for (int a = 0; a < SUPPORT; ++a) {
-                ${pn} row = (${pn})0;
-                for (int p = p_first; p < p_end; ++p) {
-                    __global const ${real} *grid = (__global const ${real} *)(
-                        planes + (size_t)(p - plane0) * nu * nv + cell.y);
-                    row = fma(vload${pair_n}(0, grid + 2 * (size_t)iu * nv),
-                              (${pn})kw[p - cell.z], row);
-                }
-                total = fma(row * kv2, (${pn})ku[a], total);
-                iu = (iu + 1 == nu) ? 0 : iu + 1;
-            }
-%   else:
-            for (int p = p_first; p < p_end; ++p) {
-                __global const ${real} *grid = (__global const ${real} *)(
-                    planes + (size_t)(p - plane0) * nu * nv + cell.y);
-                ${pn} plane_sum = (${pn})0;
-                int iu = cell.x;
-                for (int a = 0; a < SUPPORT; ++a) {
-                    plane_sum = fma(vload${pair_n}(0, grid + 2 * (size_t)iu * nv) * kv2,
-                                    (${pn})ku[a], plane_sum);
-                    iu = (iu + 1 == nu) ? 0 : iu + 1;
-                }
-                total += plane_sum;
-            }
-%   endif
-            ${real} parts[${pair_n}];
-            vstore${pair_n}(total, 0, parts);
-            for (int c = 0; c < VTAPS; ++c)
-                sum += (${vec})(parts[2 * c], parts[2 * c + 1]);
-        } else
-% endif
-        {
-            int iv[SUPPORT];
-            for (int b = 0; b < SUPPORT; ++b)
-                iv[b] = (cell.y + b) < nv ? cell.y + b : cell.y + b - nv;
-            for (int p = p_first; p < p_end; ++p) {
-                __global const ${vec} *grid = planes + (size_t)(p - plane0) * nu * nv;
-                ${vec} plane_sum = (${vec})(0, 0);
-                int iu = cell.x;
-                for (int a = 0; a < SUPPORT; ++a) {
-                    __global const ${vec} *grid_row = grid + (size_t)iu * nv;
-                    ${vec} row_sum = (${vec})(0, 0);
-                    for (int b = 0; b < SUPPORT; ++b)
-                        row_sum += grid_row[iv[b]] * kv[b];
-                    plane_sum += row_sum * ku[a];
-                    iu = (iu + 1 == nu) ? 0 : iu + 1;
-                }
-% if do_w:
-                sum += plane_sum * kw[p - cell.z];
-% else:
-                sum += plane_sum;
-% endif
-            }
-        }
-        store_point(sum, k, uvw, freq_scale, nchan, out, npol, pol, wgt, mask, shift_u,
-                    shift_v, phasors, accumulate);
+        const ${vec} sum = point_sum_planes(cell, fracs[i], planes, nu, nv, plane0, n_pass);
+        store_point(sum, (unsigned int)cell.w, uvw, freq_scale, nchan, out, npol, pol, wgt,
+                    mask, shift_u, shift_v, phasors, accumulate);
     }
 }
 <%
@@ -660,6 +667,7 @@ void interpolate_vector(__global const int4 *cells, __global const ${real}4 *fra
 #define WIN_COLS (TILE_COLS + VTAPS - 1)
 #define WIN_PLANES ${window_planes}
 #define WIN_PLANE_CELLS (WIN_ROWS * WIN_COLS)
+#define WINDOW_MIN_POINTS ${context.get("window_min_points", 1)}
 
 // Planes [win0, win0 + n) of the grid cells of one tile's footprints (rows
 // row0 .., columns col0 .., wrapping at the grid's edges) into a compact
@@ -711,10 +719,21 @@ void interpolate_tiles(__global const int4 *cells, __global const ${real}4 *frac
     const int tile = get_global_id(0);
     const unsigned int first = bin_start[tile * n_wbins];
     const unsigned int end = bin_start[(tile + 1) * n_wbins];
-    if (first >= end)
+    if (end - first < WINDOW_MIN_POINTS) {   // also empty tiles
+        for (unsigned int i = first; i < end; ++i) {
+            const int4 cell = cells[i];
+            const ${vec} sum = point_sum_planes(cell, fracs[i], planes, nu, nv, plane0, n_pass);
+            store_point(sum, (unsigned int)cell.w, uvw, freq_scale, nchan, out, npol, pol, wgt,
+                        mask, shift_u, shift_v, phasors, accumulate);
+        }
         return;
+    }
     const int row0 = (tile / ntiles_v) * TILE_ROWS;
     const int col0 = (tile - (tile / ntiles_v) * ntiles_v) * TILE_COLS;
+    // points come by first plane (clamped to the bins): the last one's planes
+    // end the tile's, which the window need not pass (for a few sparse tiles
+    // it would copy up to WIN_PLANES planes for W)
+    const int tile_end = min(cells[end - 1].z + SUPPORT, plane0 + n_pass);
     ${vec} window[WIN_PLANES * WIN_PLANE_CELLS];
     int win0 = 0, win_end = 0;   // planes in the window: [win0, win_end)
     for (unsigned int i = first; i < end; ++i) {
@@ -726,7 +745,7 @@ void interpolate_tiles(__global const int4 *cells, __global const ${real}4 *frac
         if (p_first < p_end) {
             if (p_first < win0 || p_end > win_end) {
                 win0 = p_first;
-                win_end = min(p_first + WIN_PLANES, plane0 + n_pass);
+                win_end = min(min(p_first + WIN_PLANES, plane0 + n_pass), max(tile_end, p_end));
                 load_window(window, planes, plane0, win0, win_end - win0, row0, col0, nu, nv);
             }
             ${real} ku[VTAPS], kv[VTAPS];

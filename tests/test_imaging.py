@@ -489,12 +489,13 @@ def test_w_planes_in_several_passes_match_the_direct_transform(cl_env, monkeypat
 
 
 @pytest.mark.parametrize("epsilon", [1e-4, 1e-7], ids=["vector-rows", "scalar-rows"])
-@pytest.mark.parametrize("window", ["default", "sliding", "per-point"])
+@pytest.mark.parametrize("window", ["default", "every-tile", "sliding", "per-point"])
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
 def test_cpu_interpolation_from_tile_windows(cl_env, monkeypatch, do_w, window, epsilon):
     """The CPU interpolation (the vector tile forced on any device): with w
     a tile's points from a compact window of its cells (interpolate_tiles,
-    the default), also a window of only W planes that slides along the
+    the default; tiles of few points read the planes directly), every tile
+    through a window, also one of only W planes that slides along the
     tile's points; point by point (interpolate_vector: without w, or where
     a window would not fit): the direct transform's answer to epsilon, with
     a facet, weights and flags; rows as vectors (W <= 8) and cell by cell
@@ -504,7 +505,9 @@ def test_cpu_interpolation_from_tile_windows(cl_env, monkeypatch, do_w, window, 
     cl_env.require_vector_tiles()
     if window == "per-point":
         monkeypatch.setattr(Interpolator, "tiled", False)
-    elif window == "sliding":
+    if window in ("every-tile", "sliding"):
+        monkeypatch.setattr(Interpolator, "WINDOW_MIN_POINTS", 1)
+    if window == "sliding":
         monkeypatch.setattr(Interpolator, "window_planes", property(
             lambda self: self.layout.choice.support if self.geometry.do_w else 0))
     uvw, freq, vis = _observation(n_rows=150, seed=41)
@@ -519,7 +522,7 @@ def test_cpu_interpolation_from_tile_windows(cl_env, monkeypatch, do_w, window, 
     interpolator = imager.engine.interpolator
     # windows with w only; by default W double planes at W 10 (1e-7) are over
     # WINDOW_BYTES
-    tiled = do_w and (window == "sliding" or (window == "default" and epsilon > 1e-5))
+    tiled = do_w and (window == "sliding" or (window != "per-point" and epsilon > 1e-5))
     assert interpolator.kernel_name == ("interpolate_tiles" if tiled else "interpolate_vector")
     if do_w and window == "sliding":   # more planes than the window holds
         assert imager.n_planes > interpolator.window_planes

@@ -46,7 +46,10 @@ SCRIPT = textwrap.dedent("""
     reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=True, **geometry)
     error = np.linalg.norm(vector.vis2dirty(vis) - reference) / np.linalg.norm(reference)
     assert error < 1e-2, error
-    # the CPU default: taps by Horner's rule (W = 6 at 1e-4), both directions
+    # the CPU default: taps by Horner's rule (W = 6 at 1e-4), both directions;
+    # every tile interpolated from a window (here too few points a tile for one)
+    from clgrid.core.spread import Interpolator
+    min_points, Interpolator.WINDOW_MIN_POINTS = Interpolator.WINDOW_MIN_POINTS, 1
     horner = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-4, do_wgridding=True,
                     precision="single", fft_backend="numpy",
                     tiles=TileShape(16, 16, 2 ** 31, True, 2, kernel_eval="horner"), **geometry)
@@ -56,7 +59,7 @@ SCRIPT = textwrap.dedent("""
     assert horner.engine.interpolator.kernel_name == "interpolate_tiles"
     assert np.all(np.isfinite(horner.dirty2vis(reference.astype(np.float32))))
     # the CPU interpolation point by point (where a tile's window would not fit)
-    from clgrid.core.spread import Interpolator
+    Interpolator.WINDOW_MIN_POINTS = min_points
     Interpolator.tiled = False
     per_point = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-4, do_wgridding=True,
                        precision="single", fft_backend="numpy",

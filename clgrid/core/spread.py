@@ -398,6 +398,9 @@ class Interpolator(_Stage):
     points_per_item = 64
     #: interpolate_tiles: most bytes of a work-item's private window
     WINDOW_BYTES = 96 * 2 ** 10
+    #: interpolate_tiles: tiles with fewer points read them straight from the
+    #: planes (a window's copy costs more than it saves for a few points)
+    WINDOW_MIN_POINTS = 16
     #: None: interpolate_tiles on CPUs wherever its window fits; False: never
     #: (interpolate_vector; tests and benchmarks compare the two)
     tiled: bool | None = None
@@ -432,7 +435,7 @@ class Interpolator(_Stage):
                 "points_per_item": self.points_per_item, "record_group": 0,
                 "record_vector": False, "records_per_item": 1,
                 "win_planes": self.window_planes, "tile_u": self.tiles.tile_u,
-                "lanes": self.tiles.lanes}
+                "lanes": self.tiles.lanes, "window_min_points": self.WINDOW_MIN_POINTS}
 
     def __call__(self, points: PointSet, uvw_d: cla.Array, freq_scale_d: cla.Array,
                  out_d: cla.Array, npol: int, pol: int, planes_d: cla.Array,
