@@ -702,7 +702,9 @@ inline void load_window(${vec} *window, __global const ${vec} *planes, const int
 // it saves, so without w points go to interpolate_vector).  The points come
 // in order of their first plane, so the window slides forward.  Per point
 // as interpolate_vector: a row of W <= VTAPS cells is one vector load, one
-// vector FMA a row and plane.
+// vector FMA a row and plane.  Tiles of fewer than WINDOW_MIN_POINTS points
+// read the planes directly (point_sum_planes): for a few points the window's
+// copy costs more than it saves (sparse uv).
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void interpolate_tiles(__global const int4 *cells, __global const ${real}4 *fracs,
                        __global const unsigned int *bin_start, const int n_wbins,
