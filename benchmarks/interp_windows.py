@@ -3,7 +3,7 @@ cells (``interpolate_tiles``) against each point read straight from the planes
 (``interpolate_vector``), on uniformly random uvw from sparse to dense (a
 4096² grid of 57 600 tiles, 16 w planes), for several ``WINDOW_MIN_POINTS``
 (tiles with fewer points read the planes directly).  Device-only, one pass,
-best of ``--repeats``.
+median of ``--repeats``.
 
     python benchmarks/interp_windows.py --device intel --points 20000 200000 2000000
 """
@@ -11,9 +11,7 @@ best of ``--repeats``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -25,6 +23,7 @@ import pyopencl as cl  # noqa: E402
 import pyopencl.array as cla  # noqa: E402
 
 import clgrid  # noqa: E402
+from benchmarks._common import median_seconds, write_json  # noqa: E402
 from clgrid.core.plan import SPEED_OF_LIGHT  # noqa: E402
 from clgrid.core.spread import Interpolator  # noqa: E402
 from clgrid.imaging.imager import Imager  # noqa: E402
@@ -35,7 +34,7 @@ VARIANTS = (("per point", False, 1), ("window >= 1", None, 1), ("window >= 4", N
 
 
 def interpolation_ms(queue, n_points: int, tiled, min_points: int, repeats: int) -> float:
-    """Best time of one interpolation pass over ``n_points`` random points."""
+    """Median time of one interpolation pass over ``n_points`` random points."""
     rng = np.random.default_rng(0)
     uvw_m = rng.uniform(-3000.0, 3000.0, (n_points, 3))
     uvw_m[:, 2] *= 0.3
@@ -52,15 +51,8 @@ def interpolation_ms(queue, n_points: int, tiled, min_points: int, repeats: int)
         for block in engine.blocks:
             engine.interpolator(block.points, block.uvw_d, engine.freq_scale_d, out_d, 1, 0,
                                 engine.planes_d, plane0, n_pass)
-        queue.finish()
 
-    run()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times) * 1e3
+    return median_seconds(run, queue, repeats) * 1e3
 
 
 def main(argv=None) -> int:
@@ -85,9 +77,7 @@ def main(argv=None) -> int:
         print(f"{n_points:>9} " + " ".join(f"{row[name]:>13.2f}" for name, _, _ in VARIANTS),
               flush=True)
     Interpolator.tiled, Interpolator.WINDOW_MIN_POINTS = defaults
-    if args.json:
-        Path(args.json).write_text(json.dumps({"device": queue.device.name.strip(),
-                                               "rows": rows}, indent=1))
+    write_json(args.json, "interp_windows", rows, device=queue.device.name.strip())
     return 0
 
 
