@@ -274,6 +274,12 @@ def test_explain_imaging_rows():
     assert explain_imaging(dataclasses.replace(cpu, fp64=False))["tile"] == \
         "8x8 lanes, 1 group(s)"                          # the vector tile totals in double
     assert explain_imaging(fake(build_problem="unknown target CPU"))["tile"] == "-"
+    from clgrid.core.plan import TileShape
+    from clgrid.core.spread import Interpolator, explain_interpolation
+    assert explain_interpolation(TileShape.for_device(fake(), 7)) == "a work-item a visibility"
+    assert explain_interpolation(TileShape.for_device(cpu, 7)) == (
+        f"64 points a work-item; with w a tile a work-item from a window of its cells "
+        f"(tiles of >= {Interpolator.WINDOW_MIN_POINTS} points)")
 
 
 def test_cli_devices_explain(capsys):
@@ -284,7 +290,7 @@ def test_cli_devices_explain(capsys):
     assert header.split() == ["id", "device", "method", "geometry", "why", "degrid"]
     assert "tiles" in out or "register" in out
     imaging = out.split("vis2dirty / dirty2vis (the imaging core)")[1].splitlines()[1]
-    assert imaging.split() == ["id", "device", "tile", "positions", "precisions"]
+    assert imaging.split() == ["id", "device", "tile", "positions", "precisions", "dirty2vis"]
 
 
 def test_default_on_real_device_follows_choose(cl_env):

@@ -475,4 +475,13 @@ class Interpolator(_Stage):
             np.int32(accumulate))
 
 
-__all__ = ["Interpolator", "Spreader", "keeps_facet_phases"]
+def explain_interpolation(tiles: TileShape) -> str:
+    """How dirty2vis interpolates with spreading tile ``tiles`` (``clgrid
+    devices --explain``): the kernels :attr:`Interpolator.kernel_name` picks."""
+    if not tiles.vector:
+        return "a work-item a visibility"
+    return (f"{Interpolator.points_per_item} points a work-item; with w a tile a work-item "
+            f"from a window of its cells (tiles of >= {Interpolator.WINDOW_MIN_POINTS} points)")
+
+
+__all__ = ["Interpolator", "Spreader", "explain_interpolation", "keeps_facet_phases"]
