@@ -457,6 +457,26 @@ def test_count_scratch_is_kept_in_the_imagers_pool(cl_env):
     assert imager.last_counts["flagged"] == 7 * vis.shape[1]
 
 
+def test_per_polarisation_planes_outlive_the_device_call_only(cl_env):
+    """dirty2vis of a (npol, ...) image copies each polarisation's plane out
+    for the engine; the copies outlive dirty2vis_device (freeing them would
+    wait for the queue) until release_planes or the host results; the
+    predictions match one polarisation at a time."""
+    uvw, freq, _ = _observation(n_rows=200, seed=16)
+    imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-4, **GEOMETRY)
+    images = np.random.default_rng(17).normal(
+        size=(2, GEOMETRY["npix_x"], GEOMETRY["npix_y"])).astype(np.float32)
+    both_d = imager.dirty2vis_device(images)
+    assert len(imager._last_planes) == 2
+    both = both_d.get()
+    imager.release_planes()
+    assert imager._last_planes == []
+    for pol in range(2):
+        assert np.array_equal(both[:, :, pol], imager.dirty2vis(images[pol]))
+    imager.dirty2vis(images)
+    assert imager._last_planes == []
+
+
 @pytest.mark.parametrize("kept_screens", [False, True], ids=["screens", "kept-screens"])
 @pytest.mark.parametrize("planes_per_pass", [1, 3])
 def test_w_planes_in_several_passes_match_the_direct_transform(cl_env, monkeypatch,

@@ -368,7 +368,9 @@ class Imager(Operation):
         return dirty_d, squeeze
 
     def dirty2vis_device(self, dirty, wgt=None, mask=None) -> cla.Array:
-        """Visibilities on the device: (nrow, nchan, npol) complex."""
+        """Visibilities on the device: (nrow, nchan, npol) complex.  For
+        npol > 1 the image's per-polarisation copies stay on the device until
+        :meth:`release_planes` or the next call."""
         self._uploader.settle()   # host copies lent to an earlier call are free again
         dirty_d, _ = self._dirty_to_device(dirty)
         wgt, mask = self._check_weights(wgt, mask)
@@ -378,12 +380,20 @@ class Imager(Operation):
             self.last_counts = {"n_vis": 0, "invalid_uvw": 0, "flagged": 0}
             return cla.zeros(self.queue, (0, self.n_chan, npol), self.vis_complex)
         self._count(arrays["mask"])
-        # kept until the next call: freeing them now would wait for the queue
-        # holding the GIL on NVIDIA (see _device_count)
+        # kept until the results are on the host (release_planes) or the next
+        # call: freeing them now would wait for the queue holding the GIL on
+        # NVIDIA (see _device_count)
         self._last_planes = _planes_of(dirty_d)
         out_d = self.engine.dirty2vis(self._last_planes, arrays["wgt"], arrays["mask"])
         self._uploader.settle()
         return out_d.reshape(self.n_rows, self.n_chan, npol)
+
+    def release_planes(self) -> None:
+        """Free the per-polarisation image copies of the last
+        :meth:`dirty2vis_device` (npol > 1), once its results are read: they
+        are kept past the call so that freeing them does not wait for the
+        queue (see :func:`_device_count`)."""
+        self._last_planes = []
 
     def dirty2vis(self, dirty, wgt=None, mask=None) -> np.ndarray:
         """Visibilities predicted from ``dirty`` (the adjoint of :meth:`vis2dirty`).
@@ -402,6 +412,7 @@ class Imager(Operation):
         """
         squeeze = len(dirty.shape) == 2
         vis = self._uploader.to_host(self.dirty2vis_device(dirty, wgt, mask))
+        self.release_planes()
         return vis[:, :, 0] if squeeze else vis
 
 

@@ -241,6 +241,7 @@ class MultiDeviceImager:
                 self.shards[d]._uploader.to_host(vis_d, out=out[rows[0]:rows[-1] + 1])
             else:
                 out[rows] = self.shards[d]._uploader.to_host(vis_d)
+            self.shards[d].release_planes()
 
         self._map(predict)
         return out[:, :, 0] if dirty.ndim == 2 else out
