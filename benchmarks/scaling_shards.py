@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -141,7 +142,6 @@ def trace(imager: MultiDeviceImager, vis: np.ndarray) -> None:
             if now - last > 0.004:
                 stalls.append((1e3 * (last - started[0]), 1e3 * (now - last)))
             last = now
-    import threading
     watcher = threading.Thread(target=watch, daemon=True)
     started[0] = time.perf_counter()
     watcher.start()

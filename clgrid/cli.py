@@ -51,16 +51,11 @@ def _cmd_devices(args: argparse.Namespace) -> int:
         print(f"\nGridder's spread (and Degridder's records) for support {args.support}, "
               f"npol {args.npol}, float32:")
         print(format_table([explain(p, args.support, args.npol) for p in profiles]))
-        from .core.plan import TileShape, explain_imaging
+        from .core.plan import explain_imaging
         from .core.spread import explain_interpolation
         print("\nvis2dirty / dirty2vis (the imaging core), epsilon 1e-5 in single precision:")
-        rows = []
-        for profile in profiles:
-            row = explain_imaging(profile)
-            row["dirty2vis"] = (explain_interpolation(TileShape.for_device(profile, 7))
-                                if profile.usable else "-")
-            rows.append(row)
-        print(format_table(rows))
+        print(format_table([dict(explain_imaging(p), dirty2vis=explain_interpolation(p))
+                            for p in profiles]))
     return 0
 
 

@@ -274,10 +274,9 @@ def test_explain_imaging_rows():
     assert explain_imaging(dataclasses.replace(cpu, fp64=False))["tile"] == \
         "8x8 lanes, 1 group(s)"                          # the vector tile totals in double
     assert explain_imaging(fake(build_problem="unknown target CPU"))["tile"] == "-"
-    from clgrid.core.plan import TileShape
     from clgrid.core.spread import Interpolator, explain_interpolation
-    assert explain_interpolation(TileShape.for_device(fake(), 7)) == "a work-item a visibility"
-    assert explain_interpolation(TileShape.for_device(cpu, 7)) == (
+    assert explain_interpolation(fake()) == "a work-item a visibility"
+    assert explain_interpolation(cpu) == (
         f"64 points a work-item; with w a tile a work-item from a window of its cells "
         f"(tiles of >= {Interpolator.WINDOW_MIN_POINTS} points)")
 

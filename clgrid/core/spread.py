@@ -475,10 +475,14 @@ class Interpolator(_Stage):
             np.int32(accumulate))
 
 
-def explain_interpolation(tiles: TileShape) -> str:
-    """How dirty2vis interpolates with spreading tile ``tiles`` (``clgrid
-    devices --explain``): the kernels :attr:`Interpolator.kernel_name` picks."""
-    if not tiles.vector:
+def explain_interpolation(profile: DeviceProfile, support: int = 7) -> str:
+    """How dirty2vis interpolates on this device for a kernel of width
+    ``support`` (``clgrid devices --explain``, beside
+    :func:`clgrid.core.plan.explain_imaging`): the kernels
+    :attr:`Interpolator.kernel_name` picks."""
+    if not profile.usable:
+        return "-"
+    if not TileShape.for_device(profile, support).vector:
         return "a work-item a visibility"
     return (f"{Interpolator.points_per_item} points a work-item; with w a tile a work-item "
             f"from a window of its cells (tiles of >= {Interpolator.WINDOW_MIN_POINTS} points)")
