@@ -693,7 +693,8 @@ inline void load_window(${vec} *window, __global const ${vec} *planes, const int
 }
 
 // CPUs, w-stacking: one work-item (alone in its group) a tile of the sort
-// (its bins of every first w plane, in order).  The grid cells its points
+// (its bins of every first w plane, in order; a dense tile's points in chunks
+// over several work-items, Interpolator.tile_items).  The grid cells its points
 // read, WIN_PLANES planes at a time, are first copied into a compact private
 // window: read straight from the planes, each point's W x W x W cells lie on
 // W x W pages (rows are whole grid rows apart, planes whole planes), and the
@@ -707,8 +708,7 @@ inline void load_window(${vec} *window, __global const ${vec} *planes, const int
 // copy costs more than it saves (sparse uv).
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void interpolate_tiles(__global const int4 *cells, __global const ${real}4 *fracs,
-                       __global const unsigned int *bin_start, const int n_wbins,
-                       const int ntiles_v,
+                       __global const int4 *items, const int ntiles_v,
                        __global const double *uvw, __global const double *freq_scale,
                        const unsigned int nchan, __global ${vvec} *out,
                        const unsigned int npol, const unsigned int pol,
@@ -718,10 +718,11 @@ void interpolate_tiles(__global const int4 *cells, __global const ${real}4 *frac
                        const double shift_u, const double shift_v,
                        __global const ${vec} *phasors, const int accumulate)
 {
-    const int tile = get_global_id(0);
-    const unsigned int first = bin_start[tile * n_wbins];
-    const unsigned int end = bin_start[(tile + 1) * n_wbins];
-    if (end - first < WINDOW_MIN_POINTS) {   // also empty tiles
+    // (tile, first point, end): a tile's points, a dense tile's in chunks
+    const int4 item = items[get_global_id(0)];
+    const int tile = item.x;
+    const unsigned int first = (unsigned int)item.y, end = (unsigned int)item.z;
+    if (end - first < WINDOW_MIN_POINTS) {
         for (unsigned int i = first; i < end; ++i) {
             const int4 cell = cells[i];
             const ${vec} sum = point_sum_planes(cell, fracs[i], planes, nu, nv, plane0, n_pass);

@@ -557,13 +557,36 @@ inline void fold_rows(${real} *acc, double16 *total, const int r_lo, const int r
         }
 }
 
+// Row r of one plane's finished private tile (parts: its cells, real and
+// imaginary parts as doubles): the tile's own cells to the grid (out: the
+// tile's first cell in that plane) or, past its rows, to the bottom strip of
+// its halo slot; the columns right of the tile to the right strip.
+inline void store_tile_row(const double *parts, const int r, __global ${vec} *out,
+                           const int nv, __global ${vec} *halo)
+{
+    if (r < TILE_U) {
+        __global ${vec} *grid_row = out + (size_t)r * nv;
+        for (int c = 0; c < LANES; ++c)
+            grid_row[c] = (${vec})((${real})parts[2 * c], (${real})parts[2 * c + 1]);
+    } else {
+        for (int c = 0; c < LANES; ++c)
+            halo[BOTTOM_AT + (r - TILE_U) * LANES + c] =
+                (${vec})((${real})parts[2 * c], (${real})parts[2 * c + 1]);
+    }
+    for (int c = 0; c < HALO_W; ++c)
+        halo[r * HALO_W + c] = (${vec})((${real})parts[2 * (LANES + c)],
+                                        (${real})parts[2 * (LANES + c) + 1]);
+}
+
 // CPUs, stage 1 of 2: one work-item per work item, alone in its work-group
 // (its private tiles are tens of KiB: PoCL, which keeps the private data of a
 // whole work-group at once, overflowed its stack with large groups).  An item
 // is a tile and a block of up to PLANE_BLOCK w planes (tile, first plane in
-// pass, planes, halo slot or -1 when no point is in its bins).  It grids only
-// the points of its own bins (read from point_records, in the order of the
-// sort), each once: a tap vector in u, in v and in w, then per plane W row
+// pass, planes, halo slot or -1 when no point is in its bins, chunk, chunk
+// slot or -1, -, -).  It grids only the points of its own bins (read from
+// point_records, in the order of the sort; of a dense tile, chunk_points of
+// them a chunk, whose totals go to chunk slots that fold_vector_chunks adds),
+// each once: a tap vector in u, in v and in w, then per plane W row
 // updates of the private tile with halo, one vector FMA of 2 TAPS reals each
 // (complex cells interleaved, as in the grid).  The float64 fold comes after
 // every FOLD_EVERY points and adds only the rows and columns touched since the
@@ -590,15 +613,16 @@ void spread_vector(
             const int ntiles_u, const int ntiles_v,
             const int plane0, const int n_wbins,
             const double shift_u, const double shift_v, __global const ${vec} *phasors,
-            __global const int4 *work, __global ${vec} *halos)
+            __global const int8 *work, __global ${vec} *halos,
+            const unsigned int chunk_points, __global double16 *chunk_totals)
 {
-    const int4 item = work[get_global_id(0)];
-    const int tile = item.x;
-    const int first_plane = plane0 + item.y, n_planes = item.z;
+    const int8 item = work[get_global_id(0)];
+    const int tile = item.s0;
+    const int first_plane = plane0 + item.s1, n_planes = item.s2;
     const int tu = tile / ntiles_v, tv = tile - (tile / ntiles_v) * ntiles_v;
     const int u0 = tu * TILE_U, v0 = tv * LANES;
-    __global ${vec} *out = planes + (size_t)item.y * nu * nv + (size_t)u0 * nv + v0;
-    if (item.w < 0) {   // no point in the tile's bins: zeros, no halo
+    __global ${vec} *out = planes + (size_t)item.s1 * nu * nv + (size_t)u0 * nv + v0;
+    if (item.s3 < 0) {   // no point in the tile's bins: zeros, no halo
         for (int j = 0; j < n_planes; ++j)
             for (int r = 0; r < TILE_U; ++r) {
                 __global ${vec} *row = out + (size_t)j * nu * nv + (size_t)r * nv;
@@ -614,7 +638,10 @@ void spread_vector(
     const int wlo = 0, whi = 0;
 % endif
     const unsigned int bin = (unsigned int)tile * n_wbins;
-    const unsigned int first = bin_start[bin + wlo], end = bin_start[bin + whi + 1];
+    // a chunk of a dense tile's points (item.s4: which; the work list splits
+    // only the tiles of more than chunk_points)
+    const unsigned int first = bin_start[bin + wlo] + (unsigned int)item.s4 * chunk_points;
+    const unsigned int end = min(bin_start[bin + whi + 1], first + chunk_points);
 
     ${real} acc[PLANE_BLOCK][2 * ACC_ROWS * ROW];
     double16 total[PLANE_BLOCK][ACC_ROWS * ACC_CHUNKS];
@@ -725,25 +752,55 @@ void spread_vector(
     }
     for (int j = 0; j < n_planes; ++j) {
         fold_rows(acc[j], total[j], 0, ACC_ROWS, 0, ACC_CHUNKS);
-        __global ${vec} *halo = halos + (size_t)(item.w + j) * HALO_CELLS;
+        if (item.s5 >= 0) {   // a chunk: its totals to its slot, for fold_vector_chunks
+            __global double16 *slot = chunk_totals
+                                      + (size_t)(item.s5 + j) * ACC_ROWS * ACC_CHUNKS;
+            for (int r = 0; r < ACC_ROWS * ACC_CHUNKS; ++r)
+                slot[r] = total[j][r];
+            continue;
+        }
+        __global ${vec} *halo = halos + (size_t)(item.s3 + j) * HALO_CELLS;
         for (int r = 0; r < ACC_ROWS; ++r) {
             double parts[16 * ACC_CHUNKS];
             for (int q = 0; q < ACC_CHUNKS; ++q)
                 vstore16(total[j][r * ACC_CHUNKS + q], q, parts);
-            if (r < TILE_U) {
-                __global ${vec} *grid_row = out + (size_t)j * nu * nv + (size_t)r * nv;
-                for (int c = 0; c < LANES; ++c)
-                    grid_row[c] = (${vec})((${real})parts[2 * c], (${real})parts[2 * c + 1]);
-            } else {
-                for (int c = 0; c < LANES; ++c)
-                    halo[BOTTOM_AT + (r - TILE_U) * LANES + c] =
-                        (${vec})((${real})parts[2 * c], (${real})parts[2 * c + 1]);
-            }
-            for (int c = 0; c < HALO_W; ++c)
-                halo[r * HALO_W + c] = (${vec})((${real})parts[2 * (LANES + c)],
-                                                (${real})parts[2 * (LANES + c) + 1]);
+            store_tile_row(parts, r, out + (size_t)j * nu * nv, nv, halo);
         }
     }
+}
+
+// CPUs, after spread_vector where the work list split dense tiles into
+// chunks (load balance: at the uv centre one tile can hold a quarter of all
+// points): one work-item a row of one plane of a split (tile, plane block)
+// adds the chunks' float64 totals in chunk order (so the sum does not depend
+// on which chunk ran first) and stores the row as spread_vector would have.
+// folds: (tile, first plane in pass, planes, halo slot, first chunk slot,
+// chunks, -, -).
+__kernel void fold_vector_chunks(__global const int8 *folds,
+                                 __global const double16 *chunk_totals,
+                                 __global ${vec} *planes, __global ${vec} *halos,
+                                 const int nu, const int nv, const int ntiles_v)
+{
+    const int8 fold = folds[get_global_id(0)];
+    const int j = get_global_id(1), r = get_global_id(2);
+    if (j >= fold.s2)
+        return;
+    const int tu = fold.s0 / ntiles_v, tv = fold.s0 - (fold.s0 / ntiles_v) * ntiles_v;
+    double16 row[ACC_CHUNKS];
+    for (int q = 0; q < ACC_CHUNKS; ++q)
+        row[q] = (double16)0;
+    for (int c = 0; c < fold.s5; ++c) {
+        __global const double16 *slot = chunk_totals
+            + ((size_t)(fold.s4 + c * fold.s2 + j) * ACC_ROWS + r) * ACC_CHUNKS;
+        for (int q = 0; q < ACC_CHUNKS; ++q)
+            row[q] += slot[q];
+    }
+    double parts[16 * ACC_CHUNKS];
+    for (int q = 0; q < ACC_CHUNKS; ++q)
+        vstore16(row[q], q, parts);
+    store_tile_row(parts, r, planes + (size_t)(fold.s1 + j) * nu * nv
+                             + (size_t)(tu * TILE_U) * nv + tv * LANES, nv,
+                   halos + (size_t)(fold.s3 + j) * HALO_CELLS);
 }
 
 // CPUs, stage 2 of 2: one work-item per tile and plane of the pass adds the

@@ -28,8 +28,11 @@ TILES = {
 }
 #: Every table also runs the CPUs' vector tile (spread_vector), forced here on
 #: every device whose compiler builds it.
-SEPARABLE_TILES = {**TILES, "vector-8x8": TileShape(8, 8, vector=True)}
-FULL_TILES = {**TILES, "vector-16x16": TileShape(16, 16, vector=True)}
+SEPARABLE_TILES = {**TILES, "vector-8x8": TileShape(8, 8, vector=True),
+                   # dense tiles split into chunks of 48 points, folded
+                   "vector-8x8-chunks": TileShape(8, 8, 48, vector=True)}
+FULL_TILES = {**TILES, "vector-16x16": TileShape(16, 16, vector=True),
+              "vector-16x16-chunks": TileShape(16, 16, 48, vector=True)}
 #: (nx, ny): sides that are whole tiles, and sides that are not (padded planes)
 SIZES = [(64, 64), (58, 46)]
 
@@ -68,7 +71,10 @@ def test_separable_matches_reference(cl_env, tiles, size, npol, precision):
     gcf = separable_gcf(8, 8)
     gridder = _core(cl_env, gcf, nx, ny, cell, SEPARABLE_TILES[tiles], npol=npol,
                     precision=precision)
-    result = gridder(uvw, FREQ_HZ, vis.astype(gridder.complex_dtype), weights, flags)
+    plan = gridder.plan(uvw, FREQ_HZ, flags)
+    result = gridder.grid_plan(plan, vis.astype(gridder.complex_dtype), weights)
+    if tiles.endswith("chunks"):   # dense tiles were split and folded
+        assert plan.points.points.work[("vector",)].chunk_folds is not None
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell, weights, flags)
     assert result.shape == (npol, ny, nx) and result.dtype == gridder.complex_dtype
     assert _relative_error(result, reference) < _tolerance(precision)
@@ -567,6 +573,9 @@ for gcf in (separable_gcf(3, 2), w_projection_gcf(3, 2, 2, 60.0, 20 * cell), com
     vector = Gridder(queue, gcf, 20, 18, cell, npol=2,
                      tiles=TileShape(4, 4, vector=True))
     assert np.allclose(vector(uvw, [1e8], vis, weights, flags), grid, atol=1e-5)
+    chunks = Gridder(queue, gcf, 20, 18, cell, npol=2,   # dense tiles in chunks of 2
+                     tiles=TileShape(4, 4, 2, vector=True))
+    assert np.allclose(chunks(uvw, [1e8], vis, weights, flags), grid, atol=1e-5)
     once = vector(uvw, [1e8], vis, weights, flags, return_device=True)
     twice = vector(uvw, [1e8], vis, weights, flags, out=once)
     assert np.allclose(twice, 2 * grid, atol=1e-5)

@@ -555,6 +555,46 @@ def test_cpu_interpolation_from_tile_windows(cl_env, monkeypatch, do_w, window, 
 
 
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
+def test_cpu_dense_tiles_split_over_work_items(cl_env, do_w):
+    """The CPU vector tile with dense tiles cut into chunks of 16 points
+    (spread: the chunks' float64 totals folded in chunk order; interpolation
+    from tile windows: each chunk its own window): the direct transform's
+    answer both ways, and the unsplit tiles' answer to rounding."""
+    from clgrid.core.plan import TileShape
+    cl_env.require_vector_tiles()
+    uvw, freq, vis = _observation(n_rows=400, seed=43, w_scale=0.1)
+    facet = dict(GEOMETRY, center_x=0.01, center_y=-0.02)
+    rng = np.random.default_rng(44)
+    wgt = rng.uniform(0.5, 2.0, size=vis.shape)
+    image = rng.normal(size=(GEOMETRY["npix_x"], GEOMETRY["npix_y"]))
+    results = {}
+    for chunk in (2 ** 31, 16):
+        imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-5, do_wgridding=do_w,
+                        tiles=TileShape(16, 16, chunk, True, 2), **facet)
+        results[chunk] = (imager.vis2dirty(vis.astype(np.complex64), wgt=wgt),
+                          imager.dirty2vis(image.astype(np.float32), wgt=wgt))
+        points = imager.engine.blocks[0].points
+        split = [work for key, work in points.work.items()
+                 if isinstance(key, tuple) and len(key) == 3 and work.chunk_folds is not None]
+        assert bool(split) == (chunk == 16)
+        if do_w:   # interpolate_tiles: more items than occupied tiles
+            assert imager.engine.interpolator.kernel_name == "interpolate_tiles"
+            occupied = np.count_nonzero(np.diff(
+                points.bin_start_host[::imager.layout.n_wbins].astype(np.int64)))
+            items = points.work["interp_tiles"].shape[0]
+            assert (items > occupied) == (chunk == 16)
+    dirty, predicted = results[16]
+    assert _rel_rms(dirty, results[2 ** 31][0]) <= 1e-6
+    assert _rel_rms(predicted, results[2 ** 31][1]) <= 1e-6
+    reference = dft_vis2dirty(uvw, freq, vis * wgt, do_wgridding=do_w, **facet)
+    assert _rel_rms(dirty, reference) <= 1e-5
+    expected = dft_dirty2vis(uvw, freq, image, do_wgridding=do_w, pixsize_x=facet["pixsize_x"],
+                             pixsize_y=facet["pixsize_y"], center_x=facet["center_x"],
+                             center_y=facet["center_y"]) * wgt
+    assert _rel_rms(predicted, expected) <= 1e-5
+
+
+@pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
 def test_facet_phases_kept_or_computed_give_the_same_bits(cl_env, monkeypatch, do_w):
     """A facet's phases, kept per plan (CPUs) or computed per call (GPUs),
     forced either way on any device: the same bits, and the direct

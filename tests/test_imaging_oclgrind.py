@@ -39,20 +39,22 @@ SCRIPT = textwrap.dedent("""
     error = np.linalg.norm(dirty - reference) / np.linalg.norm(reference)
     assert error < 1e-2, error
     assert np.all(np.isfinite(facet.dirty2vis(dirty, wgt=wgt, mask=mask)))
-    # the CPU kernel (one work-item per tile, columns as one vector), blocks of 3 planes
+    # the CPU kernel (one work-item per tile, columns as one vector), blocks of
+    # 3 planes, tiles split into chunks of 2 points (folded after)
     vector = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-2, do_wgridding=True,
                     precision="single", fft_backend="numpy",
-                    tiles=TileShape(8, 16, 2 ** 31, True, 3), **geometry)
+                    tiles=TileShape(8, 16, 2, True, 3), **geometry)
     reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=True, **geometry)
     error = np.linalg.norm(vector.vis2dirty(vis) - reference) / np.linalg.norm(reference)
     assert error < 1e-2, error
     # the CPU default: taps by Horner's rule (W = 6 at 1e-4), both directions;
-    # every tile interpolated from a window (here too few points a tile for one)
+    # every tile interpolated from a window (here too few points a tile for
+    # one), chunks of 2 points a window
     from clgrid.core.spread import Interpolator
     min_points, Interpolator.WINDOW_MIN_POINTS = Interpolator.WINDOW_MIN_POINTS, 1
     horner = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-4, do_wgridding=True,
                     precision="single", fft_backend="numpy",
-                    tiles=TileShape(16, 16, 2 ** 31, True, 2, kernel_eval="horner"), **geometry)
+                    tiles=TileShape(16, 16, 2, True, 2, kernel_eval="horner"), **geometry)
     assert horner.engine.spreader.kernel_eval == "horner"
     error = np.linalg.norm(horner.vis2dirty(vis) - reference) / np.linalg.norm(reference)
     assert error < 1e-4, error

@@ -321,10 +321,13 @@ class TileShape:
     columns (one per work-item, rows in registers);
     ``chunk_points``: most points one work-group takes of a (tile, plane)
     before the rest goes to another (load balance where the uv plane is
-    dense; CPUs pull work-groups dynamically and need no split);
+    dense); vector tiles: of a (tile, plane block), where the default
+    (``2 ** 31``) means :func:`clgrid.core.spread.vector_chunk_points` (from
+    the point count and the device's compute units: a dense centre tile
+    would otherwise keep one core busy while the others wait);
     ``vector``: CPUs: one work-item per tile with its ``lanes`` (16) columns
     as one OpenCL vector (``spread_vector``) instead of one lane per column;
-    it never splits a tile, and grids ``plane_block`` w planes at once, so a
+    it grids ``plane_block`` w planes at once, so a
     point's u and v kernels are evaluated once per block, not per plane;
     ``groups``: GPU kernel: work-groups of ``groups x lanes`` work-items, each
     group of ``lanes`` taking every ``groups``-th point into its own copy of

@@ -172,6 +172,29 @@ class WorkList:
     scratch: cla.Array | None
     n_items: int
     n_folds: int           # spread: folds; spread_vector: plane blocks per tile
+    # spread_vector: dense tiles split into chunks of chunk_points points:
+    # (n, 8) int32 tile, first plane in pass, planes, halo slot, first chunk
+    # slot, chunks of each split item, and the chunks' float64 totals
+    chunk_folds: cla.Array | None = None
+    chunk_totals: cla.Array | None = None
+    chunk_points: int = 2 ** 31
+
+    def vector_args(self, dummy: cla.Array) -> tuple:
+        """``spread_vector``'s last four arguments (``dummy`` where no tile
+        is split)."""
+        totals = self.chunk_totals if self.chunk_totals is not None else dummy
+        return (self.items.data, self.scratch.data, np.uint32(self.chunk_points), totals.data)
+
+    def fold_vector_chunks(self, kernel: cl.Kernel, queue: cl.CommandQueue,
+                           planes_d: cla.Array, nu: int, nv: int, ntiles_v: int,
+                           plane_block: int, acc_rows: int) -> cl.Event | None:
+        """Add the chunks of split tiles (kernel ``fold_vector_chunks``),
+        before ``add_halos``."""
+        if self.chunk_folds is None:
+            return None
+        return kernel(queue, (self.chunk_folds.shape[0], plane_block, acc_rows), None,
+                      self.chunk_folds.data, self.chunk_totals.data, planes_d.data,
+                      self.scratch.data, np.int32(nu), np.int32(nv), np.int32(ntiles_v))
 
 
 def chunk_counts(points: PointSet, layout: GridLayout, plane0: int, n_pass: int,
@@ -208,39 +231,115 @@ def halo_cells(tiles: TileShape, support: int) -> int:
     return (tiles.tile_u + support - 1) * (support - 1) + (support - 1) * tiles.lanes
 
 
+#: spread_vector and interpolate_tiles: a dense tile's points are split into
+#: chunks of at least this many (each chunk's private tile costs a fold) ...
+VECTOR_CHUNK_MIN = 4096
+#: ... and at most total / (this x compute units), so that the densest tiles
+#: (a quarter of all points can fall in one tile at the uv centre) do not
+#: leave the other cores idle (RESULTS "Dense tiles split over the cores").
+VECTOR_CHUNKS_PER_UNIT = 4
+
+
+def balanced_order(weights: np.ndarray) -> np.ndarray:
+    """A permutation of work items that spreads the heavy ones evenly.
+
+    CPU runtimes hand contiguous ranges of work-groups to their threads
+    (PoCL's pthread driver up to 4096 a thread at once, so a launch of 65536
+    items is cut statically over 16 threads): every contiguous range should
+    hold its share of the work, not the run of dense tiles at the uv centre.
+    Items by descending ``weights`` take the golden-ratio sequence's places
+    (a low-discrepancy order: any range mixes heavy and light items)."""
+    rank = np.argsort(-np.asarray(weights), kind="stable")
+    place = np.empty(rank.size)
+    place[rank] = (np.arange(rank.size) * 0.6180339887498949) % 1.0
+    return np.argsort(place, kind="stable")
+
+
+def vector_acc_chunks(tiles: TileShape, support: int) -> int:
+    """``ACC_CHUNKS`` of ``spread_vector``: 16 reals (8 complex cells) a
+    chunk of a private tile's row (core_spread.cl.mako)."""
+    cells = max(tiles.lanes + support - 1, tiles.lanes + row_taps(support))
+    return 2 * (-(-cells // 8) * 8) // 16
+
+
+def vector_chunk_points(total_points: int, compute_units: int,
+                        tiles: TileShape | None = None) -> int:
+    """Most points of one ``spread_vector`` or ``interpolate_tiles`` item:
+    ``tiles.chunk_points`` where set below its default, else from the total
+    and the compute units."""
+    if tiles is not None and tiles.chunk_points < TileShape.chunk_points:
+        return int(tiles.chunk_points)
+    per_unit = -(-int(total_points) // (VECTOR_CHUNKS_PER_UNIT * max(1, int(compute_units))))
+    return max(VECTOR_CHUNK_MIN, per_unit)
+
+
 def block_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout,
                tiles: TileShape, plane_block: int, plane0: int, n_pass: int,
                grid_complex: np.dtype) -> WorkList:
     """Work items of ``spread_vector``: every tile and block of ``plane_block``
     planes of the pass, (tile, first plane in pass, planes, first halo slot or
-    -1 where no point lies in the tile's bins of the block); never split.
-    ``folds`` holds the (tiles, blocks) table of first slots for ``add_halos``,
-    ``scratch`` the halo slots (one per plane of every item with points)."""
+    -1 where no point lies in the tile's bins of the block, chunk, first chunk
+    slot or -1, 0, 0).  A (tile, block) of more than ``chunk_points`` points
+    (:func:`vector_chunk_points`) becomes chunks that
+    write float64 totals to chunk slots, added by ``fold_vector_chunks``.
+    The items come in :func:`balanced_order` of their points.
+    ``folds`` holds the (tiles, blocks) table of first halo slots for
+    ``add_halos``, ``scratch`` the halo slots (one per plane of every item
+    with points)."""
     n_tiles = points.ntiles_u * points.ntiles_v
     n_wbins, support = layout.n_wbins, layout.choice.support
     starts = np.arange(0, n_pass, plane_block)
     counts = np.minimum(plane_block, n_pass - starts)
     bounds = points.bin_start_host.astype(np.int64)
     cumulative = bounds[np.arange(n_tiles)[:, None] * n_wbins + np.arange(n_wbins + 1)]
-    occupied = np.zeros((n_tiles, starts.size), bool)
+    n_points = np.zeros((n_tiles, starts.size), np.int64)
     for b, (start, count) in enumerate(zip(starts, counts)):
         first = plane0 + int(start)
         lo, hi = ((max(first - support + 1, 0), min(first + int(count) - 1, n_wbins - 1))
                   if n_wbins > 1 else (0, 0))
         if lo <= hi:
-            occupied[:, b] = cumulative[:, hi + 1] > cumulative[:, lo]
+            n_points[:, b] = cumulative[:, hi + 1] - cumulative[:, lo]
+    occupied = n_points > 0
     slots_per_item = np.where(occupied, counts[None, :], 0)
     first_slot = (np.cumsum(slots_per_item.ravel()) - slots_per_item.ravel()).reshape(
         occupied.shape)
     slot_table = np.where(occupied, first_slot, -1).astype(np.int32)
     n_slots = int(slots_per_item.sum())
+    chunk_points = vector_chunk_points(int(n_points.sum()), queue.device.max_compute_units,
+                                       tiles)
+    # items in block-major order, as the slot table; each split into its chunks
+    pair_points = n_points.T.ravel()
     tile = np.tile(np.arange(n_tiles), starts.size)
     block = np.repeat(np.arange(starts.size), n_tiles)
-    items = np.stack([tile, starts[block], counts[block], slot_table[tile, block]],
+    chunks = np.maximum(1, -(-pair_points // chunk_points))
+    split = chunks > 1
+    planes_of = counts[block]
+    chunk_slots = np.where(split, chunks * planes_of, 0)
+    first_chunk_slot = np.cumsum(chunk_slots) - chunk_slots
+    pair = np.repeat(np.arange(pair_points.size), chunks)
+    chunk = np.arange(pair.size) - (np.cumsum(chunks) - chunks)[pair]
+    chunk_slot = np.where(split[pair], first_chunk_slot[pair] + chunk * planes_of[pair], -1)
+    zeros = np.zeros(pair.size, np.int64)
+    items = np.stack([tile[pair], starts[block[pair]], planes_of[pair],
+                      slot_table[tile[pair], block[pair]], chunk, chunk_slot, zeros, zeros],
                      axis=1).astype(np.int32)
+    item_points = np.minimum(pair_points[pair] - chunk * chunk_points, chunk_points)
+    items = items[balanced_order(item_points)]
     halos = cla.empty(queue, max(n_slots, 1) * halo_cells(tiles, support), grid_complex)
-    return WorkList(cla.to_device(queue, items), cla.to_device(queue, slot_table.ravel()),
-                    halos, items.shape[0], starts.size)
+    work = WorkList(cla.to_device(queue, items), cla.to_device(queue, slot_table.ravel()),
+                    halos, items.shape[0], starts.size, chunk_points=int(chunk_points))
+    if split.any():
+        folded = np.flatnonzero(split)
+        zeros = np.zeros(folded.size, np.int64)
+        folds = np.stack([tile[folded], starts[block[folded]], planes_of[folded],
+                          slot_table[tile[folded], block[folded]], first_chunk_slot[folded],
+                          chunks[folded], zeros, zeros], axis=1).astype(np.int32)
+        acc_rows = tiles.tile_u + support - 1
+        work.chunk_folds = cla.to_device(queue, folds)
+        work.chunk_totals = cla.empty(
+            queue, int(chunk_slots.sum()) * acc_rows * vector_acc_chunks(tiles, support) * 16,
+            np.float64)
+    return work
 
 
 def work_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout, tiles: TileShape,
@@ -333,7 +432,10 @@ class Spreader(_Stage):
                    np.int32(self.layout.nu), np.int32(self.layout.nv),
                    np.int32(points.ntiles_u), np.int32(points.ntiles_v),
                    np.int32(plane0), np.int32(self.layout.n_wbins),
-                   *self._phase_args(phasors), work.items.data, work.scratch.data)
+                   *self._phase_args(phasors), *work.vector_args(self._dummy_scratch))
+            work.fold_vector_chunks(self._named_kernel("fold_vector_chunks"), self.queue,
+                                    planes_d, self.layout.nu, self.layout.nv, points.ntiles_v,
+                                    self.plane_block, self.tiles.tile_u + self.layout.choice.support - 1)
             n_tiles = points.ntiles_u * points.ntiles_v
             return self._named_kernel("add_halos")(
                 self.queue, (n_tiles, n_pass), None, work.folds.data, np.int32(work.n_folds),
@@ -437,6 +539,27 @@ class Interpolator(_Stage):
                 "win_planes": self.window_planes, "tile_u": self.tiles.tile_u,
                 "lanes": self.tiles.lanes, "window_min_points": self.WINDOW_MIN_POINTS}
 
+    def tile_items(self, points: PointSet) -> cla.Array | None:
+        """``interpolate_tiles``' work items, (tile, first point, end) int4,
+        once per point set: every tile with points, a dense one in chunks of
+        :func:`vector_chunk_points` (load balance, as ``spread_vector``'s),
+        in :func:`balanced_order`; None without points."""
+        if "interp_tiles" not in points.work:
+            n_tiles = points.ntiles_u * points.ntiles_v
+            bounds = points.bin_start_host.astype(np.int64)
+            starts = bounds[np.arange(n_tiles + 1) * self.layout.n_wbins]
+            counts = np.diff(starts)
+            size = vector_chunk_points(int(counts.sum()), self.queue.device.max_compute_units,
+                                       self.tiles)
+            chunks = -(-counts // size)
+            tile = np.repeat(np.arange(n_tiles), chunks)
+            first = starts[tile] + (np.arange(tile.size) - (np.cumsum(chunks) - chunks)[tile]) * size
+            end = np.minimum(first + size, starts[tile + 1])
+            items = np.stack([tile, first, end, np.zeros_like(tile)], axis=1).astype(np.int32)
+            items = items[balanced_order(end - first)]
+            points.work["interp_tiles"] = cla.to_device(self.queue, items) if items.size else None
+        return points.work["interp_tiles"]
+
     def __call__(self, points: PointSet, uvw_d: cla.Array, freq_scale_d: cla.Array,
                  out_d: cla.Array, npol: int, pol: int, planes_d: cla.Array,
                  plane0: int, n_pass: int, wgt_d: cla.Array | None = None,
@@ -449,10 +572,13 @@ class Interpolator(_Stage):
         kernel = self.kernel(wgt_d is not None, mask_d is not None, phasors is not None)
         group = 64
         if self.kernel_name == "interpolate_tiles":
+            items = self.tile_items(points)
+            if items is None:
+                return None
             return kernel(
-                self.queue, (points.ntiles_u * points.ntiles_v,), (1,),
-                points.cells.data, points.fracs.data, points.bin_start.data,
-                np.int32(self.layout.n_wbins), np.int32(points.ntiles_v), uvw_d.data,
+                self.queue, (items.shape[0],), (1,),
+                points.cells.data, points.fracs.data, items.data,
+                np.int32(points.ntiles_v), uvw_d.data,
                 freq_scale_d.data, np.uint32(freq_scale_d.shape[0]), out_d.data,
                 np.uint32(npol), np.uint32(pol), *self._weights(wgt_d, mask_d), planes_d.data,
                 np.int32(self.layout.nu), np.int32(self.layout.nv), np.int32(plane0),

@@ -579,7 +579,10 @@ class TableSpreader:
                    points.bin_start.data, *(t.data for t in self._taps), plane.data,
                    *geometry, np.int32(0), np.int32(1),
                    np.float64(0), np.float64(0), self._dummy_scratch.data,   # no facet phase
-                   work.items.data, work.scratch.data)
+                   *work.vector_args(self._dummy_scratch))
+            work.fold_vector_chunks(self.kernel("fold_vector_chunks"), self.queue, plane,
+                                    self.rows, self.cols, points.ntiles_v, 1,
+                                    self.tiles.tile_u + self.layout.choice.support - 1)
             add_halos(self.queue, (points.ntiles_u * points.ntiles_v, 1), None,
                       work.folds.data, np.int32(work.n_folds), work.scratch.data, plane.data,
                       *geometry)
