@@ -578,7 +578,7 @@ inline void store_tile_row(const double *parts, const int r, __global ${vec} *ou
                                         (${real})parts[2 * (LANES + c) + 1]);
 }
 
-// CPUs, stage 1 of 2: one work-item per work item, alone in its work-group
+// CPUs, stage 1 of 3: one work-item per work item, alone in its work-group
 // (its private tiles are tens of KiB: PoCL, which keeps the private data of a
 // whole work-group at once, overflowed its stack with large groups).  An item
 // is a tile and a block of up to PLANE_BLOCK w planes (tile, first plane in
@@ -769,7 +769,7 @@ void spread_vector(
     }
 }
 
-// CPUs, after spread_vector where the work list split dense tiles into
+// CPUs, stage 2 of 3, where the work list split dense tiles into
 // chunks (load balance: at the uv centre one tile can hold a quarter of all
 // points): one work-item a row of one plane of a split (tile, plane block)
 // adds the chunks' float64 totals in chunk order (so the sum does not depend
@@ -803,7 +803,7 @@ __kernel void fold_vector_chunks(__global const int8 *folds,
                    halos + (size_t)(fold.s3 + j) * HALO_CELLS);
 }
 
-// CPUs, stage 2 of 2: one work-item per tile and plane of the pass adds the
+// CPUs, stage 3 of 3: one work-item per tile and plane of the pass adds the
 // halos of its lower neighbours in u, in v and in both (periodic), in that
 // order, to its cells: the bottom strip of the tile above it in u, the right
 // strip of the one before it in v, that one's corner of the one before both.

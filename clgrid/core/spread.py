@@ -17,7 +17,8 @@ kernel on the fly.
   (:func:`block_list`).  The work list (:func:`work_list`, built once per
   pass from the bin sizes) splits the dense (tile, plane) point lists of the
   uv centre into chunks on GPUs, whose partial tiles ``fold_chunks`` adds in
-  a fixed order.
+  a fixed order; :func:`block_list` does the same for CPUs
+  (``fold_vector_chunks``), its items in :func:`balanced_order`.
 * :class:`Interpolator` (``templates/core_interp.cl.mako``): one work-item
   per visibility in bin order, gathering its footprint from the planes of a
   pass; adds into its own output element.  On CPUs (vector tiles,
