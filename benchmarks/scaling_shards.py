@@ -10,7 +10,10 @@ benchmarks/scaling.py (116 M visibilities, 4096^2, epsilon 1e-5), w and no w.
 visibilities copied into its pinned staging memory (host threads only), sent
 from there (the DMA only), and both (PinnedStaging.upload), for each device
 alone and for all at once; ``--trace`` prints, for one call from host arrays,
-when each shard's row blocks were in pinned memory (ms from the call's start).
+when each shard's row blocks were in pinned memory (ms from the call's start);
+``--dirty2vis`` times dirty2vis's parts per shard, alone and all at once: the
+device work (``dirty2vis_device``), the download of its visibilities into the
+shared output, both, and the whole ``MultiDeviceImager.dirty2vis``.
 """
 
 from __future__ import annotations
@@ -163,6 +166,40 @@ def trace(imager: MultiDeviceImager, vis: np.ndarray) -> None:
     print(f"  call {total:.1f} ms", flush=True)
 
 
+def dirty2vis_parts(imager: MultiDeviceImager, npix: int) -> None:
+    """dirty2vis per shard, alone and all at once (best of 3, ms): device
+    work, download into the output, both; then the whole call."""
+    shards = imager.shards
+    dirty = np.random.default_rng(2).standard_normal((npix, npix)).astype(np.float32)
+    out = np.empty((imager.n_rows, len(imager.freq_hz), 1), shards[0].vis_complex)
+    blocks = [out[rows[0]:rows[-1] + 1] for rows in imager.shard_rows]
+    predicted = [s.dirty2vis_device(dirty) for s in shards]
+    for s in shards:
+        s.queue.finish()
+        s.release_planes()
+
+    def device(d):
+        shards[d].dirty2vis_device(dirty)
+        shards[d].queue.finish()
+        shards[d].release_planes()
+
+    def download(d):
+        shards[d]._uploader.to_host(predicted[d], out=blocks[d])
+
+    def both(d):
+        shards[d]._uploader.to_host(shards[d].dirty2vis_device(dirty), out=blocks[d])
+        shards[d].release_planes()
+
+    for name, call in (("device", device), ("download", download), ("both", both)):
+        alone = [best_ms(lambda d=d: call(d)) for d in range(len(shards))]
+        together = best_ms(lambda: imager._map(call))
+        print(f"w={imager.do_w} dirty2vis {name}: " + ", ".join(
+            f"shard{d} alone {t:.1f} ms" for d, t in enumerate(alone))
+            + f", all at once {together:.1f} ms", flush=True)
+    print(f"w={imager.do_w} MultiDeviceImager.dirty2vis "
+          f"{best_ms(lambda: imager.dirty2vis(dirty)):.1f} ms", flush=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small case (CPU, CI)")
@@ -171,6 +208,8 @@ def main(argv=None) -> int:
     parser.add_argument("--trace", action="store_true",
                         help="print each shard's block upload times for one call")
     parser.add_argument("--w-only", action="store_true", help="only the w-stacking case")
+    parser.add_argument("--dirty2vis", action="store_true",
+                        help="time dirty2vis's parts per shard instead of vis2dirty")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     uvw, freq, _ = imaging_observation(args.quick)
@@ -189,6 +228,10 @@ def main(argv=None) -> int:
         pieces = [_take(vis, rows) for rows in imager.shard_rows]
         if args.transfers and do_w:
             transfers(imager, pieces)
+        if args.dirty2vis:
+            dirty2vis_parts(imager, npix)
+            imager.close()
+            continue
         on_device = [cla.to_device(s.queue, p) for s, p in zip(shards, pieces)]
 
         def from_host(d):

@@ -679,6 +679,28 @@ def test_pinned_staging_uploads_a_strided_window_at_a_byte_offset(cl_env):
     assert np.array_equal(back.reshape(window.shape), window)
 
 
+def test_pinned_staging_downloads_and_adds_in_chunks(cl_env, monkeypatch):
+    """PinnedStaging.download (the multi-device image sum): written, then
+    added from the staging memory, chunk by chunk, at a byte offset: exactly
+    the numpy sum; an output whose rows are not a view is refused for adding."""
+    import pyopencl as cl
+    from clgrid.device import hostio
+    monkeypatch.setattr(hostio, "CHUNK_BYTES", 4096)   # many chunks
+    queue = _queue(cl_env)
+    rng = np.random.default_rng(5)
+    first, second = rng.normal(size=(2, 3, 40, 30)).astype(np.float32)
+    source = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, first.nbytes + 128)
+    staging = hostio.PinnedStaging(queue.context, queue)
+    total = np.empty_like(first)
+    for part, accumulate in ((first, False), (second, True)):
+        cl.enqueue_copy(queue, source, part, dst_offset=128)
+        staging.download(source, total, offset=128, accumulate=accumulate)
+    assert np.array_equal(total, first + second)
+    with pytest.raises(ValueError, match="view"):
+        staging.download(source, np.empty((3, 41, 30), np.float32)[:, :40], offset=128,
+                         accumulate=True)
+
+
 def _copy_at(array: np.ndarray, offset: int) -> np.ndarray:
     """A C-contiguous copy of ``array`` ``offset`` bytes past a page boundary."""
     raw = np.empty(array.nbytes + 8192, np.uint8)

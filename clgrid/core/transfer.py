@@ -93,20 +93,27 @@ class Uploader:
             self._lent = False
             self._lender.release()
 
-    def to_host(self, array_d: cla.Array, out: np.ndarray | None = None) -> np.ndarray:
-        """``array_d`` in host memory (``out``, or a new array): through
-        pinned staging on GPUs, after the queue's earlier work."""
+    def to_host(self, array_d: cla.Array, out: np.ndarray | None = None,
+                accumulate: bool = False) -> np.ndarray:
+        """``array_d`` in host memory (``out``, or a new array; added to
+        ``out`` with ``accumulate``): through pinned staging on GPUs, after
+        the queue's earlier work."""
         if out is None:
+            if accumulate:
+                raise ValueError("to_host(accumulate=True) needs out")
             out = np.empty(array_d.shape, array_d.dtype)
         if out.size == 0:
             return out
         if self._staging is None or array_d.nbytes < _MIN_PINNED_BYTES:
-            if out.flags.c_contiguous and out.dtype == array_d.dtype:
+            if accumulate:
+                out += array_d.get().reshape(out.shape)
+            elif out.flags.c_contiguous and out.dtype == array_d.dtype:
                 array_d.get(ary=out)
             else:
                 out[...] = array_d.get()
         else:
-            self._staging.download(array_d.base_data, out, array_d.offset)
+            self._staging.download(array_d.base_data, out, array_d.offset,
+                                   accumulate=accumulate)
         return out
 
     def to_device(self, host: np.ndarray, dtype) -> cla.Array:

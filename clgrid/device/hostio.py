@@ -117,10 +117,14 @@ class PinnedStaging:
         return events[-1] if events else None
 
     def download(self, source: cl.Buffer, out: np.ndarray, offset: int = 0,
-                 wait_for=None) -> None:
+                 wait_for=None, accumulate: bool = False) -> None:
         """Copy ``out.nbytes`` from ``source`` at byte ``offset`` into ``out``
-        (any strides; its last axis a row); returns when ``out`` is filled."""
+        (any strides; its last axis a row), or add them to it
+        (``accumulate``: each chunk straight from the staging memory, no
+        second pass); returns when ``out`` is filled."""
         rows = _as_rows(out) if out.ndim >= 2 else out.reshape(1, -1)
+        if accumulate and not np.shares_memory(rows, out):
+            raise ValueError("download(accumulate=True) needs an output whose rows are a view")
         n_rows, row_items = rows.shape
         row_bytes = row_items * out.dtype.itemsize
         staging = self._down.view(n_rows * row_bytes)
@@ -135,7 +139,11 @@ class PinnedStaging:
             start, stop = chunks[index]
             events[index].wait()
             part = staging[start * row_bytes:stop * row_bytes].view(out.dtype)
-            np.copyto(rows[start:stop], part.reshape(stop - start, row_items))
+            part = part.reshape(stop - start, row_items)
+            if accumulate:
+                np.add(rows[start:stop], part, out=rows[start:stop])
+            else:
+                np.copyto(rows[start:stop], part)
 
         list(copy_pool().map(copy, range(len(chunks))))
         if not np.shares_memory(rows, out):

@@ -96,9 +96,10 @@ class MultiDeviceImager:
         Mean over maximum of the estimated work per device (1.0 = perfect).
     last_timings
         Wall seconds of the phases of the last :meth:`vis2dirty`: ``grid_s``
-        (parallel gridding, or gridding + FFT per plane block with w),
-        ``reduce_s`` (summing grids or images) and ``fft_s`` (the one FFT and
-        grid correction without w).
+        (parallel gridding, or gridding + FFT per plane block with w; the
+        images are summed as they are downloaded, inside it),
+        ``reduce_s`` (summing grids: ``reduce='grids'`` or ``'device'``) and
+        ``fft_s`` (the one FFT and grid correction without w).
     """
 
     def __init__(self, devices, *, uvw, freq, partition: str | None = None, baseline_ids=None,
@@ -184,12 +185,9 @@ class MultiDeviceImager:
 
         started = time.perf_counter()
         if self.do_w or self.reduce == "images":
-            images = self._map(lambda d: None if self.shards[d] is None
-                               else self.shards[d].vis2dirty(*piece(d)))
-            gridded = time.perf_counter()
-            image = _sum([image for image in images if image is not None])
-            self.last_timings = {"grid_s": gridded - started,
-                                 "reduce_s": time.perf_counter() - gridded, "fft_s": 0.0}
+            image = self._images_summed(piece)
+            self.last_timings = {"grid_s": time.perf_counter() - started, "reduce_s": 0.0,
+                                 "fft_s": 0.0}
             return image[0] if vis.ndim == 2 and image.ndim == 3 else image
         first = self.shards.index(self._first_shard())
         grids = self._map(lambda d: None if self.shards[d] is None else _grid_only(
@@ -208,6 +206,37 @@ class MultiDeviceImager:
         self.last_timings = {"grid_s": gridded - started, "reduce_s": reduced - gridded,
                              "fft_s": time.perf_counter() - reduced}
         return image[0] if vis.ndim == 2 else image
+
+    def _images_summed(self, piece) -> np.ndarray:
+        """The shards' dirty images, summed as they come down: the first
+        download writes the result, each later one adds its image to it
+        straight from its pinned staging (no pass of its own over the
+        images).  Downloads take turns; with more than two shards in shard
+        order (each waits for the one before), so the bits never depend on
+        which device finishes first (two addends commute exactly)."""
+        active = [d for d, shard in enumerate(self.shards) if shard is not None]
+        in_order = len(active) > 2
+        done = {d: threading.Event() for d in active}
+        result: dict = {"image": None}
+
+        def grid(d):
+            try:
+                shard = self.shards[d]
+                dirty_d = shard.vis2dirty_device(*piece(d))
+                position = active.index(d)
+                if in_order and position:
+                    done[active[position - 1]].wait()
+                with self._sum_lock:
+                    accumulate = result["image"] is not None
+                    if not accumulate:
+                        result["image"] = np.empty(dirty_d.shape, dirty_d.dtype)
+                    shard._uploader.to_host(dirty_d, out=result["image"],
+                                            accumulate=accumulate)
+            finally:
+                done[d].set()
+
+        self._map(lambda d: grid(d) if d in done else None)
+        return result["image"].astype(self._first_shard().vis_real, copy=False)
 
     def _first_shard(self) -> Imager:
         return next(shard for shard in self.shards if shard is not None)
