@@ -346,9 +346,21 @@ def block_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout,
 def work_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout, tiles: TileShape,
               plane0: int, n_pass: int, accumulate: bool = False) -> WorkList:
     """Work items of one pass (``spread``): every (tile, plane) in chunks,
-    split ones folded; with ``accumulate`` only those the points reach."""
-    chunks = chunk_counts(points, layout, plane0, n_pass, tiles.chunk_points,
-                          accumulate, tiles.reach(layout.choice.support)).ravel()
+    split ones folded; with ``accumulate`` only those the points reach.
+    GPUs: chunks of ``tiles.chunk_points``, the split items first (the
+    longest should not start last).  CPUs (this kernel where the vector tile
+    does not build): chunks of :func:`vector_chunk_points` unless the tile
+    sets its own, in :func:`balanced_order` (their runtimes hand threads
+    contiguous ranges of work-groups)."""
+    reach = tiles.reach(layout.choice.support)
+    on_cpu = bool(queue.device.type & cl.device_type.CPU)
+    chunk_points = tiles.chunk_points
+    if on_cpu:
+        read = chunk_counts(points, layout, plane0, n_pass, 1, accumulate, reach).ravel()
+        chunk_points = vector_chunk_points(int(read.sum()), queue.device.max_compute_units,
+                                           tiles)
+    chunks = chunk_counts(points, layout, plane0, n_pass, chunk_points, accumulate,
+                          reach).ravel()
     n_tiles = points.ntiles_u * points.ntiles_v
     pair = np.repeat(np.arange(chunks.size), chunks)
     first_item = np.cumsum(chunks) - chunks
@@ -358,8 +370,11 @@ def work_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout, tile
     first_slot = np.cumsum(slots) - slots
     slot = np.where(split[pair], first_slot[pair] + chunk, -1)
     items = np.stack([pair % n_tiles, pair // n_tiles, chunk, slot], axis=1).astype(np.int32)
-    # the long (split) items first: they should not start last
-    items = np.concatenate([items[split[pair]], items[~split[pair]]])
+    if on_cpu:
+        items = items[balanced_order(np.minimum(read[pair] - chunk * chunk_points,
+                                                chunk_points))]
+    else:
+        items = np.concatenate([items[split[pair]], items[~split[pair]]])
     folded = np.flatnonzero(split)
     folds = np.stack([folded % n_tiles, folded // n_tiles, first_slot[folded], chunks[folded]],
                      axis=1).astype(np.int32)
@@ -368,7 +383,7 @@ def work_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout, tile
         cla.to_device(queue, items) if items.size else None,
         cla.to_device(queue, folds) if folds.size else None,
         cla.empty(queue, (n_slots, tiles.tile_u, tiles.lanes), np.complex128)
-        if n_slots else None, items.shape[0], folds.shape[0])
+        if n_slots else None, items.shape[0], folds.shape[0], chunk_points=int(chunk_points))
 
 
 class Spreader(_Stage):
@@ -453,7 +468,7 @@ class Spreader(_Stage):
             planes_d.data, np.int32(self.layout.nu), np.int32(self.layout.nv),
             np.int32(points.ntiles_u), np.int32(points.ntiles_v),
             np.int32(plane0), np.int32(self.layout.n_wbins), work.items.data,
-            np.uint32(min(self.tiles.chunk_points, 2 ** 32 - 1)), scratch.data,
+            np.uint32(work.chunk_points), scratch.data,
             np.int32(accumulate))
         if work.n_folds:
             fold = self._fold_kernel()

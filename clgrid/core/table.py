@@ -502,7 +502,7 @@ class TableSpreader:
             work[key] = WorkList(
                 cla.to_device(self.queue, items) if items is not None else None,
                 cla.to_device(self.queue, folds) if folds is not None else None,
-                base.scratch, base.n_items, base.n_folds)
+                base.scratch, base.n_items, base.n_folds, chunk_points=base.chunk_points)
         return work[key]
 
     def __call__(self, table_points: TablePoints, vis_d: cla.Array, wgt_d: cla.Array | None,
@@ -534,7 +534,7 @@ class TableSpreader:
                    points.bin_start.data, planes.data, np.int32(self.rows),
                    np.int32(self.cols), np.int32(points.ntiles_u), np.int32(points.ntiles_v),
                    np.int32(0), np.int32(1), work.items.data,
-                   np.uint32(min(self.tiles.chunk_points, 2 ** 32 - 1)), scratch.data,
+                   np.uint32(work.chunk_points), scratch.data,
                    np.int32(spread_accumulate), *(t.data for t in self.tables_d))
             if work.n_folds:
                 self.kernel("fold_chunks")(
