@@ -116,6 +116,33 @@ def test_dirty2vis_on_two_devices_equals_one_device(cl_env, do_w):
     assert np.linalg.norm(multi - reference) / np.linalg.norm(reference) <= 1e-5
 
 
+@pytest.mark.parametrize("devices", ["one", "two"])
+def test_dirty2vis_fills_the_callers_vis_in_place(cl_env, devices):
+    """ducc0's ``vis=``: an output of the result's dtype, C-contiguous, is
+    filled in place (the same object back, no copy); another dtype or
+    strides get the values copied in; a wrong shape is refused.  Twice in a
+    row (a w-plane share adds into it: it must start from zeros)."""
+    uvw, freq, _, _ = _observation(n_times=3)
+    image = np.random.default_rng(8).normal(size=(GEOMETRY["npix_x"], GEOMETRY["npix_y"]))
+    where = (dict(queue=cl_env.queue) if devices == "one"
+             else dict(devices=_two_devices(cl_env)))
+    arguments = dict(uvw=uvw, freq=freq, dirty=image.astype(np.float32), epsilon=1e-5,
+                     do_wgridding=True, pixsize_x=GEOMETRY["pixsize_x"],
+                     pixsize_y=GEOMETRY["pixsize_y"], **where)
+    expected = dirty2vis(**arguments)
+    vis = np.full(expected.shape, 7 + 7j, np.complex64)
+    for _ in range(2):
+        assert dirty2vis(vis=vis, **arguments) is vis
+        assert np.array_equal(vis, expected)
+    wider = np.zeros(expected.shape, np.complex128)
+    assert dirty2vis(vis=wider, **arguments) is wider
+    assert np.array_equal(wider, expected)
+    strided = np.zeros((expected.shape[0], 2 * expected.shape[1]), np.complex64)[:, ::2]
+    assert np.array_equal(dirty2vis(vis=strided, **arguments), expected)
+    with pytest.raises(ValueError, match="vis must have shape"):
+        dirty2vis(vis=np.zeros((3, 3), np.complex64), **arguments)
+
+
 @pytest.mark.parametrize("do_w,partition", [(False, "time"), (False, "baseline"),
                                              (True, "time"), (True, "w-planes")])
 def test_dirty2vis_of_polarisations_in_shares_equals_one_device(cl_env, do_w, partition):

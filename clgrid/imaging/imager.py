@@ -395,7 +395,7 @@ class Imager(Operation):
         queue (see :func:`_device_count`)."""
         self._last_planes = []
 
-    def dirty2vis(self, dirty, wgt=None, mask=None) -> np.ndarray:
+    def dirty2vis(self, dirty, wgt=None, mask=None, vis=None) -> np.ndarray:
         """Visibilities predicted from ``dirty`` (the adjoint of :meth:`vis2dirty`).
 
         Parameters
@@ -404,6 +404,10 @@ class Imager(Operation):
             (npix_x, npix_y) or (npol, npix_x, npix_y) real image (numpy or device).
         wgt, mask
             Optional (nrow, nchan) weights and flags applied to the output.
+        vis
+            Optional output numpy array of the result's shape; of its dtype
+            and C-contiguous, the visibilities are downloaded straight into
+            it (a major cycle's repeated calls then touch no fresh memory).
 
         Returns
         -------
@@ -411,9 +415,22 @@ class Imager(Operation):
             (nrow, nchan) or (nrow, nchan, npol) complex of the image's precision.
         """
         squeeze = len(dirty.shape) == 2
-        vis = self._uploader.to_host(self.dirty2vis_device(dirty, wgt, mask))
+        vis_d = self.dirty2vis_device(dirty, wgt, mask)
+        if vis is not None and tuple(vis.shape) != (vis_d.shape[:2] if squeeze
+                                                    else vis_d.shape):
+            raise ValueError(f"vis must have shape {vis_d.shape[:2] if squeeze else vis_d.shape}"
+                             f", got {vis.shape}")
+        if (vis is not None and vis.dtype == vis_d.dtype and vis.flags.c_contiguous):
+            self._uploader.to_host(vis_d, out=vis.reshape(vis_d.shape))
+            self.release_planes()
+            return vis
+        result = self._uploader.to_host(vis_d)
         self.release_planes()
-        return vis[:, :, 0] if squeeze else vis
+        result = result[:, :, 0] if squeeze else result
+        if vis is not None:
+            vis[...] = result
+            return vis
+        return result
 
 
 def _planes_of(stack_d: cla.Array) -> list[cla.Array]:
@@ -558,11 +575,7 @@ def dirty2vis(*, uvw, freq, dirty, wgt=None, mask=None, pixsize_x: float, pixsiz
         flip_v=bool(flip_v), flip_w=bool(flip_w), divide_by_n=bool(divide_by_n),
         sigma_min=float(sigma_min), sigma_max=float(sigma_max), center_x=float(center_x),
         center_y=float(center_y), double_precision_accumulation=False)
-    result = imager.dirty2vis(dirty, wgt=wgt, mask=mask)
-    if vis is not None:
-        vis[...] = result
-        return vis
-    return result
+    return imager.dirty2vis(dirty, wgt=wgt, mask=mask, vis=vis)
 
 
 __all__ = ["Imager", "dirty2vis", "vis2dirty"]

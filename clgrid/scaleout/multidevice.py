@@ -242,8 +242,10 @@ class MultiDeviceImager:
         return next(shard for shard in self.shards if shard is not None)
 
     # ---------------------------------------------------------- dirty2vis
-    def dirty2vis(self, dirty, wgt=None, mask=None) -> np.ndarray:
-        """Visibilities of ``dirty``, as :meth:`Imager.dirty2vis` on one device."""
+    def dirty2vis(self, dirty, wgt=None, mask=None, vis=None) -> np.ndarray:
+        """Visibilities of ``dirty``, as :meth:`Imager.dirty2vis` on one
+        device (``vis``: an output array, filled in place where it is of the
+        result's dtype and C-contiguous)."""
         dirty = np.asarray(dirty)
         shape = (self.n_rows, len(self.freq_hz))
         for name, array in (("wgt", wgt), ("mask", mask)):
@@ -251,8 +253,16 @@ class MultiDeviceImager:
                 raise ValueError(f"{name} must have shape {shape}, got {np.shape(array)}")
         shard = self._first_shard()
         npol = 1 if dirty.ndim == 2 else dirty.shape[0]
+        result_shape = shape if dirty.ndim == 2 else shape + (npol,)
+        if vis is not None and tuple(vis.shape) != result_shape:
+            raise ValueError(f"vis must have shape {result_shape}, got {vis.shape}")
         planes = self.partition == "w-planes"   # shards share rows: their parts add up
-        out = (np.zeros if planes else np.empty)(shape + (npol,), shard.vis_complex)
+        if vis is not None and vis.dtype == shard.vis_complex and vis.flags.c_contiguous:
+            out = vis.reshape(shape + (npol,))
+            if planes:
+                out[...] = 0
+        else:
+            out = (np.zeros if planes else np.empty)(shape + (npol,), shard.vis_complex)
 
         def predict(d):
             """Each device applies the weights and flags of its rows; in a
@@ -273,7 +283,11 @@ class MultiDeviceImager:
             self.shards[d].release_planes()
 
         self._map(predict)
-        return out[:, :, 0] if dirty.ndim == 2 else out
+        result = out[:, :, 0] if dirty.ndim == 2 else out
+        if vis is None or np.shares_memory(result, vis):
+            return vis if vis is not None else result
+        vis[...] = result
+        return vis
 
 
 def _is_block(rows: np.ndarray) -> bool:
@@ -397,13 +411,14 @@ def vis2dirty(devices, *, uvw, freq, vis, wgt=None, mask=None, **geometry) -> np
     return imager.vis2dirty(vis, wgt=wgt, mask=mask)
 
 
-def dirty2vis(devices, *, uvw, freq, dirty, wgt=None, mask=None, **geometry) -> np.ndarray:
+def dirty2vis(devices, *, uvw, freq, dirty, wgt=None, mask=None, vis=None,
+              **geometry) -> np.ndarray:
     """:func:`clgrid.imaging.imager.dirty2vis` on several devices (same arguments)."""
     dirty = np.asarray(dirty)
     precision = precision_of(dirty.dtype, "dirty")
     imager = cached_multi_imager(devices, uvw, freq, precision=precision,
                                  npix_x=dirty.shape[-2], npix_y=dirty.shape[-1], **geometry)
-    return imager.dirty2vis(dirty, wgt=wgt, mask=mask)
+    return imager.dirty2vis(dirty, wgt=wgt, mask=mask, vis=vis)
 
 
 _IGNORED_DUCC_ARGUMENTS = ("nthreads", "verbosity", "allow_nshift")
@@ -422,9 +437,8 @@ def call_from_imaging(name: str, devices, arguments: dict):
             arguments["npix_x"] = arguments["npix_x"] or out.shape[-2]
             arguments["npix_y"] = arguments["npix_y"] or out.shape[-1]
         result = vis2dirty(devices, **arguments)
-    else:
-        out = arguments.pop("vis")
-        result = dirty2vis(devices, **arguments)
+    else:   # the output array is filled in place where it can be
+        return dirty2vis(devices, **arguments)
     if out is not None:
         out[...] = result
         return out
