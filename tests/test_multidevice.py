@@ -118,7 +118,7 @@ def test_dirty2vis_on_two_devices_equals_one_device(cl_env, do_w):
 
 @pytest.mark.parametrize("devices", ["one", "two"])
 def test_dirty2vis_fills_the_callers_vis_in_place(cl_env, devices):
-    """ducc0's ``vis=``: an output of the result's dtype, C-contiguous, is
+    """ducc0's ``vis=`` (and ``dirty=`` of vis2dirty): an output of the result's dtype, C-contiguous, is
     filled in place (the same object back, no copy); another dtype or
     strides get the values copied in; a wrong shape is refused.  Twice in a
     row (a w-plane share adds into it: it must start from zeros)."""
@@ -141,6 +141,14 @@ def test_dirty2vis_fills_the_callers_vis_in_place(cl_env, devices):
     assert np.array_equal(dirty2vis(vis=strided, **arguments), expected)
     with pytest.raises(ValueError, match="vis must have shape"):
         dirty2vis(vis=np.zeros((3, 3), np.complex64), **arguments)
+    # and vis2dirty's dirty=, summed into in place
+    back = dict(uvw=uvw, freq=freq, vis=expected, epsilon=1e-5, do_wgridding=True,
+                pixsize_x=GEOMETRY["pixsize_x"], pixsize_y=GEOMETRY["pixsize_y"], **where)
+    image_expected = vis2dirty(npix_x=GEOMETRY["npix_x"], npix_y=GEOMETRY["npix_y"], **back)
+    dirty = np.full(image_expected.shape, 3.0, np.float32)
+    for _ in range(2):
+        assert vis2dirty(dirty=dirty, **back) is dirty
+        assert np.array_equal(dirty, image_expected)
 
 
 @pytest.mark.parametrize("do_w,partition", [(False, "time"), (False, "baseline"),

@@ -173,8 +173,10 @@ class MultiDeviceImager:
         self._pool.shutdown(wait=True)
 
     # ---------------------------------------------------------- vis2dirty
-    def vis2dirty(self, vis, wgt=None, mask=None) -> np.ndarray:
-        """Dirty image(s) of ``vis``, as :meth:`Imager.vis2dirty` on one device."""
+    def vis2dirty(self, vis, wgt=None, mask=None, dirty=None) -> np.ndarray:
+        """Dirty image(s) of ``vis``, as :meth:`Imager.vis2dirty` on one device
+        (``dirty``: an output array, summed into in place where it is of the
+        result's dtype and C-contiguous)."""
         vis = np.asarray(vis)
         if vis.ndim not in (2, 3) or vis.shape[:2] != (self.n_rows, len(self.freq_hz)):
             raise ValueError(f"vis must be (nrow, nchan[, npol]) = ({self.n_rows}, "
@@ -185,10 +187,11 @@ class MultiDeviceImager:
 
         started = time.perf_counter()
         if self.do_w or self.reduce == "images":
-            image = self._images_summed(piece)
+            image = self._images_summed(piece, dirty)
             self.last_timings = {"grid_s": time.perf_counter() - started, "reduce_s": 0.0,
                                  "fft_s": 0.0}
-            return image[0] if vis.ndim == 2 and image.ndim == 3 else image
+            image = image[0] if vis.ndim == 2 and image.ndim == 3 else image
+            return _into(dirty, image)
         first = self.shards.index(self._first_shard())
         grids = self._map(lambda d: None if self.shards[d] is None else _grid_only(
             self.shards[d], *piece(d), on_device=self.reduce == "device" and d == first))
@@ -205,19 +208,20 @@ class MultiDeviceImager:
         image = grid_to_dirty(self.shards[first], grid)
         self.last_timings = {"grid_s": gridded - started, "reduce_s": reduced - gridded,
                              "fft_s": time.perf_counter() - reduced}
-        return image[0] if vis.ndim == 2 else image
+        return _into(dirty, image[0] if vis.ndim == 2 else image)
 
-    def _images_summed(self, piece) -> np.ndarray:
+    def _images_summed(self, piece, dirty=None) -> np.ndarray:
         """The shards' dirty images, summed as they come down: the first
         download writes the result, each later one adds its image to it
         straight from its pinned staging (no pass of its own over the
         images).  Downloads take turns; with more than two shards in shard
         order (each waits for the one before), so the bits never depend on
-        which device finishes first (two addends commute exactly)."""
+        which device finishes first (two addends commute exactly).  A
+        ``dirty`` of the image's dtype and C-contiguous is the result."""
         active = [d for d, shard in enumerate(self.shards) if shard is not None]
         in_order = len(active) > 2
         done = {d: threading.Event() for d in active}
-        result: dict = {"image": None}
+        result: dict = {"image": None, "written": False}
 
         def grid(d):
             try:
@@ -227,11 +231,14 @@ class MultiDeviceImager:
                 if in_order and position:
                     done[active[position - 1]].wait()
                 with self._sum_lock:
-                    accumulate = result["image"] is not None
-                    if not accumulate:
-                        result["image"] = np.empty(dirty_d.shape, dirty_d.dtype)
+                    if result["image"] is None:
+                        caller = (dirty is not None and dirty.dtype == dirty_d.dtype
+                                  and dirty.flags.c_contiguous and dirty.size == dirty_d.size)
+                        result["image"] = (dirty.reshape(dirty_d.shape) if caller
+                                           else np.empty(dirty_d.shape, dirty_d.dtype))
                     shard._uploader.to_host(dirty_d, out=result["image"],
-                                            accumulate=accumulate)
+                                            accumulate=result["written"])
+                    result["written"] = True
             finally:
                 done[d].set()
 
@@ -288,6 +295,17 @@ class MultiDeviceImager:
             return vis if vis is not None else result
         vis[...] = result
         return vis
+
+
+def _into(out: np.ndarray | None, result: np.ndarray) -> np.ndarray:
+    """``result`` in the caller's ``out`` (copied unless it already is)."""
+    if out is None:
+        return result
+    if tuple(out.shape) != tuple(result.shape):
+        raise ValueError(f"dirty must have shape {result.shape}, got {out.shape}")
+    if not np.shares_memory(out, result):
+        out[...] = result
+    return out
 
 
 def _is_block(rows: np.ndarray) -> bool:
@@ -404,11 +422,12 @@ def cached_multi_imager(devices, uvw, freq, **geometry) -> MultiDeviceImager:
     return imager
 
 
-def vis2dirty(devices, *, uvw, freq, vis, wgt=None, mask=None, **geometry) -> np.ndarray:
+def vis2dirty(devices, *, uvw, freq, vis, wgt=None, mask=None, dirty=None,
+              **geometry) -> np.ndarray:
     """:func:`clgrid.imaging.imager.vis2dirty` on several devices (same arguments)."""
     precision = precision_of(np.asarray(vis).dtype, "vis")
     imager = cached_multi_imager(devices, uvw, freq, precision=precision, **geometry)
-    return imager.vis2dirty(vis, wgt=wgt, mask=mask)
+    return imager.vis2dirty(vis, wgt=wgt, mask=mask, dirty=dirty)
 
 
 def dirty2vis(devices, *, uvw, freq, dirty, wgt=None, mask=None, vis=None,
@@ -431,18 +450,14 @@ def call_from_imaging(name: str, devices, arguments: dict):
         arguments.pop(key, None)
     if arguments.pop("context", None) is not None or arguments.pop("queue", None) is not None:
         raise ValueError("give either devices= or context=/queue=, not both")
+    # the output arrays (dirty=, vis=) are filled in place where they can be
     if name == "vis2dirty":
-        out = arguments.pop("dirty")
+        out = arguments.get("dirty")
         if out is not None:
             arguments["npix_x"] = arguments["npix_x"] or out.shape[-2]
             arguments["npix_y"] = arguments["npix_y"] or out.shape[-1]
-        result = vis2dirty(devices, **arguments)
-    else:   # the output array is filled in place where it can be
-        return dirty2vis(devices, **arguments)
-    if out is not None:
-        out[...] = result
-        return out
-    return result
+        return vis2dirty(devices, **arguments)
+    return dirty2vis(devices, **arguments)
 
 
 __all__ = ["MultiDeviceImager", "cached_multi_imager", "call_from_imaging", "clear_cache", "dirty2vis", "grid_to_dirty", "vis2dirty"]
