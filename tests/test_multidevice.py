@@ -118,10 +118,11 @@ def test_dirty2vis_on_two_devices_equals_one_device(cl_env, do_w):
 
 @pytest.mark.parametrize("devices", ["one", "two"])
 def test_dirty2vis_fills_the_callers_vis_in_place(cl_env, devices):
-    """ducc0's ``vis=`` (and ``dirty=`` of vis2dirty): an output of the result's dtype, C-contiguous, is
-    filled in place (the same object back, no copy); another dtype or
-    strides get the values copied in; a wrong shape is refused.  Twice in a
-    row (a w-plane share adds into it: it must start from zeros)."""
+    """ducc0's ``vis=`` (and ``dirty=`` of vis2dirty): an output of the
+    result's dtype, C-contiguous, is filled in place (the same object back,
+    no copy); another dtype or strides get the values copied in; a wrong
+    shape is refused.  Twice in a row (a w-plane share adds into it: it must
+    start from zeros)."""
     uvw, freq, _, _ = _observation(n_times=3)
     image = np.random.default_rng(8).normal(size=(GEOMETRY["npix_x"], GEOMETRY["npix_y"]))
     where = (dict(queue=cl_env.queue) if devices == "one"

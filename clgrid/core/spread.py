@@ -179,6 +179,9 @@ class WorkList:
     chunk_folds: cla.Array | None = None
     chunk_totals: cla.Array | None = None
     chunk_points: int = 2 ** 31
+    # fold_vector_chunks' launch per split item: (planes of a block, tile rows
+    # with the halo)
+    chunk_fold_shape: tuple[int, int] = (1, 1)
 
     def vector_args(self, dummy: cla.Array) -> tuple:
         """``spread_vector``'s last four arguments (``dummy`` where no tile
@@ -187,13 +190,13 @@ class WorkList:
         return (self.items.data, self.scratch.data, np.uint32(self.chunk_points), totals.data)
 
     def fold_vector_chunks(self, kernel: cl.Kernel, queue: cl.CommandQueue,
-                           planes_d: cla.Array, nu: int, nv: int, ntiles_v: int,
-                           plane_block: int, acc_rows: int) -> cl.Event | None:
+                           planes_d: cla.Array, nu: int, nv: int,
+                           ntiles_v: int) -> cl.Event | None:
         """Add the chunks of split tiles (kernel ``fold_vector_chunks``),
         before ``add_halos``."""
         if self.chunk_folds is None:
             return None
-        return kernel(queue, (self.chunk_folds.shape[0], plane_block, acc_rows), None,
+        return kernel(queue, (self.chunk_folds.shape[0],) + self.chunk_fold_shape, None,
                       self.chunk_folds.data, self.chunk_totals.data, planes_d.data,
                       self.scratch.data, np.int32(nu), np.int32(nv), np.int32(ntiles_v))
 
@@ -340,6 +343,7 @@ def block_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout,
         work.chunk_totals = cla.empty(
             queue, int(chunk_slots.sum()) * acc_rows * vector_acc_chunks(tiles, support) * 16,
             np.float64)
+        work.chunk_fold_shape = (plane_block, acc_rows)
     return work
 
 
@@ -450,8 +454,7 @@ class Spreader(_Stage):
                    np.int32(plane0), np.int32(self.layout.n_wbins),
                    *self._phase_args(phasors), *work.vector_args(self._dummy_scratch))
             work.fold_vector_chunks(self._named_kernel("fold_vector_chunks"), self.queue,
-                                    planes_d, self.layout.nu, self.layout.nv, points.ntiles_v,
-                                    self.plane_block, self.tiles.tile_u + self.layout.choice.support - 1)
+                                    planes_d, self.layout.nu, self.layout.nv, points.ntiles_v)
             n_tiles = points.ntiles_u * points.ntiles_v
             return self._named_kernel("add_halos")(
                 self.queue, (n_tiles, n_pass), None, work.folds.data, np.int32(work.n_folds),
@@ -569,7 +572,8 @@ class Interpolator(_Stage):
                                        self.tiles)
             chunks = -(-counts // size)
             tile = np.repeat(np.arange(n_tiles), chunks)
-            first = starts[tile] + (np.arange(tile.size) - (np.cumsum(chunks) - chunks)[tile]) * size
+            chunk = np.arange(tile.size) - (np.cumsum(chunks) - chunks)[tile]
+            first = starts[tile] + chunk * size
             end = np.minimum(first + size, starts[tile + 1])
             items = np.stack([tile, first, end, np.zeros_like(tile)], axis=1).astype(np.int32)
             items = items[balanced_order(end - first)]

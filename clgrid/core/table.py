@@ -132,8 +132,9 @@ def table_tiles(profile: DeviceProfile, support: int) -> TileShape:
     separable tables up to W 16 as a point's two rows of taps, others as
     its slice: :attr:`TableGrid.vector_source`) where the compiler builds it
     (``profile.vector_kernels``: not PyPI's PoCL 3.0).  Other devices run the GPU
-    kernel with square tiles of one group (8, 16 or 32 lanes), never split
-    (they pull work-groups as they go), as do CPUs above W 64.  Intel CPU
+    kernel with square tiles of one group (8, 16 or 32 lanes), as do CPUs
+    above W 64 (on CPUs dense tiles split into chunks for the cores,
+    :func:`clgrid.core.spread.work_list`).  Intel CPU
     runtime, 1.9 M points, W 8, 1024^2 (2026-11-23): 8 x 8: 0.08 s; 8 x 8 in
     4 groups: 0.33 s; 16 x 16: 0.86 s."""
     if profile.device_type == "gpu":
@@ -581,8 +582,7 @@ class TableSpreader:
                    np.float64(0), np.float64(0), self._dummy_scratch.data,   # no facet phase
                    *work.vector_args(self._dummy_scratch))
             work.fold_vector_chunks(self.kernel("fold_vector_chunks"), self.queue, plane,
-                                    self.rows, self.cols, points.ntiles_v, 1,
-                                    self.tiles.tile_u + self.layout.choice.support - 1)
+                                    self.rows, self.cols, points.ntiles_v)
             add_halos(self.queue, (points.ntiles_u * points.ntiles_v, 1), None,
                       work.folds.data, np.int32(work.n_folds), work.scratch.data, plane.data,
                       *geometry)
