@@ -278,7 +278,7 @@ def test_explain_imaging_rows():
     assert explain_interpolation(fake()) == "a work-item a visibility"
     assert explain_interpolation(cpu) == (
         f"64 points a work-item; with w a tile a work-item from a window of its cells "
-        f"(tiles of >= {Interpolator.WINDOW_MIN_POINTS} points)")
+        f"(tiles of >= {Interpolator.WINDOW_MIN_POINTS} points; dense ones in chunks)")
 
 
 def test_cli_devices_explain(capsys):

@@ -631,7 +631,8 @@ def explain_interpolation(profile: DeviceProfile, support: int = 7) -> str:
     if not TileShape.for_device(profile, support).vector:
         return "a work-item a visibility"
     return (f"{Interpolator.points_per_item} points a work-item; with w a tile a work-item "
-            f"from a window of its cells (tiles of >= {Interpolator.WINDOW_MIN_POINTS} points)")
+            f"from a window of its cells (tiles of >= {Interpolator.WINDOW_MIN_POINTS} points; "
+            f"dense ones in chunks)")
 
 
 __all__ = ["Interpolator", "Spreader", "explain_interpolation", "keeps_facet_phases"]
