@@ -554,6 +554,21 @@ def test_cpu_interpolation_from_tile_windows(cl_env, monkeypatch, do_w, window, 
     assert np.linalg.norm(predicted - expected) / np.linalg.norm(expected) <= 3 * epsilon
 
 
+def test_balanced_order_gives_every_range_of_items_its_share():
+    """The CPU work lists' order (PoCL hands its threads contiguous ranges
+    of work-groups): a permutation, and with a few heavy items among many
+    light ones every sixteenth of the list holds about a sixteenth of the
+    work, where the sorted order put it all in one."""
+    from clgrid.core.spread import balanced_order
+    weights = np.ones(65536)
+    weights[30000:30064] = 4096.0   # the dense centre: 64 chunks, 80% of the work
+    order = balanced_order(weights)
+    assert np.array_equal(np.sort(order), np.arange(weights.size))
+    shares = weights[order].reshape(16, -1).sum(axis=1) / weights.sum()
+    assert shares.max() < 1.5 / 16 and shares.min() > 0.5 / 16
+    assert weights.reshape(16, -1).sum(axis=1).max() / weights.sum() > 0.8
+
+
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
 def test_cpu_dense_tiles_split_over_work_items(cl_env, do_w):
     """The CPU vector tile with dense tiles cut into chunks of 16 points
