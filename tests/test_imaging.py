@@ -556,17 +556,27 @@ def test_cpu_interpolation_from_tile_windows(cl_env, monkeypatch, do_w, window, 
 
 def test_balanced_order_gives_every_range_of_items_its_share():
     """The CPU work lists' order (PoCL hands its threads contiguous ranges
-    of work-groups): a permutation, and with a few heavy items among many
-    light ones every sixteenth of the list holds about a sixteenth of the
-    work, where the sorted order put it all in one."""
-    from clgrid.core.spread import balanced_order
+    of work-groups): a permutation; with a dense centre (one tile split into
+    chunks, its neighbours heavy too) every sixteenth of the list holds
+    about a sixteenth of the work, where tile order put 97% in one; runs of
+    unsplit neighbours stay together and in order (they share grid pages);
+    the chunks of the split tile land far apart."""
+    from clgrid.core.spread import BALANCE_RUN, balanced_order
     weights = np.ones(65536)
-    weights[30000:30064] = 4096.0   # the dense centre: 64 chunks, 80% of the work
-    order = balanced_order(weights)
+    split = np.zeros(weights.size, bool)
+    weights[30000:30640] = 600.0        # the dense centre's tiles
+    weights[30200:30216] = 4096.0       # one of them in 16 chunks
+    split[30200:30216] = True
+    order = balanced_order(weights, split)
     assert np.array_equal(np.sort(order), np.arange(weights.size))
     shares = weights[order].reshape(16, -1).sum(axis=1) / weights.sum()
     assert shares.max() < 1.5 / 16 and shares.min() > 0.5 / 16
     assert weights.reshape(16, -1).sum(axis=1).max() / weights.sum() > 0.8
+    unsplit = order[~split[order]]
+    steps = np.diff(unsplit)
+    assert np.mean(steps == 1) >= (BALANCE_RUN - 1) / BALANCE_RUN - 0.01
+    chunk_places = np.flatnonzero(split[order])
+    assert np.diff(chunk_places).min() > weights.size // 64
 
 
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
