@@ -337,18 +337,23 @@ class Imager(Operation):
         numpy.ndarray
             (npix_x, npix_y), or (npol, npix_x, npix_y) for 3-D ``vis``.
         """
-        squeeze = len(vis.shape) == 2
         dirty_d = self.vis2dirty_device(vis, wgt, mask)
-        if (dirty is not None and dirty.dtype == dirty_d.dtype and dirty.flags.c_contiguous
-                and dirty.size == dirty_d.size):   # straight into the caller's memory
-            self._uploader.to_host(dirty_d, out=dirty.reshape(dirty_d.shape))
-            return dirty
-        result = self._uploader.to_host(dirty_d).astype(self.vis_real, copy=False)
-        result = result[0] if squeeze else result
-        if dirty is not None:
-            dirty[...] = result
-            return dirty
-        return result
+        shape = dirty_d.shape[1:] if len(vis.shape) == 2 else dirty_d.shape
+        return self._to_caller(dirty_d, dirty, shape, self.vis_real)
+
+    def _to_caller(self, array_d: cla.Array, out, shape: tuple, dtype) -> np.ndarray:
+        """``array_d`` on the host as ``shape`` and ``dtype``: downloaded
+        straight into the caller's ``out`` where it fits (that dtype,
+        C-contiguous, as many items), else copied into it, else a new array."""
+        if (out is not None and out.dtype == array_d.dtype and out.flags.c_contiguous
+                and out.size == array_d.size):
+            self._uploader.to_host(array_d, out=out.reshape(array_d.shape))
+            return out
+        result = self._uploader.to_host(array_d).astype(dtype, copy=False).reshape(shape)
+        if out is None:
+            return result
+        out[...] = result
+        return out
 
     # ------------------------------------------------------------ dirty2vis
     def _dirty_to_device(self, dirty) -> tuple[cla.Array, bool]:
@@ -414,22 +419,12 @@ class Imager(Operation):
         numpy.ndarray
             (nrow, nchan) or (nrow, nchan, npol) complex of the image's precision.
         """
-        squeeze = len(dirty.shape) == 2
         vis_d = self.dirty2vis_device(dirty, wgt, mask)
-        if vis is not None and tuple(vis.shape) != (vis_d.shape[:2] if squeeze
-                                                    else vis_d.shape):
-            raise ValueError(f"vis must have shape {vis_d.shape[:2] if squeeze else vis_d.shape}"
-                             f", got {vis.shape}")
-        if (vis is not None and vis.dtype == vis_d.dtype and vis.flags.c_contiguous):
-            self._uploader.to_host(vis_d, out=vis.reshape(vis_d.shape))
-            self.release_planes()
-            return vis
-        result = self._uploader.to_host(vis_d)
+        shape = vis_d.shape[:2] if len(dirty.shape) == 2 else vis_d.shape
+        if vis is not None and tuple(vis.shape) != shape:
+            raise ValueError(f"vis must have shape {shape}, got {vis.shape}")
+        result = self._to_caller(vis_d, vis, shape, vis_d.dtype)
         self.release_planes()
-        result = result[:, :, 0] if squeeze else result
-        if vis is not None:
-            vis[...] = result
-            return vis
         return result
 
 

@@ -290,11 +290,7 @@ class MultiDeviceImager:
             self.shards[d].release_planes()
 
         self._map(predict)
-        result = out[:, :, 0] if dirty.ndim == 2 else out
-        if vis is None or np.shares_memory(result, vis):
-            return vis if vis is not None else result
-        vis[...] = result
-        return vis
+        return _into(vis, out[:, :, 0] if dirty.ndim == 2 else out)
 
 
 def _into(out: np.ndarray | None, result: np.ndarray) -> np.ndarray:
