@@ -544,6 +544,27 @@ inline ${tn} point_taps(const ${real} t)
 % endif
 }
 
+<%def name="point_tap_arrays()">
+## A point's taps as arrays ku, kv (and kw with w) of VTAPS reals, and the v
+## taps as the vector kv_taps (point_sum_planes, interpolate_tiles).
+${real} ku[VTAPS], kv[VTAPS];
+    const ${tn} kv_taps = point_taps(frac.y);
+    vstore${taps_n}(point_taps(frac.x), 0, ku);
+    vstore${taps_n}(kv_taps, 0, kv);
+% if do_w:
+    ${real} kw[VTAPS];
+    vstore${taps_n}(point_taps(frac.z), 0, kw);
+% endif
+</%def>
+<%def name="add_pairs(total, sum)">
+## Adds the VTAPS complex cells of a row vector ``total`` (interleaved parts) to ``sum``.
+{
+        ${real} parts[${pair_n}];
+        vstore${pair_n}(${total}, 0, parts);
+        for (int c = 0; c < VTAPS; ++c)
+            ${sum} += (${vec})(parts[2 * c], parts[2 * c + 1]);
+    }
+</%def>
 // The sum of one point's footprint over the planes of the pass, read straight
 // from the planes: a footprint row of W <= VTAPS cells is one contiguous load
 // of VTAPS complex cells (real and imaginary parts interleaved), multiplied by
@@ -554,13 +575,8 @@ inline ${vec} point_sum_planes(const int4 cell, const ${real}4 frac,
                                __global const ${vec} *planes, const int nu, const int nv,
                                const int plane0, const int n_pass)
 {
-    ${real} ku[VTAPS], kv[VTAPS];
-    const ${tn} kv_taps = point_taps(frac.y);
-    vstore${taps_n}(point_taps(frac.x), 0, ku);
-    vstore${taps_n}(kv_taps, 0, kv);
+    ${point_tap_arrays()}
 % if do_w:
-    ${real} kw[VTAPS];
-    vstore${taps_n}(point_taps(frac.z), 0, kw);
     const int p_first = max(cell.z, plane0), p_end = min(cell.z + SUPPORT, plane0 + n_pass);
 % else:
     const int p_first = plane0, p_end = plane0 + 1;
@@ -599,10 +615,7 @@ inline ${vec} point_sum_planes(const int4 cell, const ${real}4 frac,
             total += plane_sum;
         }
 %   endif
-        ${real} parts[${pair_n}];
-        vstore${pair_n}(total, 0, parts);
-        for (int c = 0; c < VTAPS; ++c)
-            sum += (${vec})(parts[2 * c], parts[2 * c + 1]);
+        ${add_pairs("total", "sum")}
         return sum;
     }
 % endif
@@ -751,12 +764,7 @@ void interpolate_tiles(__global const int4 *cells, __global const ${real}4 *frac
                 win_end = min(min(p_first + WIN_PLANES, plane0 + n_pass), max(tile_end, p_end));
                 load_window(window, planes, plane0, win0, win_end - win0, row0, col0, nu, nv);
             }
-            ${real} ku[VTAPS], kv[VTAPS];
-            const ${tn} kv_taps = point_taps(frac.y);
-            vstore${taps_n}(point_taps(frac.x), 0, ku);
-            vstore${taps_n}(kv_taps, 0, kv);
-            ${real} kw[VTAPS];
-            vstore${taps_n}(point_taps(frac.z), 0, kw);
+            ${point_tap_arrays()}
             const ${vec} *corner = window + (p_first - win0) * WIN_PLANE_CELLS
                                    + (cell.x - row0) * WIN_COLS + (cell.y - col0);
 % if taps_n <= 8:
@@ -772,10 +780,7 @@ void interpolate_tiles(__global const int4 *cells, __global const ${real}4 *frac
                               (${pn})kw[p - cell.z], row);
                 total = fma(row * kv2, (${pn})ku[a], total);
             }
-            ${real} parts[${pair_n}];
-            vstore${pair_n}(total, 0, parts);
-            for (int c = 0; c < VTAPS; ++c)
-                sum += (${vec})(parts[2 * c], parts[2 * c + 1]);
+            ${add_pairs("total", "sum")}
 % else:
             for (int p = p_first; p < p_end; ++p) {
                 ${vec} plane_sum = (${vec})(0, 0);
