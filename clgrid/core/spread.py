@@ -372,15 +372,13 @@ def work_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout, tile
     does not build): chunks of :func:`vector_chunk_points` unless the tile
     sets its own, in :func:`balanced_order` (their runtimes hand threads
     contiguous ranges of work-groups)."""
-    reach = tiles.reach(layout.choice.support)
+    # points each (plane, tile) reads (at least 1 where its item writes zeros)
+    read = chunk_counts(points, layout, plane0, n_pass, 1, accumulate,
+                        tiles.reach(layout.choice.support)).ravel()
     on_cpu = bool(queue.device.type & cl.device_type.CPU)
-    chunk_points = tiles.chunk_points
-    if on_cpu:
-        read = chunk_counts(points, layout, plane0, n_pass, 1, accumulate, reach).ravel()
-        chunk_points = vector_chunk_points(int(read.sum()), queue.device.max_compute_units,
-                                           tiles)
-    chunks = chunk_counts(points, layout, plane0, n_pass, chunk_points, accumulate,
-                          reach).ravel()
+    chunk_points = (vector_chunk_points(int(read.sum()), queue.device.max_compute_units, tiles)
+                    if on_cpu else tiles.chunk_points)
+    chunks = -(-read // chunk_points)
     n_tiles = points.ntiles_u * points.ntiles_v
     pair = np.repeat(np.arange(chunks.size), chunks)
     first_item = np.cumsum(chunks) - chunks
