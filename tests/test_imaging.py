@@ -726,6 +726,62 @@ def test_pinned_staging_downloads_and_adds_in_chunks(cl_env, monkeypatch):
                          accumulate=True)
 
 
+def test_pinned_results_are_reused_only_when_every_view_is_gone(cl_env, monkeypatch):
+    """PinnedResults (large GPU results handed out in pinned memory): a slot
+    comes back once the array and all its views are dropped; with every slot
+    held, or past the budget, take() says None (the caller downloads the usual
+    way)."""
+    import gc
+    from clgrid.device import hostio
+    queue = _queue(cl_env)
+    pool = hostio.PinnedResults(queue.context, queue, max_slots=2)
+    first = pool.take((100, 3), np.complex64)
+    first[...] = 1 + 2j
+    view = first[10:20, 1]
+    second = pool.take((50,), np.float64)
+    assert first.flags.c_contiguous and first.shape == (100, 3) and pool.held == 2
+    assert pool.take((4,), np.float32) is None                 # both held
+    del first
+    gc.collect()
+    assert pool.held == 2 and np.all(view == 1 + 2j)           # the view keeps its slot
+    del view
+    gc.collect()
+    assert pool.held == 1
+    third = pool.take((120, 3), np.complex64)                  # the free slot, grown
+    assert third is not None and third.nbytes == 120 * 3 * 8 and pool.held == 2
+    del second, third
+    gc.collect()
+    assert pool.held == 0
+    monkeypatch.setenv("CLGRID_PINNED_RESULTS_MB", "0")
+    small = hostio.PinnedResults(queue.context, queue)
+    assert small.take((1000,), np.float32) is None             # no budget
+
+
+def test_imager_results_in_pinned_memory_match_the_staged_download(cl_env):
+    """dirty2vis / vis2dirty results downloaded by one copy into pinned memory
+    (what GPUs do; forced here on whatever device the fixture gives) are the
+    staged path's bits; a result still held makes the next call use the other
+    slot, and with both held the staged path."""
+    import gc
+    from clgrid.core.transfer import Uploader
+    queue = _queue(cl_env)
+    uvw, freq, vis = _observation(n_rows=4096, n_chan=256, seed=41)
+    imager = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-5, **GEOMETRY)
+    dirty = imager.vis2dirty(vis)
+    expected_vis = imager.dirty2vis(dirty)
+    assert expected_vis.nbytes >= 8 * 2 ** 20
+    imager._uploader = Uploader(queue, pinned=True)
+    results = imager._uploader._results
+    held = [imager.dirty2vis(dirty) for _ in range(3)]   # two slots, then staged
+    assert results.held == 2
+    for predicted in held:
+        assert np.array_equal(predicted, expected_vis)
+    del held
+    gc.collect()
+    assert results.held == 0
+    assert np.array_equal(imager.dirty2vis(dirty), expected_vis)
+
+
 def _copy_at(array: np.ndarray, offset: int) -> np.ndarray:
     """A C-contiguous copy of ``array`` ``offset`` bytes past a page boundary."""
     raw = np.empty(array.nbytes + 8192, np.uint8)

@@ -22,7 +22,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..device.hostio import LentHostMemory, PinnedStaging
+from ..device.hostio import LentHostMemory, PinnedResults, PinnedStaging
 
 # Below this, staging costs more than it saves.
 _MIN_PINNED_BYTES = 8 * 2 ** 20
@@ -42,6 +42,7 @@ class Uploader:
             pinned = queue.device.type & cl.device_type.GPU != 0
         self.pinned = bool(pinned)
         self._staging = PinnedStaging(queue.context, queue) if pinned else None
+        self._results = PinnedResults(queue.context, queue) if pinned else None
         self._copy_queue: cl.CommandQueue | None = None
         self._row_stagings: dict[str, PinnedStaging] = {}
         on_cpu = not pinned and queue.device.type & cl.device_type.CPU != 0
@@ -97,10 +98,18 @@ class Uploader:
                 accumulate: bool = False) -> np.ndarray:
         """``array_d`` in host memory (``out``, or a new array; added to
         ``out`` with ``accumulate``): through pinned staging on GPUs, after
-        the queue's earlier work."""
+        the queue's earlier work.  A new array of a large result lives in
+        pinned memory on GPUs (:class:`clgrid.device.hostio.PinnedResults`),
+        filled by one DMA with no host copy."""
         if out is None:
             if accumulate:
                 raise ValueError("to_host(accumulate=True) needs out")
+            if self._results is not None and array_d.nbytes >= _MIN_PINNED_BYTES:
+                out = self._results.take(array_d.shape, array_d.dtype)
+                if out is not None:
+                    cl.enqueue_copy(self.queue, out, array_d.base_data,
+                                    src_offset=array_d.offset, is_blocking=True)
+                    return out
             out = np.empty(array_d.shape, array_d.dtype)
         if out.size == 0:
             return out

@@ -12,6 +12,7 @@ big-endian FITS array viewed as bytes) are handled by the host copy.
 from __future__ import annotations
 
 import os
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -150,6 +151,106 @@ class PinnedStaging:
             out[...] = rows.reshape(out.shape)  # the row view had to be a copy
 
 
+class PinnedResults:
+    """Result arrays handed to the caller in pinned memory, filled by one DMA.
+
+    A download through :class:`PinnedStaging` goes to pinned memory and is
+    then copied by the host into the caller's array (and a fresh array's
+    pages fault in on that first touch).  Here the caller's array *is* the
+    pinned memory: H200, 930 MB of visibilities, 2026-11-26: one DMA 16.8 ms
+    (55 GB/s); allocating and mapping that much pinned memory costs 400 ms
+    and unmapping and mapping it again 34 ms, so a slot stays mapped and is
+    reused once the caller has dropped the array and every view of it.
+
+    At most ``max_slots`` slots, and all pools of the process together at
+    most :func:`pinned_results_budget` bytes: beyond either :meth:`take`
+    returns None and the caller downloads the usual way.
+    """
+
+    _total_bytes = 0    # of every pool's slots: page-locked memory is scarce
+
+    def __init__(self, context: cl.Context, queue: cl.CommandQueue, max_slots: int = 2):
+        self.context, self.queue = context, queue
+        self.max_slots = int(max_slots)
+        self._slots: list[dict] = []    # buffer, host (mapped uint8 array), busy
+
+    def take(self, shape: tuple, dtype) -> np.ndarray | None:
+        """A C-contiguous array of ``shape`` and ``dtype`` in a free slot
+        (grown or added as needed), or None when every slot is held or the
+        budget is spent."""
+        dtype = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64))
+        nbytes = max(count * dtype.itemsize, 1)
+        free = [slot for slot in self._slots if not slot["busy"]]
+        fitting = [slot for slot in free if slot["host"].size >= nbytes]
+        if fitting:
+            slot = min(fitting, key=lambda s: s["host"].size)
+        elif len(self._slots) < self.max_slots:
+            slot = {"buffer": None, "host": np.empty(0, np.uint8), "busy": False}
+            if not self._grow(slot, nbytes):
+                return None
+            self._slots.append(slot)
+        elif free and self._grow(free[0], nbytes):
+            slot = free[0]
+        else:
+            return None
+        slot["busy"] = True
+        # A memoryview (not an ndarray) as the base: numpy then makes every
+        # view of the array refer to it, so it lives until the last view goes.
+        flat = np.frombuffer(memoryview(slot["host"])[:nbytes], dtype, count)
+        weakref.finalize(flat, PinnedResults._free, weakref.ref(self), id(slot))
+        return flat.reshape(shape)
+
+    def _grow(self, slot: dict, nbytes: int) -> bool:
+        """Give ``slot`` ``nbytes`` of mapped pinned memory; False (slot
+        unchanged) where that would exceed the budget."""
+        old = slot["host"].size
+        if PinnedResults._total_bytes - old + nbytes > pinned_results_budget():
+            return False
+        slot["host"] = np.empty(0, np.uint8)
+        if slot["buffer"] is not None:
+            slot["buffer"].release()
+        PinnedResults._total_bytes -= old
+        flags = cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR
+        slot["buffer"] = cl.Buffer(self.context, flags, nbytes)
+        slot["host"], _ = cl.enqueue_map_buffer(
+            self.queue, slot["buffer"], cl.map_flags.READ | cl.map_flags.WRITE, 0,
+            (nbytes,), np.uint8, is_blocking=True)
+        PinnedResults._total_bytes += nbytes
+        return True
+
+    @staticmethod
+    def _free(pool_ref, slot_id: int) -> None:
+        pool = pool_ref()
+        for slot in pool._slots if pool is not None else ():
+            if id(slot) == slot_id:
+                slot["busy"] = False
+
+    def __del__(self):
+        # held slots stay mapped until the caller's arrays go; they no
+        # longer count against the budget from here
+        PinnedResults._total_bytes -= sum(slot["host"].size for slot in self._slots)
+
+    @property
+    def held(self) -> int:
+        """Slots whose arrays the caller still holds."""
+        return sum(slot["busy"] for slot in self._slots)
+
+
+def pinned_results_budget() -> int:
+    """Bytes of pinned result memory all pools may hold together: a quarter
+    of the host's memory, at most 16 GiB (``CLGRID_PINNED_RESULTS_MB``
+    overrides; 0 turns pinned results off)."""
+    setting = os.environ.get("CLGRID_PINNED_RESULTS_MB")
+    if setting is not None:
+        return int(float(setting) * 2 ** 20)
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        physical = 16 << 30
+    return min(physical // 4, 16 << 30)
+
+
 def copy_rows(target: np.ndarray, source: np.ndarray) -> None:
     """``target[...] = source`` (same shape, any strides and dtypes, cast as
     ``astype`` does), in chunks of rows (first axis) on the copy threads."""
@@ -229,5 +330,5 @@ class LentHostMemory:
         self._used = 0
 
 
-__all__ = ["CHUNK_BYTES", "LentHostMemory", "PinnedStaging", "copy_pool", "copy_rows",
-           "gather_rows"]
+__all__ = ["CHUNK_BYTES", "LentHostMemory", "PinnedResults", "PinnedStaging", "copy_pool", "copy_rows",
+           "gather_rows", "pinned_results_budget"]
