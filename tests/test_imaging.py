@@ -760,8 +760,9 @@ def test_pinned_results_are_reused_only_when_every_view_is_gone(cl_env, monkeypa
 def test_imager_results_in_pinned_memory_match_the_staged_download(cl_env):
     """dirty2vis / vis2dirty results downloaded by one copy into pinned memory
     (what GPUs do; forced here on whatever device the fixture gives) are the
-    staged path's bits; a result still held makes the next call use the other
-    slot, and with both held the staged path."""
+    staged path's bits; a result still held makes the next call use another
+    slot, and with all three held the staged path.  A result passed back in
+    (residuals in place) is uploaded from its slot directly, same bits."""
     import gc
     from clgrid.core.transfer import Uploader
     queue = _queue(cl_env)
@@ -772,14 +773,34 @@ def test_imager_results_in_pinned_memory_match_the_staged_download(cl_env):
     assert expected_vis.nbytes >= 8 * 2 ** 20
     imager._uploader = Uploader(queue, pinned=True)
     results = imager._uploader._results
-    held = [imager.dirty2vis(dirty) for _ in range(3)]   # two slots, then staged
-    assert results.held == 2
+    held = [imager.dirty2vis(dirty) for _ in range(4)]   # three slots, then staged
+    assert results.held == 3
     for predicted in held:
         assert np.array_equal(predicted, expected_vis)
     del held
     gc.collect()
     assert results.held == 0
-    assert np.array_equal(imager.dirty2vis(dirty), expected_vis)
+    residual = imager.dirty2vis(dirty)
+    assert np.array_equal(residual, expected_vis)
+    np.subtract(vis.astype(residual.dtype), residual, out=residual)
+    staged = imager.vis2dirty(residual.copy())
+    assert imager._uploader._direct(residual, residual.dtype)
+    assert not imager._uploader._direct(residual.copy(), residual.dtype)
+    assert np.array_equal(imager.vis2dirty(residual), staged)
+    # in row blocks (GPUs: uploads on a second queue beside the spreading)
+    from clgrid.core.plan import TileShape
+    blocked = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-5, vis_per_block=300_000,
+                     tiles=TileShape(8, 8), **GEOMETRY)   # lane tiles: the GPU kernel
+    blocked._uploader = Uploader(queue, pinned=True)
+    assert len(blocked.engine.blocks) > 2
+    in_slot = blocked.dirty2vis(dirty)
+    np.subtract(vis.astype(in_slot.dtype), in_slot, out=in_slot)
+    direct_rows = []
+    rows_direct = blocked._uploader._rows_direct
+    blocked._uploader._rows_direct = lambda *a: direct_rows.append(a[2:]) or rows_direct(*a)
+    assert np.array_equal(blocked.vis2dirty(in_slot), blocked.vis2dirty(in_slot.copy()))
+    assert direct_rows == [(b.first, b.stop) for b in blocked.engine.blocks]
+    assert _rel_rms(blocked.vis2dirty(in_slot), staged) < 1e-5
 
 
 def _copy_at(array: np.ndarray, offset: int) -> np.ndarray:

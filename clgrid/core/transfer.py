@@ -79,11 +79,30 @@ class Uploader:
 
         def ready(index: int) -> list:
             first, stop = blocks[index]
-            events = [staging.upload_rows(host, device.data, first, stop, dtype)
+            events = [self._rows_direct(host, device, first, stop)
+                      if self._direct(host, dtype)
+                      else staging.upload_rows(host, device.data, first, stop, dtype)
                       for staging, host, device, dtype in sources]
             return [event for event in events if event is not None]
 
         return devices, ready
+
+    def _direct(self, host: np.ndarray, dtype) -> bool:
+        """Whether ``host`` goes to the device in one DMA, with no staging
+        copy: pinned memory of this context (a result handed out earlier) of
+        the device's dtype."""
+        return (self.pinned and host.dtype == np.dtype(dtype)
+                and PinnedResults.holds(host, self.queue.context))
+
+    def _rows_direct(self, host: np.ndarray, device: cla.Array, first: int,
+                     stop: int) -> cl.Event | None:
+        if stop <= first:
+            return None
+        row_bytes = host[:1].nbytes
+        event = cl.enqueue_copy(self._copy_queue, device.data, host[first:stop],
+                                dst_offset=first * row_bytes, is_blocking=False)
+        self._copy_queue.flush()
+        return event
 
     def settle(self) -> None:
         """Wait for the kernels reading host arrays lent since the last call
@@ -140,7 +159,9 @@ class Uploader:
             return out
         if host.dtype != dtype:
             host = host.astype(dtype)
-        if self._staging is None or host.nbytes < _MIN_PINNED_BYTES:
+        if self._direct(host, dtype):
+            cl.enqueue_copy(self.queue, out.data, host, is_blocking=True)
+        elif self._staging is None or host.nbytes < _MIN_PINNED_BYTES:
             out.set(np.ascontiguousarray(host))
         else:
             self._staging.upload(host, out.data)

@@ -162,17 +162,40 @@ class PinnedResults:
     and unmapping and mapping it again 34 ms, so a slot stays mapped and is
     reused once the caller has dropped the array and every view of it.
 
-    At most ``max_slots`` slots, and all pools of the process together at
+    At most ``max_slots`` slots (three: a major cycle holds the predicted
+    visibilities, passes them back as residuals and holds the dirty image
+    while the next prediction comes), and all pools of the process together at
     most :func:`pinned_results_budget` bytes: beyond either :meth:`take`
     returns None and the caller downloads the usual way.
     """
 
     _total_bytes = 0    # of every pool's slots: page-locked memory is scarce
+    _pools: "weakref.WeakSet[PinnedResults]" = weakref.WeakSet()
 
-    def __init__(self, context: cl.Context, queue: cl.CommandQueue, max_slots: int = 2):
+    def __init__(self, context: cl.Context, queue: cl.CommandQueue, max_slots: int = 3):
         self.context, self.queue = context, queue
         self.max_slots = int(max_slots)
         self._slots: list[dict] = []    # buffer, host (mapped uint8 array), busy
+        PinnedResults._pools.add(self)
+
+    @classmethod
+    def holds(cls, array: np.ndarray, context: cl.Context) -> bool:
+        """Whether ``array`` is C-contiguous and lies in a slot of a pool of
+        ``context`` (pinned for its devices: a copy from it is one DMA).  A
+        result handed out earlier and passed back in (``np.subtract(observed,
+        predicted, out=predicted)``, then ``vis2dirty(predicted)``) is."""
+        if not array.flags.c_contiguous or array.size == 0:
+            return False
+        start = array.ctypes.data
+        stop = start + array.nbytes
+        for pool in list(cls._pools):
+            if pool.context.int_ptr != context.int_ptr:
+                continue
+            for slot in pool._slots:
+                base = slot["host"].ctypes.data
+                if base <= start and stop <= base + slot["host"].size:
+                    return True
+        return False
 
     def take(self, shape: tuple, dtype) -> np.ndarray | None:
         """A C-contiguous array of ``shape`` and ``dtype`` in a free slot
