@@ -3,7 +3,7 @@
 One panel per direction (vis2dirty, dirty2vis); per case (epsilon, w) the
 seconds of clgrid end to end and device-resident, ducc0, and cuFINUFFT end to
 end and on the device where the run had it, on a log axis.  Run
-``python benchmarks/plot_imaging.py results/imaging_h200_2026-11-26.json
+``python benchmarks/plot_imaging.py results/imaging_h200_pinned_2026-11-26.json
 --title "..." --output docs/images/imaging_h200.png``.
 """
 
