@@ -787,6 +787,8 @@ def test_imager_results_in_pinned_memory_match_the_staged_download(cl_env):
     assert imager._uploader._direct(residual, residual.dtype)
     assert not imager._uploader._direct(residual.copy(), residual.dtype)
     assert np.array_equal(imager.vis2dirty(residual), staged)
+    assert imager.dirty2vis(dirty, vis=residual) is residual       # one DMA into it
+    assert np.array_equal(residual, expected_vis)
     # in row blocks (GPUs: uploads on a second queue beside the spreading)
     from clgrid.core.plan import TileShape
     blocked = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-5, vis_per_block=300_000,

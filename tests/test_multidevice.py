@@ -152,6 +152,29 @@ def test_dirty2vis_fills_the_callers_vis_in_place(cl_env, devices):
         assert np.array_equal(dirty, image_expected)
 
 
+def test_dirty2vis_on_two_devices_into_pinned_memory(cl_env):
+    """GPUs: the shared output of a row partition is pinned memory of the first
+    device's, and each device sends its rows straight into it (forced here
+    with pinned uploaders on whatever two devices there are); the same bits as
+    the staged path, and the result passed back as ``vis=`` is filled again."""
+    from clgrid.core.transfer import Uploader
+    uvw, freq, _, _ = _observation(n_times=400, n_chan=64)
+    image = np.random.default_rng(9).normal(size=(GEOMETRY["npix_x"], GEOMETRY["npix_y"]))
+    imager = MultiDeviceImager(_two_devices(cl_env), uvw=uvw, freq=freq, epsilon=1e-5,
+                               partition="time", **GEOMETRY)
+    staged = imager.dirty2vis(image.astype(np.float32))
+    assert staged.nbytes >= 8 * 2 ** 20
+    for shard in imager.shards:
+        shard._uploader = Uploader(shard.queue, pinned=True)
+    pinned = imager.dirty2vis(image.astype(np.float32))
+    assert imager.shards[0]._uploader._results.held == 1
+    assert np.array_equal(pinned, staged)
+    pinned[...] = 0
+    assert imager.dirty2vis(image.astype(np.float32), vis=pinned) is pinned
+    assert np.array_equal(pinned, staged)
+    imager.close()
+
+
 @pytest.mark.parametrize("do_w,partition", [(False, "time"), (False, "baseline"),
                                              (True, "time"), (True, "w-planes")])
 def test_dirty2vis_of_polarisations_in_shares_equals_one_device(cl_env, do_w, partition):

@@ -118,19 +118,18 @@ class Uploader:
         """``array_d`` in host memory (``out``, or a new array; added to
         ``out`` with ``accumulate``): through pinned staging on GPUs, after
         the queue's earlier work.  A new array of a large result lives in
-        pinned memory on GPUs (:class:`clgrid.device.hostio.PinnedResults`),
-        filled by one DMA with no host copy."""
+        pinned memory on GPUs (:meth:`empty_host`), and a download into
+        pinned memory (such an array, passed back as ``out``) is one DMA
+        with no host copy."""
         if out is None:
             if accumulate:
                 raise ValueError("to_host(accumulate=True) needs out")
-            if self._results is not None and array_d.nbytes >= _MIN_PINNED_BYTES:
-                out = self._results.take(array_d.shape, array_d.dtype)
-                if out is not None:
-                    cl.enqueue_copy(self.queue, out, array_d.base_data,
-                                    src_offset=array_d.offset, is_blocking=True)
-                    return out
-            out = np.empty(array_d.shape, array_d.dtype)
+            out = self.empty_host(array_d.shape, array_d.dtype)
         if out.size == 0:
+            return out
+        if not accumulate and out.nbytes == array_d.nbytes and self._direct(out, array_d.dtype):
+            cl.enqueue_copy(self.queue, out, array_d.base_data, src_offset=array_d.offset,
+                            is_blocking=True)
             return out
         if self._staging is None or array_d.nbytes < _MIN_PINNED_BYTES:
             if accumulate:
@@ -143,6 +142,18 @@ class Uploader:
             self._staging.download(array_d.base_data, out, array_d.offset,
                                    accumulate=accumulate)
         return out
+
+    def empty_host(self, shape: tuple, dtype) -> np.ndarray:
+        """A new host array for a result: on GPUs, from 8 MB up, in pinned
+        memory (:class:`clgrid.device.hostio.PinnedResults`) where a slot is
+        free, so that downloads into it are one DMA."""
+        dtype = np.dtype(dtype)
+        if (self._results is not None
+                and int(np.prod(shape, dtype=np.int64)) * dtype.itemsize >= _MIN_PINNED_BYTES):
+            out = self._results.take(shape, dtype)
+            if out is not None:
+                return out
+        return np.empty(shape, dtype)
 
     def to_device(self, host: np.ndarray, dtype) -> cla.Array:
         """``host`` on the device as ``dtype`` (C order): a copy, or on CPU

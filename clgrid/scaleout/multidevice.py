@@ -268,8 +268,10 @@ class MultiDeviceImager:
             out = vis.reshape(shape + (npol,))
             if planes:
                 out[...] = 0
-        else:
-            out = (np.zeros if planes else np.empty)(shape + (npol,), shard.vis_complex)
+        elif planes:
+            out = np.zeros(shape + (npol,), shard.vis_complex)
+        else:   # pinned on GPUs: every device's rows come down in one DMA of its own
+            out = shard._uploader.empty_host(shape + (npol,), shard.vis_complex)
 
         def predict(d):
             """Each device applies the weights and flags of its rows; in a
