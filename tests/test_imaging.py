@@ -752,6 +752,21 @@ def test_pinned_results_are_reused_only_when_every_view_is_gone(cl_env, monkeypa
     del second, third
     gc.collect()
     assert pool.held == 0
+    # a major cycle: prediction, residuals in place, image; after two cycles
+    # no slot is grown or added again (growing 930 MB costs 400 ms on a GPU)
+    cycle_pool = hostio.PinnedResults(queue.context, queue)
+    grown = []
+    grow = cycle_pool._grow
+    cycle_pool._grow = lambda slot, nbytes: grown.append(nbytes) or grow(slot, nbytes)
+    image = cycle_pool.take((64,), np.float32)
+    residual = None
+    for cycle in range(6):
+        if cycle == 2:
+            grown.clear()
+        residual = cycle_pool.take((4096,), np.complex64)   # the last one held meanwhile
+        image = cycle_pool.take((64,), np.float32)          # likewise
+        assert residual is not None and image is not None
+    assert grown == []
     monkeypatch.setenv("CLGRID_PINNED_RESULTS_MB", "0")
     small = hostio.PinnedResults(queue.context, queue)
     assert small.take((1000,), np.float32) is None             # no budget
@@ -761,7 +776,7 @@ def test_imager_results_in_pinned_memory_match_the_staged_download(cl_env):
     """dirty2vis / vis2dirty results downloaded by one copy into pinned memory
     (what GPUs do; forced here on whatever device the fixture gives) are the
     staged path's bits; a result still held makes the next call use another
-    slot, and with all three held the staged path.  A result passed back in
+    slot, and with all four held the staged path.  A result passed back in
     (residuals in place) is uploaded from its slot directly, same bits."""
     import gc
     from clgrid.core.transfer import Uploader
@@ -773,8 +788,8 @@ def test_imager_results_in_pinned_memory_match_the_staged_download(cl_env):
     assert expected_vis.nbytes >= 8 * 2 ** 20
     imager._uploader = Uploader(queue, pinned=True)
     results = imager._uploader._results
-    held = [imager.dirty2vis(dirty) for _ in range(4)]   # three slots, then staged
-    assert results.held == 3
+    held = [imager.dirty2vis(dirty) for _ in range(5)]   # four slots, then staged
+    assert results.held == 4
     for predicted in held:
         assert np.array_equal(predicted, expected_vis)
     del held

@@ -162,17 +162,19 @@ class PinnedResults:
     and unmapping and mapping it again 34 ms, so a slot stays mapped and is
     reused once the caller has dropped the array and every view of it.
 
-    At most ``max_slots`` slots (three: a major cycle holds the predicted
-    visibilities, passes them back as residuals and holds the dirty image
-    while the next prediction comes), and all pools of the process together at
-    most :func:`pinned_results_budget` bytes: beyond either :meth:`take`
+    A request takes the smallest free slot that fits; a new slot is added up
+    to ``max_slots``, after which a free slot too small is grown.  Four: a
+    major cycle (docs/imaging.md) holds at most two predictions and two
+    dirty images at once, so after the first two cycles no slot is grown
+    again (tests/test_imaging.py).  All pools of the process together hold
+    at most :func:`pinned_results_budget` bytes; beyond it :meth:`take`
     returns None and the caller downloads the usual way.
     """
 
     _total_bytes = 0    # of every pool's slots: page-locked memory is scarce
     _pools: "weakref.WeakSet[PinnedResults]" = weakref.WeakSet()
 
-    def __init__(self, context: cl.Context, queue: cl.CommandQueue, max_slots: int = 3):
+    def __init__(self, context: cl.Context, queue: cl.CommandQueue, max_slots: int = 4):
         self.context, self.queue = context, queue
         self.max_slots = int(max_slots)
         self._slots: list[dict] = []    # buffer, host (mapped uint8 array), busy
