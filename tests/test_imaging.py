@@ -767,6 +767,12 @@ def test_pinned_results_are_reused_only_when_every_view_is_gone(cl_env, monkeypa
         image = cycle_pool.take((64,), np.float32)          # likewise
         assert residual is not None and image is not None
     assert grown == []
+    def refused(*args, **kwargs):
+        raise hostio.cl.MemoryError("clCreateBuffer", "out of page-locked memory")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(hostio.cl, "Buffer", refused)
+        assert hostio.PinnedResults(queue.context, queue).take((1000,), np.float32) is None
     monkeypatch.setenv("CLGRID_PINNED_RESULTS_MB", "0")
     small = hostio.PinnedResults(queue.context, queue)
     assert small.take((1000,), np.float32) is None             # no budget

@@ -232,20 +232,26 @@ class PinnedResults:
         return flat.reshape(shape)
 
     def _grow(self, slot: dict, nbytes: int) -> bool:
-        """Give ``slot`` ``nbytes`` of mapped pinned memory; False (slot
-        unchanged) where that would exceed the budget."""
+        """Give ``slot`` ``nbytes`` of mapped pinned memory; False where that
+        would exceed the budget (slot unchanged) or the driver refuses the
+        memory (slot left empty): the caller then downloads the usual way."""
         old = slot["host"].size
         if PinnedResults._total_bytes - old + nbytes > pinned_results_budget():
             return False
         slot["host"] = np.empty(0, np.uint8)
         if slot["buffer"] is not None:
             slot["buffer"].release()
+            slot["buffer"] = None
         PinnedResults._total_bytes -= old
         flags = cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR
-        slot["buffer"] = cl.Buffer(self.context, flags, nbytes)
-        slot["host"], _ = cl.enqueue_map_buffer(
-            self.queue, slot["buffer"], cl.map_flags.READ | cl.map_flags.WRITE, 0,
-            (nbytes,), np.uint8, is_blocking=True)
+        try:
+            buffer = cl.Buffer(self.context, flags, nbytes)
+            host, _ = cl.enqueue_map_buffer(
+                self.queue, buffer, cl.map_flags.READ | cl.map_flags.WRITE, 0,
+                (nbytes,), np.uint8, is_blocking=True)
+        except cl.Error:   # out of page-locked memory: not the caller's error
+            return False
+        slot["buffer"], slot["host"] = buffer, host
         PinnedResults._total_bytes += nbytes
         return True
 
