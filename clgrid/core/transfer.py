@@ -89,8 +89,8 @@ class Uploader:
 
     def _direct(self, host: np.ndarray, dtype) -> bool:
         """Whether ``host`` goes to the device in one DMA, with no staging
-        copy: pinned memory of this context (a result handed out earlier) of
-        the device's dtype."""
+        copy: the device's dtype, in pinned memory of a result handed out
+        earlier (:meth:`clgrid.device.hostio.PinnedResults.holds`)."""
         return (self.pinned and host.dtype == np.dtype(dtype)
                 and PinnedResults.holds(host, self.queue.context))
 

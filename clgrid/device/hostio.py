@@ -366,5 +366,5 @@ class LentHostMemory:
         self._used = 0
 
 
-__all__ = ["CHUNK_BYTES", "LentHostMemory", "PinnedResults", "PinnedStaging", "copy_pool", "copy_rows",
-           "gather_rows", "pinned_results_budget"]
+__all__ = ["CHUNK_BYTES", "LentHostMemory", "PinnedResults", "PinnedStaging", "copy_pool",
+           "copy_rows", "gather_rows", "pinned_results_budget"]
