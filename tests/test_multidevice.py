@@ -254,6 +254,39 @@ def test_intel_and_oclgrind_side_by_side():
     assert _peak_error(multi, single) <= ROUNDING
 
 
+def test_three_devices_sum_their_images_in_shard_order():
+    """More than two shards (as on 4 GPUs): the images come down and are
+    summed in shard order, so the bits repeat call after call and equal
+    the single-device image to rounding; dirty2vis likewise.  Two Intel CPU
+    sub-devices and a PoCL device."""
+    usable = [d for d in all_devices() if DeviceProfile.from_device(d).usable
+              and DeviceProfile.from_device(d).fp64]
+    intel = [d for d in usable if DeviceProfile.from_device(d).platform_key == "intel"]
+    pocl = [d for d in usable if DeviceProfile.from_device(d).platform_key == "pocl"]
+    if not intel or not pocl or intel[0].max_compute_units < 2:
+        pytest.skip("needs the Intel CPU runtime (2 compute units or more) and a PoCL")
+    devices = cpu_sub_devices(2, intel[0]) + [pocl[0]]
+    uvw, freq, vis, _ = _observation(n_times=4)
+    vis = vis.astype(np.complex64)
+    single = vis2dirty(uvw=uvw, freq=freq, vis=vis, epsilon=1e-5, do_wgridding=True,
+                       context=clgrid.create_context(intel[0]), **GEOMETRY)
+    imager = MultiDeviceImager(devices, uvw=uvw, freq=freq, epsilon=1e-5, do_wgridding=True,
+                               partition="time", **GEOMETRY)
+    try:
+        assert len(imager.shards) == 3 and all(rows.size for rows in imager.shard_rows)
+        multi = imager.vis2dirty(vis)
+        for _ in range(2):
+            assert np.array_equal(imager.vis2dirty(vis), multi)
+        assert _peak_error(multi, single) <= ROUNDING
+        predicted = imager.dirty2vis(single)
+        expected = dirty2vis(uvw=uvw, freq=freq, dirty=single, epsilon=1e-5,
+                             do_wgridding=True, context=clgrid.create_context(intel[0]),
+                             pixsize_x=GEOMETRY["pixsize_x"], pixsize_y=GEOMETRY["pixsize_y"])
+        assert _peak_error(predicted, expected) <= ROUNDING
+    finally:
+        imager.close()
+
+
 ORACLE_SCRIPT = textwrap.dedent("""
     import numpy as np, clgrid
     from clgrid.scaleout.multidevice import MultiDeviceImager
