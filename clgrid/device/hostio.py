@@ -274,9 +274,11 @@ class PinnedResults:
 
 
 def pinned_results_budget() -> int:
-    """Bytes of pinned result memory all pools may hold together: a quarter
-    of the host's memory, at most 16 GiB (``CLGRID_PINNED_RESULTS_MB``
-    overrides; 0 turns pinned results off)."""
+    """Bytes of pinned result memory all pools may hold together: an eighth
+    of the host's memory, at most 8 GiB (page-locked memory is taken from
+    everything else on the host; the major cycle of 116 M visibilities needs
+    about 2 GiB), ``CLGRID_PINNED_RESULTS_MB`` overrides; 0 turns pinned
+    results off."""
     setting = os.environ.get("CLGRID_PINNED_RESULTS_MB")
     if setting is not None:
         return int(float(setting) * 2 ** 20)
@@ -284,7 +286,7 @@ def pinned_results_budget() -> int:
         physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         physical = 16 << 30
-    return min(physical // 4, 16 << 30)
+    return min(physical // 8, 8 << 30)
 
 
 def copy_rows(target: np.ndarray, source: np.ndarray) -> None:
