@@ -265,7 +265,7 @@ class PinnedResults:
     def __del__(self):
         # held slots stay mapped until the caller's arrays go; they no
         # longer count against the budget from here
-        PinnedResults._total_bytes -= sum(slot["host"].size for slot in self._slots)
+        type(self)._total_bytes -= sum(slot["host"].size for slot in self._slots)
 
     @property
     def held(self) -> int:
