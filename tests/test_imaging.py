@@ -814,9 +814,13 @@ def test_imager_results_in_pinned_memory_match_the_staged_download(cl_env):
     from clgrid.core.plan import TileShape
     blocked = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-5, vis_per_block=300_000,
                      tiles=TileShape(8, 8), **GEOMETRY)   # lane tiles: the GPU kernel
+    staged_blocks = blocked.dirty2vis(dirty)
     blocked._uploader = Uploader(queue, pinned=True)
     assert len(blocked.engine.blocks) > 2
-    in_slot = blocked.dirty2vis(dirty)
+    in_slot = blocked.dirty2vis(dirty)          # each block comes down once it is final
+    assert blocked._uploader._direct(in_slot, in_slot.dtype)
+    assert np.array_equal(in_slot, staged_blocks)
+    assert _rel_rms(in_slot, expected_vis) < 1e-5
     np.subtract(vis.astype(in_slot.dtype), in_slot, out=in_slot)
     direct_rows = []
     rows_direct = blocked._uploader._rows_direct

@@ -232,9 +232,14 @@ class GriddingEngine:
 
     # ---------------------------------------------------------- degridding
     def dirty2vis(self, images_d: list[cla.Array], wgt_d: cla.Array | None = None,
-                  mask_d: cla.Array | None = None) -> cla.Array:
+                  mask_d: cla.Array | None = None,
+                  block_done: Callable[[cla.Array, RowBlock, cl.Event], None] | None = None
+                  ) -> cla.Array:
         """(n_vis, npol) visibilities of npol (npix_x, npix_y) device images
-        (grid precision)."""
+        (grid precision).  ``block_done(out_d, block, event)`` is called as
+        soon as a block's rows of the (n_rows, n_chan, npol) result ``out_d``
+        are final (its last interpolation is enqueued; the event marks its
+        end), so that their download can overlap the blocks after it."""
         npol = len(images_d)
         shape = (self.uvw_d.shape[0], self.n_chan, npol)
         dtype = np.dtype(np.complex64 if self.geometry.vis_real == np.float32
@@ -243,15 +248,19 @@ class GriddingEngine:
         # invalid ones, and where the output is cut into row blocks (see row_view).
         fresh = self.n_invalid == 0 and len(self.blocks) == 1
         out_d = (cla.empty if fresh else cla.zeros)(self.queue, shape, dtype)
+        passes = self.passes()
         for pol, image_d in enumerate(images_d):
-            for index, (plane0, n_pass) in enumerate(self.passes()):
+            for index, (plane0, n_pass) in enumerate(passes):
                 self.corrector.dirty_to_planes(image_d, plane0, n_pass, self.planes_d)
                 self.fft.forward(self.planes_d, self.pruning)
+                final = pol == npol - 1 and index == len(passes) - 1
                 for block in self.blocks:
                     self.interpolator(block.points, block.uvw_d, self.freq_scale_d,
                                       _view(out_d, block), npol, pol, self.planes_d, plane0,
                                       n_pass, _view(wgt_d, block), _view(mask_d, block),
                                       accumulate=index > 0)
+                    if final and block_done is not None:
+                        block_done(out_d, block, cl.enqueue_marker(self.queue))
         return out_d.reshape(self.n_vis, npol)
 
 

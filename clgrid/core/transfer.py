@@ -106,6 +106,37 @@ class Uploader:
         self._copy_queue.flush()
         return event
 
+    def rows_to_pinned(self, array_d: cla.Array, out: np.ndarray, first: int, stop: int,
+                       wait_for: list) -> cl.Event:
+        """Enqueue the download of rows ``first .. stop - 1`` (first axis) of
+        ``array_d`` into the same rows of ``out``, pinned memory
+        (:meth:`empty_host`) of the same shape and dtype, on the copy queue
+        once ``wait_for`` are done: the download of finished rows overlaps
+        the device work on the rest.  :meth:`wait` for the events."""
+        if self._copy_queue is None:
+            self._copy_queue = cl.CommandQueue(self.queue.context, self.queue.device)
+        row_bytes = out[:1].nbytes
+        self.queue.flush()
+        event = cl.enqueue_copy(self._copy_queue, out[first:stop], array_d.base_data,
+                                src_offset=array_d.offset + first * row_bytes,
+                                wait_for=wait_for, is_blocking=False)
+        self._copy_queue.flush()
+        return event
+
+    def pinned_target(self, out: np.ndarray | None, shape: tuple, dtype) -> np.ndarray | None:
+        """Where a result of ``shape`` and ``dtype`` can come down in rows by
+        DMA: ``out`` when it is pinned memory of that dtype and C-contiguous,
+        a new pinned array when ``out`` is None (GPUs, large results), else
+        None (the caller downloads the usual way)."""
+        dtype = np.dtype(dtype)
+        if self._results is None:
+            return None
+        if out is not None:
+            fits = out.dtype == dtype and out.size == int(np.prod(shape, dtype=np.int64))
+            return out.reshape(shape) if fits and self._direct(out, dtype) else None
+        target = self.empty_host(shape, dtype)
+        return target if self._direct(target, dtype) else None
+
     def settle(self) -> None:
         """Wait for the kernels reading host arrays lent since the last call
         (a caller returning device results must, before the host arrays

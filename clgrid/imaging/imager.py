@@ -372,10 +372,15 @@ class Imager(Operation):
             raise ValueError("dirty contains NaN or Inf")
         return dirty_d, squeeze
 
-    def dirty2vis_device(self, dirty, wgt=None, mask=None) -> cla.Array:
+    def dirty2vis_device(self, dirty, wgt=None, mask=None, into: np.ndarray | None = None,
+                         downloads: list | None = None) -> cla.Array:
         """Visibilities on the device: (nrow, nchan, npol) complex.  For
         npol > 1 the image's per-polarisation copies stay on the device until
-        :meth:`release_planes` or the next call."""
+        :meth:`release_planes` or the next call.  ``into``: pinned host memory
+        of that shape (:meth:`clgrid.core.transfer.Uploader.pinned_target`)
+        into which each row block comes down as soon as it is final, beside
+        the device work on the rest; the copies' events go to ``downloads``
+        (wait for them)."""
         self._uploader.settle()   # host copies lent to an earlier call are free again
         dirty_d, _ = self._dirty_to_device(dirty)
         wgt, mask = self._check_weights(wgt, mask)
@@ -389,7 +394,13 @@ class Imager(Operation):
         # call: freeing them now would wait for the queue holding the GIL on
         # NVIDIA (see _device_count)
         self._last_planes = _planes_of(dirty_d)
-        out_d = self.engine.dirty2vis(self._last_planes, arrays["wgt"], arrays["mask"])
+        block_done = None
+        if into is not None:
+            def block_done(out_d, block, event):
+                downloads.append(self._uploader.rows_to_pinned(
+                    out_d, into, block.first, block.stop, [event]))
+        out_d = self.engine.dirty2vis(self._last_planes, arrays["wgt"], arrays["mask"],
+                                      block_done)
         self._uploader.settle()
         return out_d.reshape(self.n_rows, self.n_chan, npol)
 
@@ -419,11 +430,21 @@ class Imager(Operation):
         numpy.ndarray
             (nrow, nchan) or (nrow, nchan, npol) complex of the image's precision.
         """
-        vis_d = self.dirty2vis_device(dirty, wgt, mask)
-        shape = vis_d.shape[:2] if len(dirty.shape) == 2 else vis_d.shape
+        npol = dirty.shape[0] if len(dirty.shape) == 3 else 1
+        shape = (self.n_rows, self.n_chan) + ((npol,) if len(dirty.shape) == 3 else ())
         if vis is not None and tuple(vis.shape) != shape:
             raise ValueError(f"vis must have shape {shape}, got {vis.shape}")
-        result = self._to_caller(vis_d, vis, shape, vis_d.dtype)
+        # GPUs: rows come down into pinned memory as they are finished
+        into = (self._uploader.pinned_target(vis, (self.n_rows, self.n_chan, npol),
+                                             self.vis_complex)
+                if self.engine is not None else None)
+        downloads: list = []
+        vis_d = self.dirty2vis_device(dirty, wgt, mask, into, downloads)
+        if into is not None:
+            cl.wait_for_events(downloads) if downloads else None
+            result = vis if vis is not None else into.reshape(shape)
+        else:
+            result = self._to_caller(vis_d, vis, shape, vis_d.dtype)
         self.release_planes()
         return result
 

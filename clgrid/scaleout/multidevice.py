@@ -277,19 +277,27 @@ class MultiDeviceImager:
             """Each device applies the weights and flags of its rows; in a
             row partition every row is in one shard, so a contiguous share
             goes straight into ``out``."""
-            rows = self.shard_rows[d]
-            if self.shards[d] is None:
+            rows, shard = self.shard_rows[d], self.shards[d]
+            if shard is None:
                 return
-            vis_d = self.shards[d].dirty2vis_device(dirty, _take(wgt, rows), _take(mask, rows))
-            if planes:
-                part = self.shards[d]._uploader.to_host(vis_d)
-                with self._sum_lock:   # rows are unique within a shard, not across
-                    out[rows] += part
-            elif _is_block(rows):
-                self.shards[d]._uploader.to_host(vis_d, out=out[rows[0]:rows[-1] + 1])
+            weights = _take(wgt, rows), _take(mask, rows)
+            block = out[rows[0]:rows[-1] + 1] if not planes and _is_block(rows) else None
+            if block is not None and shard._uploader.pinned_target(
+                    block, block.shape, block.dtype) is not None:
+                downloads: list = []   # each row block down as soon as it is final
+                shard.dirty2vis_device(dirty, *weights, into=block, downloads=downloads)
+                cl.wait_for_events(downloads) if downloads else None
             else:
-                out[rows] = self.shards[d]._uploader.to_host(vis_d)
-            self.shards[d].release_planes()
+                vis_d = shard.dirty2vis_device(dirty, *weights)
+                if planes:
+                    part = shard._uploader.to_host(vis_d)
+                    with self._sum_lock:   # rows are unique within a shard, not across
+                        out[rows] += part
+                elif block is not None:
+                    shard._uploader.to_host(vis_d, out=block)
+                else:
+                    out[rows] = shard._uploader.to_host(vis_d)
+            shard.release_planes()
 
         self._map(predict)
         return _into(vis, out[:, :, 0] if dirty.ndim == 2 else out)
