@@ -112,7 +112,8 @@ class Uploader:
         ``array_d`` into the same rows of ``out``, pinned memory
         (:meth:`empty_host`) of the same shape and dtype, on the copy queue
         once ``wait_for`` are done: the download of finished rows overlaps
-        the device work on the rest.  :meth:`wait` for the events."""
+        the device work on the rest.  Returns the copy's event (wait for it
+        before reading ``out``)."""
         if self._copy_queue is None:
             self._copy_queue = cl.CommandQueue(self.queue.context, self.queue.device)
         row_bytes = out[:1].nbytes

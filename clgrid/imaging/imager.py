@@ -396,6 +396,10 @@ class Imager(Operation):
         self._last_planes = _planes_of(dirty_d)
         block_done = None
         if into is not None:
+            if downloads is None:
+                raise ValueError("dirty2vis_device(into=...) needs downloads=[] for the "
+                                 "copies' events")
+
             def block_done(out_d, block, event):
                 downloads.append(self._uploader.rows_to_pinned(
                     out_d, into, block.first, block.stop, [event]))
