@@ -9,9 +9,10 @@ Pageable copies from numpy reach 6 GB/s on the H200 host, pinned ones 55 GB/s
 (``../shared/PLATFORMS.md``).  Large results come back in pinned memory of
 their own (:class:`clgrid.device.hostio.PinnedResults`: one DMA, no host
 copy), and such an array passed back in goes up in one DMA too.  On CPU
-devices the device memory is host memory: host arrays are lent to the device (:class:`clgrid.device.hostio.LentHostMemory`,
-``USE_HOST_PTR``): in place where aligned, else as a copy made by the copy
-threads (the Intel runtime's own copy into a buffer runs at about 2 GB/s);
+devices the device memory is host memory: host arrays are lent to the device
+(:class:`clgrid.device.hostio.LentHostMemory`, ``USE_HOST_PTR``): in place
+where aligned, else as a copy made by the copy threads (the Intel runtime's
+own copy into a buffer runs at about 2 GB/s);
 :meth:`Uploader.settle` waits for the kernels that read them before the caller
 may change them.
 """
