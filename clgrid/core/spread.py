@@ -293,6 +293,13 @@ def vector_chunk_points(total_points: int, compute_units: int,
     return max(VECTOR_CHUNK_MIN, per_unit)
 
 
+def split_items(chunks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Items of ``chunks[i]`` chunks each, in order: (owner i, chunk index
+    within it) of every chunk."""
+    owner = np.repeat(np.arange(chunks.size), chunks)
+    return owner, np.arange(owner.size) - (np.cumsum(chunks) - chunks)[owner]
+
+
 def block_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout,
                tiles: TileShape, plane_block: int, plane0: int, n_pass: int,
                grid_complex: np.dtype) -> WorkList:
@@ -336,8 +343,7 @@ def block_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout,
     planes_of = counts[block]
     chunk_slots = np.where(split, chunks * planes_of, 0)
     first_chunk_slot = np.cumsum(chunk_slots) - chunk_slots
-    pair = np.repeat(np.arange(pair_points.size), chunks)
-    chunk = np.arange(pair.size) - (np.cumsum(chunks) - chunks)[pair]
+    pair, chunk = split_items(chunks)
     chunk_slot = np.where(split[pair], first_chunk_slot[pair] + chunk * planes_of[pair], -1)
     zeros = np.zeros(pair.size, np.int64)
     items = np.stack([tile[pair], starts[block[pair]], planes_of[pair],
@@ -380,9 +386,7 @@ def work_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout, tile
                     if on_cpu else tiles.chunk_points)
     chunks = -(-read // chunk_points)
     n_tiles = points.ntiles_u * points.ntiles_v
-    pair = np.repeat(np.arange(chunks.size), chunks)
-    first_item = np.cumsum(chunks) - chunks
-    chunk = np.arange(pair.size) - first_item[pair]
+    pair, chunk = split_items(chunks)
     split = chunks > 1
     slots = np.where(split, chunks, 0)
     first_slot = np.cumsum(slots) - slots
@@ -585,8 +589,7 @@ class Interpolator(_Stage):
             size = vector_chunk_points(int(counts.sum()), self.queue.device.max_compute_units,
                                        self.tiles)
             chunks = -(-counts // size)
-            tile = np.repeat(np.arange(n_tiles), chunks)
-            chunk = np.arange(tile.size) - (np.cumsum(chunks) - chunks)[tile]
+            tile, chunk = split_items(chunks)
             first = starts[tile] + chunk * size
             end = np.minimum(first + size, starts[tile + 1])
             items = np.stack([tile, first, end, np.zeros_like(tile)], axis=1).astype(np.int32)

@@ -101,11 +101,7 @@ class Uploader:
                      stop: int) -> cl.Event | None:
         if stop <= first:
             return None
-        row_bytes = host[:1].nbytes
-        event = cl.enqueue_copy(self._copy_queue, device.data, host[first:stop],
-                                dst_offset=first * row_bytes, is_blocking=False)
-        self._copy_queue.flush()
-        return event
+        return self._copy_rows(device.base_data, host, first, stop, device.offset, upload=True)
 
     def rows_to_pinned(self, array_d: cla.Array, out: np.ndarray, first: int, stop: int,
                        wait_for: list) -> cl.Event:
@@ -115,13 +111,21 @@ class Uploader:
         once ``wait_for`` are done: the download of finished rows overlaps
         the device work on the rest.  Returns the copy's event (wait for it
         before reading ``out``)."""
+        self.queue.flush()
+        return self._copy_rows(array_d.base_data, out, first, stop, array_d.offset,
+                               upload=False, wait_for=wait_for)
+
+    def _copy_rows(self, buffer: cl.Buffer, host: np.ndarray, first: int, stop: int,
+                   offset: int, upload: bool, wait_for=None) -> cl.Event:
+        """Rows ``first .. stop - 1`` between ``host`` and ``buffer`` (its rows
+        from byte ``offset``) on the copy queue, not waiting."""
         if self._copy_queue is None:
             self._copy_queue = cl.CommandQueue(self.queue.context, self.queue.device)
-        row_bytes = out[:1].nbytes
-        self.queue.flush()
-        event = cl.enqueue_copy(self._copy_queue, out[first:stop], array_d.base_data,
-                                src_offset=array_d.offset + first * row_bytes,
-                                wait_for=wait_for, is_blocking=False)
+        at = offset + first * host[:1].nbytes
+        event = (cl.enqueue_copy(self._copy_queue, buffer, host[first:stop], dst_offset=at,
+                                 wait_for=wait_for, is_blocking=False) if upload else
+                 cl.enqueue_copy(self._copy_queue, host[first:stop], buffer, src_offset=at,
+                                 wait_for=wait_for, is_blocking=False))
         self._copy_queue.flush()
         return event
 
@@ -131,13 +135,10 @@ class Uploader:
         a new pinned array when ``out`` is None (GPUs, large results), else
         None (the caller downloads the usual way)."""
         dtype = np.dtype(dtype)
-        if self._results is None:
-            return None
-        if out is not None:
-            fits = out.dtype == dtype and out.size == int(np.prod(shape, dtype=np.int64))
-            return out.reshape(shape) if fits and self._direct(out, dtype) else None
-        target = self.empty_host(shape, dtype)
-        return target if self._direct(target, dtype) else None
+        if out is None:
+            return self._new_pinned(shape, dtype)
+        fits = out.dtype == dtype and out.size == int(np.prod(shape, dtype=np.int64))
+        return out.reshape(shape) if fits and self._direct(out, dtype) else None
 
     def settle(self) -> None:
         """Wait for the kernels reading host arrays lent since the last call
@@ -182,13 +183,15 @@ class Uploader:
         """A new host array for a result: on GPUs, from 8 MB up, in pinned
         memory (:class:`clgrid.device.hostio.PinnedResults`) where a slot is
         free, so that downloads into it are one DMA."""
-        dtype = np.dtype(dtype)
-        if (self._results is not None
-                and int(np.prod(shape, dtype=np.int64)) * dtype.itemsize >= _MIN_PINNED_BYTES):
-            out = self._results.take(shape, dtype)
-            if out is not None:
-                return out
-        return np.empty(shape, dtype)
+        pinned = self._new_pinned(shape, np.dtype(dtype))
+        return pinned if pinned is not None else np.empty(shape, dtype)
+
+    def _new_pinned(self, shape: tuple, dtype: np.dtype) -> np.ndarray | None:
+        """A result array in a free pinned slot (GPUs, 8 MB and up), or None."""
+        if (self._results is None
+                or int(np.prod(shape, dtype=np.int64)) * dtype.itemsize < _MIN_PINNED_BYTES):
+            return None
+        return self._results.take(shape, dtype)
 
     def to_device(self, host: np.ndarray, dtype) -> cla.Array:
         """``host`` on the device as ``dtype`` (C order): a copy, or on CPU

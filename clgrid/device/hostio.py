@@ -228,7 +228,7 @@ class PinnedResults:
         # A memoryview (not an ndarray) as the base: numpy then makes every
         # view of the array refer to it, so it lives until the last view goes.
         flat = np.frombuffer(memoryview(slot["host"])[:nbytes], dtype, count)
-        weakref.finalize(flat, PinnedResults._free, weakref.ref(self), id(slot))
+        weakref.finalize(flat, slot.__setitem__, "busy", False)
         return flat.reshape(shape)
 
     def _grow(self, slot: dict, nbytes: int) -> bool:
@@ -254,13 +254,6 @@ class PinnedResults:
         slot["buffer"], slot["host"] = buffer, host
         PinnedResults._total_bytes += nbytes
         return True
-
-    @staticmethod
-    def _free(pool_ref, slot_id: int) -> None:
-        pool = pool_ref()
-        for slot in pool._slots if pool is not None else ():
-            if id(slot) == slot_id:
-                slot["busy"] = False
 
     def __del__(self):
         # held slots stay mapped until the caller's arrays go; they no

@@ -295,15 +295,15 @@ class MultiDeviceImager:
             self.shards[d].release_planes()
 
         self._map(predict)
-        return _into(vis, out[:, :, 0] if dirty.ndim == 2 else out)
+        return _into(vis, out[:, :, 0] if dirty.ndim == 2 else out, "vis")
 
 
-def _into(out: np.ndarray | None, result: np.ndarray) -> np.ndarray:
+def _into(out: np.ndarray | None, result: np.ndarray, name: str = "dirty") -> np.ndarray:
     """``result`` in the caller's ``out`` (copied unless it already is)."""
     if out is None:
         return result
     if tuple(out.shape) != tuple(result.shape):
-        raise ValueError(f"dirty must have shape {result.shape}, got {out.shape}")
+        raise ValueError(f"{name} must have shape {result.shape}, got {out.shape}")
     if not np.shares_memory(out, result):
         out[...] = result
     return out
