@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -118,9 +121,43 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread like KeyboardInterrupt for SIGINT
+    (a BaseException, so that no ``except Exception`` swallows it)."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_raises():
+    """SIGTERM raises :class:`Terminated` within the block (main thread only:
+    Python sets handlers there alone)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one ``clgrid`` command; Ctrl-C and SIGTERM end it with one line
+    and the shell's codes 130 and 143 (128 + the signal), no traceback
+    (``clgrid image`` renames its outputs into place only when complete)."""
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        with _sigterm_raises():
+            return args.func(args)
+    except KeyboardInterrupt:
+        print(f"clgrid {args.command}: interrupted (Ctrl-C)", file=sys.stderr)
+        return 128 + signal.SIGINT
+    except Terminated:
+        print(f"clgrid {args.command}: terminated (SIGTERM)", file=sys.stderr)
+        return 128 + signal.SIGTERM
 
 
 if __name__ == "__main__":

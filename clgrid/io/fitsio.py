@@ -7,14 +7,21 @@ Uniform steps in direction cosines are exactly the SIN (orthographic)
 projection at the phase centre, so the FITS image is RA---SIN / DEC--SIN
 with CDELT1 < 0 (east to the left, as on the sky).  The FITS data array is
 ``(ny, nx)`` with x running west: ``data[y, x] = image[npix_x - 1 - x, y]``.
+
+Files are written under a temporary name beside the target and renamed when
+complete (:func:`replaced_when_complete`): an interrupted write leaves no
+partial file under the target's name.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
+import secrets
 import textwrap
-from typing import Sequence
+from pathlib import Path
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -94,6 +101,7 @@ def write_image(path: "str | os.PathLike", image: np.ndarray, *, pixsize_x: floa
         Brightness unit.
     overwrite
         Replace an existing file (else an existing file raises ``OSError``).
+        The file appears complete or not at all (:func:`replaced_when_complete`).
     history
         Lines written as HISTORY cards (what was done to the data).
     keywords
@@ -117,7 +125,31 @@ def write_image(path: "str | os.PathLike", image: np.ndarray, *, pixsize_x: floa
     data = image_to_fits_data(image).astype(np.float32)
     if freq_hz is not None:
         data = data[None, None]
-    fits.PrimaryHDU(data=data, header=header).writeto(os.fspath(path), overwrite=overwrite)
+    if not overwrite and os.path.exists(path):
+        raise OSError(f"{os.fspath(path)} exists (overwrite=False)")
+    with replaced_when_complete(path) as temporary:
+        fits.PrimaryHDU(data=data, header=header).writeto(temporary)
+
+
+def temporary_path_beside(path: "str | os.PathLike") -> Path:
+    """A fresh hidden name in ``path``'s folder that ends like ``path`` (so
+    writers that go by the extension, ``.fits.gz`` or ``.png``, do the same)."""
+    path = Path(path)
+    return path.with_name(f".clgrid-part-{os.getpid()}-{secrets.token_hex(4)}-{path.name}")
+
+
+@contextlib.contextmanager
+def replaced_when_complete(path: "str | os.PathLike") -> Iterator[Path]:
+    """A temporary name beside ``path`` to write to, renamed to ``path``
+    (``os.replace``, atomic in one folder) when the block completes and
+    removed when it fails or is interrupted."""
+    temporary = temporary_path_beside(path)
+    try:
+        yield temporary
+        os.replace(temporary, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
 
 
 def read_image(path: "str | os.PathLike"):
@@ -127,6 +159,12 @@ def read_image(path: "str | os.PathLike"):
         header = hdus[0].header.copy()
         data = np.asarray(hdus[0].data, dtype=np.float64)
     return fits_data_to_image(data), header, WCS(header).celestial
+
+
+def fits_pixel(i: int, j: int, npix_x: int) -> tuple[int, int]:
+    """FITS pixel ``(x, y)``, 1-based as FITS viewers show it, of the
+    ducc0-layout pixel ``image[i, j]`` (x runs west: the reverse of i)."""
+    return npix_x - int(i), int(j) + 1
 
 
 def image_pixel_to_world(wcs, i: float, j: float) -> tuple[float, float]:
@@ -144,5 +182,6 @@ def ms_time_to_iso(time_s: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
 
 
-__all__ = ["fits_data_to_image", "image_pixel_to_world", "image_to_fits_data", "make_header",
-           "ms_time_to_iso", "read_image", "write_image"]
+__all__ = ["fits_data_to_image", "fits_pixel", "image_pixel_to_world", "image_to_fits_data",
+           "make_header", "ms_time_to_iso", "read_image", "replaced_when_complete",
+           "temporary_path_beside", "write_image"]

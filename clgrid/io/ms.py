@@ -10,7 +10,9 @@ Stokes I is formed from the parallel hands, XX/YY or RR/LL:
 ``I = (a + b) / 2``.  Its weight is the inverse variance of that mean,
 ``4 / (1/w_a + 1/w_b)``, and it is flagged when either hand is flagged, the
 row is flagged (FLAG_ROW), either weight is not positive, the sample is not
-finite, or the row is an autocorrelation.
+finite, or the row is an autocorrelation.  A row whose uvw is not finite
+is data too: its samples are left out and counted apart (``n_bad_uvw_rows``)
+and its uvw read as zeros, so that nothing downstream meets a NaN.
 
 Above 400 lines on purpose: one reader of one file format (metadata tables,
 selections, chunked columns, Stokes I), which splits into no independent
@@ -33,6 +35,10 @@ _PARALLEL_HANDS = (("XX", "YY"), ("RR", "LL"))
 #: Rows per chunk when none is given: 10k rows of 64 channels x 4 correlations
 #: are about 20 MB of complex64 data.
 DEFAULT_CHUNK_ROWS = 10_000
+
+#: Column name under which the reader returns the weights it chose
+#: (WEIGHT_SPECTRUM, WEIGHT or ones): not a column of the table.
+_WEIGHTS = "<weights>"
 
 
 class MSError(ValueError):
@@ -67,6 +73,9 @@ class VisChunk:
         (nrow, nchan) uint8, 1 where the sample is usable.
     spw
         Spectral window index.
+    n_bad_uvw_rows
+        Rows whose uvw was not finite (their uvw is zero here, their
+        samples unusable).
     """
 
     uvw_m: np.ndarray
@@ -75,6 +84,7 @@ class VisChunk:
     weight: np.ndarray
     mask: np.ndarray
     spw: int
+    n_bad_uvw_rows: int = 0
 
     @property
     def n_usable(self) -> int:
@@ -98,7 +108,10 @@ class HandsBlock:
     weight
         (nrow, nchan, 2) float64 weights, 0 where not usable.
     usable
-        (nrow, nchan, 2) bool: not flagged, positive weight, finite, cross-correlation.
+        (nrow, nchan, 2) bool: not flagged, positive weight, finite, cross-correlation,
+        finite uvw.
+    n_bad_uvw_rows
+        Rows whose uvw was not finite (read as zeros, unusable).
     """
 
     uvw_m: np.ndarray
@@ -109,6 +122,7 @@ class HandsBlock:
     data: np.ndarray
     weight: np.ndarray
     usable: np.ndarray
+    n_bad_uvw_rows: int = 0
 
     @classmethod
     def empty(cls, freq_hz: np.ndarray) -> "HandsBlock":
@@ -127,7 +141,8 @@ class HandsBlock:
         return VisChunk(uvw_m=self.uvw_m, freq_hz=self.freq_hz,
                         vis=np.ascontiguousarray(np.where(usable, vis, 0), np.complex64),
                         weight=np.ascontiguousarray(w_i, np.float32),
-                        mask=np.ascontiguousarray(usable, np.uint8), spw=spw)
+                        mask=np.ascontiguousarray(usable, np.uint8), spw=spw,
+                        n_bad_uvw_rows=self.n_bad_uvw_rows)
 
 
 def _require_casacore():
@@ -382,39 +397,63 @@ class MeasurementSet:
                 yield self._read_rows(window, rows[start:start + chunk_rows], selected,
                                       calibration)
 
-    def _read_block(self, spw: int, rows: np.ndarray, channels: np.ndarray) -> HandsBlock:
-        """The two parallel hands of ``rows``, with their weights and usability."""
-        first, second = self.parallel_hands(spw)
-        parts = {name: [] for name in
-                 ("uvw", "data", "flag", "weight", "flag_row", "a1", "a2", "time")}
+    def _read_columns(self, rows: np.ndarray, columns: Sequence[str]) -> dict[str, np.ndarray]:
+        """``columns`` of ``rows`` (sorted, non-empty), by column name."""
+        parts: dict[str, list] = {name: [] for name in columns}
         # Contiguous runs of rows: one getcol call each (rows of one window
         # are usually long runs; a row-by-row read would be very slow).
         breaks = np.flatnonzero(np.diff(rows) != 1) + 1
-        for run in np.split(rows, breaks) if rows.size else []:
+        for run in np.split(rows, breaks):
             start, count = int(run[0]), int(run.size)
-            for name, column in (("uvw", "UVW"), ("data", self.column), ("flag", "FLAG"),
-                                 ("flag_row", "FLAG_ROW"), ("a1", "ANTENNA1"),
-                                 ("a2", "ANTENNA2"), ("time", "TIME")):
-                parts[name].append(self.getcol(column, start, count))
-            parts["weight"].append(self._read_weights(start, count))
+            for name in columns:
+                parts[name].append(self._read_weights(start, count) if name == _WEIGHTS
+                                   else self.getcol(name, start, count))
+        return {name: np.concatenate(values) for name, values in parts.items()}
+
+    def _read_block(self, spw: int, rows: np.ndarray, channels: np.ndarray) -> HandsBlock:
+        """The two parallel hands of ``rows``, with their weights and usability."""
+        hands = list(self.parallel_hands(spw))
         if not rows.size:
             return HandsBlock.empty(self.spectral_windows[spw].freq_hz[channels])
-        block = {name: np.concatenate(values) for name, values in parts.items()}
-        hands = [first, second]
-        data = block["data"][:, channels][..., hands]
-        flag = block["flag"][:, channels][..., hands]
-        weight = block["weight"]
+        block = self._read_columns(rows, ("UVW", self.column, "FLAG", "FLAG_ROW", "ANTENNA1",
+                                          "ANTENNA2", "TIME", _WEIGHTS))
+        data = block[self.column][:, channels][..., hands]
+        flag = block["FLAG"][:, channels][..., hands]
+        weight = block[_WEIGHTS]
         weight = weight[:, channels] if weight.ndim == 3 else weight[:, None, :]
         weight = np.broadcast_to(weight[..., hands], data.shape).astype(np.float64)
+        uvw = np.ascontiguousarray(block["UVW"], np.float64)
+        bad_uvw = ~np.all(np.isfinite(uvw), axis=1)
+        uvw[bad_uvw] = 0.0  # unusable now; zeros keep NaN and Inf out of every sum
         usable = (~flag & (weight > 0) & np.isfinite(data)
-                  & ~block["flag_row"][:, None, None]
-                  & (block["a1"] != block["a2"])[:, None, None])
-        return HandsBlock(uvw_m=np.ascontiguousarray(block["uvw"], np.float64),
-                          freq_hz=self.spectral_windows[spw].freq_hz[channels].copy(),
-                          time_s=block["time"].astype(np.float64),
-                          antenna1=block["a1"].astype(np.int64),
-                          antenna2=block["a2"].astype(np.int64),
-                          data=data, weight=np.where(usable, weight, 0.0), usable=usable)
+                  & ~(block["FLAG_ROW"] | bad_uvw)[:, None, None]
+                  & (block["ANTENNA1"] != block["ANTENNA2"])[:, None, None])
+        return HandsBlock(uvw_m=uvw, freq_hz=self.spectral_windows[spw].freq_hz[channels].copy(),
+                          time_s=block["TIME"].astype(np.float64),
+                          antenna1=block["ANTENNA1"].astype(np.int64),
+                          antenna2=block["ANTENNA2"].astype(np.int64),
+                          data=data, weight=np.where(usable, weight, 0.0), usable=usable,
+                          n_bad_uvw_rows=int(np.count_nonzero(bad_uvw)))
+
+    def usable_uv_m(self, spw=None, chunk_rows: int = DEFAULT_CHUNK_ROWS * 10
+                    ) -> Iterator[np.ndarray]:
+        """``max(|u|, |v|)`` in metres of the selected rows that can hold a
+        usable sample, one array per block of rows.
+
+        Left out: rows with FLAG_ROW, rows flagged in every channel and
+        correlation, autocorrelations and rows whose uvw is not finite (what
+        :meth:`chunks` never grids, so it cannot set the pixel size).
+        """
+        for window in self.select_spws(spw):
+            rows = self._rows_of(window)
+            for start in range(0, rows.size, chunk_rows):
+                block = self._read_columns(rows[start:start + chunk_rows],
+                                           ("UVW", "FLAG_ROW", "FLAG", "ANTENNA1", "ANTENNA2"))
+                uvw = block["UVW"]
+                usable = (~block["FLAG_ROW"] & ~np.all(block["FLAG"], axis=(1, 2))
+                          & (block["ANTENNA1"] != block["ANTENNA2"])
+                          & np.all(np.isfinite(uvw), axis=1))
+                yield np.max(np.abs(uvw[usable, :2]), axis=1, initial=0.0)
 
     def read_hands(self, spw: int, channels=None) -> HandsBlock:
         """Every selected row of spectral window ``spw`` at once (for calibration)."""

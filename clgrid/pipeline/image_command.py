@@ -12,9 +12,12 @@ import argparse
 import contextlib
 import math
 import os
+import signal
 import sys
 import tarfile
 import tempfile
+import threading
+import traceback
 import warnings
 from importlib import resources
 from pathlib import Path
@@ -81,10 +84,12 @@ def add_parser(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Entry point of ``clgrid image``: one line on stderr and 2 on errors.
+    """Entry point of ``clgrid image``: one line on stderr and 2 on errors,
+    1 on a failure that is not the user's (``--verbose`` adds its traceback).
 
     OpenCL compilers' chatter (pyopencl's ``CompilerWarning``) is hidden
-    unless ``--verbose``, which also shows it in full.
+    unless ``--verbose``, which also shows it in full; every other warning
+    is one line, ``warning: ...``.
     """
     import pyopencl as cl
     if args.verbose:
@@ -92,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         if not args.verbose:
             warnings.simplefilter("ignore", cl.CompilerWarning)
+            warnings.showwarning = _print_warning
         try:
             return _run(args)
         except CommandError as error:
@@ -106,7 +112,31 @@ def run(args: argparse.Namespace) -> int:
         except MemoryError:
             print("clgrid image: out of host memory: use a smaller --npix or --chunk-rows",
                   file=sys.stderr)
+        except Exception as error:  # noqa: BLE001 - not the user's: say it in one line
+            print(f"clgrid image: {_unexpected(error)}", file=sys.stderr)
+            if args.verbose:
+                traceback.print_exception(error, file=sys.stderr)
+            return 1
         return 2
+
+
+def _print_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """``warnings.showwarning`` of the command: the message's first line only
+    (no source line, no location: they mean nothing to a user)."""
+    print(f"warning: {_one_line(message)}", file=sys.stderr)
+
+
+def _unexpected(error: BaseException) -> str:
+    """One line for a failure that is not the user's, with the way out where
+    one is known (a damaged pyopencl kernel cache)."""
+    what = f"{type(error).__name__}: {_one_line(error)}"
+    files = [frame.filename for frame in traceback.extract_tb(error.__traceback__)]
+    if "PYOPENCL_CACHE" in str(error) or any(
+            f.endswith(os.path.join("pyopencl", "cache.py")) for f in files):
+        return (f"pyopencl's kernel cache failed ({what}), probably a damaged cache file: "
+                f"run again with PYOPENCL_NO_CACHE=1, or delete pyopencl's cache folder "
+                f"(~/.cache/pyopencl)")
+    return f"internal error ({what}); --verbose shows where"
 
 
 def _is_build_failure(error) -> bool:
@@ -123,14 +153,16 @@ def _run(args: argparse.Namespace) -> int:
     with _example_ms() if args.example else contextlib.nullcontext(input_ms) as ms_path:
         if not os.path.exists(ms_path):
             raise CommandError(f"{ms_path}: no such file or directory")
+        shown = f"the bundled example {Path(ms_path).name}" if args.example else ms_path
         context = _context(args.device)
         _check_memory(args, context)
         try:
             result = _image(args, ms_path, context)
         except (MSError, ValueError, TypeError) as error:
-            raise CommandError(_one_line(error)) from None
+            raise CommandError(_as_given(_one_line(error), ms_path, shown)) from None
         except RuntimeError as error:  # a damaged table casacore trips on elsewhere
-            raise CommandError(f"{ms_path}: {_one_line(error)}") from None
+            raise CommandError(f"{shown}: {_as_given(_one_line(error), ms_path, shown)}"
+                               ) from None
     try:
         _write_outputs(args, result, outputs)
     except OSError as error:
@@ -148,6 +180,14 @@ def _paths(args: argparse.Namespace) -> tuple[str | None, Path]:
         usage = "OUTPUT.fits" if args.example else "INPUT.ms OUTPUT.fits"
         raise CommandError(f"expected {usage}, got {len(args.paths)} path(s)")
     return (None if args.example else args.paths[0]), Path(args.paths[-1])
+
+
+def _as_given(message: str, ms_path: str, shown: str) -> str:
+    """``message`` naming the input as the user gave it (``shown``), not the
+    temporary folder the bundled example was unpacked into."""
+    for path in dict.fromkeys((ms_path, os.path.realpath(ms_path))):
+        message = message.replace(path, shown)
+    return message
 
 
 def _output_paths(args: argparse.Namespace, output: Path) -> dict[str, Path]:
@@ -281,8 +321,9 @@ def _header_keywords(result) -> dict:
                 "OBSRA": float(np.degrees(result.phase_centre_rad[0])) % 360.0,
                 "OBSDEC": float(np.degrees(result.phase_centre_rad[1])),
                 "WEIGHTNG": result.weighting.upper(), "EPSILON": result.epsilon,
-                "WGRIDDNG": result.do_wgridding, "NVIS": result.n_samples - result.n_flagged,
-                "NFLAGGED": result.n_flagged, "NOFFGRID": result.n_outside,
+                "WGRIDDNG": result.do_wgridding, "NVIS": result.n_used,
+                "NFLAGGED": result.n_flagged, "NBADUVW": result.n_bad_uvw,
+                "NOFFGRID": result.n_outside,
                 "SUMWT": result.sum_weights, "GRIDDER": result.backend,
                 "NCHAN": int(result.freq_hz.size)}
     if result.weighting == "briggs":
@@ -296,7 +337,8 @@ def _header_keywords(result) -> dict:
 def _history(args, result) -> list[str]:
     """What was done, for the FITS HISTORY cards."""
     lines = [f"clgrid image: Stokes I from column {result.column}, {result.n_rows} rows, "
-             f"{result.n_samples - result.n_flagged} samples used, {result.n_flagged} flagged",
+             f"{result.n_used} samples used, {result.n_flagged} flagged"
+             + _bad_uvw_text(result),
              f"{result.weighting} weighting, epsilon {result.epsilon:g}, w term "
              f"{'on' if result.do_wgridding else 'off'}, gridder {result.backend}"]
     lines += result.history or ["no calibration applied by clgrid"]
@@ -306,6 +348,44 @@ def _history(args, result) -> list[str]:
 
 
 def _write_outputs(args, result, outputs: dict[str, Path]) -> None:
+    """Every output written under a temporary name beside it, then all renamed
+    at once: an interrupted or failed run leaves no partial file (and none
+    that makes the next run ask for --overwrite)."""
+    from ..io.fitsio import temporary_path_beside
+    staged = {kind: temporary_path_beside(path) for kind, path in outputs.items()}
+    try:
+        _write_files(args, result, staged)
+        if not args.overwrite:  # one may have appeared while we imaged
+            _check_outputs(outputs, overwrite=False)
+        with _signals_held():
+            for kind, path in outputs.items():
+                os.replace(staged[kind], path)
+    finally:
+        for temporary in staged.values():
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """SIGINT and SIGTERM wait until the block ends, then act as usual: the
+    renames of one run happen all or none."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    wanted = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, lambda signum, frame: held.append(signum)) for s in wanted}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+        if held:
+            signal.raise_signal(held[0])
+
+
+def _write_files(args, result, outputs: dict[str, Path]) -> None:
     from ..io.fitsio import write_image
     from .run import fit_beam
     freq = result.freq_hz
@@ -317,7 +397,7 @@ def _write_outputs(args, result, outputs: dict[str, Path]) -> None:
                         BPA=float(np.degrees(beam.position_angle)))
     common = dict(pixsize_x=result.pixsize_x, pixsize_y=result.pixsize_y,
                   phase_centre_rad=result.phase_centre_rad, freq_hz=float(np.mean(freq)),
-                  bandwidth_hz=float(np.ptp(freq)) or None, overwrite=args.overwrite,
+                  bandwidth_hz=float(np.ptp(freq)) or None, overwrite=True,
                   history=_history(args, result), **keywords)
     write_image(outputs["image"], result.image, **common)
     if "psf" in outputs:
@@ -356,7 +436,7 @@ def write_png(path: Path, result, beam=None) -> None:
     axes.set_title(f"{result.field_name} Stokes I, {result.weighting} weighting{calibrated}",
                    fontsize=10)
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
+    figure.savefig(path, dpi=100, format="png")
     plt.close(figure)
 
 
@@ -372,23 +452,36 @@ def _draw_beam(axes, beam, half_x: float, half_y: float) -> None:
 
 
 def _summary(args, result, output: Path) -> None:
+    from ..io.fitsio import fits_pixel
     peak = tuple(int(p) for p in np.unravel_index(np.argmax(result.image), result.image.shape))
     centre = (result.image.shape[0] // 2, result.image.shape[1] // 2)
     offset = ((peak[0] - centre[0]) * result.pixsize_x * ARCSEC_PER_RAD,
               (peak[1] - centre[1]) * result.pixsize_y * ARCSEC_PER_RAD)
     calibration = calibration_of(args) or "none"
     print(f"read {result.n_rows} rows of column {result.column}; calibration: {calibration}; "
-          f"{result.n_samples - result.n_flagged} samples used, {result.n_flagged} flagged, "
+          f"{result.n_used} samples used, {result.n_flagged} flagged{_bad_uvw_text(result)}, "
           f"{result.n_outside} off the grid; gridder: {result.backend}")
+    # FITS order, 1-based: what a FITS viewer (ds9, CARTA) shows for the file
     print(f"wrote {output}: {result.image.shape[0]}x{result.image.shape[1]} pixels of "
           f"{result.pixsize_x * ARCSEC_PER_RAD:.3g} arcsec, peak {result.image[peak]:.4g} "
-          f"Jy/beam at pixel {peak} ({offset[0]:+.2f}\", {offset[1]:+.2f}\" from the phase "
-          f"centre), rms {np.std(result.image):.3g}")
+          f"Jy/beam at FITS pixel (x, y) = {fits_pixel(*peak, result.image.shape[0])} "
+          f"(1-based) ({offset[0]:+.2f}\", {offset[1]:+.2f}\" from the phase centre), "
+          f"rms {np.std(result.image):.3g}")
     if result.sum_weights == 0:
         _warn_nothing_usable(result)
-    if result.n_outside:
+    # Rows left out of the automatic cell are off the grid by design: their
+    # warning said so, and a smaller --cell is not the cure for a bad uvw.
+    if result.n_outside and not (args.cell is None and result.n_uv_outliers):
         print(f"warning: {result.n_outside} samples lie beyond the uv range of this cell "
               f"size and were left out; use a smaller --cell", file=sys.stderr)
+
+
+def _bad_uvw_text(result) -> str:
+    """', N rows with non-finite uvw (M samples)' where there are any."""
+    rows = result.n_bad_uvw_rows
+    if not rows:
+        return ""
+    return f", {rows} row{'s' if rows > 1 else ''} with non-finite uvw ({result.n_bad_uvw} samples)"
 
 
 def _warn_nothing_usable(result) -> None:

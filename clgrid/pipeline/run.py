@@ -17,6 +17,7 @@ is l (east, increasing right ascension), axis 1 is m (north), pixel
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import numpy as np
 
@@ -32,6 +33,10 @@ class ImageResult:
     ``image`` and ``psf`` are (npix_x, npix_y) float64 in ducc0's layout;
     both are zero when no visibility was usable (``sum_weights == 0``).
     ``history`` holds lines saying what was done to the data (calibration).
+    Samples: ``n_samples`` read, of which ``n_flagged`` unusable (flags,
+    weights, non-finite values), ``n_bad_uvw`` in the ``n_bad_uvw_rows``
+    rows whose uvw is not finite (left out), ``n_outside`` beyond the grid.
+    ``n_uv_outliers``: rows left out of the automatic cell size.
     """
 
     image: np.ndarray
@@ -55,22 +60,97 @@ class ImageResult:
     column: str = "DATA"
     n_rows: int = 0
     history: list[str] = dataclasses.field(default_factory=list)
+    n_bad_uvw: int = 0
+    n_bad_uvw_rows: int = 0
+    n_uv_outliers: int = 0
+
+    @property
+    def n_used(self) -> int:
+        """Samples neither flagged nor in a row with non-finite uvw."""
+        return self.n_samples - self.n_flagged - self.n_bad_uvw
+
+
+#: Rows whose |uv| exceeds this many times the 99th percentile of the rest
+#: lie far beyond any array's bulk: a bad uvw, not a baseline to resolve.
+OUTLIER_FACTOR = 10.0
+_OUTLIER_PERCENTILE = 0.99
+#: Log-spaced bins of |uv| in metres, 1e-2 m to 1e10 m, 0.5% wide: the
+#: percentile streams through any number of rows in fixed memory.
+_BINS_PER_DECADE, _LOWEST_DECADE, _DECADES = 200, -2, 12
+
+
+@dataclasses.dataclass(frozen=True)
+class UvExtent:
+    """What the automatic cell size sees of the baselines (metres).
+
+    ``max_m`` is the largest |u| or |v| of the usable rows that are not
+    outliers; ``n_outliers`` rows beyond ``limit_m`` (``OUTLIER_FACTOR``
+    times the 99th percentile) reach up to ``max_outlier_m``.
+    """
+
+    max_m: float
+    n_outliers: int = 0
+    max_outlier_m: float = 0.0
+    limit_m: float = float("inf")
+
+
+def uv_extent(blocks) -> UvExtent:
+    """:class:`UvExtent` of per-row |uv| arrays, in one pass.
+
+    Counts and exact maxima per log-spaced bin; the 99th percentile is the
+    largest value of its bin (at most 0.5% high), and bins whose lower edge
+    lies beyond ``OUTLIER_FACTOR`` times it hold the outliers.
+    """
+    n_bins = _BINS_PER_DECADE * _DECADES
+    counts, maxima = np.zeros(n_bins, np.int64), np.zeros(n_bins)
+    for values in blocks:
+        logs = np.log10(np.maximum(values, 1e-300))
+        index = np.clip(((logs - _LOWEST_DECADE) * _BINS_PER_DECADE).astype(np.int64),
+                        0, n_bins - 1)
+        counts += np.bincount(index, minlength=n_bins)
+        np.maximum.at(maxima, index, values)
+    total = int(counts.sum())
+    if total == 0:
+        return UvExtent(0.0)
+    percentile = maxima[np.searchsorted(np.cumsum(counts), _OUTLIER_PERCENTILE * total)]
+    if percentile == 0:  # nearly all rows without a length: nothing to compare with
+        return UvExtent(float(maxima.max()))
+    lower_edges = 10.0 ** (np.arange(n_bins) / _BINS_PER_DECADE + _LOWEST_DECADE)
+    outlying = lower_edges > OUTLIER_FACTOR * percentile
+    return UvExtent(float(maxima[~outlying].max()), int(counts[outlying].sum()),
+                    float(maxima[outlying].max(initial=0.0)),
+                    float(OUTLIER_FACTOR * percentile))
 
 
 def auto_cell_rad(ms: MeasurementSet, spw=None, channels=None, pixels_per_beam: float = 4.0
                   ) -> float:
     """Pixel size that samples the synthesised beam with ``pixels_per_beam``
-    pixels: ``1 / (pixels_per_beam * max |uv| in wavelengths)``."""
-    max_uv_m = 0.0
-    for start in range(0, ms.nrows, DEFAULT_CHUNK_ROWS * 10):
-        uvw = ms.getcol("UVW", start, min(DEFAULT_CHUNK_ROWS * 10, ms.nrows - start))
-        max_uv_m = max(max_uv_m, float(np.max(np.abs(uvw[:, :2]), initial=0.0)))
+    pixels: ``1 / (pixels_per_beam * max |uv| in wavelengths)``.
+
+    Only rows that can be gridded count (:meth:`MeasurementSet.usable_uv_m`:
+    no flagged, autocorrelation or non-finite rows), and rows far beyond the
+    bulk (:func:`uv_extent`) are left out with one ``RuntimeWarning``.
+    """
+    return _auto_cell(ms, spw, pixels_per_beam)[0]
+
+
+def _auto_cell(ms: MeasurementSet, spw, pixels_per_beam: float = 4.0
+               ) -> tuple[float, UvExtent]:
+    extent = uv_extent(ms.usable_uv_m(spw))
+    if extent.n_outliers:
+        rows = "1 row lies" if extent.n_outliers == 1 else f"{extent.n_outliers} rows lie"
+        warnings.warn(f"{rows} far beyond the other baselines (|u| or |v| up to "
+                      f"{extent.max_outlier_m:.3g} m; {OUTLIER_FACTOR:g}x the 99th percentile "
+                      f"is {extent.limit_m:.3g} m): left out of the automatic cell size, so "
+                      f"off the grid; give --cell (pixsize_x) to choose the cell yourself",
+                      RuntimeWarning, stacklevel=3)
+    max_uv_m = extent.max_m
     max_freq = max(float(np.max(ms.spectral_windows[s].freq_hz)) for s in ms.select_spws(spw))
-    if max_uv_m == 0:  # no rows: the longest baseline of the array bounds |uv|
+    if max_uv_m == 0:  # no usable rows: the longest baseline of the array bounds |uv|
         max_uv_m = ms.longest_baseline_m()
     if max_uv_m == 0:
         raise MSError(f"{ms.path}: no baseline has a length; give the pixel size (--cell)")
-    return 1.0 / (pixels_per_beam * max_uv_m * max_freq / SPEED_OF_LIGHT_M_S)
+    return 1.0 / (pixels_per_beam * max_uv_m * max_freq / SPEED_OF_LIGHT_M_S), extent
 
 
 def _off_grid(uvw_m, freq_hz, npix_x, npix_y, pixsize_x, pixsize_y) -> np.ndarray:
@@ -130,7 +210,9 @@ def image_measurement_set(ms_path, *, npix_x: int, npix_y: int | None = None,
         see :class:`clgrid.imaging.weighting.ImageWeighting`).
 
     A selection whose rows are all flagged (or that has no rows) gives a
-    zero image and the counts, without gridding.
+    zero image and the counts, without gridding.  Rows whose uvw is not
+    finite are left out and counted, with one ``RuntimeWarning`` (as
+    :func:`clgrid.vis2dirty` does).
     """
     npix_y = npix_x if npix_y is None else npix_y
     vis2dirty, backend = one_or_more_devices_vis2dirty, "clgrid"
@@ -140,8 +222,9 @@ def image_measurement_set(ms_path, *, npix_x: int, npix_y: int | None = None,
         vis2dirty, client = cluster_vis2dirty(dask_scheduler)
         backend = f"clgrid.scaleout.dask@{dask_scheduler}"
     with MeasurementSet(ms_path, column=column, field=field) as ms:
+        extent = UvExtent(0.0)
         if pixsize_x is None:
-            pixsize_x = auto_cell_rad(ms, spw, channels)
+            pixsize_x, extent = _auto_cell(ms, spw)
         pixsize_y = pixsize_x if pixsize_y is None else pixsize_y
         weigher = ImageWeighting(context, npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x,
                                  pixsize_y=pixsize_y, scheme=weighting, robust=robust,
@@ -164,16 +247,19 @@ def image_measurement_set(ms_path, *, npix_x: int, npix_y: int | None = None,
                                 **_placement(weigher.queue, devices, client))
         if client is not None:
             client.close()
-        dirty, psf, sum_weights, n_samples, n_flagged, n_outside, freqs = sums
-        n_outside += weigher.n_outside
+        dirty, psf, sum_weights, counts, freqs = sums
+        n_outside = counts["outside"] + weigher.n_outside
+        _warn_bad_uvw(counts, n_rows)
         scale = 1.0 / sum_weights if sum_weights > 0 else 0.0  # nothing usable: zero image
         if not freqs:
             freqs = [ms.spectral_windows[w].freq_hz[parse_channels(
                 channels, ms.spectral_windows[w].freq_hz.size)] for w in ms.select_spws(spw)]
         return ImageResult(
             image=dirty * scale, psf=None if psf is None else psf * scale,
-            sum_weights=sum_weights, n_samples=n_samples, n_flagged=n_flagged,
-            n_outside=n_outside, pixsize_x=float(pixsize_x), pixsize_y=float(pixsize_y),
+            sum_weights=sum_weights, n_samples=counts["samples"], n_flagged=counts["flagged"],
+            n_bad_uvw=counts["bad_uvw"], n_bad_uvw_rows=counts["bad_uvw_rows"],
+            n_uv_outliers=extent.n_outliers, n_outside=n_outside,
+            pixsize_x=float(pixsize_x), pixsize_y=float(pixsize_y),
             phase_centre_rad=ms.phase_centre_rad, freq_hz=np.unique(np.concatenate(freqs)),
             field_name=ms.field_name, telescope=ms.telescope, time_range_s=ms.time_range_s,
             weighting=weigher.scheme, robust=float(robust), epsilon=float(epsilon),
@@ -252,18 +338,22 @@ def _grid_chunks(ms, weigher, vis2dirty, bar, passes, spw, channels, chunk_rows,
             bar.update(chunk.uvw_m.shape[0])
     dirty = np.zeros((npix_x, npix_y))
     psf = np.zeros((npix_x, npix_y)) if make_psf else None
-    sum_weights, n_samples, n_flagged, n_outside, freqs = 0.0, 0, 0, 0, []
+    sum_weights, freqs = 0.0, []
+    counts = dict.fromkeys(("samples", "flagged", "bad_uvw", "bad_uvw_rows", "outside"), 0)
     for chunk in ms.chunks(spw, channels, chunk_rows, calibration):
         bar.update(chunk.uvw_m.shape[0])
-        n_samples += chunk.mask.size
-        n_flagged += chunk.mask.size - chunk.n_usable
+        bad_uvw = chunk.n_bad_uvw_rows * chunk.freq_hz.size
+        counts["samples"] += chunk.mask.size
+        counts["flagged"] += chunk.mask.size - chunk.n_usable - bad_uvw
+        counts["bad_uvw"] += bad_uvw
+        counts["bad_uvw_rows"] += chunk.n_bad_uvw_rows
         freqs.append(chunk.freq_hz)
         if chunk.n_usable == 0:  # all flagged: nothing to weight or grid
             continue
         weight = weigher.apply(chunk.uvw_m, chunk.freq_hz, chunk.weight)
         outside = _off_grid(chunk.uvw_m, chunk.freq_hz, npix_x, npix_y,
                             common["pixsize_x"], common["pixsize_y"]) & (weight > 0)
-        n_outside += int(np.count_nonzero(outside))
+        counts["outside"] += int(np.count_nonzero(outside))
         weight = np.where(outside, 0, weight).astype(np.float32)
         chunk_sum = float(np.sum(weight, dtype=np.float64))
         if chunk_sum == 0:
@@ -274,7 +364,15 @@ def _grid_chunks(ms, weigher, vis2dirty, bar, passes, spw, channels, chunk_rows,
         if psf is not None:
             psf += vis2dirty(uvw=chunk.uvw_m, freq=chunk.freq_hz, vis=np.ones_like(chunk.vis),
                              wgt=weight, **common)
-    return dirty, psf, sum_weights, n_samples, n_flagged, n_outside, freqs
+    return dirty, psf, sum_weights, counts, freqs
+
+
+def _warn_bad_uvw(counts: dict, n_rows: int) -> None:
+    """One RuntimeWarning for the rows left out for a non-finite uvw."""
+    if counts["bad_uvw_rows"]:
+        warnings.warn(f"{counts['bad_uvw_rows']} of {n_rows} rows ({counts['bad_uvw']} "
+                      "visibilities) have non-finite uvw and were left out",
+                      RuntimeWarning, stacklevel=3)
 
 
 def _placement(queue, devices, client) -> dict:
@@ -299,7 +397,9 @@ def _progress_bar(enabled: bool, total: int):
     if not enabled:
         return _NoBar()
     from tqdm import tqdm
-    return tqdm(total=total, unit="row", desc="imaging", leave=False)
+    # disable=None: no bar where stderr is not a terminal (logs, pipes, batch jobs)
+    return tqdm(total=total, unit="row", desc="imaging", leave=False, disable=None)
 
 
-__all__ = ["Beam", "ImageResult", "fit_beam", "auto_cell_rad", "image_measurement_set"]
+__all__ = ["Beam", "ImageResult", "OUTLIER_FACTOR", "UvExtent", "auto_cell_rad", "fit_beam",
+           "image_measurement_set", "uv_extent"]
