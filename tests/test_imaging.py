@@ -359,16 +359,18 @@ def test_finite_uvw_far_beyond_the_grid_lands_on_it(cl_env, request, fp64):
 
 def test_cached_imagers_make_room_on_their_device(cl_env, monkeypatch):
     """A new geometry must not fail because earlier calls' grids are cached:
-    the oldest imagers of the device are dropped once they hold a third of it."""
+    the least recently used plans of the device are dropped once the cached
+    bytes and the new plan's would pass the device's budget."""
+    from clgrid.device.plancache import plans
     from clgrid.imaging import imager as imager_module
     uvw, freq, vis = _observation(n_rows=30)
     queue = _queue(cl_env)
-    imager_module._drop_cached_imagers()
+    plans.clear()
     vis2dirty(uvw=uvw, freq=freq, vis=vis, epsilon=1e-4, queue=queue, **GEOMETRY)
-    assert len(imager_module._imagers) == 1
+    assert len(plans) == 1
     monkeypatch.setattr(imager_module, "_device_bytes", lambda imager: 2 ** 62)
     vis2dirty(uvw=uvw, freq=freq, vis=vis, epsilon=1e-3, queue=queue, **GEOMETRY)
-    assert len(imager_module._imagers) == 1   # the first was dropped to make room
+    assert len(plans) == 1   # the first was dropped to make room
 
 
 @pytest.mark.parametrize("shape,dtype", [((300, 9000), np.complex64), ((100, 40, 700), np.complex128),
@@ -448,7 +450,7 @@ def test_count_scratch_is_kept_in_the_imagers_pool(cl_env):
     mask = np.ones(vis.shape, bool)
     mask[:7] = False
     first = imager.vis2dirty(vis.astype(np.complex64), mask=mask)
-    pool = imager._scratch
+    pool = imager.engine.primary.scratch
     assert pool.active_blocks == 0 and pool.held_blocks >= 1
     held = pool.held_blocks
     again = imager.vis2dirty(vis.astype(np.complex64), mask=mask)
@@ -467,14 +469,14 @@ def test_per_polarisation_planes_outlive_the_device_call_only(cl_env):
     images = np.random.default_rng(17).normal(
         size=(2, GEOMETRY["npix_x"], GEOMETRY["npix_y"])).astype(np.float32)
     both_d = imager.dirty2vis_device(images)
-    assert len(imager._last_planes) == 2
+    assert len(imager._per_thread.planes) == 2
     both = both_d.get()
     imager.release_planes()
-    assert imager._last_planes == []
+    assert imager._per_thread.planes == []
     for pol in range(2):
         assert np.array_equal(both[:, :, pol], imager.dirty2vis(images[pol]))
     imager.dirty2vis(images)
-    assert imager._last_planes == []
+    assert imager._per_thread.planes == []
 
 
 @pytest.mark.parametrize("kept_screens", [False, True], ids=["screens", "kept-screens"])
@@ -599,14 +601,15 @@ def test_cpu_dense_tiles_split_over_work_items(cl_env, do_w):
         results[chunk] = (imager.vis2dirty(vis.astype(np.complex64), wgt=wgt),
                           imager.dirty2vis(image.astype(np.float32), wgt=wgt))
         points = imager.engine.blocks[0].points
-        split = [work for key, work in points.work.items()
+        spread_work = imager.engine.spreader.work_of(points)
+        split = [work for key, work in spread_work.items()
                  if isinstance(key, tuple) and len(key) == 3 and work.chunk_folds is not None]
         assert bool(split) == (chunk == 16)
         if do_w:   # interpolate_tiles: more items than occupied tiles
             assert imager.engine.interpolator.kernel_name == "interpolate_tiles"
             occupied = np.count_nonzero(np.diff(
                 points.bin_start_host[::imager.layout.n_wbins].astype(np.int64)))
-            items = points.work["interp_tiles"].shape[0]
+            items = imager.engine.interpolator.work_of(points)["interp_tiles"].shape[0]
             assert (items > occupied) == (chunk == 16)
     dirty, predicted = results[16]
     assert _rel_rms(dirty, results[2 ** 31][0]) <= 1e-6
@@ -636,7 +639,7 @@ def test_facet_phases_kept_or_computed_give_the_same_bits(cl_env, monkeypatch, d
         results[kept] = (imager.vis2dirty(vis.astype(np.complex64)),
                          imager.dirty2vis(image.astype(np.float32)))
         block = imager.engine.blocks[0]
-        assert ("facet_phasors" in block.points.work) == kept
+        assert ("facet_phasors" in imager.engine.spreader.work_of(block.points)) == kept
     assert np.array_equal(results[False][0], results[True][0])
     assert np.array_equal(results[False][1], results[True][1])
     reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=do_w, **facet)

@@ -23,11 +23,14 @@ block writes the planes and later ones add to them, always in block order.
 from __future__ import annotations
 
 import dataclasses
+import os
+import threading
 from typing import Callable
 
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
+import pyopencl.tools as cl_tools
 
 from ..device.profiles import DeviceProfile
 from .correct import Corrector
@@ -36,6 +39,7 @@ from .plan import (GridLayout, ImageGeometry, TileShape, check_points_fit, plane
                    row_blocks)
 from .setpoints import PointSet, SetPoints, freq_scale, needs_float_float, positions_to_device
 from .spread import Interpolator, Spreader
+from .transfer import Uploader
 from .tuning import cached_tiles
 
 
@@ -111,6 +115,7 @@ class GriddingEngine:
         self.queue = queue
         self.profile = DeviceProfile.from_device(queue.device)
         self.geometry, self.layout = geometry, layout
+        self.fft_backend = fft_backend
         self.float_float = needs_float_float(queue, geometry)
         self.tiles = tiles or cached_tiles(self.profile, layout.choice.support,
                                            geometry.grid_real, geometry.do_w) \
@@ -140,12 +145,11 @@ class GriddingEngine:
         image_bytes = geometry.npix_x * geometry.npix_y * geometry.grid_real.itemsize
         self.n_pass = min(planes_per_pass(self.profile, layout, self.grid_complex, other_bytes,
                                           image_bytes), max(stop - first, 1))
-        self.spreader = Spreader(queue, geometry, layout, self.tiles)
-        self.interpolator = Interpolator(queue, geometry, layout, self.tiles)
-        self.corrector = Corrector(queue, geometry, layout)
-        self.planes_d = cla.empty(queue, (self.n_pass, layout.nu, layout.nv), self.grid_complex)
-        self.fft = DeviceFFT(queue, self.planes_d.shape, self.grid_complex, fft_backend)
         self.pruning = self._pruning()
+        self._pool = WorkspacePool(self)
+        #: The workspace made with the plan, on ``queue``; the attributes
+        #: ``spreader``, ``planes_d``, ``fft``... are its (see :meth:`lease`).
+        self.primary = self._pool.primary
 
     def _block_bytes(self, block: RowBlock) -> int:
         """Device bytes of a block's bins, its records and (GPU, counted per
@@ -183,85 +187,243 @@ class GriddingEngine:
         return sum(b.points.n_invalid for b in self.blocks)
 
     @property
+    def plan_bytes(self) -> int:
+        """Device memory of the plan (uvw, bins, records), shared by all calls."""
+        return self.uvw_d.nbytes + sum(self._block_bytes(b) for b in self.blocks)
+
+    @property
     def device_bytes(self) -> int:
-        """Device memory this engine keeps between calls."""
-        return (self.planes_d.nbytes + self.uvw_d.nbytes
-                + sum(self._block_bytes(b) for b in self.blocks))
+        """Device memory this engine keeps between calls: the plan and every
+        workspace made so far."""
+        return self.plan_bytes + self._pool.device_bytes
+
+    def lease(self, queue: cl.CommandQueue | None = None) -> "Lease":
+        """A workspace of this plan for one call (``with engine.lease(q) as ws``).
+
+        Scratch -- the planes, FFT plans, kernel objects and staging -- is
+        the workspace's own: two calls holding leases never share any.
+        ``queue`` is the caller's: a workspace on it is preferred; another
+        one is ordered after the caller's earlier commands on entry, and
+        the caller's queue after the workspace's commands on exit.  A new
+        workspace is made while the pool's budget allows
+        (:class:`WorkspacePool`), else the call waits for one to be free."""
+        return Lease(self._pool, queue or self.queue)
+
+    # the primary workspace's stages, for single-threaded callers
+    spreader = property(lambda self: self.primary.spreader)
+    interpolator = property(lambda self: self.primary.interpolator)
+    corrector = property(lambda self: self.primary.corrector)
+    planes_d = property(lambda self: self.primary.planes_d)
+    fft = property(lambda self: self.primary.fft)
 
     # ---------------------------------------------------------- gridding
     def grid_pass(self, vis_d: cla.Array, npol: int, pol: int, plane0: int, n_pass: int,
                   wgt_d: cla.Array | None = None, mask_d: cla.Array | None = None,
-                  ready: Ready | None = None) -> cla.Array:
+                  ready: Ready | None = None, ws: "Workspace | None" = None) -> cla.Array:
         """Spread one polarisation into planes ``plane0 ..`` (no FFT); returns
-        the planes buffer (its first ``n_pass`` planes are valid).  ``vis_d``,
-        ``wgt_d``, ``mask_d``: (row, chan, ...) device arrays; ``ready``: see
+        the planes buffer of workspace ``ws`` (default the primary; its
+        first ``n_pass`` planes are valid).  ``vis_d``, ``wgt_d``,
+        ``mask_d``: (row, chan, ...) device arrays; ``ready``: see
         :data:`Ready` (default: the data is on the device already)."""
+        ws = ws or self.primary
         for index, block in enumerate(self.blocks):
             if ready is not None:
                 events = ready(index)
                 if events:   # the block's spreading waits for its upload
-                    cl.enqueue_barrier(self.queue, wait_for=events)
-            self.spreader(block.points, block.uvw_d, self.freq_scale_d, _view(vis_d, block),
-                          npol, pol, self.planes_d, plane0, n_pass, _view(wgt_d, block),
-                          _view(mask_d, block), accumulate=index > 0)
-        return self.planes_d
+                    cl.enqueue_barrier(ws.queue, wait_for=events)
+            ws.spreader(block.points, block.uvw_d, self.freq_scale_d, _view(vis_d, block),
+                        npol, pol, ws.planes_d, plane0, n_pass, _view(wgt_d, block),
+                        _view(mask_d, block), accumulate=index > 0)
+        return ws.planes_d
 
     def planes_to_dirty(self, plane0: int, n_pass: int, dirty_d: cla.Array,
-                        prune: bool = True, accumulate: bool = True) -> None:
+                        prune: bool = True, accumulate: bool = True,
+                        ws: "Workspace | None" = None) -> None:
         """Backward FFT of the planes buffer and its corrected sum added into
         ``dirty_d`` (written over it with ``accumulate=False``).
         ``prune=False`` for grids holding other engines' visibilities too (a
         multi-device sum), whose rows this engine's pruning does not know."""
-        self.fft.backward(self.planes_d, self.pruning if prune else None)
-        self.corrector.planes_to_dirty(self.planes_d, plane0, n_pass, dirty_d,
-                                       self.fft.backward_scale, accumulate)
+        ws = ws or self.primary
+        ws.fft.backward(ws.planes_d, self.pruning if prune else None)
+        ws.corrector.planes_to_dirty(ws.planes_d, plane0, n_pass, dirty_d,
+                                     ws.fft.backward_scale, accumulate)
 
     def vis2dirty(self, vis_d: cla.Array, npol: int, pol: int,
                   wgt_d: cla.Array | None = None, mask_d: cla.Array | None = None,
-                  ready: Ready | None = None) -> cla.Array:
+                  ready: Ready | None = None, ws: "Workspace | None" = None) -> cla.Array:
         """(npix_x, npix_y) dirty image of polarisation ``pol`` on the device,
-        in grid precision.  ``vis_d``: complex, (row, chan[, pol]); ``ready``:
-        see :data:`Ready` (only the first pass waits)."""
+        in grid precision, made in workspace ``ws`` (default the primary).
+        ``vis_d``: complex, (row, chan[, pol]); ``ready``: see :data:`Ready`
+        (only the first pass waits)."""
         g = self.geometry
-        dirty_d = cla.empty(self.queue, (g.npix_x, g.npix_y), g.grid_real)
+        ws = ws or self.primary
+        dirty_d = cla.empty(ws.queue, (g.npix_x, g.npix_y), g.grid_real)
         for index, (plane0, n_pass) in enumerate(self.passes()):
-            self.grid_pass(vis_d, npol, pol, plane0, n_pass, wgt_d, mask_d, ready)
+            self.grid_pass(vis_d, npol, pol, plane0, n_pass, wgt_d, mask_d, ready, ws)
             ready = None
-            self.planes_to_dirty(plane0, n_pass, dirty_d, accumulate=index > 0)
+            self.planes_to_dirty(plane0, n_pass, dirty_d, accumulate=index > 0, ws=ws)
         return dirty_d
 
     # ---------------------------------------------------------- degridding
     def dirty2vis(self, images_d: list[cla.Array], wgt_d: cla.Array | None = None,
                   mask_d: cla.Array | None = None,
-                  block_done: Callable[[cla.Array, RowBlock, cl.Event], None] | None = None
-                  ) -> cla.Array:
+                  block_done: Callable[[cla.Array, RowBlock, cl.Event], None] | None = None,
+                  ws: "Workspace | None" = None) -> cla.Array:
         """(n_vis, npol) visibilities of npol (npix_x, npix_y) device images
         (grid precision).  ``block_done(out_d, block, event)`` is called as
         soon as a block's rows of the (n_rows, n_chan, npol) result ``out_d``
         are final (its last interpolation is enqueued; the event marks its
         end), so that their download can overlap the blocks after it."""
         npol = len(images_d)
+        ws = ws or self.primary
         shape = (self.uvw_d.shape[0], self.n_chan, npol)
         dtype = np.dtype(np.complex64 if self.geometry.vis_real == np.float32
                          else np.complex128)
         # The first pass writes every valid point, so zeros are needed only for
         # invalid ones, and where the output is cut into row blocks (see row_view).
         fresh = self.n_invalid == 0 and len(self.blocks) == 1
-        out_d = (cla.empty if fresh else cla.zeros)(self.queue, shape, dtype)
+        out_d = (cla.empty if fresh else cla.zeros)(ws.queue, shape, dtype)
         passes = self.passes()
         for pol, image_d in enumerate(images_d):
             for index, (plane0, n_pass) in enumerate(passes):
-                self.corrector.dirty_to_planes(image_d, plane0, n_pass, self.planes_d)
-                self.fft.forward(self.planes_d, self.pruning)
+                ws.corrector.dirty_to_planes(image_d, plane0, n_pass, ws.planes_d)
+                ws.fft.forward(ws.planes_d, self.pruning)
                 final = pol == npol - 1 and index == len(passes) - 1
                 for block in self.blocks:
-                    self.interpolator(block.points, block.uvw_d, self.freq_scale_d,
-                                      _view(out_d, block), npol, pol, self.planes_d, plane0,
-                                      n_pass, _view(wgt_d, block), _view(mask_d, block),
-                                      accumulate=index > 0)
+                    ws.interpolator(block.points, block.uvw_d, self.freq_scale_d,
+                                    _view(out_d, block), npol, pol, ws.planes_d, plane0,
+                                    n_pass, _view(wgt_d, block), _view(mask_d, block),
+                                    accumulate=index > 0)
                     if final and block_done is not None:
-                        block_done(out_d, block, cl.enqueue_marker(self.queue))
+                        block_done(out_d, block, cl.enqueue_marker(ws.queue))
         return out_d.reshape(self.n_vis, npol)
 
 
-__all__ = ["GriddingEngine", "Ready", "RowBlock", "row_view"]
+
+
+
+# ------------------------------------------------------------------ scratch
+class Workspace:
+    """One call's scratch for a :class:`GriddingEngine`'s plan: its own
+    queue, kernel objects (spreader, interpolator, corrector: OpenCL kernel
+    arguments are per kernel object), w-plane buffer, FFT plan and host
+    staging.  Made by :class:`WorkspacePool`; used by one call at a time."""
+
+    def __init__(self, engine: "GriddingEngine", queue: cl.CommandQueue,
+                 fft_backend: str | None):
+        g, layout, tiles = engine.geometry, engine.layout, engine.tiles
+        self.queue = queue
+        self.spreader = Spreader(queue, g, layout, tiles)
+        self.interpolator = Interpolator(queue, g, layout, tiles)
+        self.corrector = Corrector(queue, g, layout)
+        self.planes_d = cla.empty(queue, (engine.n_pass, layout.nu, layout.nv),
+                                  engine.grid_complex)
+        self.fft = DeviceFFT(queue, self.planes_d.shape, engine.grid_complex, fft_backend)
+        self.uploader = Uploader(queue)
+        #: Scratch of the count reductions (a pool that keeps its buffers).
+        self.scratch = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(queue))
+
+    @property
+    def device_bytes(self) -> int:
+        """The planes and the correction (the bulk of a workspace)."""
+        return self.planes_d.nbytes + self.corrector.corr_d.nbytes
+
+
+class WorkspacePool:
+    """The workspaces of one plan, bounded in device bytes.
+
+    A lease takes a free workspace (one on the caller's queue first), makes
+    a new one while all of them together stay within ``budget_bytes``
+    (default a quarter of the device's memory, at least one workspace:
+    ``CLGRID_WORKSPACE_MB`` overrides), and otherwise waits for one to be
+    returned.  Nothing here grows with the number of calls: only with the
+    number of calls at the same time, up to the budget."""
+
+    def __init__(self, engine: "GriddingEngine", budget_bytes: int | None = None):
+        self.engine = engine
+        self._free: list[Workspace] = []
+        self._all: list[Workspace] = []
+        self._ready = threading.Condition()
+        self.budget_bytes = budget_bytes if budget_bytes is not None else workspace_budget(
+            engine.profile)
+        self.primary = self._make(engine.queue)
+        self._free.append(self.primary)
+
+    @property
+    def device_bytes(self) -> int:
+        return sum(ws.device_bytes for ws in self._all)
+
+    @property
+    def count(self) -> int:
+        """Workspaces made so far."""
+        return len(self._all)
+
+    def _make(self, queue: cl.CommandQueue) -> Workspace:
+        ws = Workspace(self.engine, queue, self.engine.fft_backend)
+        self._all.append(ws)
+        return ws
+
+    def take(self, queue: cl.CommandQueue) -> Workspace:
+        """A workspace for a call on ``queue`` (see the class notes)."""
+        with self._ready:
+            while True:
+                for ws in self._free:
+                    if ws.queue is queue or ws.queue.int_ptr == queue.int_ptr:
+                        self._free.remove(ws)
+                        return ws
+                grows = (self.device_bytes + self.primary.device_bytes <= self.budget_bytes
+                         and same_device(queue, self.engine.queue))
+                if grows:
+                    return self._make(queue)
+                if self._free:
+                    return self._free.pop(0)
+                self._ready.wait()
+
+    def give(self, ws: Workspace) -> None:
+        with self._ready:
+            self._free.append(ws)
+            self._ready.notify()
+
+
+def same_device(queue: cl.CommandQueue, other: cl.CommandQueue) -> bool:
+    """Whether two queues are on one context and device."""
+    return (queue.context.int_ptr == other.context.int_ptr
+            and queue.device.int_ptr == other.device.int_ptr)
+
+
+def workspace_budget(profile: DeviceProfile) -> int:
+    """Device bytes all workspaces of one plan may hold together."""
+    override = os.environ.get("CLGRID_WORKSPACE_MB")
+    if override:
+        return int(float(override) * 2 ** 20)
+    return profile.global_mem_bytes // 4
+
+
+class Lease:
+    """``with engine.lease(queue) as ws``: a workspace for one call, ordered
+    against the caller's queue where it runs on another (see
+    :meth:`GriddingEngine.lease`)."""
+
+    def __init__(self, pool: WorkspacePool, queue: cl.CommandQueue):
+        self.pool, self.queue = pool, queue
+        self.ws: Workspace | None = None
+
+    def __enter__(self) -> Workspace:
+        if not same_device(self.queue, self.pool.engine.queue):
+            raise ValueError("the queue given is not on the plan's context and device")
+        self.ws = self.pool.take(self.queue)
+        if self.ws.queue.int_ptr != self.queue.int_ptr:
+            # the caller's device arrays may still be being written there
+            cl.enqueue_barrier(self.ws.queue, wait_for=[cl.enqueue_marker(self.queue)])
+        return self.ws
+
+    def __exit__(self, *exc) -> None:
+        ws, self.ws = self.ws, None
+        if ws.queue.int_ptr != self.queue.int_ptr:
+            # results left on the device are the caller's once this is done
+            cl.enqueue_barrier(self.queue, wait_for=[cl.enqueue_marker(ws.queue)])
+        self.pool.give(ws)
+
+
+__all__ = ["GriddingEngine", "Lease", "Ready", "RowBlock", "Workspace", "WorkspacePool",
+           "row_view", "same_device", "workspace_budget"]

@@ -38,6 +38,7 @@ import atexit
 import dataclasses
 import os
 import threading
+import weakref
 import warnings
 
 import numpy as np
@@ -64,11 +65,32 @@ BACKENDS = ("pyvkfft", "reikna", "host", "numpy")
 # H100 host: 0.31 s against 2.42 s, the map copying both ways; RESULTS.md).
 GPU_ORDER = ("pyvkfft", "reikna", "host", "numpy")
 CPU_ORDER = ("host", "pyvkfft", "reikna", "numpy")
-_plans: dict[tuple, object] = {}
+# Idle device FFT plans by (backend, queue, shape, dtype).  A plan is lent to
+# one DeviceFFT at a time (taken out here, put back when that DeviceFFT is
+# gone): plans hold kernel objects and work buffers, which two concurrent
+# transforms must not share.  At most _MAX_IDLE_PLANS are kept idle.
+_plans: dict[tuple, list] = {}
 _lock = threading.Lock()
+_MAX_IDLE_PLANS = 8
 # Drop the plans before interpreter shutdown: reikna's temporary buffers'
 # finalisers fail noisily once module globals are gone.
 atexit.register(_plans.clear)
+
+
+def _take_plan(key: tuple):
+    with _lock:
+        idle = _plans.get(key)
+        return idle.pop() if idle else None
+
+
+def _return_plan(key: tuple, plan) -> None:
+    with _lock:
+        _plans.setdefault(key, []).append(plan)
+        while sum(len(idle) for idle in _plans.values()) > _MAX_IDLE_PLANS:
+            oldest = next(k for k, idle in _plans.items() if idle)
+            _plans[oldest].pop(0)
+            if not _plans[oldest]:
+                del _plans[oldest]
 
 
 def available_backends() -> tuple[str, ...]:
@@ -296,12 +318,11 @@ class DeviceFFT:
         if backend not in ("reikna", "pyvkfft"):
             return None
         key = (backend, self.queue.int_ptr, self.shape, self.dtype.str)
-        with _lock:
-            plan = _plans.get(key)
+        plan = _take_plan(key)
         if plan is None:
             plan = self._reikna_plan() if backend == "reikna" else self._vkfft_plan()
-            with _lock:
-                _plans[key] = plan
+        # not at exit: the plans are dropped then (see _plans)
+        weakref.finalize(self, _return_plan, key, plan).atexit = False
         return plan
 
     def _reikna_plan(self):

@@ -92,6 +92,10 @@ class _Stage:
         self.queue = queue
         self.geometry, self.layout, self.tiles = geometry, layout, tiles
         self._kernels: dict = {}
+        # work lists and kept phasors of each point set, this stage's own:
+        # they hold scratch (halos, chunk totals) the kernels write, so two
+        # workspaces (two concurrent calls) must not share them
+        self._work: dict[int, tuple[PointSet, dict]] = {}
         self._dummy_real = cla.empty(queue, 1, geometry.vis_real)
         self._dummy_mask = cla.empty(queue, 1, np.uint8)
         #: No fp64 on the device: float-float positions and phases,
@@ -103,6 +107,13 @@ class _Stage:
                                       else np.complex128)
         self._dummy_phasors = cla.empty(queue, 1, self._grid_complex)
         self._profile = DeviceProfile.from_device(queue.device)
+
+    def work_of(self, points: PointSet) -> dict:
+        """This stage's cache of work lists over ``points`` (see ``_work``)."""
+        entry = self._work.get(id(points))
+        if entry is None or entry[0] is not points:
+            entry = self._work[id(points)] = (points, {})
+        return entry[1]
 
     @property
     def kernel_eval(self) -> str:
@@ -136,7 +147,8 @@ class _Stage:
         n_vis = uvw_d.shape[0] * freq_scale_d.shape[0]
         if not keeps_facet_phases(self._profile, self.geometry, n_vis, self.float_float):
             return None
-        if "facet_phasors" not in points.work:
+        work = self.work_of(points)
+        if "facet_phasors" not in work:
             phasors = cla.empty(self.queue, max(n_vis, 1), self._grid_complex)
             if "facet_phasors" not in self._kernels:
                 self._kernels["facet_phasors"] = self._template(False, False, True).kernel(
@@ -146,8 +158,8 @@ class _Stage:
                     self.queue, (-(-n_vis // 64) * 64,), None, uvw_d.data, freq_scale_d.data,
                     np.uint32(freq_scale_d.shape[0]), np.uint32(n_vis), *self.shifts,
                     phasors.data)
-            points.work["facet_phasors"] = phasors
-        return points.work["facet_phasors"]
+            work["facet_phasors"] = phasors
+        return work["facet_phasors"]
 
     def _phase_args(self, phasors: cla.Array | None) -> tuple:
         """The kernels' facet arguments: shifts, then the kept phasors."""
@@ -438,15 +450,16 @@ class Spreader(_Stage):
              accumulate: bool = False) -> WorkList:
         """The pass's work list, built on first use (geometry only)."""
         key = (plane0, n_pass, accumulate)
-        if key not in points.work:
+        work = self.work_of(points)
+        if key not in work:
             if self.tiles.vector and accumulate:
                 raise ValueError("spread_vector grids all rows in one block (no accumulate)")
-            points.work[key] = (
+            work[key] = (
                 block_list(self.queue, points, self.layout, self.tiles, self.plane_block,
                            plane0, n_pass, self._grid_complex) if self.tiles.vector
                 else work_list(self.queue, points, self.layout, self.tiles, plane0, n_pass,
                                accumulate))
-        return points.work[key]
+        return work[key]
 
     def __call__(self, points: PointSet, uvw_d: cla.Array, freq_scale_d: cla.Array,
                  vis_d: cla.Array, npol: int, pol: int, planes_d: cla.Array,
@@ -581,7 +594,8 @@ class Interpolator(_Stage):
         once per point set: every tile with points, a dense one in chunks of
         :func:`vector_chunk_points` (load balance, as ``spread_vector``'s),
         in :func:`balanced_order`; None without points."""
-        if "interp_tiles" not in points.work:
+        work = self.work_of(points)
+        if "interp_tiles" not in work:
             n_tiles = points.ntiles_u * points.ntiles_v
             bounds = points.bin_start_host.astype(np.int64)
             starts = bounds[np.arange(n_tiles + 1) * self.layout.n_wbins]
@@ -594,8 +608,8 @@ class Interpolator(_Stage):
             end = np.minimum(first + size, starts[tile + 1])
             items = np.stack([tile, first, end, np.zeros_like(tile)], axis=1).astype(np.int32)
             items = items[balanced_order(end - first, chunks[tile] > 1)]
-            points.work["interp_tiles"] = cla.to_device(self.queue, items) if items.size else None
-        return points.work["interp_tiles"]
+            work["interp_tiles"] = cla.to_device(self.queue, items) if items.size else None
+        return work["interp_tiles"]
 
     def __call__(self, points: PointSet, uvw_d: cla.Array, freq_scale_d: cla.Array,
                  out_d: cla.Array, npol: int, pol: int, planes_d: cla.Array,

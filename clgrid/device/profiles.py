@@ -11,10 +11,12 @@ file, next to the ranking and selection that read them.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import os
 import re
+import threading
 import warnings
 from typing import Iterable, Sequence
 
@@ -448,46 +450,75 @@ def select_device(device: "str | cl.Device | DeviceProfile | None" = None) -> cl
     return chosen
 
 
-_created_contexts: list[cl.Context] = []
+# One context per selected device for the life of the process: calls without
+# a device argument share it (and everything cached on it), so nothing kept
+# grows with the number of calls.  Held here because some drivers (the Intel
+# CPU runtime) free a context whose last Python reference is gone even while
+# a queue on it lives.
+_default_contexts: dict[int, tuple[cl.Device, cl.Context]] = {}
+_default_contexts_lock = threading.Lock()
 
 
 def create_context(device: "str | cl.Device | DeviceProfile | None" = None) -> cl.Context:
-    """A :class:`pyopencl.Context` on the device :func:`select_device` picks.
-
-    clgrid keeps a reference to every context it creates, so that
-    ``cl.CommandQueue(clgrid.create_context())`` stays valid on drivers that
-    free a context whose last Python reference is gone (the Intel CPU
-    runtime does).
-    """
+    """The process's :class:`pyopencl.Context` on the device
+    :func:`select_device` picks: one per device, made on first use and kept
+    for the life of the process, so ``cl.CommandQueue(clgrid.create_context())``
+    stays valid and repeated calls share kernels, plans and pools (make a
+    ``pyopencl.Context`` yourself for a context of your own)."""
     chosen = select_device(device)
-    context = cl.Context([chosen])
-    _created_contexts.append(context)
-    _context_devices[context.int_ptr] = chosen
-    return context
+    with _default_contexts_lock:
+        entry = _default_contexts.get(chosen.int_ptr)
+        if entry is None:
+            entry = (chosen, cl.Context([chosen]))
+            _default_contexts[chosen.int_ptr] = entry
+    return entry[1]
 
 
-# PoCL (3.1) reports the root device as the device of a context made on a
-# sub-device; queues on contexts made here go to the device asked for.
-_context_devices: dict[int, cl.Device] = {}
-
-
-# Some drivers (the Intel CPU runtime) free a context whose last Python
-# reference is gone even while a queue on it lives; queues made here keep
-# their context alive through this table.
-_queue_contexts: dict[int, cl.Context] = {}
+def _context_device(context: cl.Context) -> cl.Device:
+    """The device queues on ``context`` go to: the one it was made for where
+    clgrid made it (PoCL 3.1 reports the root device as the device of a
+    context made on a sub-device), else its first."""
+    for device, made in list(_default_contexts.values()):
+        if made.int_ptr == context.int_ptr:
+            return device
+    return context.devices[0]
 
 
 def context_of(queue: cl.CommandQueue) -> cl.Context:
     """The context of ``queue`` (the object it was made from, where known)."""
-    return _queue_contexts.get(queue.int_ptr) or queue.context
+    return getattr(queue, "_clgrid_context", None) or queue.context
+
+
+#: Default queues per thread: at most this many contexts' queues a thread.
+_QUEUES_PER_THREAD = 8
+_thread_queues = threading.local()
+
+
+def default_queue(context: cl.Context) -> cl.CommandQueue:
+    """This thread's queue on ``context`` (its device as :func:`resolve_queue`
+    says): made on first use and kept while the thread uses the context; a
+    thread keeps those of its last few contexts.  In-order queues of one
+    thread never interleave another thread's commands."""
+    queues = getattr(_thread_queues, "by_context", None)
+    if queues is None:
+        queues = _thread_queues.by_context = collections.OrderedDict()
+    queue = queues.pop(context.int_ptr, None)
+    if queue is None:
+        queue = cl.CommandQueue(context, _context_device(context))
+        queue._clgrid_context = context   # keeps the context alive with the queue
+    queues[context.int_ptr] = queue
+    while len(queues) > _QUEUES_PER_THREAD:
+        queues.popitem(last=False)
+    return queue
 
 
 def resolve_queue(context_or_queue: "cl.Context | cl.CommandQueue | None" = None,
                   ) -> cl.CommandQueue:
     """A command queue from a context, a queue (returned as is) or nothing.
 
-    A context with several devices uses its first device.  ``None`` creates
-    a context with :func:`create_context`.
+    ``None`` means the process's default context (:func:`create_context`);
+    a context gives this thread's default queue on it (:func:`default_queue`),
+    not a new queue per call.  A context with several devices uses its first.
     """
     if isinstance(context_or_queue, cl.CommandQueue):
         return context_or_queue
@@ -496,7 +527,4 @@ def resolve_queue(context_or_queue: "cl.Context | cl.CommandQueue | None" = None
     if not isinstance(context_or_queue, cl.Context):
         raise TypeError("expected a pyopencl Context or CommandQueue, got "
                         f"{type(context_or_queue).__name__}")
-    device = _context_devices.get(context_or_queue.int_ptr, context_or_queue.devices[0])
-    queue = cl.CommandQueue(context_or_queue, device)
-    _queue_contexts[queue.int_ptr] = context_or_queue
-    return queue
+    return default_queue(context_or_queue)

@@ -31,6 +31,7 @@ host/device moves and the counts of what was left out.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import threading
 import warnings
 
@@ -40,17 +41,18 @@ import pyopencl.array as cla
 import pyopencl.tools as cl_tools
 from pyopencl.reduction import ReductionKernel
 
-from ..core.engine import GriddingEngine
+from ..core.engine import GriddingEngine, workspace_budget
 from ..core.plan import (ROWS_IN_PARTS, GridLayout, ImageGeometry, check_allocation,
                          check_freq, check_uvw, precision_of)
 from ..core.setpoints import needs_float_float, positions_to_device
 from ..core.transfer import Uploader, device_array
-from ..device.profiles import DeviceProfile, resolve_queue
+from ..device import plancache
+from ..device.profiles import DeviceProfile, context_of, resolve_queue
 from ..device.kernels import Operation, quiet_builds
 
 
 _reductions: dict[tuple, ReductionKernel] = {}
-_reductions_lock = threading.Lock()
+_reductions_lock = threading.RLock()
 
 
 def _count_kernel(context: cl.Context, dtype: np.dtype, what: str) -> ReductionKernel:
@@ -89,7 +91,11 @@ def _device_count(queue: cl.CommandQueue, array: cla.Array, what: str,
         return 0
     flat = array.reshape(array.size) if array.flags.c_contiguous else array
     kernel = _count_kernel(queue.context, array.dtype, what)
-    return int(kernel(flat, queue=queue, allocator=allocator).get())
+    # one ReductionKernel per context: its kernel objects hold the arguments
+    # from set_args to enqueue, so two threads must not enqueue at once
+    with _reductions_lock:
+        count_d = kernel(flat, queue=queue, allocator=allocator)
+    return int(count_d.get())
 
 
 class Imager(Operation):
@@ -154,16 +160,52 @@ class Imager(Operation):
         self.freq_hz = check_freq(freq)
         self.layout = layout if layout is not None else GridLayout.of_rows(
             self.geometry, self.uvw_m, self.freq_hz)
-        self.last_counts: dict[str, int] = {}
-        self._uploader = Uploader(self.queue)
-        self._scratch = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
-        self._last_planes: list[cla.Array] = []
+        # what one thread's last call left: its counts, its image copies
+        self._per_thread = threading.local()
         self.engine = None
+        self._empty_uploader: Uploader | None = None
         if self.n_rows:
             uvw_d = positions_to_device(self.queue, self.uvw_m, self.float_float)
             self.engine = GriddingEngine(self.queue, self.geometry, self.layout, uvw_d,
                                          self.freq_hz, planes, fft_backend, tiles,
                                          vis_per_block)
+        else:
+            self._empty_uploader = Uploader(self.queue)
+
+    # ------------------------------------------------------------ per call
+    @property
+    def last_counts(self) -> dict[str, int]:
+        """Of this thread's last call: ``n_vis``, ``invalid_uvw`` (non-finite
+        uvw, left out), ``flagged`` (mask 0)."""
+        return getattr(self._per_thread, "counts", {})
+
+    @last_counts.setter
+    def last_counts(self, counts: dict[str, int]) -> None:
+        self._per_thread.counts = counts
+
+    @property
+    def _uploader(self) -> Uploader:
+        """The uploader of the primary workspace (single-threaded callers,
+        several devices' shards)."""
+        return self.engine.primary.uploader if self.engine is not None else self._empty_uploader
+
+    @_uploader.setter
+    def _uploader(self, uploader: Uploader) -> None:
+        # tests force the GPU path (pinned staging) on CPUs through this
+        if self.engine is not None:
+            self.engine.primary.uploader = uploader
+        else:
+            self._empty_uploader = uploader
+
+    @contextlib.contextmanager
+    def _lease(self, queue: cl.CommandQueue | None):
+        """The workspace of one call (:meth:`GriddingEngine.lease`); a stand-in
+        with this imager's uploader where there are no rows."""
+        if self.engine is None:
+            yield _NoRows(self.queue, self._empty_uploader)
+            return
+        with self.engine.lease(queue) as ws:
+            yield ws
 
     # ------------------------------------------------------------ properties
     @property
@@ -248,7 +290,7 @@ class Imager(Operation):
             mask = mask.view(np.uint8) if mask.dtype == bool else mask != 0
         return wgt, mask
 
-    def _inputs(self, vis, wgt, mask, in_blocks: bool = True) -> tuple[dict, object, list]:
+    def _inputs(self, ws, vis, wgt, mask, in_blocks: bool = True) -> tuple[dict, object, list]:
         """Device arrays of the checked inputs (``vis`` may be None), ``ready``
         for the engine (with ``in_blocks``, host arrays are sent in row blocks
         beside the spreading, on GPUs) and the (name, array) pairs still to
@@ -259,68 +301,77 @@ class Imager(Operation):
                 if not isinstance(array, cla.Array)}
         blocks = ([(b.first, b.stop) for b in self.engine.blocks]
                   if self.engine is not None and in_blocks else [(0, self.n_rows)])
-        arrays, ready = self._uploader.rows_to_device(host, blocks)
+        arrays, ready = ws.uploader.rows_to_device(host, blocks)
         arrays.update({name: array for name, (array, _) in wanted.items()
                        if isinstance(array, cla.Array)})
         checks = [(name, arrays[name]) for name in ("vis", "wgt") if arrays[name] is not None]
         if ready is None:
-            self._check_finite(checks)
+            self._check_finite(ws, checks)
             checks = []
         return arrays, ready, checks
 
-    def _check_finite(self, checks: list) -> None:
+    def _check_finite(self, ws, checks: list) -> None:
         for name, array_d in checks:
-            if _device_count(self.queue, array_d, "nonfinite", self._scratch):
+            if _device_count(ws.queue, array_d, "nonfinite", ws.scratch):
                 raise ValueError(f"{name} contains NaN or Inf")
 
-    def _count(self, mask_d: cla.Array | None) -> None:
+    def _count(self, ws, mask_d: cla.Array | None) -> None:
         n_invalid = self.engine.n_invalid
         self.last_counts = {
             "n_vis": self.n_rows * self.n_chan, "invalid_uvw": n_invalid,
-            "flagged": (_device_count(self.queue, mask_d, "zero", self._scratch)
+            "flagged": (_device_count(ws.queue, mask_d, "zero", ws.scratch)
                         if mask_d is not None else 0)}
         if n_invalid:
             warnings.warn(f"{n_invalid} of {self.n_rows * self.n_chan} visibilities "
                           "have non-finite uvw and were left out", RuntimeWarning, stacklevel=3)
 
     # ------------------------------------------------------------ vis2dirty
-    def vis2dirty_device(self, vis, wgt=None, mask=None) -> cla.Array:
+    def vis2dirty_device(self, vis, wgt=None, mask=None,
+                         queue: cl.CommandQueue | None = None) -> cla.Array:
         """Dirty images on the device: (npol, npix_x, npix_y) in grid precision.
 
         ``vis``, ``wgt`` and ``mask`` may be numpy arrays or
         ``pyopencl.array.Array`` s on this imager's context (used without a
         copy: complex of the imager's precision, ``vis_real`` weights,
         uint8 mask).  On GPUs, host arrays are sent in row blocks while the
-        blocks before are being gridded.
+        blocks before are being gridded.  ``queue``: the caller's queue on
+        this imager's context and device (default the imager's); the result
+        is ready in its order.  Safe to call from several threads at once
+        (each call leases its own scratch).
         """
+        with self._lease(queue) as ws:
+            return self._vis2dirty_in(ws, vis, wgt, mask)
+
+    def _vis2dirty_in(self, ws, vis, wgt, mask) -> cla.Array:
         npol = self._check_vis(vis)
         wgt, mask = self._check_weights(wgt, mask)
         g = self.geometry
-        self._uploader.settle()   # host copies lent to an earlier call are free again
-        arrays, ready, checks = self._inputs(vis, wgt, mask)
+        ws.uploader.settle()   # host copies lent to an earlier call are free again
+        arrays, ready, checks = self._inputs(ws, vis, wgt, mask)
         if self.engine is None:
             self.last_counts = {"n_vis": 0, "invalid_uvw": 0, "flagged": 0}
-            return cla.zeros(self.queue, (npol, g.npix_x, g.npix_y), g.grid_real)
+            return cla.zeros(ws.queue, (npol, g.npix_x, g.npix_y), g.grid_real)
         dirty_d = None
         images = []   # freed once the queue is done (see _device_count)
         for pol in range(npol):
             image_d = self.engine.vis2dirty(arrays["vis"], npol, pol, arrays["wgt"],
-                                            arrays["mask"], ready)
+                                            arrays["mask"], ready, ws=ws)
             ready = None
             if npol == 1:   # the engine's image is the result: no copy
                 dirty_d = image_d.reshape((1,) + image_d.shape)
                 break
             if dirty_d is None:
-                dirty_d = cla.empty(self.queue, (npol, g.npix_x, g.npix_y), g.grid_real)
-            cl.enqueue_copy(self.queue, dirty_d.data, image_d.data,
+                dirty_d = cla.empty(ws.queue, (npol, g.npix_x, g.npix_y), g.grid_real)
+            cl.enqueue_copy(ws.queue, dirty_d.data, image_d.data,
                             dst_offset=pol * image_d.nbytes, byte_count=image_d.nbytes)
             images.append(image_d)
-        self._check_finite(checks)
-        self._count(arrays["mask"])
-        self._uploader.settle()
+        self._check_finite(ws, checks)
+        self._count(ws, arrays["mask"])
+        ws.uploader.settle()
         return dirty_d
 
-    def vis2dirty(self, vis, wgt=None, mask=None, dirty=None) -> np.ndarray:
+    def vis2dirty(self, vis, wgt=None, mask=None, dirty=None,
+                  queue: cl.CommandQueue | None = None) -> np.ndarray:
         """Dirty image(s) of ``vis``.
 
         Parameters
@@ -331,32 +382,35 @@ class Imager(Operation):
             Optional (nrow, nchan) weights and flags (mask 0 drops a visibility).
         dirty
             Optional output numpy array of the result's shape and dtype.
+        queue
+            The caller's queue (see :meth:`vis2dirty_device`).
 
         Returns
         -------
         numpy.ndarray
             (npix_x, npix_y), or (npol, npix_x, npix_y) for 3-D ``vis``.
         """
-        dirty_d = self.vis2dirty_device(vis, wgt, mask)
-        shape = dirty_d.shape[1:] if len(vis.shape) == 2 else dirty_d.shape
-        return self._to_caller(dirty_d, dirty, shape, self.vis_real)
+        with self._lease(queue) as ws:
+            dirty_d = self._vis2dirty_in(ws, vis, wgt, mask)
+            shape = dirty_d.shape[1:] if len(vis.shape) == 2 else dirty_d.shape
+            return self._to_caller(ws, dirty_d, dirty, shape, self.vis_real)
 
-    def _to_caller(self, array_d: cla.Array, out, shape: tuple, dtype) -> np.ndarray:
+    def _to_caller(self, ws, array_d: cla.Array, out, shape: tuple, dtype) -> np.ndarray:
         """``array_d`` on the host as ``shape`` and ``dtype``: downloaded
         straight into the caller's ``out`` where it fits (that dtype,
         C-contiguous, as many items), else copied into it, else a new array."""
         if (out is not None and out.dtype == array_d.dtype and out.flags.c_contiguous
                 and out.size == array_d.size):
-            self._uploader.to_host(array_d, out=out.reshape(array_d.shape))
+            ws.uploader.to_host(array_d, out=out.reshape(array_d.shape))
             return out
-        result = self._uploader.to_host(array_d).astype(dtype, copy=False).reshape(shape)
+        result = ws.uploader.to_host(array_d).astype(dtype, copy=False).reshape(shape)
         if out is None:
             return result
         out[...] = result
         return out
 
     # ------------------------------------------------------------ dirty2vis
-    def _dirty_to_device(self, dirty) -> tuple[cla.Array, bool]:
+    def _dirty_to_device(self, ws, dirty) -> tuple[cla.Array, bool]:
         shape = tuple(dirty.shape)
         squeeze = len(shape) == 2
         if len(shape) not in (2, 3) or shape[-2:] != (self.npix_x, self.npix_y):
@@ -367,33 +421,38 @@ class Imager(Operation):
             dirty_d = device_array(self.queue, dirty, shape, self.grid_real, "dirty")
             dirty_d = dirty_d.reshape(full)
         else:
-            dirty_d = self._uploader.to_device(np.asarray(dirty).reshape(full), self.grid_real)
-        if _device_count(self.queue, dirty_d, "nonfinite", self._scratch):
+            dirty_d = ws.uploader.to_device(np.asarray(dirty).reshape(full), self.grid_real)
+        if _device_count(ws.queue, dirty_d, "nonfinite", ws.scratch):
             raise ValueError("dirty contains NaN or Inf")
         return dirty_d, squeeze
 
     def dirty2vis_device(self, dirty, wgt=None, mask=None, into: np.ndarray | None = None,
-                         downloads: list | None = None) -> cla.Array:
+                         downloads: list | None = None,
+                         queue: cl.CommandQueue | None = None) -> cla.Array:
         """Visibilities on the device: (nrow, nchan, npol) complex.  For
         npol > 1 the image's per-polarisation copies stay on the device until
-        :meth:`release_planes` or the next call.  ``into``: pinned host memory
-        of that shape (:meth:`clgrid.core.transfer.Uploader.pinned_target`)
+        :meth:`release_planes` or this thread's next call.  ``into``: pinned
+        host memory of that shape (:meth:`clgrid.core.transfer.Uploader.pinned_target`)
         into which each row block comes down as soon as it is final, beside
         the device work on the rest; the copies' events go to ``downloads``
-        (wait for them)."""
-        self._uploader.settle()   # host copies lent to an earlier call are free again
-        dirty_d, _ = self._dirty_to_device(dirty)
+        (wait for them).  ``queue``: as for :meth:`vis2dirty_device`."""
+        with self._lease(queue) as ws:
+            return self._dirty2vis_in(ws, dirty, wgt, mask, into, downloads)
+
+    def _dirty2vis_in(self, ws, dirty, wgt, mask, into, downloads) -> cla.Array:
+        ws.uploader.settle()   # host copies lent to an earlier call are free again
+        dirty_d, _ = self._dirty_to_device(ws, dirty)
         wgt, mask = self._check_weights(wgt, mask)
         npol = dirty_d.shape[0]
-        arrays, _, _ = self._inputs(None, wgt, mask, in_blocks=False)
+        arrays, _, _ = self._inputs(ws, None, wgt, mask, in_blocks=False)
         if self.engine is None:
             self.last_counts = {"n_vis": 0, "invalid_uvw": 0, "flagged": 0}
-            return cla.zeros(self.queue, (0, self.n_chan, npol), self.vis_complex)
-        self._count(arrays["mask"])
+            return cla.zeros(ws.queue, (0, self.n_chan, npol), self.vis_complex)
+        self._count(ws, arrays["mask"])
         # kept until the results are on the host (release_planes) or the next
         # call: freeing them now would wait for the queue holding the GIL on
         # NVIDIA (see _device_count)
-        self._last_planes = _planes_of(dirty_d)
+        planes = self._per_thread.planes = _planes_of(dirty_d)
         block_done = None
         if into is not None:
             if downloads is None:
@@ -401,21 +460,21 @@ class Imager(Operation):
                                  "copies' events")
 
             def block_done(out_d, block, event):
-                downloads.append(self._uploader.rows_to_pinned(
+                downloads.append(ws.uploader.rows_to_pinned(
                     out_d, into, block.first, block.stop, [event]))
-        out_d = self.engine.dirty2vis(self._last_planes, arrays["wgt"], arrays["mask"],
-                                      block_done)
-        self._uploader.settle()
+        out_d = self.engine.dirty2vis(planes, arrays["wgt"], arrays["mask"], block_done, ws=ws)
+        ws.uploader.settle()
         return out_d.reshape(self.n_rows, self.n_chan, npol)
 
     def release_planes(self) -> None:
-        """Free the per-polarisation image copies of the last
+        """Free the per-polarisation image copies of this thread's last
         :meth:`dirty2vis_device` (npol > 1), once its results are read: they
         are kept past the call so that freeing them does not wait for the
         queue (see :func:`_device_count`)."""
-        self._last_planes = []
+        self._per_thread.planes = []
 
-    def dirty2vis(self, dirty, wgt=None, mask=None, vis=None) -> np.ndarray:
+    def dirty2vis(self, dirty, wgt=None, mask=None, vis=None,
+                  queue: cl.CommandQueue | None = None) -> np.ndarray:
         """Visibilities predicted from ``dirty`` (the adjoint of :meth:`vis2dirty`).
 
         Parameters
@@ -428,6 +487,8 @@ class Imager(Operation):
             Optional output numpy array of the result's shape; of its dtype
             and C-contiguous, the visibilities are downloaded straight into
             it (a major cycle's repeated calls then touch no fresh memory).
+        queue
+            The caller's queue (see :meth:`vis2dirty_device`).
 
         Returns
         -------
@@ -438,19 +499,28 @@ class Imager(Operation):
         shape = (self.n_rows, self.n_chan) + ((npol,) if len(dirty.shape) == 3 else ())
         if vis is not None and tuple(vis.shape) != shape:
             raise ValueError(f"vis must have shape {shape}, got {vis.shape}")
-        # GPUs: rows come down into pinned memory as they are finished
-        into = (self._uploader.pinned_target(vis, (self.n_rows, self.n_chan, npol),
-                                             self.vis_complex)
-                if self.engine is not None else None)
-        downloads: list = []
-        vis_d = self.dirty2vis_device(dirty, wgt, mask, into, downloads)
-        if into is not None:
-            cl.wait_for_events(downloads) if downloads else None
-            result = vis if vis is not None else into.reshape(shape)
-        else:
-            result = self._to_caller(vis_d, vis, shape, vis_d.dtype)
-        self.release_planes()
+        with self._lease(queue) as ws:
+            # GPUs: rows come down into pinned memory as they are finished
+            into = (ws.uploader.pinned_target(vis, (self.n_rows, self.n_chan, npol),
+                                              self.vis_complex)
+                    if self.engine is not None else None)
+            downloads: list = []
+            vis_d = self._dirty2vis_in(ws, dirty, wgt, mask, into, downloads)
+            if into is not None:
+                cl.wait_for_events(downloads) if downloads else None
+                result = vis if vis is not None else into.reshape(shape)
+            else:
+                result = self._to_caller(ws, vis_d, vis, shape, vis_d.dtype)
+            self.release_planes()
         return result
+
+
+class _NoRows:
+    """The workspace of an imager without rows: its queue and uploader."""
+
+    def __init__(self, queue: cl.CommandQueue, uploader: Uploader):
+        self.queue, self.uploader = queue, uploader
+        self.scratch = None
 
 
 def _planes_of(stack_d: cla.Array) -> list[cla.Array]:
@@ -468,68 +538,76 @@ def _planes_of(stack_d: cla.Array) -> list[cla.Array]:
 
 
 # ------------------------------------------------------------ functional API
-_imagers: dict[tuple, Imager] = {}
-_imagers_lock = threading.Lock()
-_MAX_CACHED_IMAGERS = 4
-
-
 @atexit.register
 def _drop_cached_imagers() -> None:
     """Free the cached imagers (and their FFT plans) while pyopencl and reikna
     are whole: their finalisers fail noisily once module globals are gone."""
-    with _imagers_lock:
-        _imagers.clear()
+    plancache.plans.clear()
 
 
 def _fingerprint(array: np.ndarray) -> tuple:
-    """Cheap key of an array: shape, address and a strided sample of its values."""
+    """Cheap key of an array: shape and a strided sample of its values (the
+    exact comparison follows, see :func:`cached_imager`)."""
     step = max(1, array.size // 4096)
-    return (array.shape, array.__array_interface__["data"][0],
-            array.reshape(-1)[::step].tobytes())
+    return (array.shape, array.reshape(-1)[::step].tobytes())
 
 
-def _cached_imager(queue: cl.CommandQueue, uvw, freq, **geometry) -> Imager:
-    """One Imager per (queue, uvw, freq, geometry), kept for repeated calls.
+def plan_key(queue: cl.CommandQueue, uvw: np.ndarray, freq: np.ndarray, **geometry) -> tuple:
+    """What a cached plan is for: context, device (and its fp64, which
+    decides the kernels), uvw, freq and geometry -- never the queue object."""
+    return ("imager", context_of(queue).int_ptr, queue.device.int_ptr,
+            DeviceProfile.from_device(queue.device).fp64, _fingerprint(uvw),
+            freq.tobytes(), tuple(sorted(geometry.items())))
+
+
+def plan_needs(queue: cl.CommandQueue, layout: GridLayout, n_vis: int,
+               grid_itemsize: int) -> dict[int, tuple[int, int]]:
+    """Device bytes a new plan will want (its planes up to the workspace
+    budget, its points), as :meth:`PlanCache.get_or_build` takes them."""
+    profile = DeviceProfile.from_device(queue.device)
+    planes = layout.n_planes * layout.nu * layout.nv * 2 * grid_itemsize
+    wanted = min(planes, workspace_budget(profile)) + n_vis * 32
+    return {queue.device.int_ptr: (wanted, profile.global_mem_bytes)}
+
+
+def cached_imager(queue: cl.CommandQueue, uvw, freq, **geometry) -> Imager:
+    """The shared :class:`Imager` of (context, device, uvw, freq, geometry),
+    from the process's plan cache (:mod:`clgrid.device.plancache`).
 
     A candidate is found by a cheap fingerprint, then confirmed by an exact
     comparison of uvw and freq (a memory-speed pass over the rows, never over
-    the visibilities), so a changed uvw never reuses a stale plan.
+    the visibilities), so a changed uvw never reuses a stale plan.  The
+    imager is shared by every thread: each call leases its own scratch.
     """
     uvw = check_uvw(uvw, allow_empty=True)
     freq = check_freq(freq)
-    # the device's fp64 is in the key as what decides the kernels built
-    key = (queue.int_ptr, DeviceProfile.from_device(queue.device).fp64, _fingerprint(uvw),
-           freq.tobytes(), tuple(sorted(geometry.items())))
-    with _imagers_lock:
-        imager = _imagers.get(key)
-    if imager is not None and np.array_equal(imager.uvw_m, uvw):
-        return imager
-    _make_room(queue)
-    imager = Imager(queue, uvw=uvw, freq=freq, **geometry)
-    with _imagers_lock:
-        if len(_imagers) >= _MAX_CACHED_IMAGERS:
-            _imagers.pop(next(iter(_imagers)))
-        _imagers[key] = imager
-    return imager
+    key = plan_key(queue, uvw, freq, **geometry)
+
+    def build() -> Imager:
+        return Imager(queue, uvw=uvw, freq=freq, layout=layout, **geometry)
+
+    layout = GridLayout.of_rows(ImageGeometry.from_arguments(**geometry), uvw, freq)
+    grid_itemsize = np.dtype(np.float32 if geometry.get("precision") == "single"
+                             else np.float64).itemsize
+    return plancache.plans.get_or_build(
+        key, build, lambda imager: {queue.device.int_ptr: _device_bytes(imager)},
+        plan_needs(queue, layout, uvw.shape[0] * freq.shape[0], grid_itemsize),
+        valid=lambda imager: np.array_equal(imager.uvw_m, uvw))
 
 
 def _device_bytes(imager: Imager) -> int:
-    engine = imager.engine
-    if engine is None:
-        return 0
-    return engine.device_bytes
+    return imager.engine.device_bytes if imager.engine is not None else 0
 
 
-def _make_room(queue: cl.CommandQueue) -> None:
-    """Drop the oldest cached imagers of this device while they hold more than
-    a third of its memory: a new geometry plans its w planes against the
-    whole device, and cached grids of earlier calls must not make it fail."""
-    budget = DeviceProfile.from_device(queue.device).global_mem_bytes // 3
-    with _imagers_lock:
-        same = [key for key, cached in _imagers.items()
-                if cached.queue.device.int_ptr == queue.device.int_ptr]
-        while same and sum(_device_bytes(_imagers[k]) for k in same) > budget:
-            _imagers.pop(same.pop(0))
+def _call(queue: cl.CommandQueue, uvw, freq, geometry: dict, method: str, **arguments):
+    """``method`` of the cached imager, on the caller's ``queue``; a failed
+    device allocation is retried once with the device's cached plans
+    dropped (:func:`clgrid.device.plancache.retry_after_freeing`)."""
+    def once():
+        imager = cached_imager(queue, uvw, freq, **geometry)
+        return getattr(imager, method)(queue=queue, **arguments)
+    return plancache.retry_after_freeing(once, plancache.plans, [queue.device.int_ptr],
+                                         what=f"this {method} call")
 
 
 def _queue_of(context, queue) -> cl.CommandQueue:
@@ -560,15 +638,16 @@ def vis2dirty(*, uvw, freq, vis, wgt=None, mask=None, npix_x: int = 0, npix_y: i
         npix_x = npix_x or dirty.shape[-2]
         npix_y = npix_y or dirty.shape[-1]
     precision = precision_of(vis_array.dtype, "vis")
-    imager = _cached_imager(
-        _queue_of(context, queue), uvw, freq, npix_x=int(npix_x), npix_y=int(npix_y),
+    geometry = dict(
+        npix_x=int(npix_x), npix_y=int(npix_y),
         pixsize_x=float(pixsize_x), pixsize_y=float(pixsize_y), epsilon=float(epsilon),
         do_wgridding=bool(do_wgridding), precision=precision, flip_u=bool(flip_u),
         flip_v=bool(flip_v), flip_w=bool(flip_w), divide_by_n=bool(divide_by_n),
         sigma_min=float(sigma_min), sigma_max=float(sigma_max), center_x=float(center_x),
         center_y=float(center_y),
         double_precision_accumulation=bool(double_precision_accumulation))
-    return imager.vis2dirty(vis_array, wgt=wgt, mask=mask, dirty=dirty)
+    return _call(_queue_of(context, queue), uvw, freq, geometry, "vis2dirty", vis=vis_array,
+                 wgt=wgt, mask=mask, dirty=dirty)
 
 
 def dirty2vis(*, uvw, freq, dirty, wgt=None, mask=None, pixsize_x: float, pixsize_y: float,
@@ -588,14 +667,15 @@ def dirty2vis(*, uvw, freq, dirty, wgt=None, mask=None, pixsize_x: float, pixsiz
     if len(dirty.shape) not in (2, 3):
         raise ValueError(f"dirty must be 2-D or 3-D, got shape {dirty.shape}")
     precision = precision_of(dirty.dtype, "dirty")
-    imager = _cached_imager(
-        _queue_of(context, queue), uvw, freq, npix_x=dirty.shape[-2], npix_y=dirty.shape[-1],
+    geometry = dict(
+        npix_x=dirty.shape[-2], npix_y=dirty.shape[-1],
         pixsize_x=float(pixsize_x), pixsize_y=float(pixsize_y), epsilon=float(epsilon),
         do_wgridding=bool(do_wgridding), precision=precision, flip_u=bool(flip_u),
         flip_v=bool(flip_v), flip_w=bool(flip_w), divide_by_n=bool(divide_by_n),
         sigma_min=float(sigma_min), sigma_max=float(sigma_max), center_x=float(center_x),
         center_y=float(center_y), double_precision_accumulation=False)
-    return imager.dirty2vis(dirty, wgt=wgt, mask=mask, vis=vis)
+    return _call(_queue_of(context, queue), uvw, freq, geometry, "dirty2vis", dirty=dirty,
+                 wgt=wgt, mask=mask, vis=vis)
 
 
-__all__ = ["Imager", "dirty2vis", "vis2dirty"]
+__all__ = ["Imager", "cached_imager", "dirty2vis", "plan_key", "plan_needs", "vis2dirty"]

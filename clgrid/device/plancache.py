@@ -1,0 +1,206 @@
+"""Plans kept between calls, bounded in device bytes, and allocation failures.
+
+The functional APIs (``clgrid.vis2dirty``/``dirty2vis``, with one device or
+several) keep their plans -- sorted points, kernels, FFT plans and the
+workspaces leased from them -- in one :class:`PlanCache` per process, keyed
+by context, device, geometry and a fingerprint of the data, never by a queue
+object.  Each entry states the device bytes it holds on every device; before
+a new plan is made, the least recently used entries of its devices are
+dropped until the new one fits the device's budget (default
+:data:`DEFAULT_BUDGET_FRACTION` of its memory, ``CLGRID_PLAN_CACHE_MB``
+overrides, the same for every device).
+
+A device allocation that fails anyway (``MEM_OBJECT_ALLOCATION_FAILURE``,
+``OUT_OF_RESOURCES``, an FFT library that cannot launch for want of memory)
+is retried once after the device's cached plans are dropped
+(:func:`retry_after_freeing`), then raised as a :class:`MemoryError` that
+names the bytes needed and the device's memory.
+"""
+
+from __future__ import annotations
+
+import collections
+import gc
+import os
+import threading
+from typing import Any, Callable, TypeVar
+
+import pyopencl as cl
+
+#: Share of a device's memory the cached plans may hold, all together.
+DEFAULT_BUDGET_FRACTION = 0.6
+
+_ALLOCATION_CODES = {"MEM_OBJECT_ALLOCATION_FAILURE", "OUT_OF_RESOURCES",
+                     "OUT_OF_HOST_MEMORY"}
+# FFT libraries report a want of memory in their own words
+_ALLOCATION_WORDS = ("VkFFT error 4039", "FAILED_TO_LAUNCH", "ALLOCATION_FAILURE",
+                     "OUT_OF_RESOURCES", "out of memory")
+
+T = TypeVar("T")
+
+
+def is_allocation_failure(error: BaseException) -> bool:
+    """Whether ``error`` says a device (or pinned host) allocation failed."""
+    if isinstance(error, (cl.MemoryError, MemoryError)):
+        return True
+    if isinstance(error, cl.Error):
+        code = getattr(error, "code", None)
+        names = {name for name in _ALLOCATION_CODES
+                 if getattr(cl.status_code, name, None) == code}
+        if names:
+            return True
+    return isinstance(error, (RuntimeError, cl.Error)) and any(
+        word in str(error) for word in _ALLOCATION_WORDS)
+
+
+def device_budget(global_mem_bytes: int) -> int:
+    """Bytes cached plans may hold on a device of ``global_mem_bytes``."""
+    override = os.environ.get("CLGRID_PLAN_CACHE_MB")
+    if override:
+        return int(float(override) * 2 ** 20)
+    return int(global_mem_bytes * DEFAULT_BUDGET_FRACTION)
+
+
+class _Entry:
+    """A plan, how to count its device bytes (live: its workspaces grow with
+    concurrent calls) and how to close it."""
+
+    __slots__ = ("value", "bytes_of", "close")
+
+    def __init__(self, value, bytes_of, close):
+        self.value, self.bytes_of, self.close = value, bytes_of, close
+
+    @property
+    def bytes_by_device(self) -> dict[int, int]:
+        return self.bytes_of(self.value)
+
+
+class PlanCache:
+    """Least-recently-used plans, bounded in bytes per device (see the module
+    notes).  Thread-safe; ``builds`` counts the plans made (tests use it)."""
+
+    def __init__(self):
+        self._entries: collections.OrderedDict[Any, _Entry] = collections.OrderedDict()
+        self._lock = threading.RLock()
+        self._building: dict[Any, threading.Lock] = {}
+        self.builds = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def bytes_on(self, device_ptr: int) -> int:
+        """Device bytes the cached plans hold on a device."""
+        with self._lock:
+            return sum(e.bytes_by_device.get(device_ptr, 0) for e in self._entries.values())
+
+    def get(self, key, valid: Callable[[Any], bool] = lambda value: True):
+        """The plan of ``key`` (now the most recently used), or None."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or not valid(entry.value):
+                return None
+            self._entries.move_to_end(key)
+            return entry.value
+
+    def get_or_build(self, key, build: Callable[[], T], bytes_of: Callable[[T], dict[int, int]],
+                     needs: dict[int, tuple[int, int]], close: Callable[[T], None] | None = None,
+                     valid: Callable[[T], bool] = lambda value: True) -> T:
+        """The cached plan of ``key``, else ``build()`` once (threads asking
+        for the same key meanwhile wait for it) after :meth:`make_room` for
+        ``needs`` (device pointer -> (bytes wanted, device memory)); a failed
+        allocation is retried once with the device's plans dropped."""
+        value = self.get(key, valid)
+        if value is not None:
+            return value
+        with self._lock:
+            building = self._building.setdefault(key, threading.Lock())
+        with building:
+            value = self.get(key, valid)
+            if value is not None:
+                return value
+            try:
+                for device_ptr, (wanted, memory) in needs.items():
+                    self.make_room(device_ptr, wanted, device_budget(memory))
+                value = retry_after_freeing(build, self, list(needs), needs)
+            finally:
+                with self._lock:
+                    self._building.pop(key, None)
+            with self._lock:
+                self.builds += 1
+                old = self._entries.pop(key, None)
+                self._entries[key] = _Entry(value, bytes_of, close)
+            if old is not None and old.close is not None:
+                old.close(old.value)
+            return value
+
+    def make_room(self, device_ptr: int, wanted: int, budget: int) -> None:
+        """Drop the least recently used plans on a device until its cached
+        bytes plus ``wanted`` fit ``budget`` (or none is left there)."""
+        dropped = []
+        with self._lock:
+            for key in list(self._entries):
+                if self.bytes_on(device_ptr) + wanted <= budget:
+                    break
+                if device_ptr in self._entries[key].bytes_by_device:
+                    dropped.append(self._entries.pop(key))
+        _close(dropped)
+
+    def drop_device(self, device_ptr: int | None = None) -> None:
+        """Drop every plan on a device (all plans for None)."""
+        with self._lock:
+            keys = [k for k, e in self._entries.items()
+                    if device_ptr is None or device_ptr in e.bytes_by_device]
+            dropped = [self._entries.pop(k) for k in keys]
+        _close(dropped)
+
+    def clear(self) -> None:
+        self.drop_device(None)
+
+
+def _close(entries: list[_Entry]) -> None:
+    for entry in entries:
+        if entry.close is not None:
+            entry.close(entry.value)
+    if entries:
+        gc.collect()   # device buffers go with their Python objects
+
+
+def retry_after_freeing(call: Callable[[], T], cache: PlanCache, device_ptrs: list[int],
+                        needs: dict[int, tuple[int, int]] | None = None,
+                        what: str = "this plan") -> T:
+    """``call()``; if a device allocation fails, drop the cached plans of
+    ``device_ptrs`` and try once more; a second failure is a
+    :class:`MemoryError` naming the bytes (``needs``: device pointer ->
+    (bytes wanted, device memory))."""
+    try:
+        return call()
+    except Exception as error:   # noqa: BLE001 - only allocation failures are retried
+        if not is_allocation_failure(error):
+            raise
+    for device_ptr in device_ptrs:
+        cache.drop_device(device_ptr)
+    try:
+        return call()
+    except Exception as error:   # noqa: BLE001
+        if not is_allocation_failure(error):
+            raise
+        wanted = sum(w for w, _ in (needs or {}).values())
+        memory = sum(m for _, m in (needs or {}).values())
+        raise MemoryError(
+            f"the device cannot hold {what}: about {_gib(wanted)} needed, "
+            f"{_gib(memory)} device memory, and it failed again with clgrid's cached plans "
+            f"dropped ({type(error).__name__}: {str(error).splitlines()[0][:120]}); "
+            "use a smaller image, fewer w planes (a larger epsilon) or fewer rows a call"
+        ) from None
+
+
+def _gib(count: int) -> str:
+    return f"{count / 2 ** 30:.2f} GiB"
+
+
+#: The process's plan cache, shared by every functional API.
+plans = PlanCache()
+
+
+__all__ = ["DEFAULT_BUDGET_FRACTION", "PlanCache", "device_budget", "is_allocation_failure",
+           "plans", "retry_after_freeing"]
