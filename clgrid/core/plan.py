@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 
 import numpy as np
 
@@ -63,10 +64,19 @@ def check_freq(freq) -> np.ndarray:
 
 
 def check_npix(npix_x, npix_y) -> tuple[int, int]:
-    npix = (int(npix_x), int(npix_y))
+    """Image sizes as ints: even, >= 2 (a NaN or 2.5 names the argument)."""
+    npix = []
+    for name, value in (("npix_x", npix_x), ("npix_y", npix_y)):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise TypeError(f"{name} must be an even integer >= 2, got {value!r}") from None
+        if not (math.isfinite(number) and number == int(number)):
+            raise ValueError(f"{name} must be an even integer >= 2, got {value!r}")
+        npix.append(int(value))
     if any(n < 2 or n % 2 for n in npix):
-        raise ValueError(f"npix_x and npix_y must be even and >= 2, got {npix}")
-    return npix
+        raise ValueError(f"npix_x and npix_y must be even and >= 2, got {tuple(npix)}")
+    return npix[0], npix[1]
 
 
 def check_positive(value, name: str) -> float:
@@ -74,6 +84,42 @@ def check_positive(value, name: str) -> float:
     if not (value > 0.0 and math.isfinite(value)):
         raise ValueError(f"{name} must be positive and finite, got {value}")
     return value
+
+
+def check_real(value, name: str) -> float:
+    """A finite float (NaN or Inf named here, not deep in the kernel maths)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a finite real number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be finite, got {number}")
+    return number
+
+
+def host_memory_bytes() -> int | None:
+    """Physical memory of this machine, or None where the OS does not say."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def size_text(nbytes: int) -> str:
+    """Bytes for messages: GiB or MiB, then the exact count."""
+    if nbytes >= 2 ** 30:
+        return f"{nbytes / 2 ** 30:.1f} GiB ({nbytes} bytes)"
+    return f"{mib(nbytes)} ({nbytes} bytes)" if nbytes >= 2 ** 20 else f"{nbytes} bytes"
+
+
+def check_host_bytes(nbytes: int, needs: str, advice: str) -> None:
+    """MemoryError, before allocating, where one array of ``nbytes`` exceeds
+    this machine's physical memory: ``needs`` starts the message, ``advice``
+    ends it.  Such a request would only swap or be killed by the OS later."""
+    total = host_memory_bytes()
+    if total is not None and int(nbytes) > total:
+        raise MemoryError(f"{needs} needs {size_text(int(nbytes))} on the host; this "
+                          f"machine has {total / 2 ** 30:.1f} GiB: {advice}")
 
 
 def check_epsilon(epsilon, real_dtype) -> float:
@@ -141,8 +187,9 @@ class ImageGeometry:
                        check_positive(pixsize_y, "pixsize_y"),
                        check_epsilon(epsilon, precision_dtype(precision)),
                        bool(do_wgridding), precision, bool(flip_u), bool(flip_v), bool(flip_w),
-                       bool(divide_by_n) and bool(do_wgridding), float(sigma_min),
-                       float(sigma_max), float(center_x), float(center_y),
+                       bool(divide_by_n) and bool(do_wgridding),
+                       check_real(sigma_min, "sigma_min"), check_real(sigma_max, "sigma_max"),
+                       check_real(center_x, "center_x"), check_real(center_y, "center_y"),
                        bool(double_precision_accumulation))
         geometry.max_eta  # noqa: B018  (refuses images beyond the horizon now)
         return geometry
@@ -177,10 +224,18 @@ class ImageGeometry:
         m_rad = (np.arange(self.npix_y) - self.npix_y // 2) * self.pixsize_y + self.center_y
         return l_rad, m_rad
 
+    def _edge_lm(self) -> tuple[np.ndarray, np.ndarray]:
+        """l and m of the first and last pixel per axis: where l^2 and m^2
+        peak (a parabola's maximum over a line sits at an end), computed as
+        :meth:`pixel_lm` does, so the same bits without npix-long arrays."""
+        ends = lambda n: np.array([0, n - 1]) - n // 2  # noqa: E731
+        return (ends(self.npix_x) * self.pixsize_x + self.center_x,
+                ends(self.npix_y) * self.pixsize_y + self.center_y)
+
     @property
     def max_eta(self) -> float:
         """Largest |n - 1| over the image."""
-        l_rad, m_rad = self.pixel_lm()
+        l_rad, m_rad = self._edge_lm()
         r2 = np.max(l_rad ** 2) + np.max(m_rad ** 2)
         if r2 >= 1.0:
             raise ValueError("the image reaches beyond the horizon (l^2 + m^2 >= 1); "
@@ -255,6 +310,21 @@ def choose_kernel(geometry: ImageGeometry, n_vis: int,
     return best
 
 
+#: Largest grid side, plane count or tile field the kernels index (int32).
+MAX_INDEX = 2 ** 31 - 1
+
+
+def check_grid_size(nu: int, nv: int, grid_real) -> None:
+    """ValueError, before anything is allocated, for an ``nu x nv`` grid
+    past the kernels' 32-bit cell indices (a side); memory is checked per
+    device by :func:`planes_per_pass`, which such a grid never reaches."""
+    if max(nu, nv) > MAX_INDEX:
+        plane_bytes = int(nu) * int(nv) * 2 * np.dtype(grid_real).itemsize
+        raise ValueError(f"a {nu}x{nv} grid plane of {size_text(plane_bytes)} is past the "
+                         f"kernels' 32-bit cell indices ({MAX_INDEX} a side): image fewer "
+                         "pixels")
+
+
 @dataclasses.dataclass(frozen=True)
 class GridLayout:
     """Kernel, padded grid and w planes of one observation.
@@ -278,6 +348,7 @@ class GridLayout:
         choice = choose_kernel(geometry, n_vis, w_range)
         nu = good_grid_size(math.ceil(choice.sigma * geometry.npix_x))
         nv = good_grid_size(math.ceil(choice.sigma * geometry.npix_y))
+        check_grid_size(nu, nv, geometry.grid_real)
         if not geometry.do_w:
             return cls(choice, nu, nv, w_range, 1, 1.0, 0.0)
         dw = plane_spacing(geometry, choice)
@@ -285,7 +356,11 @@ class GridLayout:
         # plane 0 and spans up to ceil(span) start planes, not ceil(span) + 1
         # (ducc0 needs W planes for a w range under one plane too)
         w0 = w_range[0] - (0.5 * choice.support - 1.0 + W_MARGIN) * dw
-        return cls(choice, nu, nv, w_range, n_planes_for(geometry, choice, w_range), dw, w0)
+        n_planes = n_planes_for(geometry, choice, w_range)
+        if n_planes > MAX_INDEX:
+            raise ValueError(f"the w range needs {n_planes} w planes, more than the kernels' "
+                             f"32-bit plane index: image fewer pixels or split the w range")
+        return cls(choice, nu, nv, w_range, n_planes, dw, w0)
 
     @classmethod
     def of_rows(cls, geometry: ImageGeometry, uvw_m: np.ndarray,
@@ -313,6 +388,11 @@ def row_taps(support: int) -> int:
     the narrowest of :data:`ROW_TAP_WIDTHS` that holds it (zeros past the
     support); 0 above the widest (no vector kernel takes it)."""
     return next((width for width in ROW_TAP_WIDTHS if support <= width), 0)
+
+
+#: Largest tile side, lane or group count, plane block a tile may name
+#: (work-groups and private tiles stay far below; bounds a cache's ints).
+MAX_TILE_SIDE = 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -368,7 +448,17 @@ class TileShape:
         footprint must not reach past it: W <= tile + 1; the table kernels'
         lane tiles (``wide``) as many as :meth:`reach` says.  A vector tile
         holds ``vector_taps`` taps a row (16: one vector; the table kernels'
-        full slices take up to 64, in pieces)."""
+        full slices take up to 64, in pieces).  The imaging core's grids
+        (not ``wide``) are multiples of :data:`GRID_MULTIPLE` and not padded:
+        its tiles divide that, or the last rows or columns of every plane
+        would belong to no tile (their points never spread); the table
+        kernels pad their grids to whole tiles."""
+        self._check_fields()
+        if not wide and (GRID_MULTIPLE % self.tile_u or GRID_MULTIPLE % self.lanes):
+            divisors = [d for d in range(1, GRID_MULTIPLE + 1) if GRID_MULTIPLE % d == 0]
+            raise ValueError(f"tile {self.tile_u}x{self.lanes}: the imaging core's grids are "
+                             f"multiples of {GRID_MULTIPLE}, so tile_u and lanes must divide "
+                             f"it ({', '.join(map(str, divisors))})")
         if support > min(self.tile_u, self.lanes) + 1 and (self.vector or not wide):
             raise ValueError(f"tile {self.tile_u}x{self.lanes} is too small for kernel support "
                              f"{support} (needs support <= tile + 1)")
@@ -393,6 +483,42 @@ class TileShape:
                              f"got {self.kernel_eval!r}")
         if self.kernel_eval != "exp" and not self.vector:
             raise ValueError("kernel_eval 'horner' needs a vector tile")
+
+    def _check_fields(self) -> None:
+        """Types and ranges (a tile from a cache file or a dict may hold
+        anything): ints within what the kernels index, a bool, a name."""
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.name == "vector":
+                ok = isinstance(value, (bool, np.bool_))
+            elif field.name == "kernel_eval":
+                ok = isinstance(value, str)
+            else:
+                ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+            if not ok:
+                raise TypeError(f"TileShape.{field.name} must be {field.type}, got {value!r}")
+        # chunk_points' default, 2 ** 31, fits the kernels' uint32
+        limits = {"chunk_points": 2 ** 31, "batch": MAX_TILE_SIDE ** 2}
+        for name in ("tile_u", "lanes", "chunk_points", "plane_block", "groups", "batch"):
+            low, high = (0 if name == "batch" else 1), limits.get(name, MAX_TILE_SIDE)
+            if not low <= getattr(self, name) <= high:
+                raise ValueError(f"TileShape.{name} must be in {low} .. {high}, "
+                                 f"got {getattr(self, name)}")
+
+    @classmethod
+    def from_dict(cls, fields) -> "TileShape":
+        """A tile from a dict of its fields (a cache entry), checked for
+        types and ranges; TypeError or ValueError naming the field."""
+        if not isinstance(fields, dict):
+            raise TypeError(f"a tile must be a dict of TileShape fields, got "
+                            f"{type(fields).__name__}")
+        known = {field.name for field in dataclasses.fields(cls)}
+        if set(fields) - known or not {"tile_u", "lanes"} <= set(fields):
+            raise TypeError(f"a tile needs tile_u and lanes and takes only {sorted(known)}, "
+                            f"got {sorted(map(str, fields))}")
+        shape = cls(**fields)
+        shape._check_fields()
+        return shape
 
     def check_device(self, profile: DeviceProfile) -> None:
         """A vector tile only where the device's compiler builds vector
@@ -569,6 +695,10 @@ def planes_per_pass(profile: DeviceProfile, layout: GridLayout, grid_complex: np
             f"per allocation and has {profile.global_mem_bytes / 2**20:.0f} MiB "
             f"(visibilities and coordinates take {other_bytes / 2**20:.0f} MiB): "
             "image fewer pixels, raise epsilon, or use several devices")
+    # the image comes back to host memory (after the device's limits, which
+    # name the device where both refuse)
+    check_host_bytes(image_bytes, "the image", "image fewer pixels or split the field into "
+                     "facets (center_x/center_y)")
     # equal passes: the last one is not a sliver
     passes = -(-layout.n_planes // fit)
     return -(-layout.n_planes // passes)
@@ -587,10 +717,12 @@ def params_of(value, cls: type, name: str):
 
 
 __all__ = ["FFT_COST_PER_CELL", "GRID_COST_PER_TAP", "GRID_MULTIPLE", "KEPT_MEMORY_SHARE",
-           "MIN_EPSILON",
-           "ROWS_IN_PARTS", "ROW_TAP_WIDTHS", "SPEED_OF_LIGHT", "VIS_PER_BLOCK", "W_MARGIN",
-           "GridLayout", "ImageGeometry", "TileShape", "check_allocation", "check_epsilon",
-           "check_finite", "check_freq", "check_npix", "check_points_fit", "check_positive",
-           "check_uvw", "choose_kernel", "explain_imaging", "fits_kept", "good_grid_size", "mib",
-           "n_planes_for", "params_of", "plane_spacing", "planes_per_pass", "point_bytes",
-           "precision_dtype", "precision_of", "row_blocks", "row_taps", "w_range_wavelengths"]
+           "MAX_INDEX", "MAX_TILE_SIDE", "MIN_EPSILON", "ROWS_IN_PARTS", "ROW_TAP_WIDTHS",
+           "SPEED_OF_LIGHT", "VIS_PER_BLOCK", "W_MARGIN", "GridLayout", "ImageGeometry",
+           "TileShape", "check_allocation", "check_epsilon", "check_finite",
+           "check_freq", "check_grid_size", "check_host_bytes", "check_npix",
+           "check_points_fit", "check_positive", "check_real", "check_uvw",
+           "choose_kernel", "explain_imaging", "fits_kept", "good_grid_size",
+           "host_memory_bytes", "mib", "n_planes_for", "params_of", "plane_spacing",
+           "planes_per_pass", "point_bytes", "precision_dtype", "precision_of",
+           "row_blocks", "row_taps", "size_text", "w_range_wavelengths"]

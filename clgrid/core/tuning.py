@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from ..device.profiles import DeviceProfile
-from ..device.tunecache import cached_entry, store_entry
+from ..device.tunecache import cached_entry, store_entry, warn_ignored
 from .plan import TileShape
 
 
@@ -58,16 +58,26 @@ def tile_candidates(profile: DeviceProfile, support: int, do_w: bool = False
 
 def cached_tiles(profile: DeviceProfile, support: int, precision, do_w: bool
                  ) -> TileShape | None:
-    """The tile measured fastest on this device (:func:`store_tiles`), or None."""
-    entry = cached_entry(profile, tile_key(support, precision, do_w))
-    if not entry:
+    """The tile measured fastest on this device (:func:`store_tiles`), or None.
+
+    An entry that is not a tile this device and kernel run correctly
+    (malformed, hand-edited, or stored by a version with looser rules) gives
+    one :class:`~clgrid.device.tunecache.TuningCacheWarning` and None: a
+    cache saves time, it must not fail a run or change its result."""
+    key = tile_key(support, precision, do_w)
+    entry = cached_entry(profile, key)
+    if entry is None:
         return None
-    shape = TileShape(**entry["tiles"])
     try:
+        shape = TileShape.from_dict(entry.get("tiles"))
         shape.check(support)
         shape.check_device(profile)
-    except ValueError:
-        return None   # a stale entry: the defaults rather than a failure
+        if shape.lanes * shape.groups > profile.max_work_group_size:
+            raise ValueError(f"{shape.lanes * shape.groups} work-items a group, the device "
+                             f"allows {profile.max_work_group_size}")
+    except (TypeError, ValueError, OverflowError) as error:
+        warn_ignored(f"entry {key!r}", str(error))
+        return None
     return shape
 
 

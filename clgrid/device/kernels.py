@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import time
 import warnings
@@ -92,22 +93,63 @@ def _fresh_build(context: cl.Context, device: cl.Device, source: str,
     kernel cache with no kernels in it (the first build is good): a source
     with an option no cache holds is built afresh."""
     nonce = f"-DCLGRID_FRESH_BUILD={os.getpid()}_{time.time_ns()}"
-    program = cl.Program(context, source).build(options=[*options, nonce], devices=[device])
+    # past pyopencl's binary cache too: an entry under a one-off key is
+    # never read again, and writing it can fail where the cache is broken
+    program = cl.Program(context, source).build(options=[*options, nonce], devices=[device],
+                                                cache_dir=False)
     if not program.all_kernels():
         raise RuntimeError(f"{device.platform.name.strip()} built a program with no kernels "
                            "in it (set PYOPENCL_COMPILER_OUTPUT=1 to see its build log)")
     return program
 
 
+def _is_build_failure(error: Exception) -> bool:
+    """Whether ``error`` is the compiler refusing the source (which a build
+    without the cache would only repeat)."""
+    code = getattr(error, "code", None)
+    return isinstance(error, cl.Error) and code == cl.status_code.BUILD_PROGRAM_FAILURE
+
+
+def _cached_build(context: cl.Context, device: cl.Device, source: str,
+                  options: tuple[str, ...]) -> cl.Program:
+    """Build through pyopencl's binary cache; where the cache itself fails
+    (a corrupt or unwritable entry: pyopencl 2026.1's recovery path then
+    raises ``KeyError: 'PYOPENCL_CACHE_FAILURE_FATAL'``), build without it
+    and say so in one warning.  A cache only saves time."""
+    try:
+        return cl.Program(context, source).build(options=list(options), devices=[device])
+    except Exception as error:   # noqa: BLE001 - whatever the cache raised
+        if _is_build_failure(error):
+            raise
+        cache_error = error
+    program = cl.Program(context, source).build(options=list(options), devices=[device],
+                                                cache_dir=False)
+    reason = f"{type(cache_error).__name__}: {str(cache_error).splitlines()[0][:120]}" \
+        if str(cache_error) else type(cache_error).__name__
+    warnings.warn(f"pyopencl's kernel cache failed ({reason}); built without it (delete "
+                  f"{_pyopencl_cache_folder()} if this repeats)", RuntimeWarning, stacklevel=3)
+    return program
+
+
+def _pyopencl_cache_folder() -> str:
+    """Where pyopencl keeps its binaries (as ``pyopencl.cache`` finds it),
+    for the warning: the folder to delete."""
+    import platformdirs
+    folder = platformdirs.user_cache_dir("pyopencl", "pyopencl")
+    return os.path.join(folder, "pyopencl-compiler-cache-v2-py"
+                        + ".".join(map(str, sys.version_info)))
+
+
 def build_program(context: cl.Context, device: cl.Device, source: str,
                   options: tuple[str, ...] = ()) -> cl.Program:
-    """Build ``source`` for ``device`` once per context; cached in memory."""
+    """Build ``source`` for ``device`` once per context; cached in memory
+    and (where pyopencl caches binaries) on disk."""
     key = (context.int_ptr, device.int_ptr, source, options)
     with _programs_lock:
         program = _programs.get(key)
     if program is None:
         with quiet_builds():
-            program = cl.Program(context, source).build(options=list(options), devices=[device])
+            program = _cached_build(context, device, source, options)
             if not program.all_kernels():
                 program = _fresh_build(context, device, source, options)
         with _programs_lock:

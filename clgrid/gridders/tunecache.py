@@ -10,12 +10,13 @@ the readers do not import the tuner.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
 
 from ..core.register import RegisterParams
-from ..device.tunecache import cache_path, cached_entry, store_entry
+from ..device.tunecache import cache_path, cached_entry, store_entry, warn_ignored
 
 
 def support_bucket(support: int) -> int:
@@ -28,12 +29,44 @@ def parameter_key(npol: int, precision, separable: bool, support: int) -> str:
             f"{'separable' if separable else 'full'}|support<={support_bucket(support)}")
 
 
+#: Largest value a cached register-spread field may hold (the kernels take
+#: them as 32-bit ints; the spread clamps work-groups and staging itself).
+_MAX_FIELD = 2 ** 31 - 1
+
+
 def cached_register_params(profile, support: int, npol: int, precision, separable: bool
                            ) -> RegisterParams | None:
     """Tuned register-spread geometry from the cache, else None (the
-    spread's defaults, :func:`clgrid.core.register.default_register_params`)."""
-    entry = cached_entry(profile, parameter_key(npol, precision, separable, support))
-    return RegisterParams(**entry["params"]) if entry else None
+    spread's defaults, :func:`clgrid.core.register.default_register_params`).
+    A malformed entry gives one
+    :class:`~clgrid.device.tunecache.TuningCacheWarning` and None."""
+    key = parameter_key(npol, precision, separable, support)
+    entry = cached_entry(profile, key)
+    if entry is None:
+        return None
+    try:
+        return _register_params_of(entry.get("params"), npol)
+    except (TypeError, ValueError, OverflowError) as error:
+        warn_ignored(f"entry {key!r}", str(error))
+        return None
+
+
+def _register_params_of(fields, npol: int) -> RegisterParams:
+    """A validated :class:`RegisterParams` from a cache entry's fields."""
+    if not isinstance(fields, dict):
+        raise TypeError(f"params must be an object of RegisterParams fields, got "
+                        f"{type(fields).__name__}")
+    known = {field.name for field in dataclasses.fields(RegisterParams)}
+    if set(fields) - known:
+        raise TypeError(f"unknown fields {sorted(set(map(str, fields)) - known)}")
+    for name, value in fields.items():
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"{name} must be an int, got {value!r}")
+        if not 0 <= value <= _MAX_FIELD:
+            raise ValueError(f"{name} must be in 0 .. {_MAX_FIELD}, got {value}")
+    params = RegisterParams(**fields)
+    params.validate(npol)
+    return params
 
 
 def store_register_params(profile, support: int, npol: int, precision, separable: bool,

@@ -157,6 +157,8 @@ class Gridder:
         hpx_max_resolution
             Largest acceptable HEALPix pixel size (degrees), about sigma / 2;
             it sets nside of the pre-ordering (speed only, not results).
+            Values below ``sphere_radius / 1024`` are raised to it with a
+            warning (finer pixels cost memory and time and gain nothing).
         """
         if kernel_type not in KERNEL_TYPES:
             raise ValueError(f"kernel type not understood: {kernel_type!r}; choose from "
@@ -175,9 +177,29 @@ class Gridder:
         self.kernel_type = kernel_type
         self.kernel_params = tuple(float(p) for p in params)
         self.sphere_radius = float(sphere_radius)
-        self.nside = healpix.nside_for_resolution(float(hpx_max_resolution))
+        self.nside = self._nside_for(float(hpx_max_resolution), self.sphere_radius)
         self._device_params = self._kernel_constants(kernel_type, params)
         self.kernel_set = True
+
+    def _nside_for(self, resolution_deg: float, sphere_radius_deg: float) -> int:
+        """nside of the pre-ordering: ``resolution_deg`` clamped to what the
+        kernel can use (one warning), its ring table checked against the
+        device before anything is allocated."""
+        nside = healpix.nside_for_resolution(resolution_deg)   # validates it too
+        useful = healpix.useful_resolution(resolution_deg, sphere_radius_deg)
+        if healpix.nside_for_resolution(useful) < nside:
+            clamped = healpix.nside_for_resolution(useful)
+            warnings.warn(f"hpx_max_resolution {resolution_deg:g} deg is far finer than a "
+                          f"kernel of sphere_radius {sphere_radius_deg:g} deg can use; using "
+                          f"{useful:g} deg (nside {clamped}, not {nside}); nside only orders the "
+                          "samples: the same map, less memory and time", stacklevel=3)
+            nside = clamped
+        table = healpix.ring_table_bytes(nside)
+        if table > self.queue.device.max_mem_alloc_size:
+            raise MemoryError(f"nside {nside} needs a ring table of {table} bytes; the device "
+                              f"allows {self.queue.device.max_mem_alloc_size} bytes per "
+                              "allocation: raise hpx_max_resolution")
+        return nside
 
     @staticmethod
     def _kernel_constants(kernel_type: str, params: np.ndarray) -> tuple:

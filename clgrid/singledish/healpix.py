@@ -43,6 +43,25 @@ def nside_for_resolution(max_resolution_deg: float) -> int:
     return nside
 
 
+#: Finest useful pixels: ``sphere_radius / FINEST_PIXELS_PER_RADIUS``.  The
+#: gather scans a disc of ``sphere_radius`` plus a pixel radius; pixels this
+#: fine widen it by about 0.1% already, while the ring table (4 nside
+#: entries) and each cell's walk over its rings grow with nside.
+FINEST_PIXELS_PER_RADIUS = 1024
+
+
+def useful_resolution(max_resolution_deg: float, sphere_radius_deg: float) -> float:
+    """``hpx_max_resolution`` clamped to the finest pixels that still speed up
+    a gather of radius ``sphere_radius_deg`` (:data:`FINEST_PIXELS_PER_RADIUS`);
+    nside sets only the pre-ordering, so the clamp leaves the map as it was."""
+    return max(float(max_resolution_deg), sphere_radius_deg / FINEST_PIXELS_PER_RADIUS)
+
+
+def ring_table_bytes(nside: int) -> int:
+    """Device bytes of a chunk's ring table: 4 nside uint32 entries."""
+    return 16 * int(nside)
+
+
 def max_pixel_radius_rad(nside: int) -> float:
     """A safe upper bound of the distance from any pixel centre to its edge."""
     return PIXRAD_TIMES_NSIDE / nside
@@ -115,5 +134,6 @@ def _cap_pixels(nside: int, z: np.ndarray, za: np.ndarray, sin_theta: np.ndarray
     return np.where(z > 0, 2 * ring * (ring - 1) + in_ring, npix - 2 * ring * (ring + 1) + in_ring)
 
 
-__all__ = ["MAX_NSIDE", "ang2pix_ring", "max_pixel_radius_rad", "n_rings",
-           "nside_for_resolution", "resolution_rad", "ring_first_pixel"]
+__all__ = ["FINEST_PIXELS_PER_RADIUS", "MAX_NSIDE", "ang2pix_ring", "max_pixel_radius_rad",
+           "n_rings", "nside_for_resolution", "resolution_rad", "ring_first_pixel",
+           "ring_table_bytes", "useful_resolution"]
