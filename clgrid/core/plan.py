@@ -228,9 +228,11 @@ class ImageGeometry:
         """l and m of the first and last pixel per axis: where l^2 and m^2
         peak (a parabola's maximum over a line sits at an end), computed as
         :meth:`pixel_lm` does, so the same bits without npix-long arrays."""
-        ends = lambda n: np.array([0, n - 1]) - n // 2  # noqa: E731
-        return (ends(self.npix_x) * self.pixsize_x + self.center_x,
-                ends(self.npix_y) * self.pixsize_y + self.center_y)
+        def ends(n: int, pixsize: float, centre: float) -> np.ndarray:
+            # Python ints: no int64 overflow for absurd npix (refused later)
+            return np.array([-(n // 2) * pixsize + centre, (n - 1 - n // 2) * pixsize + centre])
+        return (ends(self.npix_x, self.pixsize_x, self.center_x),
+                ends(self.npix_y, self.pixsize_y, self.center_y))
 
     @property
     def max_eta(self) -> float:
