@@ -1,9 +1,10 @@
 """``clgrid image``: Measurement Set in, FITS (and PNG) out.
 
 Arguments, output paths, the memory check, device choice, the example
-data set and the FITS/PNG writing of one subcommand; the imaging itself is
-:func:`clgrid.pipeline.run.image_measurement_set`.  A little above 400
-lines: the parts are each short and only this command uses them.
+data set, the FITS/PNG writing (all renamed into place when complete) and
+the one-line reports of one subcommand; the imaging itself is
+:func:`clgrid.pipeline.run.image_measurement_set`.  About 500 lines: the
+parts are each short and only this command uses them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import traceback
 import warnings
 from importlib import resources
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -128,14 +130,17 @@ def _print_warning(message, category, filename, lineno, file=None, line=None) ->
 
 def _unexpected(error: BaseException) -> str:
     """One line for a failure that is not the user's, with the way out where
-    one is known (a damaged pyopencl kernel cache)."""
+    one is known: a damaged kernel cache of pyopencl (its compiler cache, or
+    the pytools database of its invokers) fails in ways of its own."""
     what = f"{type(error).__name__}: {_one_line(error)}"
     files = [frame.filename for frame in traceback.extract_tb(error.__traceback__)]
-    if "PYOPENCL_CACHE" in str(error) or any(
-            f.endswith(os.path.join("pyopencl", "cache.py")) for f in files):
+    cache_code = (os.path.join("pyopencl", "cache.py"),
+                  os.path.join("pytools", "persistent_dict.py"))
+    if "PYOPENCL_CACHE" in str(error) or any(f.endswith(cache_code) for f in files):
+        caches = os.environ.get("XDG_CACHE_HOME") or "~/.cache"
         return (f"pyopencl's kernel cache failed ({what}), probably a damaged cache file: "
-                f"run again with PYOPENCL_NO_CACHE=1, or delete pyopencl's cache folder "
-                f"(~/.cache/pyopencl)")
+                f"run again with PYOPENCL_NO_CACHE=1, or delete {caches}/pyopencl and "
+                f"{caches}/pytools")
     return f"internal error ({what}); --verbose shows where"
 
 
@@ -367,7 +372,7 @@ def _write_outputs(args, result, outputs: dict[str, Path]) -> None:
 
 
 @contextlib.contextmanager
-def _signals_held():
+def _signals_held() -> Iterator[None]:
     """SIGINT and SIGTERM wait until the block ends, then act as usual: the
     renames of one run happen all or none."""
     if threading.current_thread() is not threading.main_thread():
