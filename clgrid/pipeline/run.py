@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from typing import Iterable
 
 import numpy as np
 
@@ -94,8 +95,8 @@ class UvExtent:
     limit_m: float = float("inf")
 
 
-def uv_extent(blocks) -> UvExtent:
-    """:class:`UvExtent` of per-row |uv| arrays, in one pass.
+def uv_extent(blocks: Iterable[np.ndarray]) -> UvExtent:
+    """:class:`UvExtent` of per-row |uv| arrays (metres), read once.
 
     Counts and exact maxima per log-spaced bin; the 99th percentile is the
     largest value of its bin (at most 0.5% high), and bins whose lower edge
