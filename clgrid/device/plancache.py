@@ -40,8 +40,10 @@ T = TypeVar("T")
 
 
 def is_allocation_failure(error: BaseException) -> bool:
-    """Whether ``error`` says a device (or pinned host) allocation failed."""
-    if isinstance(error, (cl.MemoryError, MemoryError)):
+    """Whether ``error`` says a device (or pinned host) allocation failed.
+    Python's own :class:`MemoryError` is not one: clgrid raises it for
+    sizes it refuses before allocating, with the bytes in its message."""
+    if isinstance(error, cl.MemoryError):
         return True
     if isinstance(error, cl.Error):
         code = getattr(error, "code", None)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pyopencl.array as cla
 
+from ..device.guard import one_thread_at_a_time
+
 from .checks import check_finite
 from .gcf import GCF
 from .gridder import _TableOperation
@@ -64,6 +66,7 @@ class Degridder(_TableOperation):
                                       tile_shape(tiles), method=method, npol=npol,
                                       register_params=register_params, spread=False)
 
+    @one_thread_at_a_time
     def __call__(self, grid, uvw_m, freq_hz, weights=None, flags=None, *,
                  return_device: bool = False):
         """Predict (nrow, nchan, npol) visibilities from a (npol, ny, nx) grid
@@ -71,6 +74,7 @@ class Degridder(_TableOperation):
         plan = self.plan(uvw_m, freq_hz, flags)
         return self.degrid_plan(plan, grid, weights, return_device=return_device)
 
+    @one_thread_at_a_time
     def degrid_plan(self, plan, grid, weights=None, *, return_device: bool = False):
         """Degrid with a plan from :meth:`plan`; ``return_device``: the
         ``pyopencl.array.Array`` instead of a numpy copy."""

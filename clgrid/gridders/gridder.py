@@ -24,6 +24,7 @@ import numpy as np
 import pyopencl.array as cla
 
 from .gcf import GCF
+from ..device.guard import one_thread_at_a_time
 from ..device.kernels import Operation, real_dtype_name
 
 
@@ -70,6 +71,7 @@ class _TableOperation(Operation):
     #: work (set points, spread or interpolation); for benchmarks and profiles.
     engine: Any
 
+    @one_thread_at_a_time
     def plan(self, uvw_m, freq_hz, flags=None):
         """Set points on the device (a :class:`clgrid.gridders.core_strategy.CorePlan`:
         no host pass over the rows); reuse it across calls (major cycles)."""
@@ -190,10 +192,12 @@ class Gridder(_TableOperation):
                                           self.real_dtype, self.gcf.separable)
         return as_register_params(register_params)
 
+    @one_thread_at_a_time
     def zeros(self) -> cla.Array:
         """A zeroed device grid (npol, ny, nx) of this gridder's complex dtype."""
         return cla.zeros(self.queue, (self.npol, self.ny, self.nx), self.complex_dtype)
 
+    @one_thread_at_a_time
     def __call__(self, uvw_m, freq_hz, vis, weights=None, flags=None, *, out=None,
                  return_device: bool = False):
         """Grid visibilities; returns the (npol, ny, nx) grid.
@@ -224,6 +228,7 @@ class Gridder(_TableOperation):
         plan = self.plan(uvw_m, freq_hz, flags)
         return self.grid_plan(plan, vis, weights, out=out, return_device=return_device)
 
+    @one_thread_at_a_time
     def grid_plan(self, plan, vis, weights=None, *, out=None, return_device: bool = False):
         """Grid with a plan from :meth:`plan` (reuse it across major cycles)."""
         self.engine.check_plan(plan)

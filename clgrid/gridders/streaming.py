@@ -18,6 +18,7 @@ import warnings
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..device.guard import one_thread_at_a_time
 from .gridder import Gridder
 
 #: Default block: 1 Mi visibilities (quad-pol complex64: 32 MiB).
@@ -58,6 +59,7 @@ class StreamingGridder:
         self.chunk_records = min(requested, limit)
         self.last_stats: dict = {}
 
+    @one_thread_at_a_time
     def __call__(self, uvw_m, freq_hz, vis, weights=None, flags=None, *, out=None,
                  return_device: bool = False, progress: bool | None = None):
         """Grid like :meth:`Gridder.__call__`, one gridder call per block of

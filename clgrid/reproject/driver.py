@@ -8,44 +8,56 @@ memory and fills the output and footprint.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 from typing import Any
 
 import numpy as np
 import pyopencl.array as cla
 
-from ..device.profiles import resolve_queue
+from ..device.profiles import context_of, resolve_queue
 from ..device.kernels import real_dtype_name
 from .plan import Job, parse_input, parse_output, plan
-from .interp import Reprojector, _progress, _stagings, order_name
+from .interp import Reprojector, _progress, order_name
 from .prefilter import ORDERS, _real_of
 
 
-_default_queue = None
-_reprojectors: dict[tuple, Reprojector] = {}
-
-
-def _queue_for(context):
-    global _default_queue
-    if context is None:
-        if _default_queue is None:
-            _default_queue = resolve_queue(None)
-        return _default_queue
-    return resolve_queue(context)
+# Idle Reprojectors by (context, device, options): a call takes one (one on
+# its own queue first) or builds one, and gives it back; a Reprojector holds
+# device scratch, pinned staging and kernel objects, so two calls at once
+# never share one.  At most _IDLE_PER_KEY are kept idle a key.
+_reprojectors: dict[tuple, list[Reprojector]] = {}
+_reprojectors_lock = threading.Lock()
+_IDLE_PER_KEY = 4
 
 
 def release_caches() -> None:
     """Drop the compiled Reprojectors that ``reproject_interp`` keeps, with
     their device scratch buffers and pinned host staging."""
-    _reprojectors.clear()
-    _stagings.clear()
+    with _reprojectors_lock:
+        _reprojectors.clear()
 
 
-def _reprojector(queue, **options) -> Reprojector:
-    key = (queue.int_ptr,) + tuple(sorted(options.items()))
-    if key not in _reprojectors:
-        _reprojectors[key] = Reprojector(queue, **options)
-    return _reprojectors[key]
+@contextlib.contextmanager
+def _reprojector(queue, **options):
+    """A Reprojector of ``options`` for one call on ``queue`` (see above)."""
+    key = (context_of(queue).int_ptr, queue.device.int_ptr) + tuple(sorted(options.items()))
+    with _reprojectors_lock:
+        idle = _reprojectors.setdefault(key, [])
+        mine = [op for op in idle if op.queue.int_ptr == queue.int_ptr]
+        operation = mine[-1] if mine else None
+        if operation is not None:
+            idle.remove(operation)
+    if operation is None:
+        operation = Reprojector(queue, **options)
+    try:
+        yield operation
+    finally:
+        with _reprojectors_lock:
+            idle = _reprojectors.setdefault(key, [])
+            idle.append(operation)
+            del idle[:-_IDLE_PER_KEY]
 
 
 def reproject_interp(input_data, output_projection, shape_out=None, order="bilinear", *,
@@ -131,7 +143,7 @@ def reproject_interp(input_data, output_projection, shape_out=None, order="bilin
     order = order_name(order)
     data, wcs_in = parse_input(input_data, hdu_in)
     wcs_out, shape_out = parse_output(output_projection, shape_out, output_array)
-    queue = _queue_for(context)
+    queue = resolve_queue(context)
     job = plan(data, wcs_in, wcs_out, shape_out, roundtrip_coords, ORDERS[order][0])
     dtype = _working_dtype(data.dtype)
     shape_caller = job.shape_out if job.permutation_out is None else \
@@ -150,10 +162,10 @@ def reproject_interp(input_data, output_projection, shape_out=None, order="bilin
             raise ValueError("output_array and output_footprint must both be host arrays "
                              "or both device arrays")
     projections = job.projections
-    operation = _reprojector(queue, dtype=dtype, order=order, sampling=sampling,
-                             coord_precision=coord_precision, fast_math=fast_math,
-                             projections=projections)
-    _run(operation, job, out, footprint, block_size, progress)
+    with _reprojector(queue, dtype=dtype, order=order, sampling=sampling,
+                      coord_precision=coord_precision, fast_math=fast_math,
+                      projections=projections) as operation:
+        _run(operation, job, out, footprint, block_size, progress)
     if not return_footprint:
         return out
     return out, footprint

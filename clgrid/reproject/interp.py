@@ -31,6 +31,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
+from ..device.guard import one_thread_at_a_time
 from ..device.hostio import PinnedStaging
 from ..device.kernels import KernelTemplate, Operation, real_dtype_name
 from .wcs_params import CelestialPlane, pixel_map_params
@@ -137,7 +138,8 @@ class Reprojector(Operation):
         self._variants: dict[tuple, dict[str, cl.Kernel]] = {}
         self._preparers: dict[np.dtype, BSplinePrefilter] = {}
         self.scratch = _Scratch(self.queue)
-        self.staging = _staging_for(self.context, self.queue)
+        # the operation's own: a staging shared by two calls would mix their data
+        self.staging = PinnedStaging(self.context, self.queue)
         self._dummy = cla.zeros(self.queue, (16,), np.uint8)
         self.halo = fir_halo(self.spline_order, self.real_dtype) if self.prefilter else 0
         self.kernels()  # build the default variant now: errors show at construction
@@ -182,6 +184,7 @@ class Reprojector(Operation):
 
     # -- device-side pieces -------------------------------------------------
 
+    @one_thread_at_a_time
     def prepare_input(self, plane, full_shape: tuple[int, int] | None = None,
                       origin: tuple[int, int] = (0, 0)) -> PreparedInput:
         """Upload one 2-D plane (host array of any real/complex dtype and byte
@@ -240,6 +243,7 @@ class Reprojector(Operation):
         return cla.to_device(self.queue, pixel_map_params(plane_out, plane_in, frame_rotation)
                              .astype(self.coord_dtype))
 
+    @one_thread_at_a_time
     def reproject_plane(self, prepared: PreparedInput, params: cla.Array,
                         shape_out: tuple[int, int], out: cla.Array | None = None,
                         footprint: cla.Array | None = None, row0: int = 0,
@@ -257,6 +261,7 @@ class Reprojector(Operation):
                np.int32(bool(roundtrip)), self._offset(out, footprint, out_offset))
         return out
 
+    @one_thread_at_a_time
     def map_pixels(self, params: cla.Array, shape_out, row0: int = 0,
                    roundtrip: bool = False, scratch: bool = False
                    ) -> tuple[cla.Array, cla.Array]:
@@ -276,6 +281,7 @@ class Reprojector(Operation):
                               np.int32(bool(roundtrip)))
         return x_in, y_in
 
+    @one_thread_at_a_time
     def interpolate_at(self, prepared: PreparedInput, x_in: cla.Array, y_in: cla.Array,
                        out: cla.Array | None = None, footprint: cla.Array | None = None,
                        out_offset: int = 0) -> cla.Array:
@@ -308,6 +314,7 @@ class Reprojector(Operation):
 
     # -- whole arrays --------------------------------------------------------
 
+    @one_thread_at_a_time
     def __call__(self, data: np.ndarray, plane_in, plane_out, shape_out: tuple[int, ...],
                  progress: bool = False) -> np.ndarray:
         """Reproject ``data`` (2-D, or N-D with leading axes handled plane by
@@ -323,16 +330,6 @@ class Reprojector(Operation):
             self.reproject_plane(prepared, params, shape_out[-2:], out=out)
             self.staging.download(out.data, result[index])
         return result.reshape(shape_out)
-
-
-_stagings: dict[int, PinnedStaging] = {}
-
-
-def _staging_for(context, queue) -> PinnedStaging:
-    """One pinned staging pair per queue (its copies are serialised by it)."""
-    if queue.int_ptr not in _stagings:
-        _stagings[queue.int_ptr] = PinnedStaging(context, queue)
-    return _stagings[queue.int_ptr]
 
 
 def _mem(source):

@@ -55,9 +55,12 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
+from ..device.guard import one_thread_at_a_time
 from ..device.hostio import copy_pool, gather_rows
 from ..core.plan import FFT_COST_PER_CELL, GRID_COST_PER_TAP, check_freq, check_uvw, precision_of
-from ..imaging.imager import Imager
+from ..device import plancache
+from ..device.profiles import context_of
+from ..imaging.imager import Imager, plan_needs
 from .partition import (REDUCTIONS, balance, geometry_of, layout_of_rows, partition_planes,
                         partition_rows, plane_span_of_rows, resolve_queues)
 
@@ -126,6 +129,8 @@ class MultiDeviceImager:
                                              baseline_ids)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=n_dev)
         self._sum_lock = threading.Lock()
+        #: Held by the functional API's calls, which share a cached imager.
+        self.call_lock = threading.Lock()
         self.shards = self._map(lambda d: self._make_shard(d, fft_backend))
 
     # ---------------------------------------------------------- construction
@@ -173,6 +178,7 @@ class MultiDeviceImager:
         self._pool.shutdown(wait=True)
 
     # ---------------------------------------------------------- vis2dirty
+    @one_thread_at_a_time
     def vis2dirty(self, vis, wgt=None, mask=None, dirty=None) -> np.ndarray:
         """Dirty image(s) of ``vis``, as :meth:`Imager.vis2dirty` on one device
         (``dirty``: an output array, summed into in place where it is of the
@@ -249,6 +255,7 @@ class MultiDeviceImager:
         return next(shard for shard in self.shards if shard is not None)
 
     # ---------------------------------------------------------- dirty2vis
+    @one_thread_at_a_time
     def dirty2vis(self, dirty, wgt=None, mask=None, vis=None) -> np.ndarray:
         """Visibilities of ``dirty``, as :meth:`Imager.dirty2vis` on one
         device (``vis``: an output array, filled in place where it is of the
@@ -347,80 +354,98 @@ def _grid_only(shard: Imager, vis, wgt, mask, on_device: bool = False):
     """The (npol, nu, nv) uv grid of one shard (no FFT; no w-gridding): numpy,
     or a device array on the shard's queue with ``on_device``."""
     npol = shard._check_vis(vis)
-    shard._uploader.settle()
-    arrays, ready, checks = shard._inputs(vis, *shard._check_weights(wgt, mask))
-    shape = (npol, shard.nu, shard.nv)
-    grids = (cla.empty(shard.queue, shape, shard.engine.grid_complex) if on_device
-             else np.empty(shape, shard.engine.grid_complex))
-    for pol in range(npol):
-        planes_d = shard.engine.grid_pass(arrays["vis"], npol, pol, 0, 1, arrays["wgt"],
-                                          arrays["mask"], ready)
-        ready = None
-        plane_bytes = grids[0].nbytes
-        if on_device:
-            cl.enqueue_copy(shard.queue, grids.data, planes_d.data, byte_count=plane_bytes,
-                            dst_offset=pol * plane_bytes)
-        else:
-            cl.enqueue_copy(shard.queue, grids[pol], planes_d.data)   # no w: one plane
-    shard._check_finite(checks)
-    shard._uploader.settle()
-    shard.queue.finish()
+    with shard._lease(None) as ws:
+        ws.uploader.settle()
+        arrays, ready, checks = shard._inputs(ws, vis, *shard._check_weights(wgt, mask))
+        shape = (npol, shard.nu, shard.nv)
+        grids = (cla.empty(ws.queue, shape, shard.engine.grid_complex) if on_device
+                 else np.empty(shape, shard.engine.grid_complex))
+        for pol in range(npol):
+            planes_d = shard.engine.grid_pass(arrays["vis"], npol, pol, 0, 1, arrays["wgt"],
+                                              arrays["mask"], ready, ws)
+            ready = None
+            plane_bytes = grids[0].nbytes
+            if on_device:
+                cl.enqueue_copy(ws.queue, grids.data, planes_d.data, byte_count=plane_bytes,
+                                dst_offset=pol * plane_bytes)
+            else:
+                cl.enqueue_copy(ws.queue, grids[pol], planes_d.data)   # no w: one plane
+        shard._check_finite(ws, checks)
+        ws.uploader.settle()
+        ws.queue.finish()
     return grids
 
 
 def grid_to_dirty(imager: Imager, grids) -> np.ndarray:
     """FFT and grid correction of summed uv grids (no w-gridding): (npol, nx, ny).
 
-    ``grids``: (npol, nu, nv) numpy or device array on ``imager``'s queue."""
+    ``grids``: (npol, nu, nv) numpy or device array on ``imager``'s context."""
     engine = imager.engine
     images = np.empty((grids.shape[0], imager.npix_x, imager.npix_y), imager.vis_real)
     plane_bytes = imager.nu * imager.nv * np.dtype(engine.grid_complex).itemsize
-    for pol in range(grids.shape[0]):
-        if isinstance(grids, cla.Array):
-            cl.enqueue_copy(imager.queue, engine.planes_d.data, grids.data,
-                            byte_count=plane_bytes, src_offset=pol * plane_bytes)
-        else:
-            engine.planes_d.set(np.ascontiguousarray(grids[pol], engine.grid_complex)
-                                .reshape(engine.planes_d.shape))
-        image = cla.empty(imager.queue, (imager.npix_x, imager.npix_y), imager.grid_real)
-        engine.planes_to_dirty(0, 1, image, prune=False, accumulate=False)
-        images[pol] = image.get()
+    with engine.lease() as ws:
+        for pol in range(grids.shape[0]):
+            if isinstance(grids, cla.Array):
+                cl.enqueue_copy(ws.queue, ws.planes_d.data, grids.data,
+                                byte_count=plane_bytes, src_offset=pol * plane_bytes)
+            else:
+                ws.planes_d.set(np.ascontiguousarray(grids[pol], engine.grid_complex)
+                                .reshape(ws.planes_d.shape), queue=ws.queue)
+            image = cla.empty(ws.queue, (imager.npix_x, imager.npix_y), imager.grid_real)
+            engine.planes_to_dirty(0, 1, image, prune=False, accumulate=False, ws=ws)
+            images[pol] = image.get(queue=ws.queue)
     return images
 
 
 # ------------------------------------------------------------------ functional
-_multi_imagers: dict[tuple, MultiDeviceImager] = {}
-_MAX_CACHED = 2
-
-
 @atexit.register
 def clear_cache() -> None:
-    """Drop the cached imagers (their threads and device buffers)."""
-    while _multi_imagers:
-        _multi_imagers.popitem()[1].close()
+    """Drop the cached imagers, one device's and several devices' (their
+    threads and device buffers)."""
+    plancache.plans.clear()
     gc.collect()  # free device objects while pyopencl is still whole
 
 
-def _device_key(devices) -> tuple:
-    if isinstance(devices, str):
-        return (devices,)
-    if isinstance(devices, (cl.Device, cl.Context, cl.CommandQueue)):
-        devices = [devices]
-    return tuple(getattr(d, "int_ptr", d) for d in devices)
+def _device_key(queues: list[cl.CommandQueue]) -> tuple:
+    return tuple((context_of(q).int_ptr, q.device.int_ptr) for q in queues)
+
+
+def _bytes_by_device(imager: MultiDeviceImager) -> dict[int, int]:
+    held: dict[int, int] = {}
+    for shard in imager.shards:
+        if shard is not None and shard.engine is not None:
+            ptr = shard.queue.device.int_ptr
+            held[ptr] = held.get(ptr, 0) + shard.engine.device_bytes
+    return held
 
 
 def cached_multi_imager(devices, uvw, freq, **geometry) -> MultiDeviceImager:
-    """One :class:`MultiDeviceImager` per (devices, uvw, freq, geometry)."""
+    """One :class:`MultiDeviceImager` per (devices, uvw, freq, geometry), in
+    the process's plan cache (:mod:`clgrid.device.plancache`) beside the
+    one-device imagers: making one drops the least recently used plans of
+    its devices until it fits, so a one-GPU call's w planes do not stay
+    beside the shards' on the same card."""
     uvw, freq = check_uvw(uvw), check_freq(freq)
-    key = (_device_key(devices), uvw.shape, hash(uvw.tobytes()), hash(freq.tobytes()),
-           tuple(sorted(geometry.items())))
-    imager = _multi_imagers.get(key)
-    if imager is None:
-        if len(_multi_imagers) >= _MAX_CACHED:
-            _multi_imagers.pop(next(iter(_multi_imagers))).close()
-        imager = MultiDeviceImager(devices, uvw=uvw, freq=freq, **geometry)
-        _multi_imagers[key] = imager
+    queues = resolve_queues(devices)
+    key = ("multi", _device_key(queues), uvw.shape, hash(uvw.tobytes()),
+           hash(freq.tobytes()), tuple(sorted(geometry.items())))
+    layout = layout_of_rows(geometry_of(**geometry), uvw, freq)
+    itemsize = 4 if geometry.get("precision", "single") == "single" else 8
+    needs: dict[int, tuple[int, int]] = {}
+    for queue in queues:
+        needs.update(plan_needs(queue, layout, uvw.shape[0] * freq.shape[0] // len(queues),
+                                itemsize))
+    imager = plancache.plans.get_or_build(
+        key, lambda: MultiDeviceImager(queues, uvw=uvw, freq=freq, **geometry),
+        _bytes_by_device, needs, close=MultiDeviceImager.close)
     return imager
+
+
+def _serialised(imager: MultiDeviceImager, method: str, **arguments):
+    """A cached imager is shared by every thread calling the functional API:
+    they take turns (its own methods refuse a second thread)."""
+    with imager.call_lock:
+        return getattr(imager, method)(**arguments)
 
 
 def vis2dirty(devices, *, uvw, freq, vis, wgt=None, mask=None, dirty=None,
@@ -428,7 +453,7 @@ def vis2dirty(devices, *, uvw, freq, vis, wgt=None, mask=None, dirty=None,
     """:func:`clgrid.imaging.imager.vis2dirty` on several devices (same arguments)."""
     precision = precision_of(np.asarray(vis).dtype, "vis")
     imager = cached_multi_imager(devices, uvw, freq, precision=precision, **geometry)
-    return imager.vis2dirty(vis, wgt=wgt, mask=mask, dirty=dirty)
+    return _serialised(imager, "vis2dirty", vis=vis, wgt=wgt, mask=mask, dirty=dirty)
 
 
 def dirty2vis(devices, *, uvw, freq, dirty, wgt=None, mask=None, vis=None,
@@ -438,7 +463,7 @@ def dirty2vis(devices, *, uvw, freq, dirty, wgt=None, mask=None, vis=None,
     precision = precision_of(dirty.dtype, "dirty")
     imager = cached_multi_imager(devices, uvw, freq, precision=precision,
                                  npix_x=dirty.shape[-2], npix_y=dirty.shape[-1], **geometry)
-    return imager.dirty2vis(dirty, wgt=wgt, mask=mask, vis=vis)
+    return _serialised(imager, "dirty2vis", dirty=dirty, wgt=wgt, mask=mask, vis=vis)
 
 
 _IGNORED_DUCC_ARGUMENTS = ("nthreads", "verbosity", "allow_nshift")
