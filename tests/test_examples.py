@@ -91,21 +91,31 @@ def test_gridding(cl_env, tmp_path, vla_ms):
     table = pytest.importorskip("casacore.tables").table
     printed = run_example("gridding", cl_env, tmp_path)
     assert printed["method"][0] in ("tiles", "register") and printed["why"][0]
+    assert printed["calibration"] == ["point"]
     with table(str(vla_ms), ack=False) as main:   # Stokes I read plainly, not through clgrid
         uvw, data, flag = main.getcol("UVW"), main.getcol("DATA"), main.getcol("FLAG")
         weight = main.getcol("WEIGHT_SPECTRUM")
         freq = table(main.getkeyword("SPECTRAL_WINDOW"), ack=False).getcell("CHAN_FREQ", 0)
     assert not flag.any()
-    vis = 0.5 * (data[..., 0] + data[..., 3])
-    wgt = 4.0 / (1.0 / weight[..., 0] + 1.0 / weight[..., 3])
+    example = load_example("gridding")
+    raw = example.read_vla(calibrate=False)       # the example's reader is the plain read
+    assert np.allclose(raw[0], uvw) and np.allclose(raw[1], freq)
+    assert np.allclose(raw[2], 0.5 * (data[..., 0] + data[..., 3]), rtol=1e-6, atol=0)
+    assert np.allclose(raw[3], 4.0 / (1.0 / weight[..., 0] + 1.0 / weight[..., 3]), rtol=1e-6)
+    # what it grids: the data calibrated on a point model (clgrid.pipeline.calibrate,
+    # tested in test_calibrate.py); here ducc0 grids the same samples
+    _, _, vis, wgt, usable = example.read_vla(calibrate=True)
+    wgt = np.where(usable, wgt, 0)
     cell = 1.0 / (4 * np.abs(uvw[:, :2]).max() * freq.max() / C)
     reference = ducc0.wgridder.vis2dirty(
         uvw=uvw, freq=freq, vis=vis.astype(np.complex128), wgt=wgt.astype(np.float64),
         npix_x=128, npix_y=128, pixsize_x=cell, pixsize_y=cell, epsilon=1e-7,
         do_wgridding=True) / wgt.sum()
     peak = np.unravel_index(np.argmax(reference), reference.shape)
+    assert peak == (64, 64)                          # the calibrator, at the phase centre
     assert tuple(int(x) for x in printed["peak_pixel"][0].split()) == peak
     assert float(printed["peak_jy_per_beam"][0]) == pytest.approx(reference[peak], rel=1e-2)
+    assert float(printed["peak_jy_per_beam"][0]) == pytest.approx(1.0, abs=0.02)  # the model
     assert float(printed["rms_jy_per_beam"][0]) == pytest.approx(reference.std(), rel=2e-2)
 
 
@@ -157,6 +167,13 @@ def test_reproject_image(cl_env, tmp_path):
     assert np.abs(result[finite] - expected[finite]).max() < 1e-4 * np.nanmax(expected)
     assert float(printed["footprint_fraction"][0]) == pytest.approx(footprint.mean(), abs=1e-4)
     assert numbers(printed["output_sum"][0])[0] == pytest.approx(np.nansum(expected), rel=1e-3)
+    # calibrated on a point model: the calibrator, 1 Jy/beam of the model, at the centre
+    with fits.open(tmp_path / "reproject_image-radec.fits") as radec:
+        image, header = radec[0].data, radec[0].header
+    y, x = np.unravel_index(np.argmax(image), image.shape)
+    assert abs(x + 1 - header["CRPIX1"]) <= 1 and abs(y + 1 - header["CRPIX2"]) <= 1
+    assert image[y, x] == pytest.approx(1.0, abs=0.02)
+    assert numbers(printed["output_max"][0])[0] == pytest.approx(1.0, abs=0.02)
 
 
 def test_dask_cluster(cl_env, tmp_path):
