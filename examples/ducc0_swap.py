@@ -5,16 +5,17 @@ centre) at 1.4 GHz observing five point sources over a 1-degree field, makes
 the w-corrected dirty image with ``ducc0.wgridder.vis2dirty`` and with
 ``clgrid.vis2dirty`` (same keywords, plus the OpenCL context), and shows both
 images, their difference and the time of each.  About 20 s on a 2-core
-laptop (Intel OpenCL CPU runtime), 5 s with --small.
+laptop (Intel OpenCL CPU runtime), 5 s with --small.  Needs ducc0
+(``pip install ducc0``).
 
     python examples/ducc0_swap.py [--device intel] [--small] [--png ducc0_swap.png]
 """
 import argparse
 import dataclasses
 import os
+import sys
 import time
 
-import ducc0
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -43,12 +44,23 @@ def simulate(small: bool):
     return uvw, freq, vis.astype(np.complex64), npix, np.radians(1 / npix)
 
 
+def import_ducc0():
+    """ducc0, or exit with one line saying how to install it."""
+    try:
+        import ducc0.wgridder
+    except ImportError:
+        sys.exit("ducc0_swap.py compares clgrid with ducc0, which is not installed here: "
+                 "pip install ducc0")
+    return ducc0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", help="intel, pocl, 0:0... (default: CLGRID_DEVICE or best)")
     parser.add_argument("--small", action="store_true", help="fewer baselines, one channel")
     parser.add_argument("--png", default="ducc0_swap.png")
     args = parser.parse_args()
+    ducc0 = import_ducc0()
     uvw, freq, vis, npix, pixsize = simulate(args.small)
     call = dict(uvw=uvw, freq=freq, vis=vis, npix_x=npix, npix_y=npix, pixsize_x=pixsize,
                 pixsize_y=pixsize, epsilon=1e-5, do_wgridding=True)

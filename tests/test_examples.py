@@ -131,6 +131,23 @@ def test_ducc0_swap(cl_env, tmp_path):
     assert np.allclose([s[4] for s in sources], expected, atol=1e-4)   # ducc0's values
 
 
+def test_ducc0_swap_without_ducc0(tmp_path):
+    """Where ducc0 is not installed: one line saying how to install it, exit 1, no
+    traceback (ducc0 hidden by a None in sys.modules, as Python does for a missing one)."""
+    hide = ("import runpy, sys; sys.modules['ducc0'] = None; "
+            f"sys.argv = ['ducc0_swap.py', '--small', '--png', 'ducc0_swap.png']; "
+            f"runpy.run_path({str(EXAMPLES / 'ducc0_swap.py')!r}, run_name='__main__')")
+    package_parent = str(Path(clgrid.__file__).resolve().parents[1])
+    env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=os.pathsep.join(
+        [package_parent] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    done = subprocess.run([sys.executable, "-c", hide], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout == ""
+    assert len(done.stderr.splitlines()) == 1 and "pip install ducc0" in done.stderr, done.stderr
+    assert not (tmp_path / "ducc0_swap.png").exists()
+
+
 def test_singledish_map(cl_env, tmp_path):
     WCS = pytest.importorskip("astropy.wcs").WCS
     printed = run_example("singledish_map", cl_env, tmp_path)
