@@ -10,10 +10,14 @@ VLA Measurement Set.  Columns (seconds, medians):
 * ``plan``: Imager construction (kernel choice, set points with the device
   sort, buffers), once per geometry;
 * ``v2d e2e`` / ``d2v e2e``: numpy arrays in, numpy arrays out (plan reused);
+* ``v2d queue=`` / ``context=`` / ``no-device-arg`` (and ``d2v``): the
+  functional ``clgrid.vis2dirty``/``dirty2vis`` as users call them, host to
+  host, with each device argument, and their ratio to ``queue=``;
 * ``v2d dev`` / ``d2v dev``: data already on the device, result left there;
 * ``spread``, ``fft``: device time of those stages in one v2d pass;
-* ``ducc0`` and ``cufi`` (host to host; ``cufi dev``: execute on device
-  arrays with the points set); ``err``: relative rms difference to ducc0.
+* ``ducc0`` and ``cufi`` (host to host with the plan reused: points and data
+  sent, setpts, execute, result back; ``cufi dev``: execute on device arrays
+  with the points set); ``err``: relative rms difference to ducc0.
 
     python benchmarks/imaging.py --device intel --quick
     python benchmarks/imaging.py --device nvidia --epsilon 1e-4 1e-5 --json out.json
@@ -153,20 +157,20 @@ def cufinufft_times(case, vis, image, epsilon, repeats) -> dict:
     dtype = vis.dtype
     real = np.float32 if dtype == np.complex64 else np.float64
 
-    def points():
-        x = (case["uvw"][:, 0:1] * scale).astype(real).ravel()
-        y = (case["uvw"][:, 1:2] * scale).astype(real).ravel()
-        return cupy.asarray(x), cupy.asarray(y)
+    x_host = (case["uvw"][:, 0:1] * scale).astype(real).ravel()
+    y_host = (case["uvw"][:, 1:2] * scale).astype(real).ravel()
+    plan1 = cufinufft.Plan(1, (npix, npix), eps=epsilon, isign=1, dtype=dtype.name)
+    plan2 = cufinufft.Plan(2, (npix, npix), eps=epsilon, isign=-1, dtype=dtype.name)
 
+    # host to host with the plans reused (as a pipeline would): the points
+    # and data sent, setpts, execute, the result back
     def v2d_host():
-        plan = cufinufft.Plan(1, (npix, npix), eps=epsilon, isign=1, dtype=dtype.name)
-        plan.setpts(*points())
-        return plan.execute(cupy.asarray(vis.ravel())).real.get()
+        plan1.setpts(cupy.asarray(x_host), cupy.asarray(y_host))
+        return plan1.execute(cupy.asarray(vis.ravel())).real.get()
 
     def d2v_host():
-        plan = cufinufft.Plan(2, (npix, npix), eps=epsilon, isign=-1, dtype=dtype.name)
-        plan.setpts(*points())
-        return plan.execute(cupy.asarray(image.astype(dtype))).get()
+        plan2.setpts(cupy.asarray(x_host), cupy.asarray(y_host))
+        return plan2.execute(cupy.asarray(image.astype(dtype))).get()
 
     def device_median(run):
         run()
@@ -179,15 +183,11 @@ def cufinufft_times(case, vis, image, epsilon, repeats) -> dict:
             times.append(time.perf_counter() - start)
         return float(np.median(times))
 
-    x, y = points()
-    plan1 = cufinufft.Plan(1, (npix, npix), eps=epsilon, isign=1, dtype=dtype.name)
-    plan1.setpts(x, y)
-    plan2 = cufinufft.Plan(2, (npix, npix), eps=epsilon, isign=-1, dtype=dtype.name)
-    plan2.setpts(x, y)
     vis_c, image_c = cupy.asarray(vis.ravel()), cupy.asarray(image.astype(dtype))
     return {"cufi v2d": round(device_median(v2d_host), 4),
-            "cufi v2d dev": round(device_median(lambda: plan1.execute(vis_c)), 4),
             "cufi d2v": round(device_median(d2v_host), 4),
+            # setpts last done by the host runs: the points are set
+            "cufi v2d dev": round(device_median(lambda: plan1.execute(vis_c)), 4),
             "cufi d2v dev": round(device_median(lambda: plan2.execute(image_c)), 4),
             "_cufi_image": v2d_host()}
 
@@ -226,9 +226,14 @@ def run_case(case, queue, epsilon, do_w, repeats) -> dict:
                      vis=vis, npix_x=case["npix"], npix_y=case["npix"], **arguments),
                  "ducc0 d2v": lambda: wgridder.dirty2vis(dirty=image, **arguments)}
     medians = interleaved_medians({"v2d e2e": lambda: imager.vis2dirty(vis),
-                                   "d2v e2e": lambda: imager.dirty2vis(image), **peers},
-                                  queue, repeats)
+                                   "d2v e2e": lambda: imager.dirty2vis(image),
+                                   **user_calls(case, queue, epsilon, do_w, vis, image),
+                                   **peers}, queue, repeats)
     row.update({key: round(value, 4) for key, value in medians.items()})
+    for direction in ("v2d", "d2v"):
+        for style in CALL_STYLES:
+            row[f"{direction} {style} / queue"] = round(
+                row[f"{direction} {style}"] / row[f"{direction} queue="], 2)
     order = ("v2d e2e", "v2d dev", "d2v e2e", "d2v dev")
     row = {**{k: v for k, v in row.items() if k not in order and not k.startswith("ducc0")},
            **{k: row[k] for k in order}, **{k: v for k, v in row.items() if k.startswith("ducc0")}}
@@ -250,6 +255,28 @@ def run_case(case, queue, epsilon, do_w, repeats) -> dict:
         if cufi_image is not None and wgridder is not None:
             row["cufi err"] = _rel(cufi_image, theirs)
     return row
+
+
+#: The functional calls timed beside ``queue=`` (issue 35): as ducc0's swap
+#: makes them, with no device argument (``CLGRID_DEVICE`` names the device),
+#: and with ``context=``.
+CALL_STYLES = ("no-device-arg", "context=")
+
+
+def user_calls(case, queue, epsilon, do_w, vis, image) -> dict:
+    """``clgrid.vis2dirty`` / ``dirty2vis`` as users call them, host arrays in
+    and out, in each style: ``queue=``, ``context=`` and no device argument."""
+    common = dict(uvw=case["uvw"], freq=case["freq"], epsilon=epsilon, do_wgridding=do_w,
+                  pixsize_x=case["cell"], pixsize_y=case["cell"])
+    styles = {"queue=": dict(queue=queue), "context=": dict(context=queue.context),
+              "no-device-arg": {}}
+    calls = {}
+    for style, device in styles.items():
+        calls[f"v2d {style}"] = lambda device=device: clgrid.vis2dirty(
+            vis=vis, npix_x=case["npix"], npix_y=case["npix"], **device, **common)
+        calls[f"d2v {style}"] = lambda device=device: clgrid.dirty2vis(
+            dirty=image, **device, **common)
+    return calls
 
 
 def interleaved_medians(runs: dict, queue, repeats: int) -> dict:
@@ -277,6 +304,8 @@ def main(argv=None) -> int:
         switch_off_fp64()
     queue = cl.CommandQueue(clgrid.create_context(args.device))
     profile = clgrid.DeviceProfile.from_device(queue.device)
+    # the calls without a device argument go to the device benchmarked
+    os.environ["CLGRID_DEVICE"] = f"{profile.platform_index}:{profile.device_index}"
     print(f"device: {profile.platform_key}: {profile.device_name}; ducc0 "
           f"{'with ' + str(os.cpu_count()) + ' threads' if wgridder else 'missing'}; "
           f"cuFINUFFT {'present' if cufinufft else 'missing'}")
