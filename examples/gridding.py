@@ -8,7 +8,8 @@ source appears).  Shows a W-projection GCF table (the oversampled kernel of the 
 the uv grid's amplitude, the dirty image made from it (inverse FFT, grid
 correction), and which spread of the gridding core the dispatcher picked
 (``method``: ``tiles`` or ``register``) and why.
-About 5 s on a 2-core laptop (Intel OpenCL CPU runtime), 3 s with --small.
+About 9 s on a shared, busy 2-core machine (Intel OpenCL CPU runtime), 5 s of it
+solving the gains; 8 s with --small, 6 s with --calibrate none.
 
     python examples/gridding.py [--device intel] [--small] [--calibrate point|none]
         [--png gridding.png]

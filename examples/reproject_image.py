@@ -7,7 +7,8 @@ without which the raw data show no source), writes it as an RA/Dec FITS file, re
 (GLON/GLAT, SIN) grid on the OpenCL device, and shows the input, the
 reprojected image and its footprint side by side.  The frame change is
 mapped by astropy on the host; the bicubic interpolation runs on the device.
-About 5 s on a 2-core laptop (Intel OpenCL CPU runtime).
+About 13 s on a shared, busy 2-core machine (Intel OpenCL CPU runtime), most of it
+solving the gains.
 
     python examples/reproject_image.py [--device intel] [--small] [--png reproject_image.png]
 """
