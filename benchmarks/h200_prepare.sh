@@ -18,7 +18,7 @@ for tag in manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 man
 done
 mkdir -p .whl
 # funcsigs: reikna imports it (without it reikna is absent there and the GPU FFT falls back)
-for package in pyopencl pytools siphash24 platformdirs mako funcparserlib funcsigs ducc0; do
+for package in pyopencl pytools siphash24 platformdirs mako funcparserlib funcsigs ducc0 tqdm; do
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
         --implementation cp "${platforms[@]}" -d .whl "$package"
 done

@@ -40,6 +40,7 @@ import numpy as np
 import pyopencl as cl
 
 from . import healpix
+from ..device.guard import one_thread_at_a_time
 from ..device.kernels import Operation, real_dtype_name
 from .gather import (GridStats, HealpixGather, KERNEL_TYPES, MAX_CHAN_BLOCK, MAX_GAMMA,
                      ShapeError, check_lanes, default_lanes, pixel_dtype)
@@ -139,6 +140,7 @@ class Gridder:
 
 
     # --- cygrid API -------------------------------------------------------------------
+    @one_thread_at_a_time
     def set_kernel(self, kernel_type: str, kernel_params, sphere_radius: float,
                    hpx_max_resolution: float) -> None:
         """Choose the gridding kernel (cygrid's meanings and units).
@@ -210,6 +212,7 @@ class Gridder:
             return (math.radians(params[0]), math.radians(params[1]), float(params[2]))
         return (math.radians(params[0]), float(params[1]), float(params[2]))
 
+    @one_thread_at_a_time
     def grid(self, lons, lats, data, weights=None) -> None:
         """Grid samples into the accumulated cube; call repeatedly to add more.
 
@@ -332,6 +335,7 @@ class Gridder:
             self.queue.finish()
         return int(totals[_BAD_POSITION]), int(totals[_BAD_VALUE])
 
+    @one_thread_at_a_time
     def get_datacube(self) -> np.ndarray:
         """Weighted mean ``sum(w k V) / sum(w k)``; NaN where no sample contributed."""
         data_sum, weight_sum = self._host_sums()
@@ -340,14 +344,17 @@ class Gridder:
         cube[weight_sum == 0] = np.nan
         return cube
 
+    @one_thread_at_a_time
     def get_weights(self) -> np.ndarray:
         """Sum of kernel times input weights per cell (zero where no contributor)."""
         return self._host_sums()[1]
 
+    @one_thread_at_a_time
     def get_unweighted_datacube(self) -> np.ndarray:
         """Sum of kernel times weight times data per cell (the numerator)."""
         return self._host_sums()[0]
 
+    @one_thread_at_a_time
     def clear_data_and_weights(self) -> None:
         """Reset the accumulated sums (the kernel stays set)."""
         if self._sums is not None:
