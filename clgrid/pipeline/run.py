@@ -1,8 +1,13 @@
 """Measurement Set to image: weighting, chunked gridding, normalisation.
 
-The dirty image is linear in the visibilities, so it is accumulated chunk by
-chunk and a set larger than memory streams through.  With uniform or Briggs
-weighting the set is read twice: once for the weight density, once to grid.
+The set is read in chunks of rows; the usable rows of consecutive chunks are
+gathered on the host into batches up to a byte budget
+(:func:`batch_budget_bytes`) and each batch is gridded with one ``vis2dirty``
+call (one plan, one FFT, one correction), so time and memory do not depend on
+the chunk size.  The dirty image is linear in the visibilities: the batches'
+images are summed and a set larger than memory streams through.  With
+uniform or Briggs weighting the set is read twice: once for the weight
+density, once to grid.
 
 Normalisation: the image is divided by the sum of the imaging weights, so
 the PSF peaks at exactly 1 and a point source of S Jy at a pixel centre
@@ -12,17 +17,22 @@ Sign and axis convention: those of ``ducc0.wgridder.vis2dirty``: image axis 0
 is l (east, increasing right ascension), axis 1 is m (north), pixel
 ``(npix_x/2, npix_y/2)`` is the phase centre, and
 ``image[i, j] = sum_k w_k V_k exp(+2 pi i (u l + v m - w (n - 1))) / sum_k w_k``.
+
+Above 400 lines on purpose: the one path from a set to an image (cell size,
+weighting, counts, batches, beam fit), whose parts share the run's state.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
 import warnings
-from typing import Iterable
+from typing import Callable, Iterable
 
 import numpy as np
 
-from ..io.ms import DEFAULT_CHUNK_ROWS, MeasurementSet, MSError, parse_channels
+from ..io.ms import DEFAULT_CHUNK_ROWS, MeasurementSet, MSError, VisChunk, parse_channels
 from ..imaging.weighting import SPEED_OF_LIGHT_M_S, ImageWeighting
 from ..scaleout.entry import vis2dirty as one_or_more_devices_vis2dirty
 
@@ -171,7 +181,8 @@ def image_measurement_set(ms_path, *, npix_x: int, npix_y: int | None = None,
                           make_psf: bool = False, context=None, progress: bool = False,
                           devices=None, dask_scheduler: str | None = None,
                           calibrate: str | None = None,
-                          deterministic: bool = True) -> ImageResult:
+                          deterministic: bool = True,
+                          batch_mb: float | None = None) -> ImageResult:
     """Image a Measurement Set's Stokes I.
 
     Parameters
@@ -190,7 +201,8 @@ def image_measurement_set(ms_path, *, npix_x: int, npix_y: int | None = None,
         Data selection, see :class:`clgrid.io.ms.MeasurementSet`; ``column``
         ``'auto'`` reads CORRECTED_DATA where present, else DATA.
     chunk_rows
-        Rows read and gridded at a time.
+        Rows read at a time (the progress bar's step); the gridding is
+        batched independently of it (``batch_mb``).
     make_psf
         Also grid the PSF (unit visibilities, same weights).
     context
@@ -209,6 +221,10 @@ def image_measurement_set(ms_path, *, npix_x: int, npix_y: int | None = None,
         are summed in a fixed order); this switch chooses the uniform/Briggs
         weight histogram: exact fixed point (True) or float atomics (False,
         see :class:`clgrid.imaging.weighting.ImageWeighting`).
+    batch_mb
+        Host memory (MiB) of the usable rows gathered for one ``vis2dirty``
+        call; default the ``CLGRID_IMAGE_BATCH_MB`` environment variable,
+        else :func:`batch_budget_bytes`.
 
     A selection whose rows are all flagged (or that has no rows) gives a
     zero image and the counts, without gridding.  Rows whose uvw is not
@@ -238,10 +254,11 @@ def image_measurement_set(ms_path, *, npix_x: int, npix_y: int | None = None,
             raise MSError(f"{ms.path}: empty selection: field {field}, spectral window(s) "
                           f"{ms.select_spws(spw)} have no rows (the set has {ms.nrows})")
         calibration = _calibration(ms, spw, calibrate, n_rows)
+        selection = _Selection(spw, channels, chunk_rows, calibration, n_rows)
+        budget = batch_budget_bytes(batch_mb)
         passes = 1 if weigher.scheme == "natural" else 2
         with _progress_bar(progress, n_rows * passes) as bar:
-            sums = _grid_chunks(ms, weigher, vis2dirty, bar, passes, spw, channels, chunk_rows,
-                                make_psf, calibration,
+            sums = _grid_chunks(ms, weigher, vis2dirty, bar, passes, selection, make_psf, budget,
                                 npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x,
                                 pixsize_y=pixsize_y, epsilon=epsilon,
                                 do_wgridding=do_wgridding,
@@ -327,27 +344,44 @@ def fit_beam(psf: np.ndarray, pixsize_x: float, pixsize_y: float,
     return Beam(float(fwhm[0]), float(fwhm[1]), float(angle))
 
 
-def _grid_chunks(ms, weigher, vis2dirty, bar, passes, spw, channels, chunk_rows, make_psf,
-                 calibration, **common):
-    """Weight-density pass (when needed), then the gridding pass; chunks
-    with no usable weight are counted and skipped, never gridded."""
+@dataclasses.dataclass(frozen=True)
+class _Selection:
+    """What is read of the set, and how: window(s), channels, chunk size,
+    gains to apply, and the number of rows that selects."""
+
+    spw: object
+    channels: object
+    chunk_rows: int
+    calibration: object
+    n_rows: int
+
+    def chunks(self, ms: MeasurementSet) -> Iterable[VisChunk]:
+        """The selected Stokes I chunks of ``ms``, calibrated."""
+        return ms.chunks(self.spw, self.channels, self.chunk_rows, self.calibration)
+
+
+def _grid_chunks(ms, weigher, vis2dirty, bar, passes: int, selection: _Selection,
+                 make_psf: bool, budget_bytes: int, **common) -> tuple:
+    """Weight-density pass (when needed), then the gridding pass.
+
+    Chunks are read, counted and weighted one at a time; their rows with a
+    positive weight go into :class:`_Batches`, gridded one batch at a time.
+    Chunks with no usable weight are counted and never gridded.  Returns
+    ``(dirty, psf, sum_weights, counts, freqs)``.
+    """
     npix_x, npix_y = common["npix_x"], common["npix_y"]
     if passes == 2:
-        for chunk in ms.chunks(spw, channels, chunk_rows, calibration):
+        for chunk in selection.chunks(ms):
             if chunk.n_usable:
                 weigher.add(chunk.uvw_m, chunk.freq_hz, chunk.weight)
             bar.update(chunk.uvw_m.shape[0])
-    dirty = np.zeros((npix_x, npix_y))
-    psf = np.zeros((npix_x, npix_y)) if make_psf else None
+    batches = _Batches(vis2dirty, common, budget_bytes, selection.n_rows, make_psf)
     sum_weights, freqs = 0.0, []
     counts = dict.fromkeys(("samples", "flagged", "bad_uvw", "bad_uvw_rows", "outside"), 0)
-    for chunk in ms.chunks(spw, channels, chunk_rows, calibration):
+    for chunk in selection.chunks(ms):
         bar.update(chunk.uvw_m.shape[0])
-        bad_uvw = chunk.n_bad_uvw_rows * chunk.freq_hz.size
-        counts["samples"] += chunk.mask.size
-        counts["flagged"] += chunk.mask.size - chunk.n_usable - bad_uvw
-        counts["bad_uvw"] += bad_uvw
-        counts["bad_uvw_rows"] += chunk.n_bad_uvw_rows
+        batches.read(chunk.uvw_m.shape[0])
+        _count(counts, chunk)
         freqs.append(chunk.freq_hz)
         if chunk.n_usable == 0:  # all flagged: nothing to weight or grid
             continue
@@ -356,16 +390,148 @@ def _grid_chunks(ms, weigher, vis2dirty, bar, passes, spw, channels, chunk_rows,
                             common["pixsize_x"], common["pixsize_y"]) & (weight > 0)
         counts["outside"] += int(np.count_nonzero(outside))
         weight = np.where(outside, 0, weight).astype(np.float32)
-        chunk_sum = float(np.sum(weight, dtype=np.float64))
-        if chunk_sum == 0:
-            continue
-        sum_weights += chunk_sum
-        dirty += vis2dirty(uvw=chunk.uvw_m, freq=chunk.freq_hz, vis=chunk.vis, wgt=weight,
-                           **common)
-        if psf is not None:
-            psf += vis2dirty(uvw=chunk.uvw_m, freq=chunk.freq_hz, vis=np.ones_like(chunk.vis),
-                             wgt=weight, **common)
-    return dirty, psf, sum_weights, counts, freqs
+        sum_weights += float(np.sum(weight, dtype=np.float64))
+        batches.add(chunk.uvw_m, chunk.freq_hz, chunk.vis, weight)
+    batches.flush()
+    return batches.dirty, batches.psf, sum_weights, counts, freqs
+
+
+def _count(counts: dict, chunk: VisChunk) -> None:
+    """Add a chunk's samples, flagged samples and non-finite uvw rows to ``counts``."""
+    bad_uvw = chunk.n_bad_uvw_rows * chunk.freq_hz.size
+    counts["samples"] += chunk.mask.size
+    counts["flagged"] += chunk.mask.size - chunk.n_usable - bad_uvw
+    counts["bad_uvw"] += bad_uvw
+    counts["bad_uvw_rows"] += chunk.n_bad_uvw_rows
+
+
+#: Environment variable overriding the host memory of one gridding batch (MiB).
+BATCH_ENV = "CLGRID_IMAGE_BATCH_MB"
+#: Default batch budget: this fraction of the machine's memory, at most BATCH_CAP_BYTES.
+BATCH_FRACTION = 1 / 8
+BATCH_CAP_BYTES = 2 << 30
+
+
+def batch_budget_bytes(batch_mb: float | None = None) -> int:
+    """Host bytes of the usable rows gathered for one ``vis2dirty`` call.
+
+    Parameters
+    ----------
+    batch_mb
+        MiB; None: the ``CLGRID_IMAGE_BATCH_MB`` environment variable, else
+        ``BATCH_FRACTION`` of the physical memory, at most ``BATCH_CAP_BYTES``.
+
+    Returns
+    -------
+    int
+        The budget in bytes (at least 1; a batch always holds one row).
+
+    Raises
+    ------
+    ValueError
+        When the value given or in the environment is not a positive number.
+    """
+    source = "batch_mb"
+    if batch_mb is None and os.environ.get(BATCH_ENV, "").strip():
+        batch_mb, source = os.environ[BATCH_ENV].strip(), BATCH_ENV
+    if batch_mb is None:
+        total = _physical_memory_bytes()
+        return int(min(BATCH_CAP_BYTES, total * BATCH_FRACTION)) if total else BATCH_CAP_BYTES
+    try:
+        value = float(batch_mb)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{source} must be a positive number of MiB, got {batch_mb!r}")
+    return max(1, int(value * 2**20))
+
+
+def _physical_memory_bytes() -> int:
+    """Physical memory of this machine in bytes (0 where unknown)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):  # not POSIX, or the name is unknown
+        return 0
+
+
+class _Batches:
+    """Rows of consecutive chunks gathered on the host, gridded with one
+    ``vis2dirty`` call per batch (and one for the PSF).
+
+    Gridding per chunk would build a plan and run an FFT and a correction
+    for every chunk; gathered, the cost follows the data, not the chunking.
+    The buffers are allocated for the rows that can still come (at most the
+    budget), so a small set never reserves the whole budget, and reused
+    batch after batch.  Rows keep their reading order: one batch grids the
+    same samples in the same order as one chunk would.
+    """
+
+    def __init__(self, vis2dirty: Callable[..., np.ndarray], common: dict, budget_bytes: int,
+                 n_rows: int, make_psf: bool) -> None:
+        self._grid, self._common, self._budget = vis2dirty, common, budget_bytes
+        self._unread = n_rows  # bounds the rows a buffer can ever need
+        self._make_psf = make_psf
+        self.dirty = np.zeros((common["npix_x"], common["npix_y"]))
+        self.psf = np.zeros_like(self.dirty) if make_psf else None
+        self.n_calls = 0
+        self._freq: np.ndarray | None = None
+        self._buffers: dict[str, np.ndarray] = {}
+        self._filled = 0
+
+    def read(self, n_rows: int) -> None:
+        """Note ``n_rows`` rows read from the set (for the buffers' size)."""
+        self._unread -= n_rows
+
+    def add(self, uvw: np.ndarray, freq: np.ndarray, vis: np.ndarray, weight: np.ndarray
+            ) -> None:
+        """Gather the rows of one chunk that have a positive weight,
+        gridding whenever the buffers are full."""
+        if self._freq is not None and not np.array_equal(freq, self._freq):
+            self.flush()  # one vis2dirty call takes one frequency axis
+        self._freq = freq
+        rows = np.flatnonzero(np.any(weight > 0, axis=1))
+        done = 0
+        while done < rows.size:
+            capacity = self._reserve(freq.size, rows.size - done)
+            part = rows[done:done + capacity - self._filled]
+            into = slice(self._filled, self._filled + part.size)
+            np.take(uvw, part, axis=0, out=self._buffers["uvw"][into])
+            np.take(vis, part, axis=0, out=self._buffers["vis"][into])
+            np.take(weight, part, axis=0, out=self._buffers["wgt"][into])
+            self._filled += part.size
+            done += part.size
+            if self._filled == capacity:
+                self.flush()
+
+    def _reserve(self, nchan: int, pending: int) -> int:
+        """Rows the buffers hold, allocating them when there are none of
+        ``nchan`` channels or too few rows for what is still to come."""
+        row_bytes = 3 * 8 + nchan * (8 + 4 + (8 if self._make_psf else 0))
+        wanted = max(1, min(self._budget // row_bytes, pending + self._filled + self._unread))
+        held = self._buffers.get("vis")
+        if held is not None and held.shape[1] == nchan and held.shape[0] >= wanted:
+            return held.shape[0]
+        if self._filled:  # new buffers for a batch under way: keep what it gathered
+            self.flush()
+        self._buffers = {}  # the old ones go before the new ones come
+        self._buffers = {"uvw": np.empty((wanted, 3)),
+                         "vis": np.empty((wanted, nchan), np.complex64),
+                         "wgt": np.empty((wanted, nchan), np.float32)}
+        if self._make_psf:
+            self._buffers["ones"] = np.ones((wanted, nchan), np.complex64)
+        return wanted
+
+    def flush(self) -> None:
+        """Grid the gathered rows (image, then PSF) and add the images."""
+        n, self._filled = self._filled, 0
+        if n == 0:
+            return
+        rows = {name: array[:n] for name, array in self._buffers.items()}
+        arguments = dict(uvw=rows["uvw"], freq=self._freq, wgt=rows["wgt"], **self._common)
+        self.dirty += self._grid(vis=rows["vis"], **arguments)
+        if self.psf is not None:
+            self.psf += self._grid(vis=rows["ones"], **arguments)
+        self.n_calls += 1
 
 
 def _warn_bad_uvw(counts: dict, n_rows: int) -> None:
@@ -402,5 +568,6 @@ def _progress_bar(enabled: bool, total: int):
     return tqdm(total=total, unit="row", desc="imaging", leave=False, disable=None)
 
 
-__all__ = ["Beam", "ImageResult", "OUTLIER_FACTOR", "UvExtent", "auto_cell_rad", "fit_beam",
+__all__ = ["BATCH_CAP_BYTES", "BATCH_ENV", "BATCH_FRACTION", "Beam", "ImageResult",
+           "OUTLIER_FACTOR", "UvExtent", "auto_cell_rad", "batch_budget_bytes", "fit_beam",
            "image_measurement_set", "uv_extent"]
