@@ -105,12 +105,14 @@ class PlanCache:
             return entry.value
 
     def get_or_build(self, key, build: Callable[[], T], bytes_of: Callable[[T], dict[int, int]],
-                     needs: dict[int, tuple[int, int]], close: Callable[[T], None] | None = None,
+                     needs: Callable[[], dict[int, tuple[int, int]]],
+                     close: Callable[[T], None] | None = None,
                      valid: Callable[[T], bool] = lambda value: True) -> T:
         """The cached plan of ``key``, else ``build()`` once (threads asking
         for the same key meanwhile wait for it) after :meth:`make_room` for
-        ``needs`` (device pointer -> (bytes wanted, device memory)); a failed
-        allocation is retried once with the device's plans dropped."""
+        ``needs()`` (device pointer -> (bytes wanted, device memory); only
+        called to build); a failed allocation is retried once with the
+        device's plans dropped."""
         value = self.get(key, valid)
         if value is not None:
             return value
@@ -121,6 +123,7 @@ class PlanCache:
             if value is not None:
                 return value
             try:
+                needs = needs()
                 for device_ptr, (wanted, memory) in needs.items():
                     self.make_room(device_ptr, wanted, device_budget(memory))
                 value = retry_after_freeing(build, self, list(needs), needs)

@@ -583,15 +583,19 @@ def cached_imager(queue: cl.CommandQueue, uvw, freq, **geometry) -> Imager:
     freq = check_freq(freq)
     key = plan_key(queue, uvw, freq, **geometry)
 
-    def build() -> Imager:
-        return Imager(queue, uvw=uvw, freq=freq, layout=layout, **geometry)
+    layouts = []   # planned once, only when a plan is built
 
-    layout = GridLayout.of_rows(ImageGeometry.from_arguments(**geometry), uvw, freq)
-    grid_itemsize = np.dtype(np.float32 if geometry.get("precision") == "single"
-                             else np.float64).itemsize
+    def needs() -> dict[int, tuple[int, int]]:
+        layouts.append(GridLayout.of_rows(ImageGeometry.from_arguments(**geometry), uvw, freq))
+        grid_itemsize = np.dtype(np.float32 if geometry.get("precision") == "single"
+                                 else np.float64).itemsize
+        return plan_needs(queue, layouts[-1], uvw.shape[0] * freq.shape[0], grid_itemsize)
+
+    def build() -> Imager:
+        return Imager(queue, uvw=uvw, freq=freq, layout=layouts[-1], **geometry)
+
     return plancache.plans.get_or_build(
-        key, build, lambda imager: {queue.device.int_ptr: _device_bytes(imager)},
-        plan_needs(queue, layout, uvw.shape[0] * freq.shape[0], grid_itemsize),
+        key, build, lambda imager: {queue.device.int_ptr: _device_bytes(imager)}, needs,
         valid=lambda imager: np.array_equal(imager.uvw_m, uvw))
 
 

@@ -429,12 +429,16 @@ def cached_multi_imager(devices, uvw, freq, **geometry) -> MultiDeviceImager:
     queues = resolve_queues(devices)
     key = ("multi", _device_key(queues), uvw.shape, hash(uvw.tobytes()),
            hash(freq.tobytes()), tuple(sorted(geometry.items())))
-    layout = layout_of_rows(geometry_of(**geometry), uvw, freq)
-    itemsize = 4 if geometry.get("precision", "single") == "single" else 8
-    needs: dict[int, tuple[int, int]] = {}
-    for queue in queues:
-        needs.update(plan_needs(queue, layout, uvw.shape[0] * freq.shape[0] // len(queues),
-                                itemsize))
+
+    def needs() -> dict[int, tuple[int, int]]:
+        layout = layout_of_rows(geometry_of(**geometry), uvw, freq)
+        itemsize = 4 if geometry.get("precision", "single") == "single" else 8
+        wanted: dict[int, tuple[int, int]] = {}
+        for queue in queues:
+            wanted.update(plan_needs(queue, layout,
+                                     uvw.shape[0] * freq.shape[0] // len(queues), itemsize))
+        return wanted
+
     imager = plancache.plans.get_or_build(
         key, lambda: MultiDeviceImager(queues, uvw=uvw, freq=freq, **geometry),
         _bytes_by_device, needs, close=MultiDeviceImager.close)
