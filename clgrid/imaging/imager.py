@@ -43,7 +43,7 @@ from pyopencl.reduction import ReductionKernel
 
 from ..core.engine import GriddingEngine, workspace_budget
 from ..core.plan import (ROWS_IN_PARTS, GridLayout, ImageGeometry, check_allocation,
-                         check_freq, check_uvw, precision_of)
+                         check_freq, check_npix, check_uvw, precision_of)
 from ..core.setpoints import needs_float_float, positions_to_device
 from ..core.transfer import Uploader, device_array
 from ..device import plancache
@@ -96,6 +96,62 @@ def _device_count(queue: cl.CommandQueue, array: cla.Array, what: str,
     with _reductions_lock:
         count_d = kernel(flat, queue=queue, allocator=allocator)
     return int(count_d.get())
+
+
+_finite_kernels: dict[tuple, object] = {}
+
+
+def _used_nonfinite(queue: cl.CommandQueue, array_d: cla.Array, wgt_d: cla.Array | None,
+                    mask_d: cla.Array | None) -> int:
+    """Non-finite entries of ``array_d`` (row, chan[, pol]) whose visibility
+    is used: weight (``wgt_d``, row x chan) and mask not 0."""
+    dtype = array_d.dtype
+    real = "double" if dtype in (np.complex128, np.float64) else "float"
+    value = (f"(isfinite(x[i].x) && isfinite(x[i].y))" if dtype.kind == "c"
+             else "isfinite(x[i])")
+    key = (context_of(queue).int_ptr, dtype.str, "used", wgt_d is not None, mask_d is not None)
+    per_weight = array_d.size // max(array_d.shape[0] * array_d.shape[1], 1)
+    with _reductions_lock:
+        kernel = _finite_kernels.get(key)
+        if kernel is None:
+            preamble = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if real == "double" \
+                else ""
+            xtype = f"{real}2" if dtype.kind == "c" else real
+            used = " && ".join(["1"] + (["w[i / k] != 0"] if wgt_d is not None else [])
+                               + (["m[i / k] != 0"] if mask_d is not None else []))
+            with quiet_builds():
+                kernel = ReductionKernel(
+                    context_of(queue), np.int64, neutral="0", reduce_expr="a+b",
+                    map_expr=f"(!{value} && {used}) ? 1 : 0", preamble=preamble,
+                    arguments=f"const {xtype} *x, const {real} *w, const uchar *m, long k")
+            _finite_kernels[key] = kernel
+        dummy_w = wgt_d if wgt_d is not None else cla.empty(
+            queue, 1, np.float64 if real == "double" else np.float32)
+        dummy_m = mask_d if mask_d is not None else cla.empty(queue, 1, np.uint8)
+        count_d = kernel(array_d.reshape(array_d.size), dummy_w.reshape(dummy_w.size),
+                         dummy_m.reshape(dummy_m.size), np.int64(per_weight), queue=queue)
+    return int(count_d.get())
+
+
+def _finite_copy(queue: cl.CommandQueue, array_d: cla.Array) -> cla.Array:
+    """A copy of ``array_d`` with every non-finite real or imaginary part 0."""
+    from pyopencl.elementwise import ElementwiseKernel
+    real = np.dtype(np.float64 if array_d.dtype in (np.complex128, np.float64) else np.float32)
+    ctype = "double" if real == np.float64 else "float"
+    key = (context_of(queue).int_ptr, real.str, "zero")
+    out = array_d.copy(queue=queue)
+    parts = out.reshape(out.size).view(real)
+    with _reductions_lock:
+        kernel = _finite_kernels.get(key)
+        if kernel is None:
+            preamble = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if ctype == "double" \
+                else ""
+            with quiet_builds():
+                kernel = ElementwiseKernel(context_of(queue), f"{ctype} *y",
+                                           "if (!isfinite(y[i])) y[i] = 0", preamble=preamble)
+            _finite_kernels[key] = kernel
+        kernel(parts, queue=queue)
+    return out
 
 
 class Imager(Operation):
@@ -264,6 +320,9 @@ class Imager(Operation):
         elif vis.dtype.kind != "c":
             raise TypeError(f"vis must be complex, got {vis.dtype}")
         npol = 1 if len(shape) == 2 else shape[2]
+        if npol < 1:
+            raise ValueError(f"vis has no polarisation (shape {tuple(shape)}): give "
+                             "(nrow, nchan) or (nrow, nchan, npol) with npol >= 1")
         if not isinstance(vis, cla.Array):
             check_allocation(self.profile,
                              self.n_rows * self.n_chan * npol * self.vis_complex.itemsize,
@@ -306,14 +365,28 @@ class Imager(Operation):
                        if isinstance(array, cla.Array)})
         checks = [(name, arrays[name]) for name in ("vis", "wgt") if arrays[name] is not None]
         if ready is None:
-            self._check_finite(ws, checks)
+            self._check_finite(ws, checks, arrays)
             checks = []
         return arrays, ready, checks
 
-    def _check_finite(self, ws, checks: list) -> None:
+    def _check_finite(self, ws, checks: list, arrays: dict) -> bool:
+        """Refuse NaN/Inf in a visibility or weight that is used; one in a
+        visibility with mask 0 or weight 0 is ignored, as ducc0 does: its
+        array is replaced in ``arrays`` by a copy with those values zeroed
+        (the spread multiplies by the weight, and NaN x 0 is NaN).  Returns
+        whether any array was replaced."""
+        replaced = False
         for name, array_d in checks:
-            if _device_count(ws.queue, array_d, "nonfinite", ws.scratch):
-                raise ValueError(f"{name} contains NaN or Inf")
+            if not _device_count(ws.queue, array_d, "nonfinite", ws.scratch):
+                continue
+            used = _used_nonfinite(ws.queue, array_d, arrays["wgt"] if name == "vis" else None,
+                                   arrays["mask"])
+            if used:
+                raise ValueError(f"{name} contains NaN or Inf in {used} visibilities that "
+                                 "are used (mask and weight not 0)")
+            arrays[name] = _finite_copy(ws.queue, array_d)
+            replaced = True
+        return replaced
 
     def _count(self, ws, mask_d: cla.Array | None) -> None:
         n_invalid = self.engine.n_invalid
@@ -351,6 +424,18 @@ class Imager(Operation):
         if self.engine is None:
             self.last_counts = {"n_vis": 0, "invalid_uvw": 0, "flagged": 0}
             return cla.zeros(ws.queue, (npol, g.npix_x, g.npix_y), g.grid_real)
+        dirty_d = self._grid(ws, arrays, npol, ready)
+        if checks and self._check_finite(ws, checks, arrays):
+            # NaN/Inf in unused visibilities came with the row blocks: grid
+            # again without them (rare; the arrays are on the device now)
+            dirty_d = self._grid(ws, arrays, npol, None)
+        self._count(ws, arrays["mask"])
+        ws.uploader.settle()
+        return dirty_d
+
+    def _grid(self, ws, arrays: dict, npol: int, ready) -> cla.Array:
+        """The (npol, npix_x, npix_y) dirty images of the device ``arrays``."""
+        g = self.geometry
         dirty_d = None
         images = []   # freed once the queue is done (see _device_count)
         for pol in range(npol):
@@ -358,16 +443,12 @@ class Imager(Operation):
                                             arrays["mask"], ready, ws=ws)
             ready = None
             if npol == 1:   # the engine's image is the result: no copy
-                dirty_d = image_d.reshape((1,) + image_d.shape)
-                break
+                return image_d.reshape((1,) + image_d.shape)
             if dirty_d is None:
                 dirty_d = cla.empty(ws.queue, (npol, g.npix_x, g.npix_y), g.grid_real)
             cl.enqueue_copy(ws.queue, dirty_d.data, image_d.data,
                             dst_offset=pol * image_d.nbytes, byte_count=image_d.nbytes)
             images.append(image_d)
-        self._check_finite(ws, checks)
-        self._count(ws, arrays["mask"])
-        ws.uploader.settle()
         return dirty_d
 
     def vis2dirty(self, vis, wgt=None, mask=None, dirty=None,
@@ -642,8 +723,9 @@ def vis2dirty(*, uvw, freq, vis, wgt=None, mask=None, npix_x: int = 0, npix_y: i
         npix_x = npix_x or dirty.shape[-2]
         npix_y = npix_y or dirty.shape[-1]
     precision = precision_of(vis_array.dtype, "vis")
+    npix_x, npix_y = check_npix(npix_x, npix_y)
     geometry = dict(
-        npix_x=int(npix_x), npix_y=int(npix_y),
+        npix_x=npix_x, npix_y=npix_y,
         pixsize_x=float(pixsize_x), pixsize_y=float(pixsize_y), epsilon=float(epsilon),
         do_wgridding=bool(do_wgridding), precision=precision, flip_u=bool(flip_u),
         flip_v=bool(flip_v), flip_w=bool(flip_w), divide_by_n=bool(divide_by_n),

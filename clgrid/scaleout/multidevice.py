@@ -360,20 +360,27 @@ def _grid_only(shard: Imager, vis, wgt, mask, on_device: bool = False):
         shape = (npol, shard.nu, shard.nv)
         grids = (cla.empty(ws.queue, shape, shard.engine.grid_complex) if on_device
                  else np.empty(shape, shard.engine.grid_complex))
-        for pol in range(npol):
-            planes_d = shard.engine.grid_pass(arrays["vis"], npol, pol, 0, 1, arrays["wgt"],
-                                              arrays["mask"], ready, ws)
-            ready = None
-            plane_bytes = grids[0].nbytes
-            if on_device:
-                cl.enqueue_copy(ws.queue, grids.data, planes_d.data, byte_count=plane_bytes,
-                                dst_offset=pol * plane_bytes)
-            else:
-                cl.enqueue_copy(ws.queue, grids[pol], planes_d.data)   # no w: one plane
-        shard._check_finite(ws, checks)
+        _spread_into(shard, ws, arrays, npol, ready, grids)
+        if checks and shard._check_finite(ws, checks, arrays):
+            # NaN/Inf in unused visibilities came with the row blocks: again without them
+            _spread_into(shard, ws, arrays, npol, None, grids)
         ws.uploader.settle()
         ws.queue.finish()
     return grids
+
+
+def _spread_into(shard: Imager, ws, arrays: dict, npol: int, ready, grids) -> None:
+    """Each polarisation's one plane (no w) of ``shard`` into ``grids``."""
+    for pol in range(npol):
+        planes_d = shard.engine.grid_pass(arrays["vis"], npol, pol, 0, 1, arrays["wgt"],
+                                          arrays["mask"], ready, ws)
+        ready = None
+        plane_bytes = grids[0].nbytes
+        if isinstance(grids, cla.Array):
+            cl.enqueue_copy(ws.queue, grids.data, planes_d.data, byte_count=plane_bytes,
+                            dst_offset=pol * plane_bytes)
+        else:
+            cl.enqueue_copy(ws.queue, grids[pol], planes_d.data)   # no w: one plane
 
 
 def grid_to_dirty(imager: Imager, grids) -> np.ndarray:
