@@ -51,13 +51,13 @@ def rss_mib() -> float:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
 
 
-def device_mib() -> float | None:
-    """Device memory in use (NVIDIA only), MiB."""
+def device_mib() -> list[float] | None:
+    """Device memory in use on each GPU (NVIDIA only), MiB."""
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,"
                               "nounits"], capture_output=True, text=True, timeout=20).stdout
-        return float(out.split()[0])
-    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+        return [float(value) for value in out.split()] or None
+    except (OSError, ValueError, subprocess.TimeoutExpired):
         return None
 
 
