@@ -20,7 +20,7 @@ from clgrid.cli import main  # noqa: E402
 from clgrid.io.fitsio import read_image  # noqa: E402
 from clgrid.pipeline.image_command import memory_needed  # noqa: E402
 from clgrid.pipeline.run import fit_beam  # noqa: E402
-from vla_ms import SIM_FLUX_JY, sim_ms, vla_ms  # noqa: E402,F401
+from vla_ms import copy_ms as _copy, device_spec as _device_spec, SIM_FLUX_JY, sim_ms, vla_ms  # noqa: E402,F401
 
 import clgrid  # noqa: E402
 
@@ -28,14 +28,6 @@ import clgrid  # noqa: E402
 CLGRID_ROOT = Path(clgrid.__file__).resolve().parent.parent
 
 
-def _device_spec(cl_env) -> str:
-    return f"{cl_env.profile.platform_index}:{cl_env.profile.device_index}"
-
-
-def _copy(vla_ms, tmp_path, name="copy.ms") -> Path:
-    target = tmp_path / name
-    shutil.copytree(vla_ms, target)
-    return target
 
 
 def _one_line_error(capsys, code, message):

@@ -12,7 +12,7 @@ from clgrid.cli import main  # noqa: E402
 from clgrid.io.fitsio import image_pixel_to_world, read_image  # noqa: E402
 from clgrid.pipeline.run import image_measurement_set  # noqa: E402
 from test_weighting import weights_reference  # noqa: E402
-from vla_ms import SIM_FLUX_JY, lm_of, sim_direction, sim_ms, vla_ms  # noqa: E402,F401
+from vla_ms import copy_ms as _copy, device_spec as _device_spec, SIM_FLUX_JY, lm_of, sim_direction, sim_ms, vla_ms  # noqa: E402,F401
 
 C = 299_792_458.0
 ARCSEC = np.radians(1 / 3600)
@@ -115,9 +115,6 @@ def test_simulated_source_through_cli_fits_and_wcs(cl_env, sim_ms, tmp_path, cap
     assert psf[64, 64] == pytest.approx(1.0, abs=1e-4)
     assert (tmp_path / "sim.png").stat().st_size > 1000
 
-
-def _device_spec(cl_env) -> str:
-    return f"{cl_env.profile.platform_index}:{cl_env.profile.device_index}"
 
 
 def test_example_flag(cl_env, tmp_path, capsys):

@@ -23,7 +23,7 @@ import clgrid  # noqa: E402
 from clgrid.cli import main  # noqa: E402
 from clgrid.io.ms import MeasurementSet  # noqa: E402
 from clgrid.pipeline.run import auto_cell_rad  # noqa: E402
-from vla_ms import sim_ms, vla_ms  # noqa: E402,F401
+from vla_ms import copy_ms as _copy, device_spec as _device_spec, sim_ms, vla_ms  # noqa: E402,F401
 
 CLGRID_ROOT = Path(clgrid.__file__).resolve().parent.parent
 C = 299_792_458.0
@@ -32,14 +32,6 @@ ARCSEC_PER_RAD = 180.0 / np.pi * 3600.0
 N_ROWS, N_CHAN = 1360, 64
 
 
-def _device_spec(cl_env) -> str:
-    return f"{cl_env.profile.platform_index}:{cl_env.profile.device_index}"
-
-
-def _copy(vla_ms, tmp_path, name="copy.ms") -> Path:
-    target = tmp_path / name
-    shutil.copytree(vla_ms, target)
-    return target
 
 
 def _set_row(path: Path, row: int, uvw=None, flag_row=False, flag_all=False) -> None:

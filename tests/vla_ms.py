@@ -1,6 +1,7 @@
 """The bundled VLA Measurement Set, unpacked once per test session, and a
 copy holding a simulated point source at a known direction."""
 
+import shutil
 import tarfile
 from pathlib import Path
 
@@ -67,3 +68,15 @@ def sim_ms(tmp_path_factory) -> Path:
         flag[:100, 5, 0] = True
         main.putcol("FLAG", flag)
     return path
+
+
+def device_spec(cl_env) -> str:
+    """The ``--device`` spec of the device under test (``platform:device``)."""
+    return f"{cl_env.profile.platform_index}:{cl_env.profile.device_index}"
+
+
+def copy_ms(vla_ms, tmp_path, name="copy.ms") -> Path:
+    """A copy of a Measurement Set folder that a test may change."""
+    target = tmp_path / name
+    shutil.copytree(vla_ms, target)
+    return target
