@@ -1,0 +1,1 @@
+"""Peers' own test suites: see conftest.py."""

@@ -1,0 +1,192 @@
+"""reproject 0.21.0's own interpolation tests with ``clgrid.reproject_interp``
+in place of reproject's.
+
+Run (``tox -e peers-reproject`` does this; the plugins below come with it)::
+
+    pytest tests/peers/reproject --remote-data=any --cl-platform intel
+
+What is here, from the sdist ``reproject-0.21.0.tar.gz`` (sha256
+01ede715a1993c29431f52ff74189ef30f5e7b2e8b4dc88c1b002145a971dc1c), byte for
+byte (checked against :data:`VENDORED` when the session starts):
+
+- ``reproject/interpolation/tests/`` (``test_core.py``, ``__init__.py``) and
+  the three files of its ``reference/`` folder that pytest-arraydiff reads
+  (``test_reproject_roundtrip.fits``, 270 kB, is left out: only the sunpy/gwcs
+  round-trip test reads it, and that test needs sunpy, see xfails.py);
+- ``reproject/upstream_conftest.py``: reproject's ``reproject/conftest.py``
+  (the fixtures those tests take), loaded here as ``reproject.conftest`` so
+  that its relative imports resolve in the installed reproject, as in
+  reproject's own runs (``pytest --pyargs reproject``);
+- ``pyproject.toml``: its ``[tool.pytest.ini_options]`` (``filterwarnings =
+  error``, ``xfail_strict``, ``--strict-markers``, ``--arraydiff``, ...),
+  which makes this folder the rootdir of the run. Its plugins must be
+  installed: pytest-arraydiff, pytest-doctestplus, pytest-remotedata,
+  pytest-astropy-header.
+
+The inputs those tests read with ``get_pkg_data_filename(...,
+package="reproject.tests")`` come from the installed reproject, which must be
+0.21.0 (the tests import ``reproject._array_utils`` and
+``reproject.tests.helpers`` too).
+
+The one change: ``reproject_interp`` in ``reproject``,
+``reproject.interpolation`` and ``reproject.interpolation._high_level`` is
+``clgrid.reproject_interp`` itself (no wrapper: the call users make, no device
+argument). The device is clgrid's own choice under ``CLGRID_DEVICE``, set here
+from ``--cl-platform`` / ``CLGRID_TEST_PLATFORM`` (default ``intel``).
+
+Nothing is downloaded at test time: astropy's ``allow_internet`` is off, and
+the tests that read astropy's remote data are deselected (:data:`NETWORK`;
+reproject's CI runs them with ``--remote-data``). Every other deviation is an
+explicit xfail in ``xfails.py`` (strict, as reproject's ``xfail_strict``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPROJECT_VERSION = "0.21.0"
+
+#: sha256 of each vendored file, as in the sdist.
+VENDORED = {
+    "reproject/upstream_conftest.py":
+        "a6910c6504a5209fe20e3320632a36e9a742cb7ae5674f548ec96946051e360c",
+    "reproject/interpolation/tests/__init__.py":
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    "reproject/interpolation/tests/test_core.py":
+        "e3608ea49df1bf009988f7ffb4ee552b374817577d1e0553875d8c519b6ec143",
+    "reproject/interpolation/tests/reference/test_reproject_celestial_2d_gal2equ.fits":
+        "0755af6e3c4e2ab40440d339b7c4c72a500eb07c908ee400953a540983c0f46d",
+    "reproject/interpolation/tests/reference/test_reproject_celestial_3d_equ2gal.fits":
+        "35c7e3d123713022e590e145e59a607a1e64dcb3f95c4d54ab9b60e6ff3fce75",
+    "reproject/interpolation/tests/reference/test_small_cutout.fits":
+        "ab611e2c698de8ecae90b623c847c09cb96142ce6ee7420157d49cdba6309e3c",
+}
+
+#: Tests deselected because they read astropy's remote data
+#: (data.astropy.org): test name -> reason.
+NETWORK = {
+    "test_blocked_against_single":
+        "downloads astropy's galactic_center/gc_2mass_k.fits and gc_msx_e.fits "
+        "(get_pkg_data_filename without package=): needs the network",
+}
+
+
+def _check_vendored() -> None:
+    changed = [name for name, digest in VENDORED.items()
+               if hashlib.sha256((HERE / name).read_bytes()).hexdigest() != digest]
+    if changed:
+        raise pytest.UsageError(f"vendored reproject files differ from reproject "
+                                f"{REPROJECT_VERSION}'s sdist: {changed}")
+
+
+def _load_upstream_conftest():
+    """reproject's conftest.py as the module ``reproject.conftest`` (its
+    relative imports are reproject's; reproject.tests.helpers imports it by
+    that name)."""
+    import reproject
+    if reproject.__version__ != REPROJECT_VERSION:
+        raise pytest.UsageError(f"these are reproject {REPROJECT_VERSION}'s tests; reproject "
+                                f"{reproject.__version__} is installed")
+    spec = importlib.util.spec_from_file_location(
+        "reproject.conftest", HERE / "reproject" / "upstream_conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["reproject.conftest"] = module
+    spec.loader.exec_module(module)
+    reproject.conftest = module
+    return module
+
+
+def _redirect() -> None:
+    import reproject
+    import reproject.interpolation
+    import reproject.interpolation._high_level
+
+    import clgrid
+    for module in (reproject, reproject.interpolation, reproject.interpolation._high_level):
+        module.reproject_interp = clgrid.reproject_interp
+
+
+#: reproject's conftest is loaded above, not collected (doctestplus would try)
+collect_ignore = ["reproject/upstream_conftest.py", "xfails.py"]
+
+_check_vendored()
+_upstream = _load_upstream_conftest()
+# its fixtures (and helpers) as this conftest's
+globals().update({name: value for name, value in vars(_upstream).items()
+                  if not name.startswith("_") and name not in ("pytest_configure",
+                                                               "collect_ignore")})
+_redirect()
+
+
+def pytest_addoption(parser):
+    parser.addoption("--cl-platform", default=os.environ.get("CLGRID_TEST_PLATFORM", "intel"),
+                     help="the OpenCL platform (or device) clgrid runs on: CLGRID_DEVICE")
+
+
+def pytest_configure(config):
+    _upstream.pytest_configure(config)
+    os.environ["CLGRID_DEVICE"] = config.getoption("--cl-platform")
+    from astropy.utils.data import conf
+    conf.allow_internet = False
+
+
+def pytest_report_header(config):
+    import clgrid
+    from clgrid.device.profiles import DeviceProfile, select_device
+    profile = DeviceProfile.from_device(select_device())
+    return [f"reproject_interp is clgrid.reproject_interp ({clgrid.__file__}) on "
+            f"{profile.device_name} ({profile.platform_name} {profile.driver_version})"]
+
+
+def _matches(item, test: str, params: str | None) -> bool:
+    name = item.originalname if hasattr(item, "originalname") else item.name
+    if name != test:
+        return False
+    if params is None:
+        return True
+    import re
+    callspec = item.name[len(name):]
+    return re.search(params, callspec) is not None
+
+
+def pytest_collection_modifyitems(config, items):
+    XFAILS = _xfails()
+    kept, deselected = [], []
+    for item in items:
+        name = getattr(item, "originalname", item.name)
+        if name in NETWORK:
+            deselected.append(item)
+            continue
+        kept.append(item)
+        for test, params, reason in XFAILS:
+            if _matches(item, test, params):
+                item.add_marker(pytest.mark.xfail(reason=reason))
+                break
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        config._clgrid_network = deselected
+        items[:] = kept
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    deselected = getattr(config, "_clgrid_network", [])
+    if deselected:
+        names = sorted({getattr(item, "originalname", item.name) for item in deselected})
+        for name in names:
+            count = sum(getattr(i, "originalname", i.name) == name for i in deselected)
+            terminalreporter.write_line(f"deselected {count} x {name}: {NETWORK[name]}")
+
+
+def _xfails():
+    spec = importlib.util.spec_from_file_location("clgrid_reproject_peer_xfails",
+                                                  HERE / "xfails.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.XFAILS
