@@ -89,7 +89,7 @@ def test_sin_to_sin_matches_reproject(cl_env, order, sampling):
                                        sampling=sampling, context=cl_env.queue)
     theirs, their_footprint = reproject.reproject_interp((data, wcs_in), wcs_out, shape_out,
                                                          order=order)
-    assert ours.shape == shape_out and ours.dtype == np.float32
+    assert ours.shape == shape_out and ours.dtype == np.float64  # as reproject
     # GPU texture filtering keeps 8-bit weights (memo 089, table 1): on the H200,
     # uniform random data, 8.2e-3 here and 2.0e-2 at 1024^2 (benchmarks/RESULTS.md).
     tolerance = 2e-2 if (sampling == "image-linear" and order != "nearest-neighbor"

@@ -9,6 +9,7 @@ memory and fills the output and footprint.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import threading
 from typing import Any
@@ -16,12 +17,14 @@ from typing import Any
 import numpy as np
 import pyopencl.array as cla
 
-from ..device.profiles import context_of, resolve_queue
-from ..device.kernels import real_dtype_name
+from ..device.profiles import DeviceProfile, context_of, resolve_queue
+from ..device.kernels import quiet_builds, real_dtype_name
 from .plan import Job, parse_input, parse_output, plan
 from .interp import Reprojector, _progress, order_name
 from .prefilter import ORDERS, _real_of
 
+
+logger = logging.getLogger(__name__)
 
 # Idle Reprojectors by (context, device, options): a call takes one (one on
 # its own queue first) or builds one, and gives it back; a Reprojector holds
@@ -60,26 +63,29 @@ def _reprojector(queue, **options):
             del idle[:-_IDLE_PER_KEY]
 
 
-def reproject_interp(input_data, output_projection, shape_out=None, order="bilinear", *,
-                     hdu_in: int | str = 0, return_footprint: bool = True,
-                     output_array=None, output_footprint=None,
-                     roundtrip_coords: bool = True, block_size=None, parallel=False,
-                     return_type: str | None = None, sampling: str = "buffer",
+def reproject_interp(input_data, output_projection, shape_out=None, hdu_in: int | str = 0,
+                     order="bilinear", roundtrip_coords: bool = True, output_array=None,
+                     output_footprint=None, return_footprint: bool = True, block_size=None,
+                     parallel=False, return_type: str | None = None,
+                     dask_method: str | None = None, *, sampling: str = "buffer",
                      coord_precision: str = "float64", fast_math: bool = False,
                      context=None, progress: bool = False, deterministic: bool = True):
     """Reproject an image or cube to another projection on an OpenCL device.
 
-    Drop-in for ``reproject.reproject_interp``.
+    Drop-in for ``reproject.reproject_interp``: the same arguments in the same
+    order (keyword-only after ``dask_method``: clgrid's own).
 
     Parameters
     ----------
     input_data
         ``(array, wcs)`` with an :class:`astropy.wcs.WCS`, a FITS header, an
         APE-14 WCS or a :class:`~clgrid.reproject.wcs_params.CelestialPlane`; a FITS
-        HDU, HDUList or file name.  The array may be a host numpy array of
-        any integer/float/complex dtype and byte order (converted on the
-        device) or a :class:`pyopencl.array.Array` (read in place).  Leading
-        array axes beyond the WCS's are planes sharing one pixel map.
+        HDU, HDUList, FITS file name or path, a PNG/JPEG file with AVM
+        metadata (as reproject reads it: needs Pillow and PyAVM), or
+        ``NDData``.  The array may be a host numpy (or dask) array of any
+        integer/float/complex dtype and byte order (converted on the device)
+        or a :class:`pyopencl.array.Array` (read in place).  Leading array
+        axes beyond the WCS's are planes sharing one pixel map.
     output_projection
         WCS, FITS header (with NAXISn when ``shape_out`` is None) or
         :class:`~clgrid.reproject.wcs_params.CelestialPlane`.
@@ -87,30 +93,37 @@ def reproject_interp(input_data, output_projection, shape_out=None, order="bilin
         Output shape (numpy order); default from the header or
         ``output_array``.  Leading plane axes of the input are prepended
         when missing.
+    hdu_in
+        HDU of an HDUList or file.
     order
         ``'nearest-neighbor'``, ``'bilinear'`` (default, as reproject),
         ``'biquadratic'``, ``'bicubic'`` (also 0-3) or
         ``'bicubic-unfiltered'``.
-    hdu_in
-        HDU of an HDUList or file.
-    return_footprint
-        Also return the footprint (1 where the output is not NaN).
-    output_array, output_footprint
-        Arrays to write into (host numpy of a float/complex dtype, or
-        :class:`pyopencl.array.Array` on this device): written in place and
-        returned, no extra copy.
     roundtrip_coords
         As reproject: blank output pixels whose input position does not map
         back to within one pixel of them (done on the device for device
         projections).
+    output_array, output_footprint
+        Arrays to write into (host numpy of a float/complex dtype, or
+        :class:`pyopencl.array.Array` on this device): written in place and
+        returned, no extra copy.
+    return_footprint
+        Also return the footprint (1 where the output is not NaN).
     block_size
-        Output rows per block (reproject's ``(rows, cols)``: full-width
-        bands of ``rows`` are used).  None: one block, or bands sized to the
-        device memory when the image does not fit.  Results do not depend
-        on it.
-    parallel, return_type
-        Accepted for compatibility: the device is the parallelism, and
-        only ``'numpy'`` (or None) results exist.
+        reproject's block shape (``(rows, cols)``, with leading plane axes,
+        or ``'auto'``): clgrid works in full-width bands of ``rows`` output
+        rows; results do not depend on it.  None: one band, or bands sized
+        to the device memory when the image does not fit.  Checked as
+        reproject checks it, and the chunks of ``return_type='dask'``.
+    parallel
+        Accepted for compatibility (the device is the parallelism); as in
+        reproject it allows ``return_type='dask'`` without ``block_size``.
+    return_type
+        ``'numpy'`` (or None) or ``'dask'``: dask arrays chunked as reproject
+        chunks them (computed on the device during this call).
+    dask_method
+        ``None``, ``'memmap'`` or ``'none'``, reproject's ways of reading a
+        dask input; clgrid reads a dask input into host memory either way.
     sampling, coord_precision, fast_math
         Speed options of :class:`Reprojector` (memo 089's trade-offs).
     context
@@ -129,26 +142,34 @@ def reproject_interp(input_data, output_projection, shape_out=None, order="bilin
     Returns
     -------
     array or (array, footprint)
-        Output in the input's precision (float32 or complex64 for 32-bit or
-        integer input, float64/complex128 for 64-bit), or ``output_array``'s
-        dtype; NaN where unmapped or where the interpolation stencil touches
-        a non-finite input pixel.  The footprint has the output's real dtype
-        (or ``output_footprint``'s).
+        float64 for real host input of any dtype, as reproject (computed in
+        float64 where the device has it); complex input stays complex
+        (complex64/complex128 as the input); device input keeps its
+        precision (float32 for 32-bit or integer data, float64 for 64-bit);
+        ``output_array``'s dtype when given (and then computed in its
+        precision).  NaN where unmapped or where the interpolation stencil
+        touches a non-finite input pixel.  The footprint has the output's
+        real dtype (or ``output_footprint``'s).
     """
-    if return_type not in (None, "numpy"):
-        raise ValueError("clgrid.reproject_interp returns numpy (or device) arrays only")
+    if return_type is None:
+        return_type = "numpy"
+    elif return_type not in ("numpy", "dask"):
+        raise ValueError("return_type should be set to 'numpy' or 'dask'")
+    if dask_method not in (None, "memmap", "none"):
+        raise ValueError("dask_method should be set to 'memmap' or 'none'")
     if deterministic not in (True, False):
         raise TypeError(f"deterministic must be True or False, got {deterministic!r}")
-    del parallel
     order = order_name(order)
     data, wcs_in = parse_input(input_data, hdu_in)
     wcs_out, shape_out = parse_output(output_projection, shape_out, output_array)
     queue = resolve_queue(context)
     job = plan(data, wcs_in, wcs_out, shape_out, roundtrip_coords, ORDERS[order][0])
-    dtype = _working_dtype(data.dtype)
     shape_caller = job.shape_out if job.permutation_out is None else \
         tuple(job.shape_out[k] for k in np.argsort(job.permutation_out))
-    out = _output(output_array, shape_caller, dtype, "output_array")
+    rows, chunks = _blocks(block_size, parallel, return_type, shape_caller, job.n_wcs)
+    profile = DeviceProfile.from_device(queue.device)
+    out = _output(output_array, shape_caller, _default_output_dtype(data), "output_array")
+    dtype = _working_dtype(data.dtype, out.dtype, sampling, profile.fp64)
     on_device = isinstance(out, cla.Array)
     if on_device and job.permutation_out is not None:
         raise ValueError("device output arrays must have the celestial axes last")
@@ -161,25 +182,118 @@ def reproject_interp(input_data, output_projection, shape_out=None, order="bilin
         if isinstance(footprint, cla.Array) != on_device:
             raise ValueError("output_array and output_footprint must both be host arrays "
                              "or both device arrays")
+    # A device without fp64 writes float32; float64 host arrays get a copy.
+    targets = [(array, _single_precision_stand_in(array, profile.fp64))
+               for array in (out, footprint)]
     projections = job.projections
-    with _reprojector(queue, dtype=dtype, order=order, sampling=sampling,
-                      coord_precision=coord_precision, fast_math=fast_math,
-                      projections=projections) as operation:
-        _run(operation, job, out, footprint, block_size, progress)
+    # Drivers print build logs on success (Intel), which pyopencl turns into
+    # CompilerWarnings; they must not reach the caller (or, under
+    # ``-W error``, break pyopencl's cache): every build a call makes
+    # (clgrid's, pyopencl's reductions and array kernels) is inside.
+    with quiet_builds(), _reprojector(queue, dtype=dtype, order=order, sampling=sampling,
+                                      coord_precision=coord_precision, fast_math=fast_math,
+                                      projections=projections) as operation:
+        _run(operation, job, targets[0][1], targets[1][1], rows, progress)
+    for array, stand_in in targets:
+        if stand_in is not array:
+            array[...] = stand_in
+    if return_type == "dask":
+        import dask.array as da
+        out = da.from_array(out, chunks=chunks, name=False)
+        if footprint is not None:
+            footprint = da.from_array(footprint, chunks=chunks, name=False)
     if not return_footprint:
         return out
     return out, footprint
 
 
-def _working_dtype(dtype: np.dtype) -> np.dtype:
-    dtype = np.dtype(dtype)
+def _default_output_dtype(data) -> np.dtype:
+    """reproject's float64 for real host data; complex data and device
+    arrays keep their precision."""
+    dtype = np.dtype(data.dtype)
     if dtype.kind == "c":
         return np.dtype(np.complex128 if dtype.itemsize > 8 else np.complex64)
-    if dtype.kind == "f" and dtype.itemsize >= 8:
-        return np.dtype(np.float64)
-    if dtype.kind in "fiub":
-        return np.dtype(np.float32)
-    raise TypeError(f"cannot reproject data of dtype {dtype}")
+    if isinstance(data, cla.Array):
+        return np.dtype(np.float64 if dtype.itemsize >= 8 and dtype.kind == "f"
+                        else np.float32)
+    return np.dtype(np.float64)
+
+
+def _working_dtype(dtype: np.dtype, out_dtype: np.dtype, sampling: str = "buffer",
+                   fp64: bool = True) -> np.dtype:
+    """The precision the device interpolates in: 64-bit for 64-bit input,
+    else the output's, except float32 for image sampling (image objects
+    hold no doubles) and on devices without fp64 (which then write float32
+    for a float64 output: :func:`_single_precision_stand_in`)."""
+    dtype, out_dtype = np.dtype(dtype), np.dtype(out_dtype)
+    if dtype.kind not in "fiubc":
+        raise TypeError(f"cannot reproject data of dtype {dtype}")
+    wide = (dtype.kind == "f" and dtype.itemsize >= 8) or \
+        (dtype.kind == "c" and dtype.itemsize >= 16) or \
+        (_real_of(out_dtype) == np.float64 and sampling == "buffer" and fp64)
+    if dtype.kind == "c":
+        return np.dtype(np.complex128 if wide else np.complex64)
+    return np.dtype(np.float64 if wide else np.float32)
+
+
+def _single_precision_stand_in(array, fp64: bool):
+    """``array``, or a float32 host stand-in for a float64 host array where
+    the device has no fp64 (copied back after the call)."""
+    if array is None or fp64 or isinstance(array, cla.Array) or \
+            _real_of(array.dtype) != np.float64:
+        return array
+    return np.empty(array.shape, np.complex64 if array.dtype.kind == "c" else np.float32)
+
+
+def _blocks(block_size, parallel, return_type, shape_out, n_wcs):
+    """reproject's checks of ``block_size``/``parallel``/``return_type`` and
+    messages; returns (rows per band or None, chunks of dask outputs)."""
+    if block_size is None and parallel is False:
+        if return_type == "dask":
+            raise ValueError("Output cannot be returned as dask arrays when parallel=False "
+                             "and no block size has been specified")
+        return None, None
+    if not (isinstance(parallel, (bool, str)) or int(parallel) > 0):
+        raise ValueError("The number of processors to use must be strictly positive")
+    shape_out = tuple(int(n) for n in shape_out)
+    broadcasting = n_wcs < len(shape_out)
+    logger.info(f"Broadcasting is {'' if broadcasting else 'not '}being used")
+    broadcasted_parallelization = False
+    explicit = block_size is not None and not isinstance(block_size, str)
+    if isinstance(block_size, str) and block_size != "auto":
+        raise ValueError(f"block_size must be a shape or 'auto', got {block_size!r}")
+    if explicit:
+        if np.ndim(block_size) == 0:  # clgrid's own shorthand: rows per band
+            block_size = (int(block_size), -1)
+        block_size = tuple(int(n) for n in block_size)
+        if len(block_size) > len(shape_out):
+            raise ValueError(f"block_size {len(block_size)} cannot have more elements than "
+                             f"the dimensionality of the output ({len(shape_out)})")
+        if broadcasting and len(block_size) == len(shape_out):
+            if block_size[-n_wcs:] == shape_out[-n_wcs:]:
+                broadcasted_parallelization = True
+                block_size = block_size[:-n_wcs] + (-1,) * n_wcs
+            elif any(b not in (-1, n) for b, n in zip(block_size[:-n_wcs], shape_out)):
+                raise ValueError("block shape should either match output data shape along "
+                                 "broadcasted dimension or non-broadcasted dimensions")
+        block_size = (-1,) * (len(shape_out) - len(block_size)) + block_size
+        if any(b == 0 or b < -1 for b in block_size):
+            raise ValueError(f"block_size must be positive, got {block_size}")
+    logger.info(f"{'P' if broadcasted_parallelization else 'Not p'}arallelizing along "
+                f"broadcasted dimension (block_size={block_size!r}, shape_out={shape_out!r})")
+    if explicit:
+        chunks = tuple(n if b == -1 else min(b, n) for b, n in zip(block_size, shape_out))
+        rows = chunks[-2] if len(chunks) >= 2 else None
+        return rows, chunks
+    if return_type != "dask":
+        return None, None
+    import dask.array as da
+    auto = ("auto",) * len(shape_out)
+    if broadcasting:
+        auto = (-1,) * (len(shape_out) - n_wcs) + ("auto",) * n_wcs
+    chunks = da.empty(shape_out, dtype=np.float64).rechunk(
+        chunks=auto, block_size_limit=64 * 1024**2).chunks
+    return None, chunks
 
 
 def _output(given, shape, dtype, name):
@@ -204,42 +318,60 @@ def _output(given, shape, dtype, name):
 
 # -- running a plan ------------------------------------------------------------
 
-def _run(operation: Reprojector, job: Job, out, footprint, block_size, progress):
-    ny_out, nx_out = job.shape_out[-2:]
+def _run(operation: Reprojector, job: Job, out, footprint, rows, progress):
+    """Every band of output rows, and in it every plane: a band's pixel map
+    and input window serve all planes."""
     planes_out = job.canonical(out)
     feet = job.canonical(footprint) if footprint is not None else None
     params = None
     if job.device_map is not None:
         params = operation.params_on_device(*job.device_map)
-    bands = _bands(operation, job, block_size, out)
+    bands = _bands(operation, job, rows)
     device_out = isinstance(out, cla.Array)
-    for index in _progress(range(planes_out.shape[0]), progress, "reproject planes"):
-        plane = job.plane(index)
-        for row0, row1 in bands:
-            _run_band(operation, job, plane, params, (row0, row1), planes_out, feet, index,
-                      device_out, len(bands) > 1)
+    n_planes = planes_out.shape[0]
+    steps = [(band, index) for band in bands for index in range(n_planes)]
+    band_state = None
+    for band, index in _progress(steps, progress, "reproject planes"):
+        if band_state is None or band_state[0] != band:
+            band_state = (band, _band_map(operation, job, params, band, len(bands) > 1))
+        _run_band(operation, job, params, band, band_state[1], planes_out, feet, index,
+                  device_out)
     job.finish(out, planes_out)
     if footprint is not None:
         job.finish(footprint, feet)
 
 
-def _run_band(operation, job, plane, params, band, planes_out, feet, index, device_out,
-              windowed):
+def _band_map(operation, job, params, band, windowed):
+    """(host map or None, input window or None) of one band: astropy's input
+    positions where the device does not map, and the part of the input the
+    band reads (the whole input when not banded)."""
     row0, row1 = band
+    host_map = None if params is not None else job.host_map(row0, row1)
+    device_input = isinstance(job.planes_in, cla.Array)
+    if windowed and not device_input:
+        window = _input_window(operation, job, params, host_map, band)
+    else:  # device inputs are read whole (a window of one would not be contiguous)
+        window = (0, job.plane_shape[0], 0, job.plane_shape[1])
+    if host_map is not None and window is not None:  # uploaded once for all planes
+        shape_band = (row1 - row0, job.shape_out[-1])
+        for name, host in zip(("x_map", "y_map"), host_map):
+            device = operation.scratch.get(name, shape_band, operation.coord_dtype)
+            operation.staging.upload(host.astype(operation.coord_dtype, copy=False),
+                                     device.data)
+    return host_map, window
+
+
+def _run_band(operation, job, params, band, band_map, planes_out, feet, index, device_out):
+    row0, row1 = band
+    _, window = band_map
     ny_out, nx_out = job.shape_out[-2:]
     shape_band = (row1 - row0, nx_out)
-    host_map = None
-    if params is None:
-        host_map = job.host_map(row0, row1)
-    # Device inputs are read whole (a window of one would not be contiguous).
-    window = _input_window(operation, job, params, host_map, band) \
-        if windowed and not isinstance(plane, cla.Array) else \
-        (0, plane.shape[-2], 0, plane.shape[-1])
     if window is None:  # nothing of the input reaches this band
         _fill(planes_out, index, band, np.nan)
         if feet is not None:
             _fill(feet, index, band, 0)
         return
+    plane = job.plane(index)
     y0, y1, x0, x1 = window
     full = plane.shape[-2:]
     source = plane if (y0, y1, x0, x1) == (0, full[0], 0, full[1]) else plane[y0:y1, x0:x1]
@@ -258,9 +390,7 @@ def _run_band(operation, job, plane, params, band, planes_out, feet, index, devi
                                   roundtrip=job.roundtrip, out_offset=target_offset)
     else:
         x_map, y_map = (operation.scratch.get(name, shape_band, operation.coord_dtype)
-                        for name in ("x_map", "y_map"))
-        for device, host in ((x_map, host_map[0]), (y_map, host_map[1])):
-            operation.staging.upload(host.astype(operation.coord_dtype, copy=False), device.data)
+                        for name in ("x_map", "y_map"))  # uploaded by _band_map
         operation.interpolate_at(prepared, x_map, y_map, out=target, footprint=foot_target,
                                  out_offset=target_offset)
     if not device_out:
@@ -277,15 +407,11 @@ def _fill(array, index, band, value):
         part[...] = value
 
 
-def _bands(operation, job, block_size, out) -> list[tuple[int, int]]:
-    """Output row bands: the caller's block size, else as many as device
-    memory needs (one when the image fits comfortably)."""
+def _bands(operation, job, rows) -> list[tuple[int, int]]:
+    """Output row bands: ``rows`` at a time (the caller's block size), else
+    as many as device memory needs (one when the image fits comfortably)."""
     ny_out, nx_out = job.shape_out[-2:]
-    if block_size is not None:
-        rows = int(block_size[-2] if np.ndim(block_size) else block_size)
-        if rows < 1:
-            raise ValueError(f"block_size must be positive, got {block_size}")
-    else:
+    if rows is None:
         item = np.dtype(operation.dtype).itemsize
         in_bytes = job.plane_shape[0] * job.plane_shape[1] * (3 * item + 2 + job.raw_itemsize)
         out_bytes = ny_out * nx_out * (2 * item + (16 if job.device_map is None else 0))
@@ -334,11 +460,27 @@ def _nan_min_max(queue, values: cla.Array) -> tuple[float, float]:
     if key not in _minmax_kernels:
         name = real_dtype_name(values.dtype)
         preamble = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if name == "double" else ""
-        _minmax_kernels[key] = tuple(
-            ReductionKernel(queue.context, values.dtype, neutral=neutral, reduce_expr=expr,
-                            map_expr="x[i]", arguments=f"__global const {name} *x",
-                            preamble=preamble)
-            for neutral, expr in (("INFINITY", "fmin(a, b)"), ("-INFINITY", "fmax(a, b)")))
+        try:
+            with quiet_builds():
+                _minmax_kernels[key] = tuple(
+                    ReductionKernel(queue.context, values.dtype, neutral=neutral,
+                                    reduce_expr=expr, map_expr="x[i]",
+                                    arguments=f"__global const {name} *x", preamble=preamble)
+                    for neutral, expr in (("INFINITY", "fmin(a, b)"),
+                                          ("-INFINITY", "fmax(a, b)")))
+        except KeyError as error:
+            # pyopencl's binary cache failed and its recovery path looks up
+            # os.environ["PYOPENCL_CACHE_FAILURE_FATAL"] (pyopencl 2026.1,
+            # cache.py), which is unset: a reduction cannot be built here, so
+            # the bounds are found on the host (a cache only saves time).
+            if error.args != ("PYOPENCL_CACHE_FAILURE_FATAL",):
+                raise
+            _minmax_kernels[key] = None
+    if _minmax_kernels[key] is None:
+        host = values.get(queue=queue)
+        with np.errstate(invalid="ignore"):
+            return (float(np.nanmin(host, initial=np.inf)),
+                    float(np.nanmax(host, initial=-np.inf)))
     low, high = _minmax_kernels[key]
     return float(low(values, queue=queue).get()), float(high(values, queue=queue).get())
 

@@ -28,21 +28,58 @@ def parse_input(input_data, hdu_in):
     """(array, wcs) of any reproject-style input."""
     if isinstance(input_data, tuple) and len(input_data) == 2:
         data, wcs = input_data
-        data = data if isinstance(data, cla.Array) else np.asarray(data)
-        return data, as_wcs(wcs)
+        return _host_or_device(data), as_wcs(wcs)
     if isinstance(input_data, (str, os.PathLike)):
+        if _is_avm_image(input_data):
+            return _read_avm_image(input_data)
         from astropy.io import fits
         with fits.open(input_data) as hdulist:
             hdu = hdulist[hdu_in]
-            return np.array(hdu.data), as_wcs(hdu.header)
+            return _host_or_device(np.array(hdu.data)), as_wcs(hdu.header)
     if hasattr(input_data, "__getitem__") and hasattr(input_data, "index_of"):
         return parse_input(input_data[hdu_in], hdu_in)  # HDUList
     if hasattr(input_data, "data") and hasattr(input_data, "header"):
-        return np.asarray(input_data.data), as_wcs(input_data.header)
+        return _host_or_device(input_data.data), as_wcs(input_data.header)
     if hasattr(input_data, "data") and getattr(input_data, "wcs", None) is not None:
-        return np.asarray(input_data.data), as_wcs(input_data.wcs)  # NDData
-    raise TypeError("input_data must be (array, wcs), an HDU, an HDUList, NDData or a "
-                    "file name")
+        return _host_or_device(input_data.data), as_wcs(input_data.wcs)  # NDData
+    raise TypeError("input_data should either be an HDU object or a tuple of (array, WCS) "
+                    "or (array, Header)")
+
+
+def _host_or_device(data):
+    """A device array as it is; anything else (dask arrays, memmaps, lists)
+    as a host numpy array, float16 widened to float32 (exactly: the device
+    reads no half floats)."""
+    if isinstance(data, cla.Array):
+        return data
+    data = np.asarray(data)
+    if data.dtype.kind == "f" and data.dtype.itemsize == 2:
+        data = data.astype(np.float32)
+    return data
+
+
+def _is_avm_image(path) -> bool:
+    """Whether ``path`` is a PNG or JPEG file (reproject's test: magic bytes)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(8)
+    except OSError:
+        return False
+    return head == b"\x89PNG\r\n\x1a\n" or head[:3] == b"\xff\xd8\xff"
+
+
+def _read_avm_image(path):
+    """(channels, ny, nx) array and WCS of a PNG/JPEG with AVM metadata, as
+    reproject reads it (rows flipped: FITS counts them from the bottom)."""
+    from PIL import Image
+    from pyavm import AVM
+    with Image.open(path) as image:
+        data = np.array(image)
+    if data.ndim == 2:
+        data = data[None]
+    else:
+        data = data.transpose(2, 0, 1)
+    return np.ascontiguousarray(data[:, ::-1]), AVM.from_image(path).to_wcs()
 
 
 def parse_output(output_projection, shape_out, output_array):
@@ -121,8 +158,9 @@ def validate(wcs_in, wcs_out, shape_in, shape_out) -> tuple[int, ...]:
         raise ValueError("Input WCS has celestial components but output WCS does not")
     if _has_celestial(wcs_out) and not _has_celestial(wcs_in):
         raise ValueError("Output WCS has celestial components but input WCS does not")
-    if not _has_celestial(wcs_in):
-        raise ValueError("the WCS has no celestial axes: reproject_interp needs a celestial WCS")
+    if not _has_celestial(wcs_in) and n_wcs != 2:
+        raise ValueError("without celestial axes clgrid.reproject_interp maps 2-D WCSs only "
+                         f"(these have {n_wcs} pixel axes)")
     if isinstance(wcs_in, WCS) and isinstance(wcs_out, WCS):
         spec_in, spec_out = wcs_in.wcs.spec, wcs_out.wcs.spec
         if spec_in >= 0 and spec_out >= 0:
@@ -144,9 +182,9 @@ def _celestial_first(wcs):
     """(WCS with the celestial axes first (lng, lat, others...), numpy axis
     permutation taking an array of the original WCS to that order)."""
     from astropy.wcs import WCS
-    if isinstance(wcs, CelestialPlane) or not isinstance(wcs, WCS) or wcs.naxis == 2 and \
-            (wcs.wcs.lng, wcs.wcs.lat) == (0, 1):
-        return wcs, None
+    if isinstance(wcs, CelestialPlane) or not isinstance(wcs, WCS) or not wcs.has_celestial \
+            or wcs.naxis == 2 and (wcs.wcs.lng, wcs.wcs.lat) == (0, 1):
+        return wcs, None  # (a WCS without celestial axes is 2-D: validate)
     lng, lat = wcs.wcs.lng, wcs.wcs.lat
     correlation = wcs.axis_correlation_matrix  # world x pixel
     celestial_pixels = set(np.flatnonzero(correlation[[lng, lat]].any(axis=0)))
@@ -174,6 +212,7 @@ class Job:
     celestial_in: object
     celestial_out: object
     roundtrip: bool
+    n_wcs: int = 2                    # pixel axes of the WCSs (the rest are planes)
     device_map: tuple | None = None   # (plane_out, plane_in, frame_rotation)
     spectral: list | None = None      # per output plane: (input plane indices, weights)
 
@@ -254,7 +293,7 @@ def plan(data, wcs_in, wcs_out, shape_out, roundtrip: bool, order: int) -> Job:
         raise ValueError("device input arrays need identical non-celestial axes")
     planes_in = data.reshape((-1,) + tuple(data.shape[-2:]))
     job = Job(planes_in, canonical_out, permutation_out, celestial_in, celestial_out,
-              bool(roundtrip), spectral=spectral)
+              bool(roundtrip), n_wcs=n_wcs, spectral=spectral)
     job.device_map = _device_map(celestial_in, celestial_out, canonical_out[-2:])
     return job
 
