@@ -68,10 +68,18 @@ def test_fft_default_backend_follows_device(cl_env):
 
 @pytest.mark.parametrize("backend", ["pyvkfft", "reikna"])
 def test_fft_plans_are_cached_per_queue_shape_dtype(cl_env, backend):
+    """A plan is lent to one DeviceFFT at a time (it holds kernel objects and
+    work buffers two concurrent transforms must not share) and reused for
+    the same queue, shape and dtype once that DeviceFFT is gone."""
+    import gc
     _needs(backend)
     first = DeviceFFT(cl_env.queue, (16, 12), np.complex64, backend)
-    assert DeviceFFT(cl_env.queue, (16, 12), np.complex64, backend)._plan is first._plan
-    assert DeviceFFT(cl_env.queue, (16, 16), np.complex64, backend)._plan is not first._plan
+    plan = first._plan
+    assert DeviceFFT(cl_env.queue, (16, 12), np.complex64, backend)._plan is not plan
+    del first
+    gc.collect()
+    assert DeviceFFT(cl_env.queue, (16, 12), np.complex64, backend)._plan is plan
+    assert DeviceFFT(cl_env.queue, (16, 16), np.complex64, backend)._plan is not plan
 
 
 def test_fft_falls_back_when_a_backend_cannot_plan(cl_env, monkeypatch):
