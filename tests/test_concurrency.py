@@ -260,3 +260,38 @@ def test_a_plan_cache_budget_evicts_by_bytes(cl_env, default_device, monkeypatch
     for count, epsilon in enumerate((1e-2, 1e-3, 1e-4, 1e-5), start=1):
         clgrid.vis2dirty(uvw=uvw, freq=freq, vis=vis, **dict(GEOMETRY, epsilon=epsilon))
         assert len(plancache.plans) == min(count, kept)
+
+
+def test_reprojections_and_maps_without_a_queue_keep_memory_flat(cl_env, default_device):
+    """reproject_interp(context=...) and WcsGrid maps without a context, many
+    times: before, each leaked a context or a queue (+4 MiB and +2.5 MiB a
+    call without bound); now RSS stays flat after the first few."""
+    astropy_wcs = pytest.importorskip("astropy.wcs")
+    wcs_in = astropy_wcs.WCS(naxis=2)
+    wcs_in.wcs.ctype = ["RA---TAN", "DEC--TAN"]
+    wcs_in.wcs.crval = [10.0, 20.0]
+    wcs_in.wcs.crpix = [10.5, 10.5]
+    wcs_in.wcs.cdelt = [-0.05, 0.05]
+    header = wcs_in.to_header()
+    header["NAXIS"], header["NAXIS1"], header["NAXIS2"] = 2, 20, 20
+    image = np.random.default_rng(13).normal(size=(20, 20))
+    rng = np.random.default_rng(14)
+    lons, lats = rng.uniform(9.6, 10.4, 300), rng.uniform(19.6, 20.4, 300)
+    data = rng.normal(size=(300, 1))
+
+    def one_of_each():
+        clgrid.reproject_interp((image, wcs_in), wcs_in, shape_out=(20, 20),
+                                context=cl_env.context)
+        gridder = clgrid.WcsGrid(header)
+        gridder.set_kernel("gauss1d", (0.05,), 0.15, 0.025)
+        gridder.grid(lons, lats, data)
+        return gridder.get_datacube()
+
+    for _ in range(10):
+        one_of_each()
+    before = _rss_bytes()
+    for _ in range(100):
+        cube = one_of_each()
+    grown = _rss_bytes() - before
+    assert np.isfinite(cube).any()
+    assert grown < 24 * 2 ** 20, f"RSS grew {grown / 2 ** 20:.1f} MiB over 100 calls"
