@@ -129,11 +129,22 @@ def _pixel_n_dim(wcs) -> int:
 
 
 def _has_celestial(wcs) -> bool:
+    """Whether a WCS has celestial axes: astropy's ``has_celestial``, else
+    (any APE-14 WCS, gwcs included) a world axis whose object is a SkyCoord."""
     if isinstance(wcs, CelestialPlane):
         return True
     if hasattr(wcs, "has_celestial"):
         return bool(wcs.has_celestial)
-    return any(t and t.startswith("pos.") for t in wcs.world_axis_physical_types)
+    low = getattr(wcs, "low_level_wcs", wcs)
+    try:
+        from astropy.coordinates import SkyCoord
+        classes = low.world_axis_object_classes.values()
+        if any(isinstance(entry[0], type) and issubclass(entry[0], SkyCoord)
+               for entry in classes):
+            return True
+    except Exception:  # noqa: BLE001  (a WCS without object classes: its axis types)
+        pass
+    return any(t and "pos." in t for t in low.world_axis_physical_types)
 
 
 def validate(wcs_in, wcs_out, shape_in, shape_out) -> tuple[int, ...]:

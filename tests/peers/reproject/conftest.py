@@ -10,9 +10,14 @@ What is here, from the sdist ``reproject-0.21.0.tar.gz`` (sha256
 byte (checked against :data:`VENDORED` when the session starts):
 
 - ``reproject/interpolation/tests/`` (``test_core.py``, ``__init__.py``) and
-  the three files of its ``reference/`` folder that pytest-arraydiff reads
-  (``test_reproject_roundtrip.fits``, 270 kB, is left out: only the sunpy/gwcs
-  round-trip test reads it, and that test needs sunpy, see xfails.py);
+  its ``reference/`` folder, the four FITS files pytest-arraydiff compares
+  with (336 kB);
+- ``reproject/tests/data/aia_171_level1.{fits,asdf}`` (290 kB): the solar
+  image (FITS WCS, and gwcs in ASDF) of the round-trip tests, which reproject's
+  ``aia_test_data`` fixture reads next to its conftest. Those tests need
+  sunpy, asdf and gwcs (reproject's ``testall`` extras; the tox environment
+  installs them) and skip without them; reproject's other test data are read
+  from the installed reproject;
 - ``reproject/upstream_conftest.py``: reproject's ``reproject/conftest.py``
   (the fixtures those tests take), loaded here as ``reproject.conftest`` so
   that its relative imports resolve in the installed reproject, as in
@@ -23,7 +28,7 @@ byte (checked against :data:`VENDORED` when the session starts):
   installed: pytest-arraydiff, pytest-doctestplus, pytest-remotedata,
   pytest-astropy-header.
 
-The inputs those tests read with ``get_pkg_data_filename(...,
+The other inputs those tests read, with ``get_pkg_data_filename(...,
 package="reproject.tests")`` come from the installed reproject, which must be
 0.21.0 (the tests import ``reproject._array_utils`` and
 ``reproject.tests.helpers`` too).
@@ -67,6 +72,12 @@ VENDORED = {
         "35c7e3d123713022e590e145e59a607a1e64dcb3f95c4d54ab9b60e6ff3fce75",
     "reproject/interpolation/tests/reference/test_small_cutout.fits":
         "ab611e2c698de8ecae90b623c847c09cb96142ce6ee7420157d49cdba6309e3c",
+    "reproject/interpolation/tests/reference/test_reproject_roundtrip.fits":
+        "06148b2f64ed22c913596e0ca29f044c6335f4a2b065fff07c6e88fea740546b",
+    "reproject/tests/data/aia_171_level1.fits":
+        "71d7f9f56908bd22d5dcac015884117c57c45f30951131bf4abdc06c55cb0280",
+    "reproject/tests/data/aia_171_level1.asdf":
+        "7d705a963538c8e454608f8a6824769bc3caa3b9a4ead997dda83b3954510341",
 }
 
 #: Tests deselected because they read astropy's remote data
@@ -190,3 +201,20 @@ def _xfails():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.XFAILS
+
+
+#: reproject's fixtures skip with a bare ``pytest.skip()`` the combinations
+#: they cannot build (reproject reports them the same way).
+FIXTURE_SKIP_REASON = ("reproject's own fixture skips this combination: a WCS that is not "
+                       "an astropy WCS cannot be written as a FITS header, HDU or AVM tag")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Give the bare skips of reproject's fixtures their reason in -ra."""
+    report = yield
+    if (report.skipped and isinstance(report.longrepr, tuple) and len(report.longrepr) == 3
+            and report.longrepr[2].strip() in ("Skipped", "Skipped:")):
+        path, line, _ = report.longrepr
+        report.longrepr = (path, line, f"Skipped: {FIXTURE_SKIP_REASON}")
+    return report

@@ -2,6 +2,10 @@
 reproject's own interpolation tests: (test name, regex on the parameter id or
 None for all of them, measured reason). Strict: a test listed here that passes
 fails the run (reproject's ``xfail_strict = true``), so the list cannot go stale.
+
+None now (Intel CPU runtime, with sunpy/asdf/gwcs as in tox -e peers-reproject):
+202 of 202 run pass, 96 skipped by reproject's own fixtures, 72 deselected
+(network: conftest.NETWORK). Before issue 37: 135 passed, 67 failed.
 """
 
 XFAILS: list[tuple[str, str | None, str]] = [
