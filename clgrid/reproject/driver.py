@@ -53,7 +53,13 @@ def _reprojector(queue, **options):
         if operation is not None:
             idle.remove(operation)
     if operation is None:
-        operation = Reprojector(queue, **options)
+        # Drivers print build logs on success (Intel), which pyopencl turns
+        # into CompilerWarnings; they must not reach the caller (or, under
+        # ``-W error``, break pyopencl's cache): every build a call makes is
+        # inside quiet_builds (clgrid's own programs: build_program; pyopencl's
+        # array kernels here, in _fill and in _nan_min_max).
+        with quiet_builds():
+            operation = Reprojector(queue, **options)
     try:
         yield operation
     finally:
@@ -186,13 +192,9 @@ def reproject_interp(input_data, output_projection, shape_out=None, hdu_in: int 
     targets = [(array, _single_precision_stand_in(array, profile.fp64))
                for array in (out, footprint)]
     projections = job.projections
-    # Drivers print build logs on success (Intel), which pyopencl turns into
-    # CompilerWarnings; they must not reach the caller (or, under
-    # ``-W error``, break pyopencl's cache): every build a call makes
-    # (clgrid's, pyopencl's reductions and array kernels) is inside.
-    with quiet_builds(), _reprojector(queue, dtype=dtype, order=order, sampling=sampling,
-                                      coord_precision=coord_precision, fast_math=fast_math,
-                                      projections=projections) as operation:
+    with _reprojector(queue, dtype=dtype, order=order, sampling=sampling,
+                      coord_precision=coord_precision, fast_math=fast_math,
+                      projections=projections) as operation:
         _run(operation, job, targets[0][1], targets[1][1], rows, progress)
     for array, stand_in in targets:
         if stand_in is not array:
@@ -402,7 +404,8 @@ def _run_band(operation, job, params, band, band_map, planes_out, feet, index, d
 def _fill(array, index, band, value):
     part = array[index, band[0]:band[1]]
     if isinstance(part, cla.Array):
-        part.fill(value)
+        with quiet_builds():  # pyopencl's fill kernel, built on first use
+            part.fill(value)
     else:
         part[...] = value
 
