@@ -85,6 +85,21 @@ def add_parser(commands) -> None:
     parser.set_defaults(func=run)
 
 
+@contextlib.contextmanager
+def _compiler_output(verbose: bool):
+    """``PYOPENCL_COMPILER_OUTPUT=1`` for this run only with ``--verbose``:
+    left set, every later build of the process (a library caller's, a test
+    run's) would print its driver's whole log as a warning."""
+    before = os.environ.get("PYOPENCL_COMPILER_OUTPUT")
+    if verbose and before is None:
+        os.environ["PYOPENCL_COMPILER_OUTPUT"] = "1"
+    try:
+        yield
+    finally:
+        if verbose and before is None:
+            os.environ.pop("PYOPENCL_COMPILER_OUTPUT", None)
+
+
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``clgrid image``: one line on stderr and 2 on errors,
     1 on a failure that is not the user's (``--verbose`` adds its traceback).
@@ -94,9 +109,7 @@ def run(args: argparse.Namespace) -> int:
     is one line, ``warning: ...``.
     """
     import pyopencl as cl
-    if args.verbose:
-        os.environ.setdefault("PYOPENCL_COMPILER_OUTPUT", "1")
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _compiler_output(args.verbose):
         if not args.verbose:
             warnings.simplefilter("ignore", cl.CompilerWarning)
             warnings.showwarning = _print_warning
