@@ -123,7 +123,7 @@ SCRIPT = textwrap.dedent("""
                       fft_backend="numpy", tiles=tiles, **shifted)
         assert kept.engine.corrector.cache_screens and len(kept.engine.passes()) > 1
         dirty = kept.vis2dirty(vis)
-        assert "facet_phasors" in kept.engine.blocks[0].points.work
+        assert "facet_phasors" in kept.engine.spreader.work_of(kept.engine.blocks[0].points)
         error = np.linalg.norm(dirty - reference) / np.linalg.norm(reference)
         assert error < 1e-4, error
         assert np.all(np.isfinite(kept.dirty2vis(dirty)))
