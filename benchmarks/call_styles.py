@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyopencl as cl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -73,7 +74,9 @@ def time_calls(call, count: int) -> list[float]:
 def main(argv=None) -> int:
     args = parse_args(argv)
     context = clgrid.create_context(args.device)
-    queue = clgrid.resolve_queue(context)
+    # the caller's own queue, as a pipeline makes it (context= and no device
+    # argument use clgrid's queue of this thread: another workspace)
+    queue = cl.CommandQueue(context)
     profile = clgrid.DeviceProfile.from_device(queue.device)
     os.environ["CLGRID_DEVICE"] = f"{profile.platform_index}:{profile.device_index}"
     case = ska_mid_case(args)
