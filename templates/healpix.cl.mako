@@ -80,4 +80,105 @@ inline ulong hpx_ang2pix_ring(const ulong nside, const double lon, const double 
                      : (ulong)(12 * (long)nside * (long)nside - 2 * ring * (ring + 1) + in_ring);
 }
 
+// ---- cygrid 2.0.4's HEALPix arithmetic, operation for operation (compat="cygrid";
+// the host twin is clgrid/singledish/compat.py, which says why).  Contraction into
+// fused multiply-adds would change last bits cygrid's rounding depends on: off.
+#define CYGRID_PI 0x1.921fb54442d18p+1          // cygrid's PI, a double literal
+#define CYGRID_HALFPI 0x1.921fb54442d18p+0      // PI / 2.
+#define CYGRID_INV_HALFPI 0x1.45f306dc9c883p-1  // 1. / HALFPI
+#define CYGRID_DEG2RAD 0x1.1df46a2529d39p-6     // PI / 180.
+#define CYGRID_TWOTHIRD 0x1.5555555555555p-1    // 2.0 / 3.0
+
+// (double)((long double)a / (long double)b) with x87's 80-bit long double (Cython
+// promotes cygrid's divisions by pi and by ring numbers): the quotient rounded to 64
+// bits and then to 53 differs from a / b where the exact quotient lies within half a
+// 64-bit step of the midpoint between two doubles; it is then the even one.
+inline double cygrid_x87_div(const double a, const double b)
+{
+#pragma OPENCL FP_CONTRACT OFF
+    const double q = a / b;
+    if (q == 0.0 || !isfinite(q))
+        return q;
+    const double remainder = fma(-q, b, a);   // a - q b, exact
+    if (remainder == 0.0)
+        return q;
+    const double towards = ((remainder > 0.0) == (b > 0.0)) ? (double)INFINITY : -(double)INFINITY;
+    const double next = nextafter(q, towards);
+    const double half_gap = 0.5 * (next - q);
+    const double excess = remainder / b - half_gap;
+    if (fabs(excess) < fabs(half_gap) * 0x1p-11 && (as_ulong(q) & 1UL))
+        return next;
+    return q;
+}
+
+// cygrid's RING pixel of a position in degrees (its _ang2pix(HALFPI - DEG2RAD lat,
+// DEG2RAD lon), Healpix_cxx's loc2pix as cygrid writes it).
+inline ulong cygrid_ang2pix(const ulong nside, const double lon_deg, const double lat_deg)
+{
+#pragma OPENCL FP_CONTRACT OFF
+    const double theta = CYGRID_HALFPI - CYGRID_DEG2RAD * lat_deg;
+    const double phi = CYGRID_DEG2RAD * lon_deg;
+    const bool have_sin_theta = theta < 0.01 || theta > CYGRID_PI - 0.01;
+    const double z = cos(theta);
+    const double sin_theta = have_sin_theta ? sin(theta) : 0.0;
+    const double za = fabs(z);
+    const double turns = phi * CYGRID_INV_HALFPI;   // fmodulo(turns, 4.0)
+    double tt;
+    if (turns >= 0.0) {
+        tt = (turns < 4.0) ? turns : fmod(turns, 4.0);
+    } else {
+        tt = fmod(turns, 4.0) + 4.0;
+        if (tt == 4.0)
+            tt = 0.0;
+    }
+    const long n = (long)nside;
+    if (za <= CYGRID_TWOTHIRD) {
+        const long nl4 = 4 * n;
+        const double temp1 = (double)nside * (0.5 + tt);
+        const double temp2 = ((double)nside * z) * 0.75;
+        const long jp = (long)(temp1 - temp2);
+        const long jm = (long)(temp1 + temp2);
+        const long ir = n + 1 + jp - jm;
+        const long kshift = 1 - (ir & 1);
+        const long t1 = jp + jm + kshift + 1 + nl4 + nl4 - n;
+        const long ip = (nside > 1) ? ((t1 >> 1) & (nl4 - 1)) : ((t1 >> 1) % nl4);
+        return (ulong)(2 * n * (n - 1) + (ir - 1) * nl4 + ip);
+    }
+    const double tp = tt - (double)(ulong)tt;
+    const double tmp = (za < 0.99 || !have_sin_theta)
+        ? (double)nside * sqrt(3.0 * (1.0 - za))
+        : ((double)nside * sin_theta) / sqrt((1.0 + za) / 3.0);
+    const long jp = (long)(tp * tmp);
+    const long jm = (long)((1.0 - tp) * tmp);
+    const long ir = jp + jm + 1;
+    const long ip = (long)(tt * (double)ir);
+    return (z > 0.0) ? (ulong)(2 * ir * (ir - 1) + ip)
+                     : (ulong)(12 * n * n - 2 * ir * (ir + 1) + ip);
+}
+
+// Longitude (rad) of the centre of pixel k (0-based) of `ring`, as cygrid's _pix2loc.
+inline double cygrid_pixel_phi(const ulong nside, const ulong ring, const ulong k)
+{
+#pragma OPENCL FP_CONTRACT OFF
+    const double iphi = (double)(k + 1);
+    if (ring < nside)
+        return cygrid_x87_div((iphi - 0.5) * CYGRID_HALFPI, (double)ring);
+    if (ring <= 3 * nside) {
+        const double fact1 = (double)(nside << 1) * (4.0 / (double)(12 * nside * nside));
+        const double fodd = ((ring + nside) & 1) ? 1.0 : 0.5;
+        return (((iphi - fodd) * CYGRID_PI) * 0.75) * fact1;
+    }
+    return cygrid_x87_div((iphi - 0.5) * CYGRID_HALFPI, (double)(4 * nside - ring));
+}
+
+// cygrid's shift of a phi = 180 deg disc to longitude phi on a ring of `count`
+// pixels: round(count (phi - pi) / 2 / pi), halves away from zero.
+inline long cygrid_shift(const uint count, const double phi)
+{
+#pragma OPENCL FP_CONTRACT OFF
+    const double dphi = phi - CYGRID_PI;
+    const double dshift = cygrid_x87_div(((double)count * dphi) / 2.0, CYGRID_PI);
+    return (dshift >= 0.0) ? (long)(dshift + 0.5) : (long)(dshift - 0.5);
+}
+
 #endif

@@ -11,7 +11,10 @@
 ##   pix_type ("uint" | "ulong"), data_real, out_real ("float" | "double"),
 ##   has_weights (bool: per-value input weights given),
 ##   lanes (power of two: work-items sharing a cell group, each taking every
-##   lanes-th sample), local_size (work-group size, a multiple of lanes).
+##   lanes-th sample), local_size (work-group size, a multiple of lanes),
+##   compat (bool: compat="cygrid", keep a sample within the radius only where
+##   cygrid 2.0.4 pairs it with the cell: the cell's pixel in the sample pixel's
+##   disc, cygrid's HpxHashTable; see clgrid/singledish/compat.py).
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 <%include file="healpix.cl.mako"/>
 
@@ -51,6 +54,32 @@ inline double kernel_value(const double dist, const double bearing,
 % endif
 }
 
+% if compat:
+// Whether cygrid keeps a sample of pixel k of `sample_ring` (longitude sample_phi)
+// for a cell whose pixel is index cell_k of ring cell_ring (cell_count pixels): the
+// sample ring's disc (its row of `disc`: a (first, last) index range per ring
+// offset, from first_offset) shifted by cygrid's shift holds the cell's pixel.
+inline bool cygrid_keeps(__global const int2 *disc, const long row, const uint rows,
+                         const int first_offset, const uint width, const long sample_ring,
+                         const double sample_phi, const long cell_ring, const long cell_k,
+                         const uint cell_count)
+{
+    if (row < 0 || row >= (long)rows)
+        return false;
+    const long column = cell_ring - sample_ring - first_offset;
+    if (column < 0 || column >= (long)width)
+        return false;
+    const int2 span = disc[row * width + column];
+    if (span.y < span.x)
+        return false;
+    const long count = (long)cell_count;
+    long offset = (cell_k - cygrid_shift(cell_count, sample_phi) - span.x) % count;
+    if (offset < 0)
+        offset += count;
+    return offset <= (long)(span.y - span.x);
+}
+
+% endif
 // First index in [lo, hi) whose pixel is >= key (hi when none).
 inline uint lower_bound(__global const pix_t *pix, uint lo, uint hi, const pix_t key)
 {
@@ -78,7 +107,14 @@ __kernel void gather(__global const double2 *cell_lonlat,    // (lon, lat) rad p
                      const double p0, const double p1, const double p2,
                      const uint n_chan,
                      __global out_t *data_sum,               // [channel][cell], accumulated
-                     __global out_t *weight_sum)             // [channel][cell], accumulated
+                     __global out_t *weight_sum              // [channel][cell], accumulated
+% if compat:
+                     , __global const uint2 *cell_ring_index // cygrid: (ring, index) of each cell's pixel
+                     , __global const int2 *disc             // cygrid: discs of the chunk's sample rings
+                     , const uint disc_first_ring, const uint disc_rows
+                     , const int disc_first_offset, const uint disc_width
+% endif
+                     )
 {
     // LANES consecutive work-items share `gamma` cells and take every
     // LANES-th sample of each run (coalesced reads, and small maps still
@@ -91,6 +127,10 @@ __kernel void gather(__global const double2 *cell_lonlat,    // (lon, lat) rad p
     const uint n_chan_mine = active ? min((uint)CHAN_BLOCK, n_chan - first_chan) : 0;
 
     double cell_lon[GAMMA], cell_lat[GAMMA], cell_cos_lat[GAMMA];
+% if compat:
+    long cell_ring[GAMMA], cell_k[GAMMA];
+    uint cell_count[GAMMA];
+% endif
     double3 cell_xyz[GAMMA], cell_east[GAMMA], cell_north[GAMMA];
     double theta_min = M_PI, theta_max = 0.0;
     for (uint j = 0; j < GAMMA; ++j) {
@@ -105,6 +145,13 @@ __kernel void gather(__global const double2 *cell_lonlat,    // (lon, lat) rad p
         // Local east and north: a sample's bearing is atan2(s . east, s . north).
         cell_east[j] = (double3)(-sin_lon, cos_lon, 0.0);
         cell_north[j] = (double3)(-sin_lat * cos_lon, -sin_lat * sin_lon, cos_lat);
+% if compat:
+        const uint2 ring_index = active ? cell_ring_index[first_cell + min(j, n_mine - 1)]
+                                        : (uint2)(1, 0);
+        cell_ring[j] = (long)ring_index.x;
+        cell_k[j] = (long)ring_index.y;
+        cell_count[j] = hpx_ring_info(nside, ring_index.x).n_pixels;
+% endif
         theta_min = fmin(theta_min, M_PI_2 - lonlat.y);
         theta_max = fmax(theta_max, M_PI_2 - lonlat.y);
     }
@@ -184,6 +231,11 @@ __kernel void gather(__global const double2 *cell_lonlat,    // (lon, lat) rad p
             uint i = lower_bound(sample_pix, ring_begin, ring_end, run_first[run]) + lane;
             for (; i < ring_end && sample_pix[i] <= run_last[run]; i += LANES) {
                 const double3 sample = sample_xyz[i].xyz;
+% if compat:
+                const double sample_phi = cygrid_pixel_phi(nside, (ulong)ring,
+                                                           (ulong)sample_pix[i] - info.first_pixel);
+                const long disc_row = ring - (long)disc_first_ring;
+% endif
                 for (uint j = 0; j < n_mine; ++j) {
                     // Haversine from the chord: hav = |s - c|^2 / 4, exact to
                     // rounding at small separations, and no trigonometry for
@@ -195,6 +247,11 @@ __kernel void gather(__global const double2 *cell_lonlat,    // (lon, lat) rad p
                     const double dist = 2.0 * asin(sqrt(fmin(1.0, hav)));
                     if (!(dist < radius))
                         continue;
+% if compat:
+                    if (!cygrid_keeps(disc, disc_row, disc_rows, disc_first_offset, disc_width,
+                                      ring, sample_phi, cell_ring[j], cell_k[j], cell_count[j]))
+                        continue;
+% endif
 % if kernel_type == "gauss2d":
                     const double bearing = atan2(dot(sample, cell_east[j]),
                                                  dot(sample, cell_north[j]));

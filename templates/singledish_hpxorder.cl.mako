@@ -6,7 +6,9 @@
 ## (singledish.cl.mako) reads what `permute` and `ring_table` wrote.
 ## Parameters: pix_type ("uint" | "ulong"), data_in ("float" | "double"),
 ##   data_out ("float" | "double"), has_weights (input weights given),
-##   write_weights (write a weight per value: given, or made to zero bad values).
+##   write_weights (write a weight per value: given, or made to zero bad values),
+##   pixel_rule ("clgrid" | "cygrid": cygrid 2.0.4's own pixel arithmetic, for
+##   compat="cygrid", healpix.cl.mako's cygrid_ang2pix).
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 <%include file="healpix.cl.mako"/>
 
@@ -55,8 +57,12 @@ __kernel void classify(__global const double *lon_deg, __global const double *la
                 atomic_inc(&local_counters[LAT_RANGE]);
             if (fabs(lon) > 360.0)
                 atomic_inc(&local_counters[LON_RANGE]);
+% if pixel_rule == "cygrid":
+            pix[i] = (pix_t)cygrid_ang2pix(nside, lon, clamp(lat, -90.0, 90.0));
+% else:
             const double lat_rad = clamp(lat, -90.0, 90.0) * (M_PI / 180.0);
             pix[i] = (pix_t)hpx_ang2pix_ring(nside, wrapped_lon_rad(lon), lat_rad);
+% endif
             uint bad = 0;
             for (uint c = 0; c < n_chan; ++c) {
                 const size_t at = (size_t)i * n_chan + c;

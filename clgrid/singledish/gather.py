@@ -79,12 +79,18 @@ class HealpixGather(Operation):
     lanes
         Work-items splitting the samples of one cell group (a power of two
         up to 256); default 32 on GPUs, 1 elsewhere.
+    compat
+        ``"exact"`` (every sample within the radius) or ``"cygrid"`` (only
+        those cygrid 2.0.4 pairs with the cell: :class:`.compat.CygridSelection`).
     """
 
     def __init__(self, context=None, *, kernel_type: str = "gauss1d", gamma: int = 1,
                  chan_block: int = 1, nside: int = 1024, data_dtype=np.float32,
-                 out_dtype=np.float32, has_weights: bool = False, lanes: int | None = None):
+                 out_dtype=np.float32, has_weights: bool = False, lanes: int | None = None,
+                 compat: str = "exact"):
         super().__init__(context)
+        check_compat(compat)
+        self.compat = compat
         if kernel_type not in KERNEL_TYPES:
             raise ValueError(f"kernel_type must be one of {sorted(KERNEL_TYPES)}, "
                              f"got {kernel_type!r}")
@@ -107,7 +113,7 @@ class HealpixGather(Operation):
             "pix_type": "uint" if self.pix_dtype == np.uint32 else "ulong",
             "data_real": real_dtype_name(data_dtype), "out_real": real_dtype_name(out_dtype),
             "has_weights": bool(has_weights), "lanes": self.lanes,
-            "local_size": self._local or 1})
+            "local_size": self._local or 1, "compat": compat == "cygrid"})
         self._kernel = self.template.kernel("gather")
         self._pixelise = self.template.kernel("pixelise")
         if self._local and self._local > self.template.max_work_group_size(self._kernel):
@@ -133,8 +139,20 @@ class HealpixGather(Operation):
                  n_chan: int,
                  radius_rad: float, search_radius_rad: float, params: tuple,
                  data_sum: cl.Buffer, weight_sum: cl.Buffer,
-                 wait_for=None) -> cl.Event:
-        """Enqueue the gather of one pre-ordered chunk; returns its event."""
+                 wait_for=None, selection: tuple = ()) -> cl.Event:
+        """Enqueue the gather of one pre-ordered chunk; returns its event.
+
+        ``selection`` (``compat="cygrid"`` only): the cells' (ring, index)
+        buffer, the chunk's disc table buffer, its first ring, rows, first
+        ring offset and width (:meth:`.compat.CygridSelection.disc_table`).
+        """
+        if (self.compat == "cygrid") != bool(selection):
+            raise ValueError("the cygrid selection's buffers go with compat='cygrid' only")
+        extra = ()
+        if selection:
+            cells, disc, first_ring, rows, first_offset, width = selection
+            extra = (cells, disc, np.uint32(first_ring), np.uint32(rows), np.int32(first_offset),
+                     np.uint32(width))
         n_items = -(-n_cells // self.gamma) * self.lanes
         n_chan_groups = -(-n_chan // self.chan_block)
         local = self._local
@@ -149,7 +167,18 @@ class HealpixGather(Operation):
             chunk.ring_start, np.uint32(chunk.nside), np.float64(radius_rad),
             np.float64(search_radius_rad), np.float64(hav_limit),
             *(np.float64(p) for p in params),
-            np.uint32(n_chan), data_sum, weight_sum, wait_for=wait_for)
+            np.uint32(n_chan), data_sum, weight_sum, *extra, wait_for=wait_for)
+
+
+#: ``compat=`` values: clgrid's exact selection, or cygrid 2.0.4's own.
+COMPAT_MODES = ("exact", "cygrid")
+
+
+def check_compat(compat: str) -> str:
+    """``compat`` itself, or a ValueError unless one of :data:`COMPAT_MODES`."""
+    if compat not in COMPAT_MODES:
+        raise ValueError(f"compat must be one of {COMPAT_MODES}, got {compat!r}")
+    return compat
 
 
 def default_lanes(profile) -> int:
@@ -170,4 +199,4 @@ def pixel_dtype(nside: int) -> np.dtype:
     return np.dtype(np.uint32 if 12 * nside * nside < 2**32 else np.uint64)
 
 
-__all__ = ["GridStats", "HealpixGather", "KERNEL_TYPES", "MAX_CHAN_BLOCK", "MAX_GAMMA", "MAX_LANES", "ShapeError", "check_lanes", "default_lanes", "pixel_dtype"]
+__all__ = ["COMPAT_MODES", "GridStats", "HealpixGather", "KERNEL_TYPES", "check_compat", "MAX_CHAN_BLOCK", "MAX_GAMMA", "MAX_LANES", "ShapeError", "check_lanes", "default_lanes", "pixel_dtype"]

@@ -42,8 +42,9 @@ import pyopencl as cl
 from . import healpix
 from ..device.guard import one_thread_at_a_time
 from ..device.kernels import Operation, real_dtype_name
+from .compat import CygridSelection, cygrid_nside
 from .gather import (GridStats, HealpixGather, KERNEL_TYPES, MAX_CHAN_BLOCK, MAX_GAMMA,
-                     ShapeError, check_lanes, default_lanes, pixel_dtype)
+                     ShapeError, check_compat, check_lanes, default_lanes, pixel_dtype)
 from .preorder import (DEFAULT_CHUNK_SAMPLES, DevicePreorder, MIN_CHUNK_SAMPLES, PIPELINE_CHUNKS,
                        RawChunk, STAGING_ROWS, Staging, WorkBuffers, _BAD_POSITION, _BAD_VALUE,
                        _LAT_RANGE, _LON_LIMIT_DEG, _LON_RANGE, usable_cores)
@@ -84,14 +85,33 @@ class Gridder:
         repeated ``grid`` calls with the same inputs and parameters give
         bitwise-identical cubes on the same device and driver.  False
         changes nothing.
+    compat
+        ``"exact"`` (default): every sample closer than ``sphere_radius``
+        counts.  ``"cygrid"``: only the samples cygrid 2.0.4 itself keeps
+        (its HEALPix disc lookup, padded by one pixel resolution, misses a
+        few just inside the radius; see ``docs/singledish.md``), with
+        cygrid's nside for ``hpx_max_resolution``: to reproduce old cygrid
+        results, e.g. cygrid's stored test maps.
+    datacube, weightcube
+        cygrid's: float32/float64 C-contiguous arrays of the cube's shape
+        (``data.shape[1:]`` of the first ``grid`` call plus the map's),
+        checked as cygrid checks them at the first ``grid`` call (a datacube
+        of another dtype than ``dtype`` wins, with cygrid's warning).  The
+        sums are added to what they hold, and each ``grid`` call leaves
+        ``sum(w k V)`` and ``sum(w k)`` in them (the same memory: the device
+        reads them before and writes them back after every call);
+        ``get_unweighted_datacube`` and ``get_weights`` return views of them.
     """
 
     def __init__(self, cell_lon_deg, cell_lat_deg, *, dtype=np.float32, context=None,
                  gamma: int = 1, lanes: int | None = None,
                  chunk_samples: int = DEFAULT_CHUNK_SAMPLES, progress: bool = True,
-                 host_threads: int | None = None, deterministic: bool = True):
+                 host_threads: int | None = None, deterministic: bool = True,
+                 compat: str = "exact", datacube=None, weightcube=None):
         if deterministic not in (True, False):
             raise TypeError(f"deterministic must be True or False, got {deterministic!r}")
+        self.compat = check_compat(compat)
+        self._user_cubes = [datacube, weightcube]
         self.deterministic = True   # see the docstring: no faster non-deterministic path
         operation = Operation(context)
         self.queue = operation.queue
@@ -128,6 +148,11 @@ class Gridder:
         cells[:, 0] = np.radians(np.mod(cell_lon_deg.ravel()[self._valid_index], 360.0))
         cells[:, 1] = np.radians(cell_lat_deg.ravel()[self._valid_index])
         self._cells = cells
+        # as given (cygrid's pixels of the cells are of the unwrapped degrees)
+        self._cells_deg = (cell_lon_deg.ravel()[self._valid_index],
+                           cell_lat_deg.ravel()[self._valid_index])
+        self._selection = None        # compat="cygrid": CygridSelection
+        self._selection_cells = None  # and its (ring, index) per cell on the device
         self._cells_d = cl.Buffer(self.queue.context, cl.mem_flags.READ_ONLY
                                   | cl.mem_flags.COPY_HOST_PTR, hostbuf=cells) if cells.size else None
         self._gathers: dict[tuple, HealpixGather] = {}
@@ -161,6 +186,8 @@ class Gridder:
             it sets nside of the pre-ordering (speed only, not results).
             Values below ``sphere_radius / 1024`` are raised to it with a
             warning (finer pixels cost memory and time and gain nothing).
+            With ``compat="cygrid"`` nside is cygrid's for this value (part
+            of cygrid's selection), never raised.
         """
         if kernel_type not in KERNEL_TYPES:
             raise ValueError(f"kernel type not understood: {kernel_type!r}; choose from "
@@ -176,10 +203,23 @@ class Gridder:
             raise ValueError(f"kernel sizes must be positive, got {tuple(params)}")
         if not (0 < sphere_radius <= 180 and math.isfinite(sphere_radius)):
             raise ValueError(f"sphere_radius must be in (0, 180] degrees, got {sphere_radius}")
+        if self.compat == "cygrid":
+            healpix.nside_for_resolution(float(hpx_max_resolution))   # validates it
+            nside = self._check_ring_table(cygrid_nside(float(hpx_max_resolution)))
+            selection = CygridSelection(nside, float(sphere_radius), *self._cells_deg)
+            cells = None
+            if self._cells.size:
+                cells = cl.Buffer(self.queue.context, cl.mem_flags.READ_ONLY
+                                  | cl.mem_flags.COPY_HOST_PTR,
+                                  hostbuf=np.ascontiguousarray(selection.cell_ring_index))
+        else:
+            nside = self._nside_for(float(hpx_max_resolution), float(sphere_radius))
         self.kernel_type = kernel_type
         self.kernel_params = tuple(float(p) for p in params)
         self.sphere_radius = float(sphere_radius)
-        self.nside = self._nside_for(float(hpx_max_resolution), self.sphere_radius)
+        self.nside = nside
+        if self.compat == "cygrid":
+            self._selection, self._selection_cells = selection, cells
         self._device_params = self._kernel_constants(kernel_type, params)
         self.kernel_set = True
 
@@ -196,6 +236,10 @@ class Gridder:
                           f"{useful:g} deg (nside {clamped}, not {nside}); nside only orders the "
                           "samples: the same map, less memory and time", stacklevel=3)
             nside = clamped
+        return self._check_ring_table(nside)
+
+    def _check_ring_table(self, nside: int) -> int:
+        """``nside``, or a MemoryError where the device cannot hold its ring table."""
         table = healpix.ring_table_bytes(nside)
         if table > self.queue.device.max_mem_alloc_size:
             raise MemoryError(f"nside {nside} needs a ring table of {table} bytes; the device "
@@ -246,6 +290,7 @@ class Gridder:
         if self._cells_d is None or lons.size == 0:
             self.stats.total_s += time.perf_counter() - started
             return
+        self._push_user_cubes()
         n_chan = data.shape[1]
         # float64 in any byte order stays float64; everything else becomes float32.
         data_dtype = np.dtype(np.float64 if data.dtype.kind == "f" and data.dtype.itemsize == 8
@@ -263,11 +308,12 @@ class Gridder:
                 for source, target in zip(backup, self._sums):
                     cl.enqueue_copy(self.queue, target, source).wait()
             raise
+        self._pull_user_cubes()
         if n_dropped:
-            warnings.warn(f"{n_dropped} samples with NaN/Inf coordinates dropped", stacklevel=2)
+            warnings.warn(f"{n_dropped} samples with NaN/Inf coordinates dropped", stacklevel=3)
         if n_bad_values:
             warnings.warn(f"{n_bad_values} NaN/Inf data or weight values given zero weight",
-                          stacklevel=2)
+                          stacklevel=3)
         self.stats.n_samples += lons.size - n_dropped
         self.stats.n_dropped += n_dropped
         self.stats.n_flagged_values += n_bad_values
@@ -329,11 +375,25 @@ class Gridder:
                     gather = self._gather(n_chan, data_dtype, write_weights)
                     events["gather"].append(gather(
                         self._cells_d, self._cells.shape[0], chunk, n_chan, radius, search,
-                        self._device_params, self._sums[0], self._sums[1]))
+                        self._device_params, self._sums[0], self._sums[1],
+                        selection=self._chunk_selection(pix_min, pix_max)))
                 if k + 1 < n_chunks:  # sent while the device sorts and gathers chunk k
                     send(k + 1)
             self.queue.finish()
         return int(totals[_BAD_POSITION]), int(totals[_BAD_VALUE])
+
+    def _chunk_selection(self, pix_min: int, pix_max: int) -> tuple:
+        """compat="cygrid": the gather's selection arguments for a chunk whose
+        kept samples lie in pixels ``pix_min .. pix_max`` (the discs of their
+        rings, built on the host once per ring and uploaded); () otherwise."""
+        if self._selection is None:
+            return ()
+        first_ring, last_ring = (int(r) for r in self._selection.hpx._pix2ring(
+            np.array([pix_min, pix_max], np.int64)))
+        table, first_offset, width = self._selection.disc_table(first_ring, last_ring)
+        disc = cl.Buffer(self.queue.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                         hostbuf=np.ascontiguousarray(table))
+        return (self._selection_cells, disc, first_ring, table.shape[0], first_offset, width)
 
     @one_thread_at_a_time
     def get_datacube(self) -> np.ndarray:
@@ -356,7 +416,14 @@ class Gridder:
 
     @one_thread_at_a_time
     def clear_data_and_weights(self) -> None:
-        """Reset the accumulated sums (the kernel stays set)."""
+        """Reset the accumulated sums (the kernel stays set), in a given
+        ``datacube``/``weightcube`` too, as cygrid."""
+        for cube in self._user_cubes:
+            if isinstance(cube, np.ndarray):
+                cube[...] = 0
+        self._zero_sums()
+
+    def _zero_sums(self) -> None:
         if self._sums is not None:
             for buffer in self._sums:
                 cl.enqueue_fill_buffer(self.queue, buffer, self.dtype.type(0), 0,
@@ -398,12 +465,17 @@ class Gridder:
         data = np.asarray(data)
         if data.dtype.kind not in "fiu" or data.ndim < 1:
             raise TypeError(f"data must be a real numeric array, got {data.dtype}")
+        if not data.dtype.isnative:   # read as it is; cygrid's warning
+            warnings.warn("Input data byteorder not native, will fix", UserWarning, stacklevel=4)
         if data.shape[0] != lons.size:
             raise ShapeError(f"data has {data.shape[0]} samples, coordinates {lons.size}")
         if weights is not None:
             weights = np.asarray(weights)
             if weights.dtype.kind not in "fiu":
                 raise TypeError(f"weights must be real numbers, got {weights.dtype}")
+            if not weights.dtype.isnative:
+                warnings.warn("Input data byteorder not native, will fix", UserWarning,
+                              stacklevel=4)
             if weights.shape != data.shape:
                 raise ShapeError(f"data and weights differ in shape: {data.shape} and "
                                  f"{weights.shape}")
@@ -414,32 +486,86 @@ class Gridder:
     def _prepare_cube(self, spectral_shape: tuple) -> None:
         cube_shape = tuple(spectral_shape) + tuple(self.yx_shape)
         if self.cube_shape is None:
+            self._check_user_cubes(cube_shape)
             self.cube_shape = cube_shape
             n_values = int(np.prod(spectral_shape, dtype=np.int64)) * max(1, self._cells.shape[0])
             flags = cl.mem_flags.READ_WRITE
             self._sums = [cl.Buffer(self.queue.context, flags, n_values * self.dtype.itemsize)
                           for _ in range(2)]
-            self.clear_data_and_weights()
+            self._zero_sums()   # a given datacube/weightcube keeps its values (cygrid)
         elif cube_shape != self.cube_shape:
             raise ShapeError(f"data shape mismatch: expected (n,) + {self.cube_shape[:-len(self.yx_shape)]}"
                              f" per sample, got {tuple(spectral_shape)}")
 
 
+    def _check_user_cubes(self, cube_shape: tuple) -> None:
+        """cygrid's checks of ``datacube``/``weightcube`` at the first ``grid``
+        call, with its messages; a datacube's dtype wins over ``dtype``."""
+        datacube, weightcube = self._user_cubes
+        if datacube is not None:
+            if not isinstance(datacube, np.ndarray):
+                raise TypeError("Input datacube must be numpy array.")
+            if not datacube.flags.c_contiguous:
+                raise TypeError("Input datacube must be C-contiguous.")
+            if datacube.shape != cube_shape:
+                raise ShapeError(
+                    "Datacube shape doesn't match expectation. (The data cube, which was "
+                    f"provided to the constructor has shape {datacube.shape}, while based on "
+                    f"the grid-method call, cygrid would expect {cube_shape}")
+            if datacube.dtype not in (np.float32, np.float64):
+                raise TypeError("Input datacube must have floating point type.")
+            if datacube.dtype != self.dtype:
+                warnings.warn(
+                    f"The datacube that was provided in the constructor ({datacube.dtype}) has "
+                    f"a different dtype than what was provided with the 'dtype' option "
+                    f"({self.dtype}). Will use datacube dtype ({datacube.dtype})...",
+                    UserWarning, stacklevel=6)
+                self.dtype = np.dtype(datacube.dtype)
+        if weightcube is not None:
+            if not isinstance(weightcube, np.ndarray):
+                raise TypeError("Input weightcube must be numpy array.")
+            if not weightcube.flags.c_contiguous:
+                raise TypeError("Input weightcube must be C-contiguous.")
+            if weightcube.shape != cube_shape:
+                raise ShapeError("Weightcube shape doesn't match datacube shape.")
+            if weightcube.dtype != self.dtype:
+                raise TypeError("Weightcube dtype doesn't match datacube dtype.")
+
+    def _push_user_cubes(self) -> None:
+        """A given datacube/weightcube's values into the device sums (the
+        sums add to them; the user may have changed them between calls)."""
+        for cube, buffer in zip(self._user_cubes, self._sums):
+            if cube is not None and self._cells.size:
+                valid = cube.reshape(-1, int(np.prod(self.yx_shape)))[:, self._valid_index]
+                cl.enqueue_copy(self.queue, buffer, np.ascontiguousarray(valid, self.dtype))
+
+    def _pull_user_cubes(self) -> None:
+        """The device sums back into a given datacube/weightcube, in place."""
+        for cube, buffer in zip(self._user_cubes, self._sums):
+            if cube is not None and self._cells.size:
+                valid = np.empty((cube.size // int(np.prod(self.yx_shape)),
+                                  self._cells.shape[0]), self.dtype)
+                cl.enqueue_copy(self.queue, valid, buffer)
+                cube.reshape(valid.shape[0], -1)[:, self._valid_index] = valid
+
     def _gather(self, n_chan: int, data_dtype: np.dtype, has_weights: bool) -> HealpixGather:
         chan_block = min(n_chan, MAX_CHAN_BLOCK)
-        key = (self.kernel_type, chan_block, self.nside, data_dtype.str, has_weights)
+        key = (self.kernel_type, chan_block, self.nside, data_dtype.str, has_weights,
+               self.dtype.str, self.compat)
         if key not in self._gathers:
             self._gathers[key] = HealpixGather(
                 self.queue, kernel_type=self.kernel_type, gamma=self.gamma,
                 chan_block=chan_block, nside=self.nside, data_dtype=data_dtype,
-                out_dtype=self.dtype, has_weights=has_weights, lanes=self.lanes)
+                out_dtype=self.dtype, has_weights=has_weights, lanes=self.lanes,
+                compat=self.compat)
         return self._gathers[key]
 
     def _preorder(self, data_dtype: np.dtype) -> DevicePreorder:
-        key = (self.nside, data_dtype.str)
+        pixel_rule = "cygrid" if self.compat == "cygrid" else "clgrid"
+        key = (self.nside, data_dtype.str, pixel_rule)
         if key not in self._preorders:
             self._preorders[key] = DevicePreorder(self.queue, nside=self.nside,
-                                                  data_dtype=data_dtype)
+                                                  data_dtype=data_dtype, pixel_rule=pixel_rule)
         return self._preorders[key]
 
     def _chunk_len(self, n_chan: int, itemsize: int, has_weights: bool, n_samples: int) -> int:
@@ -515,6 +641,8 @@ class Gridder:
     def _host_sums(self) -> tuple[np.ndarray, np.ndarray]:
         if self.cube_shape is None:
             raise RuntimeError("nothing gridded yet: call grid first")
+        if all(cube is not None for cube in self._user_cubes):
+            return tuple(cube.reshape(self.cube_shape) for cube in self._user_cubes)
         n_chan = int(np.prod(self.cube_shape[:-len(self.yx_shape)], dtype=np.int64))
         n_cells = self._cells.shape[0]
         sums = []
@@ -524,6 +652,9 @@ class Gridder:
             full = np.zeros((n_chan, int(np.prod(self.yx_shape))), self.dtype)
             full[:, self._valid_index] = valid[:, :n_cells]
             sums.append(full.reshape(self.cube_shape))
+        for k, cube in enumerate(self._user_cubes):   # the given memory itself
+            if cube is not None:
+                sums[k] = cube.reshape(self.cube_shape)
         return sums[0], sums[1]
 
 
@@ -540,7 +671,8 @@ class WcsGrid(Gridder):
         ``(naxis1, naxis2)`` when the WCS does not say.
     **kwargs
         ``dtype``, ``context``, ``gamma``, ``lanes``, ``chunk_samples``,
-        ``progress``, ``host_threads``, ``deterministic`` as :class:`Gridder`.
+        ``progress``, ``host_threads``, ``deterministic``, ``compat``,
+        ``datacube``, ``weightcube`` as :class:`Gridder`.
     """
 
     def __init__(self, header_or_wcs, naxis: tuple[int, int] | None = None, **kwargs):
@@ -589,7 +721,8 @@ class SlGrid(Gridder):
         1-D target coordinates in degrees.
     **kwargs
         ``dtype``, ``context``, ``gamma``, ``lanes``, ``chunk_samples``,
-        ``progress``, ``host_threads``, ``deterministic`` as :class:`Gridder`.
+        ``progress``, ``host_threads``, ``deterministic``, ``compat``,
+        ``datacube``, ``weightcube`` as :class:`Gridder`.
     """
 
     def __init__(self, sl_lons, sl_lats, **kwargs):

@@ -6,6 +6,9 @@ so that clgrid does not depend on healpy at run time; :func:`ang2pix_ring`
 is the plain numpy reference the tests hold the device against.  The
 device side of the same geometry, which the gridder uses, lives in
 ``templates/healpix.cl.mako``.
+
+:class:`Healpix` is cygrid's ``cygrid.healpix.Healpix`` (its API and, to the
+last bit, its results: :mod:`.compat`), for code written against cygrid.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from .compat import NESTED, RING, Healpix
 
 #: Largest supported nside (2**29 is HEALPix's own limit for 64-bit indices).
 MAX_NSIDE = 2**29
@@ -134,6 +139,6 @@ def _cap_pixels(nside: int, z: np.ndarray, za: np.ndarray, sin_theta: np.ndarray
     return np.where(z > 0, 2 * ring * (ring - 1) + in_ring, npix - 2 * ring * (ring + 1) + in_ring)
 
 
-__all__ = ["FINEST_PIXELS_PER_RADIUS", "MAX_NSIDE", "ang2pix_ring", "max_pixel_radius_rad",
+__all__ = ["FINEST_PIXELS_PER_RADIUS", "Healpix", "MAX_NSIDE", "NESTED", "RING", "ang2pix_ring", "max_pixel_radius_rad",
            "n_rings", "nside_for_resolution", "resolution_rad", "ring_first_pixel",
            "ring_table_bytes", "useful_resolution"]

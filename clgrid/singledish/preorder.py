@@ -86,10 +86,17 @@ class DevicePreorder(Operation):
         HEALPix resolution.
     data_dtype
         float32 or float64: the dtype of data and weights on the device.
+    pixel_rule
+        ``"clgrid"`` or ``"cygrid"`` (cygrid 2.0.4's own pixel arithmetic, for
+        ``compat="cygrid"``: the same pixels to the last bit of ``cos``).
     """
 
-    def __init__(self, context=None, *, nside: int, data_dtype=np.float32):
+    def __init__(self, context=None, *, nside: int, data_dtype=np.float32,
+                 pixel_rule: str = "clgrid"):
         super().__init__(context)
+        if pixel_rule not in ("clgrid", "cygrid"):
+            raise ValueError(f"pixel_rule must be 'clgrid' or 'cygrid', got {pixel_rule!r}")
+        self.pixel_rule = pixel_rule
         self.nside = int(nside)
         self.pix_dtype = pixel_dtype(self.nside)
         self.data_dtype = np.dtype(data_dtype)
@@ -114,7 +121,8 @@ class DevicePreorder(Operation):
                 "pix_type": "uint" if self.pix_dtype == np.uint32 else "ulong",
                 "data_in": real_dtype_name(self.data_dtype),
                 "data_out": real_dtype_name(self.data_dtype),
-                "has_weights": has_weights, "write_weights": write_weights})
+                "has_weights": has_weights, "write_weights": write_weights,
+                "pixel_rule": self.pixel_rule})
         return self._templates[key]
 
     def classify(self, raw: RawChunk, n: int, n_chan: int, pix: cl.Buffer,

@@ -9,11 +9,15 @@ import numpy as np
 
 def gather_reference(cell_lon_deg, cell_lat_deg, lons, lats, data, weights=None, *,
                      kernel_type: str = "gauss1d", kernel_params=(1.0,),
-                     sphere_radius: float = 3.0) -> tuple[np.ndarray, np.ndarray]:
+                     sphere_radius: float = 3.0, compat: str = "exact",
+                     hpx_max_resolution: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Float64 brute-force gather: every sample against every cell.
 
     Written plainly from cygrid's definitions (haversine distance, kernels of
-    cygrid's kernels.pyx) as the independent test reference.
+    cygrid's kernels.pyx) as the independent test reference.  With
+    ``compat="cygrid"`` (and cygrid's ``hpx_max_resolution``, degrees) a
+    sample within the radius counts only where cygrid 2.0.4 pairs it with
+    the cell (:class:`clgrid.singledish.compat.CygridSelection`).
 
     Returns
     -------
@@ -31,6 +35,17 @@ def gather_reference(cell_lon_deg, cell_lat_deg, lons, lats, data, weights=None,
     num = np.zeros((values.shape[1], cell_lon.size))
     den = np.zeros_like(num)
     params = np.asarray(kernel_params, np.float64)
+    if compat not in ("exact", "cygrid"):
+        raise ValueError(f"compat must be 'exact' or 'cygrid', got {compat!r}")
+    selection = None
+    if compat == "cygrid":
+        from .compat import CygridSelection, cygrid_nside
+        if hpx_max_resolution is None:
+            raise ValueError("compat='cygrid' needs cygrid's hpx_max_resolution")
+        selection = CygridSelection(cygrid_nside(hpx_max_resolution), sphere_radius,
+                                    np.asarray(cell_lon_deg, np.float64).ravel(),
+                                    np.asarray(cell_lat_deg, np.float64).ravel())
+        sample_pix = selection.sample_pixels(lons, lats)
     for c in range(cell_lon.size):
         if not (np.isfinite(cell_lon[c]) and np.isfinite(cell_lat[c])):
             continue
@@ -38,6 +53,8 @@ def gather_reference(cell_lon_deg, cell_lat_deg, lons, lats, data, weights=None,
                + np.cos(cell_lat[c]) * np.cos(lat) * np.sin((cell_lon[c] - lon) / 2) ** 2)
         dist_deg = np.degrees(2 * np.arcsin(np.sqrt(np.minimum(hav, 1.0))))
         near = dist_deg < sphere_radius
+        if selection is not None:
+            near[near] = selection.keeps(sample_pix[near], c)
         d = dist_deg[near]
         if kernel_type == "gauss1d":
             k = np.exp(-d**2 / (2 * params[0] ** 2))
