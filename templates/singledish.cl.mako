@@ -319,3 +319,26 @@ __kernel void pixelise(__global const double2 *lonlat, const uint n, const uint 
     if (i < n)
         pix[i] = (pix_t)hpx_ang2pix_ring(nside, lonlat[i].x, lonlat[i].y);
 }
+% if compat:
+
+// cygrid's arithmetic on the device, for the tests against its host twin
+// (clgrid/singledish/compat.py): item i divides divide[i].x by divide[i].y as x87
+// does, gives the pixel of lonlat_deg[i], and the longitude of pixel ring_k[i].y
+// of ring ring_k[i].x with its shift onto a ring of shift_count[i] pixels.
+__kernel void cygrid_arithmetic(__global const double2 *divide,
+                                __global const double2 *lonlat_deg,
+                                __global const ulong2 *ring_k,
+                                __global const uint *shift_count,
+                                const uint n, const uint nside,
+                                __global double *quotient, __global ulong *pix,
+                                __global double *phi, __global long *shift)
+{
+    const size_t i = get_global_id(0);
+    if (i >= n)
+        return;
+    quotient[i] = cygrid_x87_div(divide[i].x, divide[i].y);
+    pix[i] = cygrid_ang2pix(nside, lonlat_deg[i].x, lonlat_deg[i].y);
+    phi[i] = cygrid_pixel_phi(nside, ring_k[i].x, ring_k[i].y);
+    shift[i] = cygrid_shift(shift_count[i], phi[i]);
+}
+% endif

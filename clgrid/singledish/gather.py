@@ -104,6 +104,7 @@ class HealpixGather(Operation):
         self.lanes = check_lanes(default_lanes(self.profile) if lanes is None else lanes)
         self.gamma, self.chan_block = int(gamma), int(chan_block)
         self.pix_dtype = pixel_dtype(nside)
+        self.nside = int(nside)
         # Work-groups hold whole cell groups; with one lane the runtime picks.
         self._local = None
         if self.lanes > 1:
@@ -134,6 +135,34 @@ class HealpixGather(Operation):
                        pix_d)
         cl.enqueue_copy(self.queue, pix, pix_d)
         return pix
+
+    def cygrid_arithmetic(self, a, b, lon_deg, lat_deg, ring, k, shift_count) -> tuple:
+        """cygrid's arithmetic on the device (``compat="cygrid"`` builds): the
+        x87 quotients ``a / b``, the pixels of (lon, lat) in degrees, the
+        longitudes of pixel ``k`` of ``ring`` and their shifts onto rings of
+        ``shift_count`` pixels, at this gather's nside (for the tests)."""
+        if self.compat != "cygrid":
+            raise ValueError("cygrid_arithmetic needs a compat='cygrid' gather")
+        n = len(a)
+        if any(len(v) != n for v in (b, lon_deg, lat_deg, ring, k, shift_count)):
+            raise ValueError("cygrid_arithmetic needs arrays of one length")
+        flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
+
+        def buffer(*columns, dtype):
+            host = np.ascontiguousarray(np.stack([np.asarray(c, dtype) for c in columns], -1))
+            return cl.Buffer(self.context, flags, hostbuf=host)
+
+        outputs = [np.empty(n, dtype) for dtype in (np.float64, np.uint64, np.float64, np.int64)]
+        buffers = [cl.Buffer(self.context, cl.mem_flags.WRITE_ONLY, max(out.nbytes, 8))
+                   for out in outputs]
+        self.template.kernel("cygrid_arithmetic")(
+            self.queue, (max(n, 1),), None, buffer(a, b, dtype=np.float64),
+            buffer(lon_deg, lat_deg, dtype=np.float64), buffer(ring, k, dtype=np.uint64),
+            buffer(shift_count, dtype=np.uint32), np.uint32(n), np.uint32(self.nside),
+            *buffers)
+        for out, buf in zip(outputs, buffers):
+            cl.enqueue_copy(self.queue, out, buf)
+        return tuple(outputs)
 
     def __call__(self, cells_d: cl.Buffer, n_cells: int, chunk: "SortedChunk",  # noqa: F821
                  n_chan: int,
