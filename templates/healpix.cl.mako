@@ -102,8 +102,9 @@ inline double cygrid_x87_div(const double a, const double b)
     const double remainder = fma(-q, b, a);   // a - q b, exact
     if (remainder == 0.0)
         return q;
-    const double towards = ((remainder > 0.0) == (b > 0.0)) ? (double)INFINITY : -(double)INFINITY;
-    const double next = nextafter(q, towards);
+    // the neighbour of q towards the exact quotient, from its bits (q finite, not 0)
+    const bool up = (remainder > 0.0) == (b > 0.0);
+    const double next = as_double(as_long(q) + ((up == (q > 0.0)) ? 1L : -1L));
     const double half_gap = 0.5 * (next - q);
     const double excess = remainder / b - half_gap;
     if (fabs(excess) < fabs(half_gap) * 0x1p-11 && (as_ulong(q) & 1UL))
@@ -156,28 +157,66 @@ inline ulong cygrid_ang2pix(const ulong nside, const double lon_deg, const doubl
                      : (ulong)(12 * n * n - 2 * ir * (ir + 1) + ip);
 }
 
-// Longitude (rad) of the centre of pixel k (0-based) of `ring`, as cygrid's _pix2loc.
-inline double cygrid_pixel_phi(const ulong nside, const ulong ring, const ulong k)
+// Longitude (rad) of the centre of pixel k (0-based) of `ring`, as cygrid's _pix2loc
+// (x87: its divisions as x87 does them; else plain, at most an ulp off).
+inline double cygrid_pixel_phi(const ulong nside, const ulong ring, const ulong k,
+                               const bool x87)
 {
 #pragma OPENCL FP_CONTRACT OFF
     const double iphi = (double)(k + 1);
-    if (ring < nside)
-        return cygrid_x87_div((iphi - 0.5) * CYGRID_HALFPI, (double)ring);
-    if (ring <= 3 * nside) {
+    if (ring <= 3 * nside && ring >= nside) {
         const double fact1 = (double)(nside << 1) * (4.0 / (double)(12 * nside * nside));
         const double fodd = ((ring + nside) & 1) ? 1.0 : 0.5;
         return (((iphi - fodd) * CYGRID_PI) * 0.75) * fact1;
     }
-    return cygrid_x87_div((iphi - 0.5) * CYGRID_HALFPI, (double)(4 * nside - ring));
+    const double numerator = (iphi - 0.5) * CYGRID_HALFPI;
+    const double from_pole = (double)((ring < nside) ? ring : 4 * nside - ring);
+    return x87 ? cygrid_x87_div(numerator, from_pole) : numerator / from_pole;
 }
 
-// cygrid's shift of a phi = 180 deg disc to longitude phi on a ring of `count`
-// pixels: round(count (phi - pi) / 2 / pi), halves away from zero.
-inline long cygrid_shift(const uint count, const double phi)
+// The same from the pixel index (cygrid's _pix2loc, its isqrt in double), x87 divisions.
+inline double cygrid_phi_of_pixel(const ulong nside, const ulong pix)
+{
+    const ulong ncap = 2 * nside * (nside - 1);
+    const ulong npix = 12 * nside * nside;
+    ulong ring;
+    if (pix < ncap)
+        ring = (1 + (ulong)sqrt((double)(1 + 2 * pix) + 0.5)) >> 1;
+    else if (pix < npix - ncap)
+        ring = (pix - ncap) / (4 * nside) + nside;
+    else
+        ring = 4 * nside - ((1 + (ulong)sqrt((double)(2 * (npix - pix) - 1) + 0.5)) >> 1);
+    return cygrid_pixel_phi(nside, ring, pix - hpx_ring_info(nside, ring).first_pixel, true);
+}
+
+// cygrid's shift of a phi = 180 deg disc to the longitude of pixel k of `ring`, on a
+// ring of `count` pixels: round(count (phi - pi) / 2 / pi), halves away from zero.
+// The x87 quotients move the result by an ulp or two, which matters only within a
+// few ulps of a half: elsewhere the plain arithmetic decides, and is cheaper.
+__attribute__((noinline)) long cygrid_pixel_shift(const uint count, const ulong nside, const ulong ring,
+                               const ulong k)
 {
 #pragma OPENCL FP_CONTRACT OFF
-    const double dphi = phi - CYGRID_PI;
-    const double dshift = cygrid_x87_div(((double)count * dphi) / 2.0, CYGRID_PI);
+    double numerator = ((double)count * (cygrid_pixel_phi(nside, ring, k, false)
+                                         - CYGRID_PI)) / 2.0;
+    double dshift = numerator / CYGRID_PI;
+    if (fabs(dshift - (floor(dshift) + 0.5)) < 1e-9 * (1.0 + fabs(dshift)) + 1e-15 * count) {
+        numerator = ((double)count * (cygrid_pixel_phi(nside, ring, k, true)
+                                      - CYGRID_PI)) / 2.0;
+        dshift = cygrid_x87_div(numerator, CYGRID_PI);
+    }
+    return (dshift >= 0.0) ? (long)(dshift + 0.5) : (long)(dshift - 0.5);
+}
+
+// The same, given turn = (phi - pi) / 2 pi of the pixel (permute stores it with the
+// sample): one multiplication decides unless it lands within a few ulps of a half.
+inline long cygrid_pixel_shift_from_turn(const uint count, const double turn, const ulong nside,
+                                         const ulong ring, const ulong k)
+{
+#pragma OPENCL FP_CONTRACT OFF
+    const double dshift = (double)count * turn;
+    if (fabs(dshift - (floor(dshift) + 0.5)) < 1e-9 * (1.0 + fabs(dshift)) + 1e-15 * count)
+        return cygrid_pixel_shift(count, nside, ring, k);
     return (dshift >= 0.0) ? (long)(dshift + 0.5) : (long)(dshift - 0.5);
 }
 

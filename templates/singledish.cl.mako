@@ -55,14 +55,14 @@ inline double kernel_value(const double dist, const double bearing,
 }
 
 % if compat:
-// Whether cygrid keeps a sample of pixel k of `sample_ring` (longitude sample_phi)
-// for a cell whose pixel is index cell_k of ring cell_ring (cell_count pixels): the
-// sample ring's disc (its row of `disc`: a (first, last) index range per ring
-// offset, from first_offset) shifted by cygrid's shift holds the cell's pixel.
+// Whether cygrid keeps a sample of pixel sample_k of `sample_ring` for a cell whose
+// pixel is index cell_k of ring cell_ring (cell_count pixels): the sample ring's
+// disc (its row of `disc`: a (first, last) index range per ring offset, from
+// first_offset) shifted by cygrid's shift holds the cell's pixel.
 inline bool cygrid_keeps(__global const int2 *disc, const long row, const uint rows,
-                         const int first_offset, const uint width, const long sample_ring,
-                         const double sample_phi, const long cell_ring, const long cell_k,
-                         const uint cell_count)
+                         const int first_offset, const uint width, const ulong nside,
+                         const long sample_ring, const ulong sample_k, const double sample_turn,
+                         const long cell_ring, const long cell_k, const uint cell_count)
 {
     if (row < 0 || row >= (long)rows)
         return false;
@@ -73,9 +73,13 @@ inline bool cygrid_keeps(__global const int2 *disc, const long row, const uint r
     if (span.y < span.x)
         return false;
     const long count = (long)cell_count;
-    long offset = (cell_k - cygrid_shift(cell_count, sample_phi) - span.x) % count;
-    if (offset < 0)
+    const long shift = cygrid_pixel_shift_from_turn(cell_count, sample_turn, nside,
+                                                    (ulong)sample_ring, sample_k);
+    long offset = cell_k - shift - span.x;   // in (-2.5 count, 1.5 count): no division
+    while (offset < 0)
         offset += count;
+    while (offset >= count)
+        offset -= count;
     return offset <= (long)(span.y - span.x);
 }
 
@@ -96,6 +100,7 @@ inline uint lower_bound(__global const pix_t *pix, uint lo, uint hi, const pix_t
 __kernel void gather(__global const double2 *cell_lonlat,    // (lon, lat) rad per target cell
                      const uint n_cells,
                      __global const double4 *sample_xyz,     // unit vectors, sorted by pixel
+                                                             // (w: compat's (phi - pi) / 2 pi)
                      __global const pix_t *sample_pix,       // RING pixel, non-decreasing
                      __global const data_t *data,            // [sample][channel]
                      __global const data_t *weights,         // [sample][channel] if has_weights
@@ -230,10 +235,14 @@ __kernel void gather(__global const double2 *cell_lonlat,    // (lon, lat) rad p
         for (uint run = 0; run < n_runs; ++run) {
             uint i = lower_bound(sample_pix, ring_begin, ring_end, run_first[run]) + lane;
             for (; i < ring_end && sample_pix[i] <= run_last[run]; i += LANES) {
-                const double3 sample = sample_xyz[i].xyz;
 % if compat:
-                const double sample_phi = cygrid_pixel_phi(nside, (ulong)ring,
-                                                           (ulong)sample_pix[i] - info.first_pixel);
+                const double4 sample_and_turn = sample_xyz[i];
+                const double3 sample = sample_and_turn.xyz;
+% else:
+                const double3 sample = sample_xyz[i].xyz;
+% endif
+% if compat:
+                const ulong sample_k = (ulong)sample_pix[i] - info.first_pixel;
                 const long disc_row = ring - (long)disc_first_ring;
 % endif
                 for (uint j = 0; j < n_mine; ++j) {
@@ -249,7 +258,8 @@ __kernel void gather(__global const double2 *cell_lonlat,    // (lon, lat) rad p
                         continue;
 % if compat:
                     if (!cygrid_keeps(disc, disc_row, disc_rows, disc_first_offset, disc_width,
-                                      ring, sample_phi, cell_ring[j], cell_k[j], cell_count[j]))
+                                      nside, ring, sample_k, sample_and_turn.w, cell_ring[j],
+                                      cell_k[j], cell_count[j]))
                         continue;
 % endif
 % if kernel_type == "gauss2d":
@@ -324,7 +334,8 @@ __kernel void pixelise(__global const double2 *lonlat, const uint n, const uint 
 // cygrid's arithmetic on the device, for the tests against its host twin
 // (clgrid/singledish/compat.py): item i divides divide[i].x by divide[i].y as x87
 // does, gives the pixel of lonlat_deg[i], and the longitude of pixel ring_k[i].y
-// of ring ring_k[i].x with its shift onto a ring of shift_count[i] pixels.
+// of ring ring_k[i].x with the shift of its disc onto a ring of shift_count[i]
+// pixels (the gather's own functions).
 __kernel void cygrid_arithmetic(__global const double2 *divide,
                                 __global const double2 *lonlat_deg,
                                 __global const ulong2 *ring_k,
@@ -338,7 +349,7 @@ __kernel void cygrid_arithmetic(__global const double2 *divide,
         return;
     quotient[i] = cygrid_x87_div(divide[i].x, divide[i].y);
     pix[i] = cygrid_ang2pix(nside, lonlat_deg[i].x, lonlat_deg[i].y);
-    phi[i] = cygrid_pixel_phi(nside, ring_k[i].x, ring_k[i].y);
-    shift[i] = cygrid_shift(shift_count[i], phi[i]);
+    phi[i] = cygrid_pixel_phi(nside, ring_k[i].x, ring_k[i].y, true);
+    shift[i] = cygrid_pixel_shift(shift_count[i], nside, ring_k[i].x, ring_k[i].y);
 }
 % endif

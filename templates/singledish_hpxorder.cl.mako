@@ -83,12 +83,15 @@ __kernel void classify(__global const double *lon_deg, __global const double *la
 
 // Sample i of the sorted order: its unit vector (x, y, z, 0), data and
 // weights; NaN/Inf values get zero weight.
+// With pixel_rule "cygrid" the fourth component is (phi - pi) / 2 pi of the sample's
+// pixel centre, from which the gather finds cygrid's disc shifts.
 __kernel void permute(__global const uint *order, const uint n_kept,
                       __global const double *lon_deg, __global const double *lat_deg,
                       __global const in_t *data, __global const in_t *weights,
                       const uint n_chan,
                       __global double4 *xyz,
-                      __global out_t *data_out, __global out_t *weights_out)
+                      __global out_t *data_out, __global out_t *weights_out,
+                      __global const pix_t *sorted_pix, const uint nside)
 {
     const uint i = get_global_id(0);
     if (i >= n_kept)
@@ -97,7 +100,13 @@ __kernel void permute(__global const uint *order, const uint n_kept,
     const double lon = wrapped_lon_rad(lon_deg[source]);
     const double lat = lat_deg[source] * (M_PI / 180.0);
     const double cos_lat = cos(lat);
-    xyz[i] = (double4)(cos_lat * cos(lon), cos_lat * sin(lon), sin(lat), 0.0);
+% if pixel_rule == "cygrid":
+    const double turn = (cygrid_phi_of_pixel(nside, (ulong)sorted_pix[i]) - CYGRID_PI)
+                        / (2.0 * CYGRID_PI);
+% else:
+    const double turn = 0.0;
+% endif
+    xyz[i] = (double4)(cos_lat * cos(lon), cos_lat * sin(lon), sin(lat), turn);
     for (uint c = 0; c < n_chan; ++c) {
         const size_t from = (size_t)source * n_chan + c;
         const size_t to = (size_t)i * n_chan + c;

@@ -153,7 +153,7 @@ class DevicePreorder(Operation):
             self.queue, (_round_up(n_kept, 64),), (64,), order, np.uint32(n_kept), raw.lon,
             raw.lat, data_in, raw.weights if raw.weights is not None else data_in,
             np.uint32(n_chan), work.xyz, work.data,
-            work.weights if write_weights else work.data))
+            work.weights if write_weights else work.data, sorted_pix, np.uint32(self.nside)))
         raw.readers.append(events[-1])
         events.append(kernels.kernel("ring_table")(
             self.queue, (_round_up(4 * self.nside, 64),), (64,), sorted_pix, np.uint32(n_kept),
