@@ -9,6 +9,9 @@ module        holds
 ``gather``    :class:`HealpixGather`, the one-writer-per-cell gather kernel
 ``gridding``  :class:`WcsGrid`, :class:`SlGrid` (cygrid's API) over both
 ``reference`` :func:`gather_reference`, the float64 brute force tests compare with
+``compat``    cygrid 2.0.4's HEALPix arithmetic bit for bit: ``Healpix`` (cygrid's
+              API, also as ``healpix.Healpix``) and the selection of
+              ``compat="cygrid"``
 ============  ==================================================================
 """
 
