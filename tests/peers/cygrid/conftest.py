@@ -5,13 +5,14 @@ Run (``tox -e peers-cygrid`` runs both)::
     pytest tests/peers/cygrid --cl-platform intel                        # clgrid's default
     pytest tests/peers/cygrid --cl-platform intel --clgrid-compat cygrid # cygrid's selection
 
-What is here, from the sdist ``cygrid-2.0.4.tar.gz`` (sha256
+What runs here, from the sdist ``cygrid-2.0.4.tar.gz`` (sha256
 ebc49f8ff3cd2c0363783e261825a3e6b948374703be56289f0937e11af4456a), byte for
-byte (checked against :data:`VENDORED` when the session starts): its
-``cygrid/tests/`` folder (``test_cygrid.py``, ``test_healpix.py``,
-``__init__.py`` and the two reference files of ``data/`` they read), under
-cygrid's licence (``LICENSE.rst``, GPL-3.0; not part of clgrid's package),
-and ``pyproject.toml``: its ``[tool.pytest.ini_options]``, which makes this
+byte (checked against ``files.py``'s ``VENDORED`` when the session starts):
+its ``cygrid/tests/`` folder (``test_cygrid.py``, ``test_healpix.py``,
+``__init__.py`` and the two reference files of ``data/`` they read).  They
+are GPL-3.0 (clgrid is BSD-3-Clause), so they are not kept in this
+repository: ``../fetch_upstream.py cygrid`` puts them in place from PyPI
+(``tox -e peers-cygrid`` runs it first).  Kept here: ``pyproject.toml``: its ``[tool.pytest.ini_options]``, which makes this
 folder the rootdir of the run (plugins as in cygrid's ``test`` extra:
 pytest-astropy, pytest-doctestplus; healpy for four of the six
 ``test_healpix.py`` tests).
@@ -50,25 +51,28 @@ HERE = Path(__file__).resolve().parent
 CYGRID_VERSION = "2.0.4"
 MODES = ("exact", "cygrid")
 
-#: sha256 of each vendored file, as in the sdist.
-VENDORED = {
-    "cygrid/tests/__init__.py":
-        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
-    "cygrid/tests/test_cygrid.py":
-        "b9c63fa11785d288aae4a39a65967db989def94622a91f9fe6b857cad1655044",
-    "cygrid/tests/test_healpix.py":
-        "72c33b0f4b6c430281db5462298e2c345ab17ad9f14437b250f5c14b6dcd1b93",
-    "cygrid/tests/data/cygrid_test_maps.npy":
-        "c2f0674051e2e5b44ce2432f11ca5c5d7625baa59adec1940abe11941f99addb",
-    "cygrid/tests/data/cygrid_test_sightlines.npy":
-        "efc431a51fada2ce71e44fdc3d2b35516defe8addce744d3176713e024284b39",
-}
+
+def _vendored() -> dict[str, str]:
+    """``files.py``'s file -> sha256 (shared with ``../fetch_upstream.py``)."""
+    spec = importlib.util.spec_from_file_location("_cygrid_peer_files", HERE / "files.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.VENDORED
+
+
+VENDORED = _vendored()
 
 #: not tests (doctestplus would collect them)
-collect_ignore = ["xfails.py"]
+collect_ignore = ["xfails.py", "files.py"]
 
 
 def _check_vendored() -> None:
+    missing = [name for name in VENDORED if not (HERE / name).exists()]
+    if missing:
+        raise pytest.UsageError(
+            f"cygrid's test files are not here ({missing[0]}...): they are GPL-3.0, so "
+            "not kept in clgrid's repository; run `python tests/peers/fetch_upstream.py "
+            "cygrid` first (tox -e peers-cygrid does)")
     changed = [name for name, digest in VENDORED.items()
                if hashlib.sha256((HERE / name).read_bytes()).hexdigest() != digest]
     if changed:

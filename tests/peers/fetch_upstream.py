@@ -1,0 +1,64 @@
+"""Put a peer's own test files in place from its pinned sdist on PyPI.
+
+cygrid's tests are GPL-3.0 and clgrid is BSD-3-Clause, so they are not kept
+in this repository: ``tox -e peers-cygrid`` runs this first (the tox env's
+setup, like its package installs; nothing is downloaded while tests run).
+The sdist's sha256 and each file's (the conftest's ``VENDORED``) are checked.
+
+    python tests/peers/fetch_upstream.py cygrid
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+#: peer -> (pip requirement, sdist sha256, prefix of the files in the sdist)
+SDISTS = {
+    "cygrid": ("cygrid==2.0.4",
+               "ebc49f8ff3cd2c0363783e261825a3e6b948374703be56289f0937e11af4456a",
+               "cygrid-2.0.4/"),
+}
+
+
+def _wanted(peer: str) -> dict[str, str]:
+    """The peer conftest's ``VENDORED``: file -> sha256."""
+    spec = importlib.util.spec_from_file_location(f"_{peer}_files", HERE / peer / "files.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.VENDORED
+
+
+def fetch(peer: str) -> None:
+    requirement, sdist_sha256, prefix = SDISTS[peer]
+    wanted = _wanted(peer)
+    target = HERE / peer
+    if all((target / name).exists() and hashlib.sha256((target / name).read_bytes())
+           .hexdigest() == digest for name, digest in wanted.items()):
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                        "--no-binary", ":all:", "-d", folder, requirement], check=True)
+        sdist = next(Path(folder).glob("*.tar.gz"))
+        if hashlib.sha256(sdist.read_bytes()).hexdigest() != sdist_sha256:
+            raise SystemExit(f"{sdist.name}: not the sdist the tests were pinned to")
+        with tarfile.open(sdist) as archive:
+            for name, digest in wanted.items():
+                data = archive.extractfile(prefix + name).read()
+                if hashlib.sha256(data).hexdigest() != digest:
+                    raise SystemExit(f"{name} in {sdist.name} differs from the pinned file")
+                (target / name).parent.mkdir(parents=True, exist_ok=True)
+                (target / name).write_bytes(data)
+    print(f"fetch_upstream: {peer}'s test files from {sdist.name} in {target}")
+
+
+if __name__ == "__main__":
+    for name in sys.argv[1:] or list(SDISTS):
+        fetch(name)
