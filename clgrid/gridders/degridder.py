@@ -24,6 +24,10 @@ from .gridder import _TableOperation
 class Degridder(_TableOperation):
     """Compile-once degridder: the exact adjoint of :class:`Gridder`.
 
+    One thread at a time: a second thread entering while another is inside
+    gets :class:`clgrid.device.guard.ConcurrentUseError` (it holds per-call
+    scratch); make one per thread.
+
     Predicts ``V_k = weight_k * sum conj(GCF) * grid`` (conjugated again for
     visibilities whose uvw was negated), with the same tables, coordinate
     rounding and drops as the gridder.  Parameters as for :class:`Gridder`;

@@ -92,6 +92,10 @@ class _TableOperation(Operation):
 class Gridder(_TableOperation):
     """Compile-once table-based gridder (Romein/Merry) for one configuration.
 
+    One thread at a time: a second thread entering while another is inside
+    gets :class:`clgrid.device.guard.ConcurrentUseError` (it holds per-call
+    scratch); make one per thread.
+
     Parameters
     ----------
     context

@@ -30,6 +30,10 @@ _ALLOC_FRACTION = 0.5
 class StreamingGridder:
     """Grid an observation block of rows by block with a :class:`~clgrid.Gridder`.
 
+    One thread at a time: a second thread entering while another is inside
+    gets :class:`clgrid.device.guard.ConcurrentUseError` (it holds per-call
+    scratch); make one per thread.
+
     Parameters
     ----------
     gridder

@@ -157,6 +157,9 @@ def _finite_copy(queue: cl.CommandQueue, array_d: cla.Array) -> cla.Array:
 class Imager(Operation):
     """Compile-once gridder/degridder for one observation and image geometry.
 
+    Thread-safe: share one between threads; each call leases its own scratch
+    (:meth:`clgrid.core.engine.GriddingEngine.lease`), the plan is shared.
+
     Parameters
     ----------
     context

@@ -77,6 +77,10 @@ def order_name(order) -> str:
 class Reprojector(Operation):
     """Compile-once reprojection of one data dtype with one set of options.
 
+    One thread at a time: a second thread entering while another is inside
+    gets :class:`clgrid.device.guard.ConcurrentUseError` (it holds per-call
+    scratch); make one per thread.
+
     Parameters
     ----------
     context

@@ -69,6 +69,10 @@ from .partition import (REDUCTIONS, balance, geometry_of, layout_of_rows, partit
 class MultiDeviceImager:
     """:class:`clgrid.imaging.imager.Imager` spread over several devices.
 
+    One thread at a time: a second thread entering while another is inside
+    gets :class:`clgrid.device.guard.ConcurrentUseError` (it holds per-call
+    scratch); make one per thread.
+
     Parameters
     ----------
     devices

@@ -53,6 +53,10 @@ from .preorder import (DEFAULT_CHUNK_SAMPLES, DevicePreorder, MIN_CHUNK_SAMPLES,
 class Gridder:
     """Common part of :class:`WcsGrid` and :class:`SlGrid` (cygrid's Cygrid).
 
+    One thread at a time: a second thread entering while another is inside
+    gets :class:`clgrid.device.guard.ConcurrentUseError` (it holds per-call
+    scratch); make one per thread.
+
     Parameters
     ----------
     cell_lon_deg, cell_lat_deg
