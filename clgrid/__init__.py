@@ -20,6 +20,7 @@ enumerates platforms (:mod:`clgrid.device` does it first thing).
 
 from .device import (ATOMIC_PATHS, DeviceProfile, create_context, devices, register_icd,
                      register_intel_cpu_runtime, resolve_queue, select_device)
+from .device.guard import ConcurrentUseError
 from .device.kernels import KernelTemplate, Operation, render
 from .device.scatter import ScatterAdd, scatter_add_reference
 from .reproject import BSplinePrefilter, CelestialPlane, Reprojector, reproject_interp
@@ -48,7 +49,7 @@ __all__ = [
     "ImageWeighting", "image_measurement_set",
     "HealpixGather", "SlGrid", "WcsGrid",
     "BSplinePrefilter", "CelestialPlane", "Reprojector", "reproject_interp",
-    "ATOMIC_PATHS", "DeviceProfile", "KernelTemplate", "Operation", "ScatterAdd",
+    "ATOMIC_PATHS", "ConcurrentUseError", "DeviceProfile", "KernelTemplate", "Operation", "ScatterAdd",
     "create_context", "devices", "register_icd", "register_intel_cpu_runtime", "render",
     "resolve_queue", "scatter_add_reference", "select_device",
 ]
