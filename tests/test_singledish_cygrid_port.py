@@ -8,7 +8,7 @@ random stream seeded with 0) and so are the tolerances (``atol=1e-6`` on
 the cubes).  What differs, and why:
 
 - The expected cubes.  cygrid compares with maps it stored from an earlier
-  cygrid run (``cygrid/tests/data/*.npy``, vendored in tests/peers/cygrid).
+  cygrid run (``cygrid/tests/data/*.npy``, fetched into tests/peers/cygrid).
   Those maps miss samples: cygrid's HEALPix disc lookup pads the disc by one
   pixel resolution only, so a few samples just inside the support radius are
   never looked at.  Against the exact float64 sum of every sample within the
