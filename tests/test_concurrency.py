@@ -151,15 +151,21 @@ def test_threads_sharing_one_gridder_are_refused_or_right(cl_env):
     assert wrong == []
 
 
+def _tan_wcs(crpix: float, cdelt_deg: float):
+    """A gnomonic celestial WCS at (10, 20) degrees."""
+    astropy_wcs = pytest.importorskip("astropy.wcs")
+    wcs = astropy_wcs.WCS(naxis=2)
+    wcs.wcs.ctype = ["RA---TAN", "DEC--TAN"]
+    wcs.wcs.crval = [10.0, 20.0]
+    wcs.wcs.crpix = [crpix, crpix]
+    wcs.wcs.cdelt = [-cdelt_deg, cdelt_deg]
+    return wcs
+
+
 def test_threads_calling_reproject_interp_with_one_queue(cl_env):
     """reproject_interp from 8 threads with one shared queue: each output is
     the single-threaded one, bitwise."""
-    astropy_wcs = pytest.importorskip("astropy.wcs")
-    wcs_in = astropy_wcs.WCS(naxis=2)
-    wcs_in.wcs.ctype = ["RA---TAN", "DEC--TAN"]
-    wcs_in.wcs.crval = [10.0, 20.0]
-    wcs_in.wcs.crpix = [20.5, 20.5]
-    wcs_in.wcs.cdelt = [-0.01, 0.01]
+    wcs_in = _tan_wcs(20.5, 0.01)
     wcs_out = wcs_in.deepcopy()
     wcs_out.wcs.ctype = ["RA---SIN", "DEC--SIN"]
     wcs_out.wcs.crval = [10.05, 19.97]
@@ -267,12 +273,7 @@ def test_reprojections_and_maps_without_a_queue_keep_memory_flat(cl_env, default
     """reproject_interp(context=...) and WcsGrid maps without a context, many
     times: before, each leaked a context or a queue (+4 MiB and +2.5 MiB a
     call without bound); now RSS stays flat after the first few."""
-    astropy_wcs = pytest.importorskip("astropy.wcs")
-    wcs_in = astropy_wcs.WCS(naxis=2)
-    wcs_in.wcs.ctype = ["RA---TAN", "DEC--TAN"]
-    wcs_in.wcs.crval = [10.0, 20.0]
-    wcs_in.wcs.crpix = [10.5, 10.5]
-    wcs_in.wcs.cdelt = [-0.05, 0.05]
+    wcs_in = _tan_wcs(10.5, 0.05)
     header = wcs_in.to_header()
     header["NAXIS"], header["NAXIS1"], header["NAXIS2"] = 2, 20, 20
     image = np.random.default_rng(13).normal(size=(20, 20))
