@@ -368,7 +368,7 @@ class WorkspacePool:
         with self._ready:
             while True:
                 for ws in self._free:
-                    if ws.queue is queue or ws.queue.int_ptr == queue.int_ptr:
+                    if ws.queue.int_ptr == queue.int_ptr:
                         self._free.remove(ws)
                         return ws
                 grows = (self.device_bytes + self.primary.device_bytes <= self.budget_bytes

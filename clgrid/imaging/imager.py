@@ -39,6 +39,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 import pyopencl.tools as cl_tools
+from pyopencl.elementwise import ElementwiseKernel
 from pyopencl.reduction import ReductionKernel
 
 from ..core.engine import GriddingEngine, workspace_budget
@@ -51,7 +52,9 @@ from ..device.profiles import DeviceProfile, context_of, resolve_queue
 from ..device.kernels import Operation, quiet_builds
 
 
-_reductions: dict[tuple, ReductionKernel] = {}
+# pyopencl reduction/elementwise kernels by (context, dtype, what): their
+# kernel objects hold arguments, so every call enqueues under the lock
+_reductions: dict[tuple, object] = {}
 _reductions_lock = threading.RLock()
 
 
@@ -98,9 +101,6 @@ def _device_count(queue: cl.CommandQueue, array: cla.Array, what: str,
     return int(count_d.get())
 
 
-_finite_kernels: dict[tuple, object] = {}
-
-
 def _used_nonfinite(queue: cl.CommandQueue, array_d: cla.Array, wgt_d: cla.Array | None,
                     mask_d: cla.Array | None) -> int:
     """Non-finite entries of ``array_d`` (row, chan[, pol]) whose visibility
@@ -112,7 +112,7 @@ def _used_nonfinite(queue: cl.CommandQueue, array_d: cla.Array, wgt_d: cla.Array
     key = (context_of(queue).int_ptr, dtype.str, "used", wgt_d is not None, mask_d is not None)
     per_weight = array_d.size // max(array_d.shape[0] * array_d.shape[1], 1)
     with _reductions_lock:
-        kernel = _finite_kernels.get(key)
+        kernel = _reductions.get(key)
         if kernel is None:
             preamble = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if real == "double" \
                 else ""
@@ -124,7 +124,7 @@ def _used_nonfinite(queue: cl.CommandQueue, array_d: cla.Array, wgt_d: cla.Array
                     context_of(queue), np.int64, neutral="0", reduce_expr="a+b",
                     map_expr=f"(!{value} && {used}) ? 1 : 0", preamble=preamble,
                     arguments=f"const {xtype} *x, const {real} *w, const uchar *m, long k")
-            _finite_kernels[key] = kernel
+            _reductions[key] = kernel
         dummy_w = wgt_d if wgt_d is not None else cla.empty(
             queue, 1, np.float64 if real == "double" else np.float32)
         dummy_m = mask_d if mask_d is not None else cla.empty(queue, 1, np.uint8)
@@ -135,21 +135,20 @@ def _used_nonfinite(queue: cl.CommandQueue, array_d: cla.Array, wgt_d: cla.Array
 
 def _finite_copy(queue: cl.CommandQueue, array_d: cla.Array) -> cla.Array:
     """A copy of ``array_d`` with every non-finite real or imaginary part 0."""
-    from pyopencl.elementwise import ElementwiseKernel
     real = np.dtype(np.float64 if array_d.dtype in (np.complex128, np.float64) else np.float32)
     ctype = "double" if real == np.float64 else "float"
     key = (context_of(queue).int_ptr, real.str, "zero")
     out = array_d.copy(queue=queue)
     parts = out.reshape(out.size).view(real)
     with _reductions_lock:
-        kernel = _finite_kernels.get(key)
+        kernel = _reductions.get(key)
         if kernel is None:
             preamble = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if ctype == "double" \
                 else ""
             with quiet_builds():
                 kernel = ElementwiseKernel(context_of(queue), f"{ctype} *y",
                                            "if (!isfinite(y[i])) y[i] = 0", preamble=preamble)
-            _finite_kernels[key] = kernel
+            _reductions[key] = kernel
         kernel(parts, queue=queue)
     return out
 
