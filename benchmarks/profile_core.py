@@ -27,7 +27,7 @@ import pyopencl as cl  # noqa: E402
 import pyopencl.array as cla  # noqa: E402
 
 import clgrid  # noqa: E402
-from clgrid.core.engine import row_view  # noqa: E402
+from clgrid.core.transfer import row_view  # noqa: E402
 from clgrid.core.plan import SPEED_OF_LIGHT, TileShape  # noqa: E402
 from clgrid.core.setpoints import SetPoints  # noqa: E402
 from clgrid.core.spread import Interpolator  # noqa: E402
@@ -116,9 +116,9 @@ def main(argv=None) -> int:
         args.repeats)
     vis_d = cla.to_device(queue, vis)
     timed("upload pageable", lambda: cla.to_device(queue, vis), queue, args.repeats)
-    timed("upload pinned (clgrid)", lambda: imager._uploader.to_device(vis, np.complex64), queue,
+    timed("upload pinned (clgrid)", lambda: imager.uploader.to_device(vis, np.complex64), queue,
           args.repeats)
-    timed("download pinned (clgrid)", lambda: imager._uploader.to_host(vis_d), queue,
+    timed("download pinned (clgrid)", lambda: imager.uploader.to_host(vis_d), queue,
           args.repeats)
     timed("non-finite count", lambda: _device_count(queue, vis_d, "nonfinite", imager._scratch),
           queue, args.repeats)

@@ -110,7 +110,7 @@ def trace(imager: MultiDeviceImager, vis: np.ndarray) -> None:
     patched = []
     for d, shard in enumerate(imager.shards):
         log = stamps.setdefault(d, [])
-        uploader = shard._uploader
+        uploader = shard.uploader
         original = uploader.rows_to_device
 
         def traced(arrays, blocks, log=log, original=original):
@@ -155,8 +155,8 @@ def trace(imager: MultiDeviceImager, vis: np.ndarray) -> None:
     for shard in patched:
         for name in ("_check_finite", "_count"):
             shard.__dict__.pop(name, None)
-        shard._uploader.__dict__.pop("to_host", None)
-        shard._uploader.__dict__.pop("rows_to_device", None)
+        shard.uploader.__dict__.pop("to_host", None)
+        shard.uploader.__dict__.pop("rows_to_device", None)
         shard.engine.fft.__dict__.pop("backward", None)
         shard.engine.corrector.__dict__.pop("planes_to_dirty", None)
     for d in sorted(stamps):
@@ -184,10 +184,10 @@ def dirty2vis_parts(imager: MultiDeviceImager, npix: int) -> None:
         shards[d].release_planes()
 
     def download(d):
-        shards[d]._uploader.to_host(predicted[d], out=blocks[d])
+        shards[d].uploader.to_host(predicted[d], out=blocks[d])
 
     def both(d):
-        shards[d]._uploader.to_host(shards[d].dirty2vis_device(dirty), out=blocks[d])
+        shards[d].uploader.to_host(shards[d].dirty2vis_device(dirty), out=blocks[d])
         shards[d].release_planes()
 
     for name, call in (("device", device), ("download", download), ("both", both)):

@@ -408,7 +408,7 @@ def test_row_blocks_sent_beside_the_spreading_match_one_block(cl_env, do_w, npol
                   tiles=TileShape(8, 32, 64), **geometry)
     one = Imager(queue, **common)
     blocked = Imager(queue, vis_per_block=700, **common)   # rows in blocks of 128 (alignment)
-    blocked._uploader = Uploader(queue, pinned=True)
+    blocked.uploader = Uploader(queue, pinned=True)
     assert len(blocked.engine.blocks) >= 3 and len(one.engine.blocks) == 1
     vis64 = vis.astype(np.complex64)
     image = blocked.vis2dirty(vis64, wgt, mask)
@@ -432,7 +432,7 @@ def test_nan_visibilities_sent_in_blocks_are_still_refused(cl_env):
     uvw, freq, vis = _observation(n_rows=600, seed=14)
     imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-4, vis_per_block=300,
                     tiles=TileShape(8, 32, 64), **GEOMETRY)
-    imager._uploader = Uploader(_queue(cl_env), pinned=True)
+    imager.uploader = Uploader(_queue(cl_env), pinned=True)
     bad = vis.astype(np.complex64)
     bad[500, 1] = np.nan
     with pytest.raises(ValueError, match="vis contains NaN or Inf"):
@@ -795,8 +795,8 @@ def test_imager_results_in_pinned_memory_match_the_staged_download(cl_env):
     dirty = imager.vis2dirty(vis)
     expected_vis = imager.dirty2vis(dirty)
     assert expected_vis.nbytes >= 8 * 2 ** 20
-    imager._uploader = Uploader(queue, pinned=True)
-    results = imager._uploader._results
+    imager.uploader = Uploader(queue, pinned=True)
+    results = imager.uploader._results
     held = [imager.dirty2vis(dirty) for _ in range(5)]   # four slots, then staged
     assert results.held == 4
     for predicted in held:
@@ -808,8 +808,8 @@ def test_imager_results_in_pinned_memory_match_the_staged_download(cl_env):
     assert np.array_equal(residual, expected_vis)
     np.subtract(vis.astype(residual.dtype), residual, out=residual)
     staged = imager.vis2dirty(residual.copy())
-    assert imager._uploader._direct(residual, residual.dtype)
-    assert not imager._uploader._direct(residual.copy(), residual.dtype)
+    assert imager.uploader._direct(residual, residual.dtype)
+    assert not imager.uploader._direct(residual.copy(), residual.dtype)
     assert np.array_equal(imager.vis2dirty(residual), staged)
     assert imager.dirty2vis(dirty, vis=residual) is residual       # one DMA into it
     assert np.array_equal(residual, expected_vis)
@@ -818,16 +818,16 @@ def test_imager_results_in_pinned_memory_match_the_staged_download(cl_env):
     blocked = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-5, vis_per_block=300_000,
                      tiles=TileShape(8, 8), **GEOMETRY)   # lane tiles: the GPU kernel
     staged_blocks = blocked.dirty2vis(dirty)
-    blocked._uploader = Uploader(queue, pinned=True)
+    blocked.uploader = Uploader(queue, pinned=True)
     assert len(blocked.engine.blocks) > 2
     in_slot = blocked.dirty2vis(dirty)          # each block comes down once it is final
-    assert blocked._uploader._direct(in_slot, in_slot.dtype)
+    assert blocked.uploader._direct(in_slot, in_slot.dtype)
     assert np.array_equal(in_slot, staged_blocks)
     assert _rel_rms(in_slot, expected_vis) < 1e-5
     np.subtract(vis.astype(in_slot.dtype), in_slot, out=in_slot)
     direct_rows = []
-    rows_direct = blocked._uploader._rows_direct
-    blocked._uploader._rows_direct = lambda *a: direct_rows.append(a[2:]) or rows_direct(*a)
+    rows_direct = blocked.uploader._rows_direct
+    blocked.uploader._rows_direct = lambda *a: direct_rows.append(a[2:]) or rows_direct(*a)
     assert np.array_equal(blocked.vis2dirty(in_slot), blocked.vis2dirty(in_slot.copy()))
     assert direct_rows == [(b.first, b.stop) for b in blocked.engine.blocks]
     assert _rel_rms(blocked.vis2dirty(in_slot), staged) < 1e-5
@@ -855,13 +855,13 @@ def test_cpu_devices_read_aligned_host_arrays_in_place(cl_env):
     misaligned = _copy_at(vis.astype(np.complex64), 8)
     assert aligned.nbytes >= 64 * 1024
     imager = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-5, **GEOMETRY)
-    lent = imager._uploader.to_device(aligned, np.complex64).data.hostbuf
+    lent = imager.uploader.to_device(aligned, np.complex64).data.hostbuf
     assert lent.ctypes.data == aligned.ctypes.data
-    imager._uploader.settle()
-    lent = imager._uploader.to_device(misaligned, np.complex64).data.hostbuf
+    imager.uploader.settle()
+    lent = imager.uploader.to_device(misaligned, np.complex64).data.hostbuf
     assert lent.ctypes.data != misaligned.ctypes.data and lent.ctypes.data % 128 == 0
     assert np.array_equal(lent, misaligned)
-    imager._uploader.settle()
+    imager.uploader.settle()
     expected = imager.vis2dirty(misaligned)
     assert np.array_equal(imager.vis2dirty(aligned), expected)
     assert np.array_equal(imager.vis2dirty(vis), expected)   # complex128, converted

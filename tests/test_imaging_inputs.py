@@ -46,7 +46,7 @@ def test_nan_in_unused_visibilities_is_ignored_like_ducc0(cl_env, unused_by, blo
     options = dict(vis_per_block=256, tiles=TileShape(8, 32, 64)) if blocks else {}
     imager = Imager(cl_env.queue, uvw=uvw, freq=freq, epsilon=1e-5, **options, **GEOMETRY)
     if blocks:
-        imager._uploader = Uploader(cl_env.queue, pinned=True)
+        imager.uploader = Uploader(cl_env.queue, pinned=True)
         assert len(imager.engine.blocks) >= 2
     dirty = imager.vis2dirty(bad.astype(np.complex64), wgt=weight, mask=mask)
     reference = dft_vis2dirty(uvw, freq, vis * weight * mask, **GEOMETRY)

@@ -89,7 +89,7 @@ SCRIPT = textwrap.dedent("""
     blocked = Imager(queue, uvw=uvw_b, freq=freq, epsilon=1e-2, do_wgridding=True,
                      precision="single", fft_backend="numpy", vis_per_block=align,
                      tiles=TileShape(8, 8, 64, groups=4), **geometry)
-    blocked._uploader = Uploader(queue, pinned=True)
+    blocked.uploader = Uploader(queue, pinned=True)
     assert len(blocked.engine.blocks) == 3
     reference = dft_vis2dirty(uvw_b, freq, vis_b, do_wgridding=True, **geometry)
     error = np.linalg.norm(blocked.vis2dirty(vis_b) - reference) / np.linalg.norm(reference)

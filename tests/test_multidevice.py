@@ -165,9 +165,9 @@ def test_dirty2vis_on_two_devices_into_pinned_memory(cl_env):
     staged = imager.dirty2vis(image.astype(np.float32))
     assert staged.nbytes >= 8 * 2 ** 20
     for shard in imager.shards:
-        shard._uploader = Uploader(shard.queue, pinned=True)
+        shard.uploader = Uploader(shard.queue, pinned=True)
     pinned = imager.dirty2vis(image.astype(np.float32))
-    assert imager.shards[0]._uploader._results.held == 1
+    assert imager.shards[0].uploader._results.held == 1
     assert np.array_equal(pinned, staged)
     pinned[...] = 0
     assert imager.dirty2vis(image.astype(np.float32), vis=pinned) is pinned

@@ -39,7 +39,7 @@ from .plan import (GridLayout, ImageGeometry, TileShape, check_points_fit, plane
                    row_blocks)
 from .setpoints import PointSet, SetPoints, freq_scale, needs_float_float, positions_to_device
 from .spread import Interpolator, Spreader
-from .transfer import Uploader
+from .transfer import Uploader, row_view
 from .tuning import cached_tiles
 
 
@@ -51,21 +51,6 @@ class RowBlock:
     stop: int
     points: PointSet
     uvw_d: cla.Array
-
-
-def row_view(array_d: cla.Array, first: int, stop: int) -> cla.Array:
-    """Rows ``first .. stop - 1`` (first axis) of a C-contiguous device array,
-    as an array on a sub-buffer (kernels take buffers without offsets).
-    Write the parent once before a kernel writes such a view: NVIDIA's runtime
-    sends a never-written buffer through the host on a sub-buffer's first
-    write (0.6 s for 930 MB on the H200)."""
-    if first == 0 and stop == array_d.shape[0]:
-        return array_d
-    row_bytes = array_d.nbytes // max(array_d.shape[0], 1)
-    region = array_d.base_data.get_sub_region(array_d.offset + first * row_bytes,
-                                              max((stop - first) * row_bytes, 1))
-    return cla.Array(array_d.queue, (stop - first,) + array_d.shape[1:], array_d.dtype,
-                     data=region)
 
 
 def _view(array_d: cla.Array | None, block: RowBlock) -> cla.Array | None:
@@ -131,6 +116,10 @@ class GriddingEngine:
         self.plane_range = (int(first), int(stop))
         if self.tiles.vector:
             vis_per_block = 0   # spread_vector writes every tile: one block
+        image_bytes = geometry.npix_x * geometry.npix_y * geometry.grid_real.itemsize
+        # refuse a plane or an image that cannot fit before the points' bins
+        # (one per tile of the grid) take host and device memory
+        planes_per_pass(self.profile, layout, self.grid_complex, uvw_d.nbytes, image_bytes)
         set_points = SetPoints(queue, geometry, layout, self.tiles)
         self.blocks = []
         bounds = row_blocks(self.profile, uvw_d.shape[0], self.n_chan, vis_per_block)
@@ -142,7 +131,6 @@ class GriddingEngine:
             self.blocks.append(RowBlock(row0, row_stop,
                                         set_points(block_uvw_d, self.freq_scale_d), block_uvw_d))
         other_bytes = uvw_d.nbytes + sum(self._block_bytes(b) for b in self.blocks)
-        image_bytes = geometry.npix_x * geometry.npix_y * geometry.grid_real.itemsize
         self.n_pass = min(planes_per_pass(self.profile, layout, self.grid_complex, other_bytes,
                                           image_bytes), max(stop - first, 1))
         self.pruning = self._pruning()
@@ -247,6 +235,22 @@ class GriddingEngine:
         ws.fft.backward(ws.planes_d, self.pruning if prune else None)
         ws.corrector.planes_to_dirty(ws.planes_d, plane0, n_pass, dirty_d,
                                      ws.fft.backward_scale, accumulate)
+
+    def grid_to_dirty(self, grids, pol: int, dirty_d: cla.Array,
+                      ws: "Workspace | None" = None) -> None:
+        """Backward FFT and correction of ``grids[pol]`` written over ``dirty_d``
+        (no w-gridding).  ``grids``: (npol, nu, nv) uv grids, numpy or a device
+        array on this engine's context, holding other engines' visibilities
+        too (a sum over devices or Dask chunks): transformed unpruned."""
+        ws = ws or self.primary
+        if isinstance(grids, cla.Array):
+            plane_bytes = self.layout.nu * self.layout.nv * self.grid_complex.itemsize
+            cl.enqueue_copy(ws.queue, ws.planes_d.data, grids.data, byte_count=plane_bytes,
+                            src_offset=pol * plane_bytes)
+        else:
+            ws.planes_d.set(np.ascontiguousarray(grids[pol], self.grid_complex)
+                            .reshape(ws.planes_d.shape), queue=ws.queue)
+        self.planes_to_dirty(0, 1, dirty_d, prune=False, accumulate=False, ws=ws)
 
     def vis2dirty(self, vis_d: cla.Array, npol: int, pol: int,
                   wgt_d: cla.Array | None = None, mask_d: cla.Array | None = None,
@@ -426,4 +430,4 @@ class Lease:
 
 
 __all__ = ["GriddingEngine", "Lease", "Ready", "RowBlock", "Workspace", "WorkspacePool",
-           "row_view", "same_device", "workspace_budget"]
+           "same_device", "workspace_budget"]

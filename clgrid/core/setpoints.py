@@ -125,7 +125,7 @@ class SetPoints:
         n_invalid_d = cla.zeros(queue, 1, np.uint32)
         n_invalid = 0
         if n_vis:
-            self._keys(queue, (_round_up(n_vis, 256),), None, uvw_d.data, freq_scale_d.data,
+            self._keys(queue, (round_up(n_vis, 256),), None, uvw_d.data, freq_scale_d.data,
                        np.uint32(n_chan), np.uint32(n_vis), np.int32(self.layout.nu),
                        np.int32(self.layout.nv), np.int32(self.ntiles_v), *self._scales(),
                        np.int32(self.layout.n_wbins), keys.data, n_invalid_d.data)
@@ -145,7 +145,7 @@ class SetPoints:
         points.cells = cla.empty(self.queue, max(n_valid, 1), cltypes.int4)
         points.fracs = cla.empty(self.queue, max(n_valid, 1), real4)
         if n_valid:
-            self._records(self.queue, (_round_up(n_valid, 256),), None,
+            self._records(self.queue, (round_up(n_valid, 256),), None,
                           points.sorted_index.data, np.uint32(n_valid), uvw_d.data,
                           freq_scale_d.data, np.uint32(freq_scale_d.shape[0]),
                           np.int32(self.layout.nu), np.int32(self.layout.nv), *self._scales(),
@@ -228,7 +228,7 @@ def sort_into_bins(queue: cl.CommandQueue, sort: RadixSort, starts: cl.Kernel,
     ``(sorted_index, bin_start)``."""
     sorted_keys, sorted_index = sort_by_key(queue, sort, keys, n_vis, n_bins, allocator)
     bin_start = cla.empty(queue, n_bins + 1, np.uint32, allocator=allocator)
-    starts(queue, (_round_up(n_vis + 1, 256),), None, sorted_keys.data, np.uint32(n_vis),
+    starts(queue, (round_up(n_vis + 1, 256),), None, sorted_keys.data, np.uint32(n_vis),
            np.uint32(n_bins), bin_start.data)
     return sorted_index, bin_start
 
@@ -246,10 +246,14 @@ def _array_of(buffer: cl.Buffer, candidates: list[cla.Array]) -> cla.Array:
     raise AssertionError("the radix sort returned a buffer it was not given")
 
 
-def _round_up(n: int, multiple: int) -> int:
+def round_up(n: int, multiple: int) -> int:
+    """``n`` rounded up to a multiple of ``multiple`` (a launch's global size)."""
     return -(-int(n) // multiple) * multiple
 
 
+_round_up = round_up   # the name core/table.py imported until its edit lands
+
+
 __all__ = ["PointSet", "SetPoints", "coordinate_scales", "float_float", "freq_scale",
-           "needs_float_float", "position_args", "positions_to_device", "sort_by_key",
-           "sort_into_bins"]
+           "needs_float_float", "position_args", "positions_to_device", "round_up",
+           "sort_by_key", "sort_into_bins"]

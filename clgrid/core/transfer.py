@@ -33,6 +33,21 @@ _MIN_PINNED_BYTES = 8 * 2 ** 20
 _MIN_LENT_BYTES = 64 * 2 ** 10
 
 
+def row_view(array_d: cla.Array, first: int, stop: int) -> cla.Array:
+    """Rows ``first .. stop - 1`` (first axis) of a C-contiguous device array,
+    as an array on a sub-buffer (kernels take buffers without offsets).
+    Write the parent once before a kernel writes such a view: NVIDIA's runtime
+    sends a never-written buffer through the host on a sub-buffer's first
+    write (0.6 s for 930 MB on the H200)."""
+    if first == 0 and stop == array_d.shape[0]:
+        return array_d
+    row_bytes = array_d.nbytes // max(array_d.shape[0], 1)
+    region = array_d.base_data.get_sub_region(array_d.offset + first * row_bytes,
+                                              max((stop - first) * row_bytes, 1))
+    return cla.Array(array_d.queue, (stop - first,) + array_d.shape[1:], array_d.dtype,
+                     data=region)
+
+
 class Uploader:
     """Host <-> device copies for one queue, pinned and chunked on GPUs.
 
@@ -231,4 +246,4 @@ def device_array(queue: cl.CommandQueue, array: cla.Array, shape: tuple, dtype,
     return array
 
 
-__all__ = ["Uploader", "device_array"]
+__all__ = ["Uploader", "device_array", "row_view"]

@@ -242,13 +242,13 @@ class Imager(Operation):
         self._per_thread.counts = counts
 
     @property
-    def _uploader(self) -> Uploader:
+    def uploader(self) -> Uploader:
         """The uploader of the primary workspace (single-threaded callers,
         several devices' shards)."""
         return self.engine.primary.uploader if self.engine is not None else self._empty_uploader
 
-    @_uploader.setter
-    def _uploader(self, uploader: Uploader) -> None:
+    @uploader.setter
+    def uploader(self, uploader: Uploader) -> None:
         # tests force the GPU path (pinned staging) on CPUs through this
         if self.engine is not None:
             self.engine.primary.uploader = uploader
@@ -477,6 +477,55 @@ class Imager(Operation):
             dirty_d = self._vis2dirty_in(ws, vis, wgt, mask)
             shape = dirty_d.shape[1:] if len(vis.shape) == 2 else dirty_d.shape
             return self._to_caller(ws, dirty_d, dirty, shape, self.vis_real)
+
+    # ------------------------------------------------------------ grids, for sums
+    def grid_only(self, vis, wgt=None, mask=None, on_device: bool = False):
+        """The (npol, nu, nv) uv grids of ``vis`` before the FFT, for a sum over
+        several imagers of one layout (devices, Dask chunks) that
+        :meth:`grids_to_dirty` finishes.  No w-gridding (each w plane needs an
+        FFT of its own).  numpy, or with ``on_device`` a device array on this
+        imager's queue."""
+        if self.geometry.do_w:
+            raise ValueError("grid_only needs do_wgridding=False: each w plane has its own FFT")
+        npol = self._check_vis(vis)
+        with self._lease(None) as ws:
+            ws.uploader.settle()
+            arrays, ready, checks = self._inputs(ws, vis, *self._check_weights(wgt, mask))
+            shape = (npol, self.nu, self.nv)
+            grids = (cla.empty(ws.queue, shape, self.engine.grid_complex) if on_device
+                     else np.empty(shape, self.engine.grid_complex))
+            self._spread_into(ws, arrays, npol, ready, grids)
+            if checks and self._check_finite(ws, checks, arrays):
+                # NaN/Inf in unused visibilities came with the row blocks: again without them
+                self._spread_into(ws, arrays, npol, None, grids)
+            ws.uploader.settle()
+            ws.queue.finish()
+        return grids
+
+    def _spread_into(self, ws, arrays: dict, npol: int, ready, grids) -> None:
+        """Each polarisation's one plane (no w) into ``grids``."""
+        for pol in range(npol):
+            planes_d = self.engine.grid_pass(arrays["vis"], npol, pol, 0, 1, arrays["wgt"],
+                                             arrays["mask"], ready, ws)
+            ready = None
+            plane_bytes = grids[0].nbytes
+            if isinstance(grids, cla.Array):
+                cl.enqueue_copy(ws.queue, grids.data, planes_d.data, byte_count=plane_bytes,
+                                dst_offset=pol * plane_bytes)
+            else:
+                cl.enqueue_copy(ws.queue, grids[pol], planes_d.data)   # no w: one plane
+
+    def grids_to_dirty(self, grids) -> np.ndarray:
+        """(npol, npix_x, npix_y) dirty images of summed uv ``grids`` of
+        :meth:`grid_only` ((npol, nu, nv), numpy or a device array on this
+        imager's context): the FFT and grid correction."""
+        images = np.empty((grids.shape[0], self.npix_x, self.npix_y), self.vis_real)
+        with self.engine.lease() as ws:
+            for pol in range(grids.shape[0]):
+                image = cla.empty(ws.queue, (self.npix_x, self.npix_y), self.grid_real)
+                self.engine.grid_to_dirty(grids, pol, image, ws=ws)
+                images[pol] = image.get(queue=ws.queue)
+        return images
 
     def _to_caller(self, ws, array_d: cla.Array, out, shape: tuple, dtype) -> np.ndarray:
         """``array_d`` on the host as ``shape`` and ``dtype``: downloaded

@@ -18,7 +18,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 from tqdm.auto import tqdm
 
-from ..core.plan import TileShape
+from ..core.plan import SPEED_OF_LIGHT, TileShape
 from ..core.tuning import store_tiles, tile_candidates
 from ..device.profiles import DeviceProfile
 from .imager import Imager
@@ -54,7 +54,7 @@ def tune_tiles(queue: cl.CommandQueue, *, epsilon: float = 1e-5, do_wgridding: b
     Returns ``{"tiles": winner, "seconds": {tile: seconds}, "support": W}``.
     """
     uvw, freq, vis = synthetic_observation(n_rows, n_chan)
-    cell = 1.0 / (2.2 * np.abs(uvw[:, :2]).max() * freq[-1] / 299792458.0)
+    cell = 1.0 / (2.2 * np.abs(uvw[:, :2]).max() * freq[-1] / SPEED_OF_LIGHT)
     geometry = dict(uvw=uvw, freq=freq, npix_x=npix, npix_y=npix, pixsize_x=cell,
                     pixsize_y=cell, epsilon=epsilon, do_wgridding=do_wgridding,
                     precision=precision)

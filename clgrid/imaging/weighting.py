@@ -50,6 +50,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
+from ..core.plan import SPEED_OF_LIGHT
 from ..device.kernels import KernelTemplate, Operation, quiet_builds
 from ..device.radixsort import RadixSort
 
@@ -58,7 +59,6 @@ HISTOGRAM_METHODS = ("atomic", "fixed", "sorted")
 #: Headroom of the fixed-point histogram: chunk total * 2^k <= 2^61 < 2^63.
 _FIXED_POINT_BITS = 61
 _INT64_ATOMICS = "cl_khr_int64_base_atomics"
-SPEED_OF_LIGHT_M_S = 299_792_458.0
 #: Briggs' normalisation constant: f^2 = (5 * 10^-R)^2 / (mean density).
 BRIGGS_SCALE = 5.0
 
@@ -297,8 +297,8 @@ class ImageWeighting(Operation):
         nrow, nchan = weight_d.shape
         if nrow * nchan == 0:
             return cl.enqueue_marker(self.queue)
-        u_scale = self.coord_dtype.type(self.npix_x * self.pixsize_x / SPEED_OF_LIGHT_M_S)
-        v_scale = self.coord_dtype.type(self.npix_y * self.pixsize_y / SPEED_OF_LIGHT_M_S)
+        u_scale = self.coord_dtype.type(self.npix_x * self.pixsize_x / SPEED_OF_LIGHT)
+        v_scale = self.coord_dtype.type(self.npix_y * self.pixsize_y / SPEED_OF_LIGHT)
         return kernel(self.queue, (nrow * nchan,), None, uvw_d.data, freq_d.data, weight_d.data,
                       np.uint32(nrow), np.uint32(nchan), u_scale, v_scale,
                       np.int32(self.npix_x), np.int32(self.npix_y), *tail)

@@ -33,7 +33,8 @@ from typing import Callable, Iterable
 import numpy as np
 
 from ..io.ms import DEFAULT_CHUNK_ROWS, MeasurementSet, MSError, VisChunk, parse_channels
-from ..imaging.weighting import SPEED_OF_LIGHT_M_S, ImageWeighting
+from ..core.plan import SPEED_OF_LIGHT
+from ..imaging.weighting import ImageWeighting
 from ..scaleout.entry import vis2dirty as one_or_more_devices_vis2dirty
 
 
@@ -161,12 +162,12 @@ def _auto_cell(ms: MeasurementSet, spw, pixels_per_beam: float = 4.0
         max_uv_m = ms.longest_baseline_m()
     if max_uv_m == 0:
         raise MSError(f"{ms.path}: no baseline has a length; give the pixel size (--cell)")
-    return 1.0 / (pixels_per_beam * max_uv_m * max_freq / SPEED_OF_LIGHT_M_S), extent
+    return 1.0 / (pixels_per_beam * max_uv_m * max_freq / SPEED_OF_LIGHT), extent
 
 
 def _off_grid(uvw_m, freq_hz, npix_x, npix_y, pixsize_x, pixsize_y) -> np.ndarray:
     """Samples whose |u| or |v| exceed the uv range the image pixels sample."""
-    scale = freq_hz[None, :] / SPEED_OF_LIGHT_M_S
+    scale = freq_hz[None, :] / SPEED_OF_LIGHT
     u = np.abs(uvw_m[:, 0:1] * scale) * (npix_x * pixsize_x)
     v = np.abs(uvw_m[:, 1:2] * scale) * (npix_y * pixsize_y)
     return (u + 0.5 >= npix_x / 2) | (v + 0.5 >= npix_y / 2)

@@ -44,7 +44,6 @@ from ..device.profiles import create_context, resolve_queue
 from ..core.plan import check_freq as _check_freq
 from ..core.plan import precision_of as _precision_of
 from ..imaging.imager import Imager
-from .multidevice import _grid_only, grid_to_dirty
 from .partition import Layout, build_layout, geometry_of
 
 try:  # distributed is optional: the threaded scheduler works without it
@@ -112,7 +111,7 @@ def _grid_block(uvw, vis, wgt, mask, *, freq, geometry, layout, device) -> np.nd
     shard = _shard(device, layout, uvw, freq, geometry)
     if geometry["do_wgridding"]:
         return shard.vis2dirty(vis, wgt, mask)
-    return _grid_only(shard, vis, wgt, mask)
+    return shard.grid_only(vis, wgt, mask)
 
 
 def _sum(*parts: np.ndarray) -> np.ndarray:
@@ -125,7 +124,7 @@ def _sum(*parts: np.ndarray) -> np.ndarray:
 def _finish(total, *, freq, geometry, layout, device, squeeze: bool) -> np.ndarray:
     """One FFT and the grid correction (without w-gridding)."""
     if not geometry["do_wgridding"]:
-        total = grid_to_dirty(_shard(device, layout, _EMPTY_UVW, freq, geometry), total)
+        total = _shard(device, layout, _EMPTY_UVW, freq, geometry).grids_to_dirty(total)
     return total[0] if squeeze else total
 
 

@@ -203,8 +203,8 @@ class MultiDeviceImager:
             image = image[0] if vis.ndim == 2 and image.ndim == 3 else image
             return _into(dirty, image)
         first = self.shards.index(self._first_shard())
-        grids = self._map(lambda d: None if self.shards[d] is None else _grid_only(
-            self.shards[d], *piece(d), on_device=self.reduce == "device" and d == first))
+        grids = self._map(lambda d: None if self.shards[d] is None else self.shards[d].grid_only(
+            *piece(d), on_device=self.reduce == "device" and d == first))
         gridded = time.perf_counter()
         others = [g for d, g in enumerate(grids) if g is not None and d != first]
         if self.reduce == "device":
@@ -215,7 +215,7 @@ class MultiDeviceImager:
         else:
             grid = _sum([grids[first]] + others)
         reduced = time.perf_counter()
-        image = grid_to_dirty(self.shards[first], grid)
+        image = self.shards[first].grids_to_dirty(grid)
         self.last_timings = {"grid_s": gridded - started, "reduce_s": reduced - gridded,
                              "fft_s": time.perf_counter() - reduced}
         return _into(dirty, image[0] if vis.ndim == 2 else image)
@@ -246,7 +246,7 @@ class MultiDeviceImager:
                                   and dirty.flags.c_contiguous and dirty.size == dirty_d.size)
                         result["image"] = (dirty.reshape(dirty_d.shape) if caller
                                            else np.empty(dirty_d.shape, dirty_d.dtype))
-                    shard._uploader.to_host(dirty_d, out=result["image"],
+                    shard.uploader.to_host(dirty_d, out=result["image"],
                                             accumulate=result["written"])
                     result["written"] = True
             finally:
@@ -282,7 +282,7 @@ class MultiDeviceImager:
         elif planes:
             out = np.zeros(shape + (npol,), shard.vis_complex)
         else:   # pinned on GPUs: every device's rows come down in one DMA of its own
-            out = shard._uploader.empty_host(shape + (npol,), shard.vis_complex)
+            out = shard.uploader.empty_host(shape + (npol,), shard.vis_complex)
 
         def predict(d):
             """Each device applies the weights and flags of its rows; in a
@@ -293,16 +293,16 @@ class MultiDeviceImager:
                 return
             vis_d = self.shards[d].dirty2vis_device(dirty, _take(wgt, rows), _take(mask, rows))
             if planes:
-                part = self.shards[d]._uploader.to_host(vis_d)
+                part = self.shards[d].uploader.to_host(vis_d)
                 with self._sum_lock:   # rows are unique within a shard, not across
                     out[rows] += part
             elif _is_block(rows):
                 # one blocking DMA a device into the pinned output; the single-device
                 # row-block overlap (Imager.dirty2vis) was slower here: 2 x H200, no w,
                 # 19.4 -> 29.1 ms (the devices' threads' non-blocking copies contend)
-                self.shards[d]._uploader.to_host(vis_d, out=out[rows[0]:rows[-1] + 1])
+                self.shards[d].uploader.to_host(vis_d, out=out[rows[0]:rows[-1] + 1])
             else:
-                out[rows] = self.shards[d]._uploader.to_host(vis_d)
+                out[rows] = self.shards[d].uploader.to_host(vis_d)
             self.shards[d].release_planes()
 
         self._map(predict)
@@ -352,60 +352,6 @@ def _sum(arrays: list[np.ndarray]) -> np.ndarray:
 
     list(copy_pool().map(add, range(0, flat[0].size, step)))
     return total
-
-
-def _grid_only(shard: Imager, vis, wgt, mask, on_device: bool = False):
-    """The (npol, nu, nv) uv grid of one shard (no FFT; no w-gridding): numpy,
-    or a device array on the shard's queue with ``on_device``."""
-    npol = shard._check_vis(vis)
-    with shard._lease(None) as ws:
-        ws.uploader.settle()
-        arrays, ready, checks = shard._inputs(ws, vis, *shard._check_weights(wgt, mask))
-        shape = (npol, shard.nu, shard.nv)
-        grids = (cla.empty(ws.queue, shape, shard.engine.grid_complex) if on_device
-                 else np.empty(shape, shard.engine.grid_complex))
-        _spread_into(shard, ws, arrays, npol, ready, grids)
-        if checks and shard._check_finite(ws, checks, arrays):
-            # NaN/Inf in unused visibilities came with the row blocks: again without them
-            _spread_into(shard, ws, arrays, npol, None, grids)
-        ws.uploader.settle()
-        ws.queue.finish()
-    return grids
-
-
-def _spread_into(shard: Imager, ws, arrays: dict, npol: int, ready, grids) -> None:
-    """Each polarisation's one plane (no w) of ``shard`` into ``grids``."""
-    for pol in range(npol):
-        planes_d = shard.engine.grid_pass(arrays["vis"], npol, pol, 0, 1, arrays["wgt"],
-                                          arrays["mask"], ready, ws)
-        ready = None
-        plane_bytes = grids[0].nbytes
-        if isinstance(grids, cla.Array):
-            cl.enqueue_copy(ws.queue, grids.data, planes_d.data, byte_count=plane_bytes,
-                            dst_offset=pol * plane_bytes)
-        else:
-            cl.enqueue_copy(ws.queue, grids[pol], planes_d.data)   # no w: one plane
-
-
-def grid_to_dirty(imager: Imager, grids) -> np.ndarray:
-    """FFT and grid correction of summed uv grids (no w-gridding): (npol, nx, ny).
-
-    ``grids``: (npol, nu, nv) numpy or device array on ``imager``'s context."""
-    engine = imager.engine
-    images = np.empty((grids.shape[0], imager.npix_x, imager.npix_y), imager.vis_real)
-    plane_bytes = imager.nu * imager.nv * np.dtype(engine.grid_complex).itemsize
-    with engine.lease() as ws:
-        for pol in range(grids.shape[0]):
-            if isinstance(grids, cla.Array):
-                cl.enqueue_copy(ws.queue, ws.planes_d.data, grids.data,
-                                byte_count=plane_bytes, src_offset=pol * plane_bytes)
-            else:
-                ws.planes_d.set(np.ascontiguousarray(grids[pol], engine.grid_complex)
-                                .reshape(ws.planes_d.shape), queue=ws.queue)
-            image = cla.empty(ws.queue, (imager.npix_x, imager.npix_y), imager.grid_real)
-            engine.planes_to_dirty(0, 1, image, prune=False, accumulate=False, ws=ws)
-            images[pol] = image.get(queue=ws.queue)
-    return images
 
 
 # ------------------------------------------------------------------ functional
@@ -501,4 +447,4 @@ def call_from_imaging(name: str, devices, arguments: dict):
     return dirty2vis(devices, **arguments)
 
 
-__all__ = ["MultiDeviceImager", "cached_multi_imager", "call_from_imaging", "clear_cache", "dirty2vis", "grid_to_dirty", "vis2dirty"]
+__all__ = ["MultiDeviceImager", "cached_multi_imager", "call_from_imaging", "clear_cache", "dirty2vis", "vis2dirty"]
