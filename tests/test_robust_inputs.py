@@ -283,6 +283,23 @@ def test_image_sizes_are_refused_before_npix_long_host_arrays(cl_env):
     assert time.perf_counter() - started < 30
 
 
+def test_a_plane_too_large_is_refused_before_the_points_are_set(cl_env, monkeypatch):
+    """npix_x=2**30, npix_y=2 passes the host check but not one grid plane:
+    the refusal comes before set points, whose bins (one per tile of the
+    grid) took 4.8 GB before the plane was checked."""
+    from clgrid.core import engine
+
+    def no_set_points(*args, **kwargs):
+        raise AssertionError("SetPoints built for a grid that cannot fit")
+
+    monkeypatch.setattr(engine, "SetPoints", no_set_points)
+    uvw, freq, vis = _observation(n_rows=4)
+    with pytest.raises(MemoryError, match=r"needs \d+ MiB.* allows \d+ MiB"):
+        clgrid.vis2dirty(uvw=uvw, freq=freq, vis=vis.astype(np.complex64), npix_x=2 ** 30,
+                         npix_y=2, pixsize_x=1e-10, pixsize_y=1e-10, epsilon=1e-4,
+                         queue=cl_env.queue)
+
+
 @pytest.mark.parametrize("name", ["center_x", "center_y", "sigma_min"])
 def test_a_nan_centre_is_named(cl_env, name):
     uvw, freq, vis = _observation(n_rows=4)
