@@ -64,9 +64,20 @@ def pytest_configure(config):
     # what the tests run: an empty cache of the session's own
     if "CLGRID_TUNING_CACHE" not in os.environ:
         import tempfile
-        os.environ["CLGRID_TUNING_CACHE"] = os.path.join(
-            tempfile.mkdtemp(prefix="clgrid-test-tuning-"), "cache.json")
+        folder = tempfile.mkdtemp(prefix="clgrid-test-tuning-")
+        config._clgrid_tuning_folder = folder
+        os.environ["CLGRID_TUNING_CACHE"] = os.path.join(folder, "cache.json")
     config.pluginmanager.register(KernelTestTally(config), "clgrid-kernel-test-tally")
+
+
+def pytest_unconfigure(config):
+    # the session's own tuning cache goes with the session (120 folders were
+    # left in /tmp by a day of runs)
+    folder = getattr(config, "_clgrid_tuning_folder", None)
+    if folder is not None:
+        import shutil
+        shutil.rmtree(folder, ignore_errors=True)
+        del os.environ["CLGRID_TUNING_CACHE"]
 
 
 def _wanted(config) -> set[str]:
