@@ -16,7 +16,9 @@
 ##   support S, oversample O, separable (bool), table_real (bool, separable
 ##   only), block_u, block_v, pol_block (dividing npol), bin_u, bin_v (the
 ##   box, as the spread's), wg_size (work-items per group: one box chunk),
-##   batch (records staged per pass).
+##   batch (records staged per pass), gcf_read ("buffer" | "image" |
+##   "image-linear": the tables as images, gcf_image.cl.mako with its
+##   parameters table_oversample, steps, coord_shift, image_planes).
 ## Tables as the spread reads them: separable ones phased
 ## (clgrid.core.register.phased_table), real where table_real; full ones
 ## (w_planes, O, O, S, S) complex.  Grid: (npol, ny, nx) complex.
@@ -56,6 +58,9 @@
 #define TABLE_INDEX_MASK ((1 << 30) - 1)
 
 <%include file="register_box.cl.mako"/>
+% if gcf_read != "buffer":
+<%include file="gcf_image.cl.mako"/>
+% endif
 
 // The block's grid points at (u, v) of polarisations pol0.. into registers;
 // points past the grid's edge read as zero (no footprint reaches them with
@@ -78,7 +83,11 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void interpolate_register(__global const int4 *cells, const unsigned int first_record,
                           const unsigned int n_records, const unsigned int records_per_group,
                           __global const ${vec} *grid, const int nx, const int ny,
-% if separable:
+% if gcf_read != "buffer" and separable:
+                          read_only image2d_t gcf_u, read_only image2d_t gcf_v,
+% elif gcf_read != "buffer":
+                          read_only ${"image3d_t" if image_planes else "image2d_t"} gcf,
+% elif separable:
                           __global const ${wu_type} *gcf_u, __global const ${wv_type} *gcf_v,
 % else:
                           __global const ${vec} *gcf,
@@ -127,17 +136,30 @@ void interpolate_register(__global const int4 *cells, const unsigned int first_r
                     cur_v = pv;
                 }
 % if separable:
+%   if gcf_read != "buffer":
+                // the block's first footprint cell and the record's sub-pixels
+                const int du = pu - where.x, dv = pv - where.y;
+                const int fu = where.z & 0xffff, fv = where.z >> 16;
+                ${weight} wu[${block_u}], wv[${block_v}];
+%     for a in range(block_u):
+                wu[${a}] = gcf_image_weight(gcf_u, du + ${a}, fu, where.w);
+%     endfor
+%     for b in range(block_v):
+                wv[${b}] = gcf_image_weight(gcf_v, dv + ${b}, fv, where.w);
+%     endfor
+%   else:
                 const ${wu_type} wu_vector =
                     gcf_u[where.z + (int)((unsigned int)(pu - box.x - box.y) / ${block_u}u)];
                 const ${wv_type} wv_vector =
                     gcf_v[where.w + (int)((unsigned int)(pv - box.z - box.w) / ${block_v}u)];
                 ${weight} wu[${block_u}], wv[${block_v}];
-%   for a in range(block_u):
+%     for a in range(block_u):
                 wu[${a}] = ${lane("wu_vector", block_u, a)};
-%   endfor
-%   for b in range(block_v):
+%     endfor
+%     for b in range(block_v):
                 wv[${b}] = ${lane("wv_vector", block_v, b)};
-%   endfor
+%     endfor
+%   endif
 %   for b in range(block_v):
                 {
                     // Merry's order, adjoint: a row's sum over u, then its v weight
@@ -150,6 +172,21 @@ void interpolate_register(__global const int4 *cells, const unsigned int first_r
                     share[${p}] += ${times_conj("row[%d]" % p, "wv[%d]" % b)};
 %     endfor
                 }
+%   endfor
+% elif gcf_read != "buffer":
+                const int du = pu - where.x, dv = pv - where.y;
+                const int fu = where.z & 0xffff, fv = where.z >> 16;
+%   for b in range(block_v):
+%     for a in range(block_u):
+                {
+                    // zero outside the footprint: the adds cost less than a branch
+                    const ${vec} w = gcf_image_weight_full(gcf, du + ${a}, dv + ${b}, fu, fv,
+                                                           where.w);
+%       for p in range(pol_block):
+                    share[${p}] += cmulconj_${suffix}(block[${b}][${a}][${p}], w);
+%       endfor
+                }
+%     endfor
 %   endfor
 % else:
                 const int du = pu - where.x;   // footprint column of the block's first point

@@ -17,7 +17,10 @@
 ##   wg_size (work-items per group), n_sub (independent record streams per
 ##   group when the box has fewer blocks than the group has work-items),
 ##   batch (records staged in local memory per stream and pass),
-##   count_flushes (bool: count block flushes into flush_count, statistics).
+##   count_flushes (bool: count block flushes into flush_count, statistics),
+##   gcf_read ("buffer" | "image" | "image-linear": the tables as images
+##   read through a sampler, gcf_image.cl.mako with its parameters
+##   table_oversample, steps, coord_shift, image_planes; float only).
 ## Records: cells[r] = (footprint start y0, x0, table index | conjugated bit,
 ## first point), values[r * npol + p] their summed values (gather_records).
 ## Tables: full (w_planes, O, O, S, S) complex; separable ones phased
@@ -67,6 +70,9 @@
 #define TABLE_INDEX_MASK ((1 << 30) - 1)
 
 <%include file="register_box.cl.mako"/>
+% if gcf_read != "buffer":
+<%include file="gcf_image.cl.mako"/>
+% endif
 
 inline void flush_block(volatile __global ${real} *grid, const int u, const int v,
                         const int nx, const int ny, const int pol0,
@@ -97,7 +103,27 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
                 const int4 where = l_cell[stream][i], box = l_box[stream][i];
                 const int2 position = block_position(box, offset_u, offset_v);
                 const int pu = position.x, pv = position.y;
-% if separable:
+% if gcf_read != "buffer":
+                // the block's first footprint cell; the record's sub-pixels
+                const int du = pu - where.x, dv = pv - where.y;
+                const int fu = where.z & 0xffff, fv = where.z >> 16;
+%   if separable:
+                ${weight} wu[${block_u}], wv[${block_v}];
+%     for a in range(block_u):
+                wu[${a}] = gcf_image_weight(gcf_u, du + ${a}, fu, where.w);
+%     endfor
+%     for b in range(block_v):
+                wv[${b}] = gcf_image_weight(gcf_v, dv + ${b}, fv, where.w);
+%     endfor
+%   else:
+                ${vec} w[${block_v}][${block_u}];
+%     for b in range(block_v):
+%       for a in range(block_u):
+                w[${b}][${a}] = gcf_image_weight_full(gcf, du + ${a}, dv + ${b}, fu, fv, where.w);
+%       endfor
+%     endfor
+%   endif
+% elif separable:
                 // the block's place in the box, in blocks: its weights' vector
                 const ${wu_type} wu_vector =
                     gcf_u[where.z + (int)((unsigned int)(pu - box.x - box.y) / ${block_u}u)];
@@ -176,7 +202,11 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void spread_register(__global const int4 *cells, const unsigned int n_records,
                      const unsigned int records_per_group, __global const ${vec} *values,
-% if separable:
+% if gcf_read != "buffer" and separable:
+                     read_only image2d_t gcf_u, read_only image2d_t gcf_v,
+% elif gcf_read != "buffer":
+                     read_only ${"image3d_t" if image_planes else "image2d_t"} gcf,
+% elif separable:
                      __global const ${wu_type} *gcf_u, __global const ${wv_type} *gcf_v,
 % else:
                      __global const ${vec} *gcf,

@@ -241,10 +241,12 @@ def test_explain_rows():
     assert row["geometry"] == ("block_u=4 block_v=4 wg_size=64 batch=64 points_per_group=4096 "
                                "pol_block=0")
     # wider than the vector rows take: separable tables by register blocks
-    assert row["degrid"] == "register blocks 4x4, 4 pol, groups of 64"
+    assert row["degrid"] == "register blocks 4x4, 4 pol, groups of 64, gcf buffer"
+    assert row["gcf_read"].startswith("buffer (cpu: no texture units")
     assert explain(cpu, 32, 4)["degrid"] == "a work-item a record, rows as vectors"
     row = explain(fake(), 64, 4)                       # a GPU: register blocks from W 32
-    assert row["degrid"] == "register blocks 4x4, 2 pol, groups of 128"
+    assert row["degrid"] == "register blocks 4x4, 2 pol, groups of 128, gcf image"
+    assert row["gcf_read"].startswith("image (gpu with images")
     assert explain(fake(), 16, 4)["degrid"] == "a work-group of 128 a record"
     row = explain(fake(fp64=False), 32, 4, np.float64)
     assert row["method"] == "-" and "double precision" in row["why"]
@@ -255,7 +257,7 @@ def test_explain_rows():
     assert row["geometry"].startswith("block_u=4 block_v=4 wg_size=64")
     row = explain(fake(atomic_f32="cas"), 16, 4)
     assert row["method"] == "tiles" and "without native float atomics" in row["why"]
-    assert set(row) == {"id", "device", "method", "geometry", "why", "degrid"}
+    assert set(row) == {"id", "device", "method", "geometry", "why", "gcf_read", "degrid"}
     assert set(explain(fake(build_problem="unknown target CPU"), 32, 4)) == set(row)
 
 
@@ -286,7 +288,8 @@ def test_cli_devices_explain(capsys):
     out = capsys.readouterr().out
     assert "Gridder's spread (and Degridder's records) for support 16, npol 4" in out
     header = out.split("Gridder's spread")[1].splitlines()[1]
-    assert header.split() == ["id", "device", "method", "geometry", "why", "degrid"]
+    assert header.split() == ["id", "device", "method", "geometry", "why", "gcf_read",
+                              "degrid"]
     assert "tiles" in out or "register" in out
     imaging = out.split("vis2dirty / dirty2vis (the imaging core)")[1].splitlines()[1]
     assert imaging.split() == ["id", "device", "tile", "positions", "precisions", "dirty2vis"]

@@ -29,7 +29,8 @@ import pyopencl.array as cla
 from ..device.kernels import KernelTemplate, real_dtype_name
 from ..device.profiles import DeviceProfile
 from .plan import params_of
-from .table import RECORD_VECTOR_MAX_SUPPORT, TableGrid, TablePoints
+from .table import (RECORD_VECTOR_MAX_SUPPORT, TableGrid, TablePoints, gcf_image_params,
+                    gcf_images)
 
 #: Coarsening factors a work-item may take along each axis.
 REGISTER_BLOCKS = (1, 2, 4, 8)
@@ -175,6 +176,23 @@ def kernel_tables(queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Ar
                                               else table_d.get(), block, bin_, weight))
             for table_d, block, bin_ in ((tables_d[0], params.block_u, bin_u),
                                          (tables_d[1], params.block_v, bin_v))]
+
+
+def table_arguments(queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Array],
+                    params: RegisterParams) -> list:
+    """The register kernels' table arguments: the buffers of
+    :func:`kernel_tables`, or with ``grid.gcf_read`` an image the GCF
+    images of :func:`clgrid.core.table.gcf_images` (made from the tables
+    on the device)."""
+    if grid.gcf_read == "buffer":
+        return [t.data for t in kernel_tables(queue, grid, tables_d, params)]
+    return gcf_images(queue, grid, [t.get() for t in tables_d])
+
+
+def gcf_template_params(grid: TableGrid) -> dict:
+    """The register templates' GCF read parameters: ``gcf_read`` and those
+    of ``gcf_image.cl.mako`` (unused where the table is a buffer)."""
+    return gcf_image_params(grid)
 
 
 def as_register_params(value) -> RegisterParams | None:
@@ -354,8 +372,8 @@ class RegisterSpreader:
         self.params.validate(self.npol)
         bin_u, bin_v = self.params.bins(grid.support)
         self.tables_d = tables_d
-        #: What the kernel reads (:func:`kernel_tables`).
-        self._kernel_tables = kernel_tables(queue, grid, tables_d, self.params)
+        #: What the kernel reads (:func:`table_arguments`: buffers or images).
+        self._kernel_tables = table_arguments(queue, grid, tables_d, self.params)
         pols = self.params.pols(self.npol)
         # one work-item per block position and polarisation group
         n_blocks = ((bin_u // self.params.block_u) * (bin_v // self.params.block_v)
@@ -375,7 +393,7 @@ class RegisterSpreader:
                 "bin_u": bin_u, "bin_v": bin_v,
                 "wg_size": wg, "n_sub": n_sub, "batch": batch,
                 "count_flushes": bool(count_flushes),
-                "with_f64": grid.real == np.float64},
+                "with_f64": grid.real == np.float64, **gcf_template_params(grid)},
                 atomics=atomics, need_f64=grid.real == np.float64)
             self.kernel = template.kernel("spread_register")
             limit = template.max_work_group_size(self.kernel)
@@ -412,7 +430,7 @@ class RegisterSpreader:
         g = self.grid
         self.kernel(self.queue, (n_groups * self.wg_size, self.box_groups),
                     (self.wg_size, 1), records.cells.data, np.uint32(records.n_records),
-                    np.uint32(per_group), values.data, *(t.data for t in self._kernel_tables),
+                    np.uint32(per_group), values.data, *self._kernel_tables,
                     grid_d.data, np.int32(g.nx), np.int32(g.ny), self._flush_count.data)
         if self.count_flushes:
             self.last_flushes = int(self._flush_count.get()[0])
@@ -484,7 +502,7 @@ class RegisterInterpolator:
                                                       grid.separable, table_real)
         self.params.validate(self.npol)
         bin_u, bin_v = self.params.bins(grid.support)
-        self._kernel_tables = kernel_tables(queue, grid, tables_d, self.params)
+        self._kernel_tables = table_arguments(queue, grid, tables_d, self.params)
         pols = self.params.pols(self.npol)
         #: Polarisation groups (dimension 2 of the launch).
         self.pol_groups = self.npol // pols
@@ -502,7 +520,8 @@ class RegisterInterpolator:
                 "separable": grid.separable, "table_real": table_real,
                 "block_u": self.params.block_u, "block_v": self.params.block_v,
                 "pol_block": pols, "bin_u": bin_u, "bin_v": bin_v,
-                "wg_size": wg, "batch": batch, "with_f64": grid.real == np.float64},
+                "wg_size": wg, "batch": batch, "with_f64": grid.real == np.float64,
+                **gcf_template_params(grid)},
                 need_f64=grid.real == np.float64)
             self.kernel = template.kernel("interpolate_register")
             limit = template.max_work_group_size(self.kernel)
@@ -534,13 +553,12 @@ class RegisterInterpolator:
                                  self.pol_groups), (self.wg_size, 1, 1),
                     records.cells.data, np.uint32(first), np.uint32(count),
                     np.uint32(per_group), grid_d.data, np.int32(g.nx), np.int32(g.ny),
-                    *(t.data for t in self._kernel_tables), self._partials.data)
+                    *self._kernel_tables, self._partials.data)
         return self._partials
 
 
 __all__ = ["MAX_REGISTER_SUMS", "MAX_RUN", "REGISTER_BLOCKS", "RecordGather", "RecordScan", "Records",
            "REGISTER_DEGRID_MIN_SUPPORT", "RegisterInterpolator", "RegisterParams",
            "RegisterSpreader", "default_degrid_params", "degrid_by_register",
-           "kernel_tables",
-           "phased_table",
+           "gcf_template_params", "kernel_tables", "phased_table", "table_arguments",
            "as_register_params", "default_register_params"]

@@ -39,9 +39,9 @@ from ..device.profiles import DeviceProfile
 from ..device.radixsort import RadixSort
 from .eskernel import KernelChoice
 from .plan import GridLayout, TileShape, row_taps
-from .setpoints import (PointSet, _round_up, position_args, positions_to_device, sort_by_key,
+from .setpoints import (PointSet, position_args, positions_to_device, round_up, sort_by_key,
                         sort_into_bins)
-from .engine import row_view
+from .transfer import row_view
 from .spread import WorkList, block_list, work_list
 
 #: Widest table for which the tile spread is the default where float atomics
@@ -79,6 +79,17 @@ class TableGrid:
     table_real: bool
     conjugate_negative_w: bool
     real: np.dtype
+    #: How the register kernels read the GCF (:data:`GCF_READS`).
+    gcf_read: str = "buffer"
+    #: Position steps per table step: ``oversample`` is the positions'
+    #: (set points, records), ``oversample // steps`` the table's; > 1 only
+    #: with ``gcf_read='image-linear'`` (the sampler interpolates between).
+    steps: int = 1
+
+    @property
+    def table_oversample(self) -> int:
+        """Sub-pixel steps per cell of the table itself."""
+        return self.oversample // self.steps
 
     @property
     def kernel_source(self) -> str:
@@ -100,9 +111,140 @@ class TableGrid:
         """ValueError where the core cannot grid with these tables: 32-bit
         table indices."""
         entries = self.w_planes * self.oversample ** 2
-        if entries * (1 if self.separable else self.support ** 2) >= 2 ** 31 or \
+        table = self.w_planes * self.table_oversample ** 2
+        if table * (1 if self.separable else self.support ** 2) >= 2 ** 31 or \
                 entries >= TABLE_CONJUGATE:
             raise ValueError("the table is too large for the core's 32-bit indices")
+        if self.gcf_read not in GCF_READS:
+            raise ValueError(f"gcf_read must be one of {GCF_READS}, got {self.gcf_read!r}")
+        if self.steps < 1 or self.oversample % self.steps or \
+                (self.steps > 1 and self.gcf_read != "image-linear"):
+            raise ValueError(f"steps {self.steps}: a divisor of oversample {self.oversample}, "
+                             "above 1 only with gcf_read='image-linear'")
+
+
+#: How the register kernels read the GCF: ``'buffer'`` (global memory;
+#: separable tables phased for vector loads), ``'image'`` (an OpenCL image
+#: read through a nearest-texel sampler: the same weights as the buffer) or
+#: ``'image-linear'`` (the sampler's linear filter interpolates between the
+#: table's oversampling steps at positions :data:`LINEAR_STEPS` times finer).
+GCF_READS = ("buffer", "image", "image-linear")
+#: Positions per table step of ``'image-linear'``: a power of two, so that
+#: every interpolation weight is a multiple of 1/16 of a texel, exact in the
+#: 8 fractional bits GPUs' texture units keep (CPU runtimes filter in float).
+LINEAR_STEPS = 16
+
+
+def linear_steps(oversample: int, w_planes: int) -> int:
+    """Position steps per table step for ``'image-linear'``:
+    :data:`LINEAR_STEPS`, halved while the finer positions' table slices
+    (``w_planes * (oversample * steps)^2``) would not fit the core's 30-bit
+    table index."""
+    steps = LINEAR_STEPS
+    while steps > 1 and w_planes * (oversample * steps) ** 2 >= TABLE_CONJUGATE:
+        steps //= 2
+    return steps
+
+
+def gcf_image_shape(support: int, oversample: int, w_planes: int,
+                    separable: bool) -> tuple[int, ...]:
+    """Texels of the GCF image: separable tables one 2-D image per axis,
+    ``(S * O, w_planes)`` (a row a w plane, texel ``m = j O + f`` the
+    kernel at distance ``(m - (S O) // 2) / O``); full tables ``(S O, S O)``
+    a plane, a 3-D image of ``w_planes`` layers where there are several
+    (OpenCL 1.2 wants 3-D images at least 2 deep), 2-D for one.  OpenCL
+    order: width first."""
+    side = support * oversample
+    if separable:
+        return (side, w_planes)
+    return (side, side) if w_planes == 1 else (side, side, w_planes)
+
+
+def gcf_image_fits(profile: DeviceProfile, support: int, oversample: int, w_planes: int,
+                   separable: bool, precision=np.float32) -> tuple[bool, str]:
+    """Whether a GCF table can be read as an image on this device, and if not
+    why: image support (``CL_DEVICE_IMAGE_SUPPORT``), float32 (images hold
+    float texels) and the device's largest 2-D / 3-D image."""
+    if not profile.image_support:
+        return False, "no image support"
+    if np.dtype(precision) != np.float32:
+        return False, "images hold float32 texels, the grid is float64"
+    shape = gcf_image_shape(support, oversample, w_planes, separable)
+    limit = profile.image2d_max if len(shape) == 2 else profile.image3d_max
+    if any(size > most for size, most in zip(shape, limit)):
+        return False, (f"table image {' x '.join(map(str, shape))} exceeds the device's "
+                       f"{len(shape)}-D image limit {' x '.join(map(str, limit))}")
+    return True, ""
+
+
+def gcf_texels(table: np.ndarray, separable: bool, channels: int) -> np.ndarray:
+    """A GCF table as float32 texels of ``channels`` (1: real, 2: re, im;
+    4: re, im, 0, 0 where the device lacks two-channel float images), in
+    the layout of :func:`gcf_image_shape` (numpy order: slowest axis first).
+
+    ``table``: separable ``(w_planes, O, S)`` or full ``(w_planes, O, O, S,
+    S)``.  Sub-pixel ``f`` of footprint cell ``j`` is flat sample ``j O +
+    f`` (:mod:`clgrid.gridders.gcf`: distance ``j + (f - (S O) // 2) / O``),
+    so consecutive texels are consecutive distances and the sampler's linear
+    filter interpolates the kernel, across cell boundaries too."""
+    table = np.asarray(table)
+    planes = table.shape[0]
+    if separable:
+        flat = table.transpose(0, 2, 1).reshape(planes, -1)          # [w, m]
+    else:
+        o, s = table.shape[1], table.shape[3]
+        flat = table.transpose(0, 3, 1, 4, 2).reshape(planes, s * o, s * o)   # [w, mv, mu]
+        if planes == 1:
+            flat = flat[0]
+    parts = [flat.real] if channels == 1 else [flat.real, flat.imag]
+    parts += [np.zeros_like(flat.real)] * (channels - len(parts))
+    return np.ascontiguousarray(np.stack(parts, axis=-1), dtype=np.float32)
+
+
+def gcf_images(queue: cl.CommandQueue, grid: TableGrid, tables: list[np.ndarray]) -> list:
+    """The GCF tables as read-only OpenCL images for the register kernels
+    (:func:`gcf_texels`): ``[image_u, image_v]`` (separable) or ``[image]``;
+    real separable tables one channel (``CL_R``), complex ones ``CL_RG``, or
+    ``CL_RGBA`` where the device lacks ``CL_RG`` float images (PyPI's PoCL
+    3.0).  ValueError where the device cannot hold them
+    (:func:`gcf_image_fits`)."""
+    profile = DeviceProfile.from_device(queue.device)
+    ok, why = gcf_image_fits(profile, grid.support, grid.table_oversample, grid.w_planes,
+                             grid.separable, grid.real)
+    if not ok:
+        raise ValueError(f"gcf_read={grid.gcf_read!r} impossible on "
+                         f"{profile.device_name!r}: {why}")
+    shape = gcf_image_shape(grid.support, grid.table_oversample, grid.w_planes, grid.separable)
+    kind = cl.mem_object_type.IMAGE2D if len(shape) == 2 else cl.mem_object_type.IMAGE3D
+    supported = {(f.channel_order, f.channel_data_type) for f in
+                 cl.get_supported_image_formats(queue.context, cl.mem_flags.READ_ONLY, kind)}
+    real = grid.separable and grid.table_real
+    orders = ((1, cl.channel_order.R),) if real else ((2, cl.channel_order.RG),)
+    orders += ((4, cl.channel_order.RGBA),)
+    channels, order = next(((c, o) for c, o in orders
+                            if (o, cl.channel_type.FLOAT) in supported), orders[-1])
+    image_format = cl.ImageFormat(order, cl.channel_type.FLOAT)
+    images = []
+    for table in tables:
+        texels = gcf_texels(table.real if real else table, grid.separable, channels)
+        images.append(cl.create_image(queue.context,
+                                      cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                                      image_format, shape=shape, hostbuf=texels))
+    return images
+
+
+def gcf_image_params(grid: TableGrid) -> dict:
+    """Template parameters of ``gcf_image.cl.mako`` for ``grid``: how a
+    record's sub-pixel index (of ``grid.oversample`` steps) becomes a texel
+    coordinate."""
+    support, table_o, steps = grid.support, grid.table_oversample, grid.steps
+    # flat sample m = j O + (f' - (S O')//2) / steps + (S O)//2 for position
+    # sub-pixel f' of O' = O steps, plus 0.5 to the texel's centre: exact in
+    # float (a multiple of 1/2)
+    shift = (support * table_o) // 2 - ((support * grid.oversample) // 2) / steps + 0.5
+    return {"gcf_read": grid.gcf_read, "table_oversample": table_o, "steps": steps,
+            "coord_shift": repr(float(shift)) + "f",
+            "image_planes": (not grid.separable) and grid.w_planes > 1}
 
 
 def cpu_vector_tiles(profile: DeviceProfile) -> bool:
@@ -265,8 +407,8 @@ class TableSetPoints:
         self._keys = template.kernel("table_keys")
         self._starts = template.kernel("bin_starts")
         self._records = template.kernel("table_records")
-        self.rows = _round_up(grid.ny, tiles.tile_u)
-        self.cols = _round_up(grid.nx, tiles.lanes)
+        self.rows = round_up(grid.ny, tiles.tile_u)
+        self.cols = round_up(grid.nx, tiles.lanes)
         self.ntiles_u = self.rows // tiles.tile_u
         self.ntiles_v = self.cols // tiles.lanes
         self.n_bins = self.ntiles_u * self.ntiles_v
@@ -306,7 +448,7 @@ class TableSetPoints:
         counts_d = cla.zeros(queue, 3, np.uint32, allocator=alloc)
         keys = cla.empty(queue, max(n_vis, 1), self.key_dtype, allocator=alloc)
         if n_vis:
-            self._keys(queue, (_round_up(n_vis, 256),), None, uvw_d.data, freq_scale_d.data,
+            self._keys(queue, (round_up(n_vis, 256),), None, uvw_d.data, freq_scale_d.data,
                        np.uint32(n_chan), np.uint32(n_vis), *self._geometry_args(),
                        np.int32(self.ntiles_v),
                        (flags_d if flags_d is not None else self._dummy_flags).data,
@@ -323,7 +465,7 @@ class TableSetPoints:
         n_valid = n_vis - n_flagged - n_offgrid - n_nonfinite
         cells = cla.empty(queue, max(n_valid, 1), cl.cltypes.int4, allocator=alloc)
         if n_valid:
-            self._records(queue, (_round_up(n_valid, 256),), None, sorted_index.data,
+            self._records(queue, (round_up(n_valid, 256),), None, sorted_index.data,
                           np.uint32(n_valid), uvw_d.data, freq_scale_d.data,
                           np.uint32(n_chan), *self._geometry_args(), cells.data)
         points = PointSet(sorted_index, bin_start, n_valid, n_vis - n_valid, self.ntiles_u,
@@ -407,7 +549,7 @@ class TableValues:
             if self._values[pol].size < n_valid:
                 self._values[pol] = cla.empty(self.queue, n_valid, self.grid.complex_dtype)
             if n_valid:
-                kernel(self.queue, (_round_up(n_valid, 256),), None,
+                kernel(self.queue, (round_up(n_valid, 256),), None,
                        table_points.points.cells.data, np.uint32(n_valid), vis_d.data,
                        np.uint32(npol), np.uint32(pol),
                        (wgt_d if wgt_d is not None else self._dummy_real).data,
@@ -708,7 +850,7 @@ class TableInterpolator:
             self._by_register(records, grid_d, npol, wgt_d, flags_d, out_d, cells)
         elif records is None:
             self.kernel(wgt_d is not None, flags_d is not None)(
-                self.queue, (_round_up(table_points.n_kept, 64),), None, cells.data,
+                self.queue, (round_up(table_points.n_kept, 64),), None, cells.data,
                 np.uint32(table_points.n_kept), *common)
         elif records.n_records and self.record_vector:
             self.kernel(wgt_d is not None, flags_d is not None,
@@ -724,7 +866,7 @@ class TableInterpolator:
                 records.cells.data, records.start.data, np.uint32(records.n_records), *common)
         elif records.n_records:
             self.kernel(wgt_d is not None, flags_d is not None, "interpolate_table_records")(
-                self.queue, (_round_up(records.n_records, 64),), None, cells.data,
+                self.queue, (round_up(records.n_records, 64),), None, cells.data,
                 records.cells.data, records.start.data, np.uint32(records.n_records), *common)
         return out_d
 
@@ -735,14 +877,16 @@ class TableInterpolator:
         finish = self.kernel(wgt_d is not None, flags_d is not None, "sum_record_partials")
         for first, count in self.register.slices(records.n_records):
             partials = self.register.partials(records, first, count, grid_d)
-            finish(self.queue, (_round_up(count, 64),), None, cells.data, records.start.data,
+            finish(self.queue, (round_up(count, 64),), None, cells.data, records.start.data,
                    np.uint32(first), np.uint32(count), np.uint32(self.register.n_chunks),
                    partials.data, np.uint32(npol),
                    (wgt_d if wgt_d is not None else self._dummy_real).data,
                    (flags_d if flags_d is not None else self._dummy_flags).data, out_d.data)
 
 
-__all__ = ["KEY_ORDERS", "MAX_TABLE_SUPPORT", "TABLE_CONJUGATE", "TableGrid",
+__all__ = ["GCF_READS", "LINEAR_STEPS", "gcf_image_fits", "gcf_image_params",
+           "gcf_image_shape", "gcf_images", "gcf_texels", "linear_steps",
+           "KEY_ORDERS", "MAX_TABLE_SUPPORT", "TABLE_CONJUGATE", "TableGrid",
            "default_record_kernels", "max_table_support",
            "TableInterpolator", "TablePoints", "TableSetPoints", "TableSpreader", "TableValues",
            "check_tiles", "fit_staging", "staging_bytes", "table_tiles",

@@ -24,7 +24,7 @@ from ..core.setpoints import freq_scale
 from ..core.register import (RecordScan, RegisterInterpolator, RegisterParams,
                              RegisterSpreader, degrid_by_register)
 from ..core.table import (TableGrid, TableInterpolator, TablePoints, TableSetPoints,
-                          TableSpreader, check_tiles, fit_staging, table_tiles)
+                          TableSpreader, check_tiles, fit_staging, linear_steps, table_tiles)
 from .dispatch import METHODS
 from .gcf import GCF
 from .checks import check_uvw_freq, check_vis_layout
@@ -67,27 +67,39 @@ class CoreTableEngine:
     cell, float atomics at flushes; :mod:`clgrid.core.register`), with
     ``register_params``, ``atomics`` and ``count_flushes`` for the latter.
     ``spread=False``: set points and interpolation only
-    (:class:`clgrid.Degridder`)."""
+    (:class:`clgrid.Degridder`).  ``gcf_read`` (:data:`clgrid.core.table.GCF_READS`):
+    how the register kernels read the table; an image needs
+    ``method='register'`` (a Degridder then degrids by register blocks),
+    and ``'image-linear'`` sets the points at
+    :func:`clgrid.core.table.linear_steps` positions per table step."""
 
     def __init__(self, queue: cl.CommandQueue, profile, gcf: GCF, nx: int, ny: int,
                  cell_size_rad: float, real_dtype, tables_d: list[cla.Array],
                  conjugate_negative_w: bool, tiles: TileShape | None = None, *,
                  method: str = "tiles", npol: int = 1,
                  register_params: RegisterParams | None = None, atomics: str | None = None,
-                 count_flushes: bool = False, spread: bool = True):
+                 count_flushes: bool = False, spread: bool = True, gcf_read: str = "buffer"):
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        if gcf_read != "buffer" and method != "register":
+            raise ValueError(f"gcf_read={gcf_read!r} reads the table in the register kernels: "
+                             "method 'register'")
         table_real = gcf.real_tables
-        self.table_grid = TableGrid(nx, ny, float(cell_size_rad), gcf.support, gcf.oversample,
-                                    gcf.w_planes, float(gcf.w_step_lambda), gcf.separable,
-                                    table_real, bool(conjugate_negative_w),
-                                    np.dtype(real_dtype))
+        steps = linear_steps(gcf.oversample, gcf.w_planes) if gcf_read == "image-linear" else 1
+        self.table_grid = TableGrid(nx, ny, float(cell_size_rad), gcf.support,
+                                    gcf.oversample * steps, gcf.w_planes,
+                                    float(gcf.w_step_lambda), gcf.separable, table_real,
+                                    bool(conjugate_negative_w), np.dtype(real_dtype),
+                                    gcf_read, steps)
         self.table_grid.check()
+        self.gcf_read = gcf_read
         self.queue, self.method, self.profile = queue, method, profile
         # a Degridder's records by register blocks: wide footprints, or asked for
         by_blocks = (method == "register" and not spread
-                     and (register_params is not None
+                     and (register_params is not None or gcf_read != "buffer"
                           or degrid_by_register(profile, gcf.support, gcf.separable)))
+        #: A Degridder's records by register blocks (the kernels that read images).
+        self.by_blocks = by_blocks
         self.interpolator = TableInterpolator(
             queue, self.table_grid, tables_d,
             register=RegisterInterpolator(queue, self.table_grid, tables_d, npol,

@@ -43,16 +43,22 @@ class Degridder(_TableOperation):
     each grid point read once per block move, not once per record);
     ``register_params`` (a :class:`clgrid.core.register.RegisterParams` or a
     dict of its fields) sets that geometry and asks for it on any device.
+    ``gcf_read`` (``'buffer'``, ``'image'``, ``'image-linear'``, as for
+    :class:`Gridder`; an image degrids by register blocks on any device,
+    and cannot go with ``tiles=``); None: an image where the device
+    degrids by register blocks and holds the table as one
+    (:func:`clgrid.gridders.dispatch.choose_gcf_read`), else the buffer.
     """
 
     def __init__(self, context, gcf: GCF, nx: int, ny: int, cell_size_rad: float, *,
                  npol: int = 1, precision=np.float32, conjugate_negative_w: bool = True,
-                 tiles=None, register_params=None):
+                 tiles=None, register_params=None, gcf_read: str | None = None):
         super().__init__(context, gcf, nx, ny, cell_size_rad, npol, precision,
                          conjugate_negative_w)
-        from ..core.register import as_register_params
+        from ..core.register import as_register_params, degrid_by_register
         from ..core.table import table_tiles
         from .core_strategy import CoreTableEngine, tile_shape
+        from .dispatch import choose_gcf_read
         # points sorted by cell and merged into records: one footprint a
         # record; tiles= asks for the tile bins and one a point
         method = "register" if tiles is None else "tiles"
@@ -65,10 +71,22 @@ class Degridder(_TableOperation):
                 raise ValueError(f"tiles must be a TileShape, a dict of its fields, 'auto' "
                                  f"or None, got {tiles!r}")
             tiles = table_tiles(self.profile, gcf.support)
+        if tiles is not None:
+            read_method = "tiles"
+        elif gcf_read not in (None, "buffer") or register_params is not None or \
+                degrid_by_register(self.profile, gcf.support, gcf.separable):
+            read_method = "register"   # by register blocks: the kernels that read images
+        else:
+            read_method = "records"
+        #: How the table is read (``'buffer'``, ``'image'``, ``'image-linear'``) and why.
+        self.gcf_read, self.gcf_read_reason = choose_gcf_read(
+            self.profile, gcf.support, gcf.oversample, gcf.w_planes, self.real_dtype,
+            separable=gcf.separable, method=read_method, gcf_read=gcf_read)
         self.engine = CoreTableEngine(self.queue, self.profile, gcf, nx, ny, cell_size_rad,
                                       self.real_dtype, self._tables, conjugate_negative_w,
                                       tile_shape(tiles), method=method, npol=npol,
-                                      register_params=register_params, spread=False)
+                                      register_params=register_params, spread=False,
+                                      gcf_read=self.gcf_read)
 
     @one_thread_at_a_time
     def __call__(self, grid, uvw_m, freq_hz, weights=None, flags=None, *,

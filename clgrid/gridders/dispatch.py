@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 from ..core.plan import TileShape
-from ..core.table import (TableGrid, cpu_vector_tiles, fit_staging, max_table_support,
-                          staging_bytes, table_tiles)
+from ..core.table import (GCF_READS, TableGrid, cpu_vector_tiles, fit_staging,
+                          gcf_image_fits, max_table_support, staging_bytes, table_tiles)
 
 #: Spreads of the gridding core (a Gridder's ``method``).
 METHODS = ("tiles", "register")
@@ -168,34 +168,101 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
                   tuple(reasons))
 
 
+def choose_gcf_read(profile, support: int, oversample: int, w_planes: int = 1,
+                    precision: Any = np.float32, *, separable: bool = True,
+                    method: str = "register",
+                    gcf_read: str | None = None) -> tuple[str, str]:
+    """How the register kernels read the GCF table, and why: ``(gcf_read,
+    reason)``.
+
+    Parameters
+    ----------
+    profile
+        :class:`~clgrid.device.profiles.DeviceProfile` (real or fake).
+    support, oversample, w_planes, precision, separable
+        The table and the grid's precision.
+    method
+        The spread the gridder runs; a Degridder: ``'register'`` where it
+        degrids by register blocks, ``'records'`` where a work-item (or
+        group) takes a record.  Only the register kernels read images.
+    gcf_read
+        ``'buffer'``, ``'image'`` or ``'image-linear'`` to force; None: the
+        device's, from its queries: ``'image'`` on GPUs with image support
+        (``CL_DEVICE_IMAGE_SUPPORT``) whose largest image holds the table,
+        for the register kernels, float32; ``'buffer'`` elsewhere (CPUs
+        have no texture units: the sampler is software there).  Never
+        ``'image-linear'`` unasked: it changes the weights (interpolated).
+
+    Raises
+    ------
+    ValueError
+        An unknown ``gcf_read``; an image asked for where the device cannot
+        hold the table (no image support, float64, too large) or with the
+        tile spread.
+    """
+    if gcf_read is not None and gcf_read not in GCF_READS:
+        raise ValueError(f"gcf_read must be one of {GCF_READS} or None, got {gcf_read!r}")
+    fits, why = gcf_image_fits(profile, support, oversample, w_planes, separable, precision)
+    if gcf_read == "buffer":
+        return "buffer", "forced by gcf_read="
+    if gcf_read is not None:
+        if method != "register":
+            raise ValueError(f"gcf_read={gcf_read!r} reads the table in the register kernels; "
+                             "this one runs the tile kernels (method='tiles', deterministic=True "
+                             "or a Degridder's tiles=): use gcf_read='buffer'")
+        if not fits:
+            raise ValueError(f"gcf_read={gcf_read!r} impossible on {profile.device_name!r}: "
+                             f"{why}")
+        return gcf_read, "forced by gcf_read="
+    if method == "tiles":
+        return "buffer", "the tile spread stages the table's weights in local memory"
+    if method != "register":
+        return "buffer", "records degridded one footprint a work-item or group read buffers"
+    if profile.device_type != "gpu" or profile.is_simulator:
+        kind = "simulator" if profile.is_simulator else profile.device_type
+        return "buffer", f"{kind}: no texture units, the sampler runs in software"
+    if not fits:
+        return "buffer", why
+    return "image", "gpu with images: table reads through the texture cache"
+
+
+#: Oversampling of the table ``clgrid devices --explain`` asks about.
+EXPLAIN_OVERSAMPLE = 8
+
+
 def explain(profile, support: int = 32, npol: int = 4, precision: Any = np.float32) -> dict:
     """One row for ``clgrid devices --explain``: what a Gridder runs and why."""
     row = {"id": f"{profile.platform_index}:{profile.device_index}",
            "device": f"{profile.platform_key}: {profile.device_name}"}
     if not profile.usable:
         return dict(row, method="-", geometry="-", why=f"unusable: {profile.build_problem}",
-                    degrid="-")
+                    gcf_read="-", degrid="-")
     try:
         choice = choose(profile, support, npol, precision)
     except ValueError as error:
-        return dict(row, method="-", geometry="-", why=str(error), degrid="-")
+        return dict(row, method="-", geometry="-", why=str(error), gcf_read="-", degrid="-")
     if choice.method == "register":
         from ..core.register import default_register_params
         geometry = default_register_params(profile, support, npol, True)
     else:
         geometry = choice.tiles
+    read, read_why = choose_gcf_read(profile, support, EXPLAIN_OVERSAMPLE, 1, precision,
+                                     method=choice.method)
     return dict(row, method=choice.method, geometry=_short(geometry),
-                why="; ".join(choice.reasons), degrid=degrid_choice(profile, support, npol))
+                why="; ".join(choice.reasons), gcf_read=f"{read} ({read_why})",
+                degrid=degrid_choice(profile, support, npol))
 
 
 def degrid_choice(profile, support: int, npol: int) -> str:
-    """What a Degridder of real separable tables runs on records, in words."""
+    """What a Degridder of real separable tables runs on records, in words
+    (and how it reads the table)."""
     from ..core.register import default_degrid_params, degrid_by_register
     from ..core.table import default_record_kernels
     if degrid_by_register(profile, support, separable=True):
         p = default_degrid_params(profile, support, npol, True, True)
+        read, _ = choose_gcf_read(profile, support, EXPLAIN_OVERSAMPLE)
         return (f"register blocks {p.block_u}x{p.block_v}, {p.pols(npol)} pol, "
-                f"groups of {p.wg_size}")
+                f"groups of {p.wg_size}, gcf {read}")
     group, vector = default_record_kernels(profile, support)
     if group:
         return f"a work-group of {group} a record"
@@ -206,6 +273,6 @@ def _short(params) -> str:
     return " ".join(f"{k}={v}" for k, v in dataclasses.asdict(params).items())
 
 
-__all__ = ["Choice", "METHODS", "choose", "cpu_vector_tile", "degrid_choice", "explain",
+__all__ = ["Choice", "EXPLAIN_OVERSAMPLE", "METHODS", "choose", "choose_gcf_read", "cpu_vector_tile", "degrid_choice", "explain",
            "method_for",
            "tiles_possible"]
