@@ -20,6 +20,11 @@ For 1, 2, 4 ... devices (as many as given) the same problem is split:
   without w grids summed on the first device), or w planes split with w;
   with the load balance
   and the phases (parallel gridding, reduction, FFT).
+* ``calls``: the call users make, ``clgrid.vis2dirty``/``clgrid.dirty2vis``
+  with and without w on the same case: with no device argument (one GPU,
+  the default) and with ``devices=`` the first 1, 2, 4 ... devices, in one
+  run; median of ``--repeats`` calls after one untimed call; efficiency =
+  the no-device-argument time / (n t_n).
 * ``dask`` (``--dask-workers 1 2``): :func:`clgrid.dask.vis2dirty` on a
   LocalCluster of that many worker processes (needs ``distributed``).
 
@@ -52,7 +57,7 @@ import clgrid  # noqa: E402
 from benchmarks._common import print_table, write_json  # noqa: E402
 from clgrid.gcf import w_projection_gcf  # noqa: E402
 from clgrid.gridders.gridder import Gridder  # noqa: E402
-from clgrid.scaleout.multidevice import MultiDeviceImager  # noqa: E402
+from clgrid.scaleout.multidevice import MultiDeviceImager, clear_cache  # noqa: E402
 from clgrid.scaleout.partition import all_gpus_or_best, best_cpu, cpu_sub_devices  # noqa: E402
 from clgrid.io.simulate import simulate_observation  # noqa: E402
 from clgrid.gridders.checks import SPEED_OF_LIGHT_M_S  # noqa: E402
@@ -68,7 +73,8 @@ def parse_args(argv=None):
     parser.add_argument("--quick", action="store_true", help="small run (CPU, CI)")
     parser.add_argument("--json", default=None)
     parser.add_argument("--supports", type=int, nargs="+", default=None)
-    parser.add_argument("--skip", nargs="*", default=[], choices=("gridding", "vis2dirty"))
+    parser.add_argument("--skip", nargs="*", default=[],
+                        choices=("gridding", "vis2dirty", "calls"))
     parser.add_argument("--dask-workers", type=int, nargs="*", default=[])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--defaults-only", action="store_true",
@@ -264,6 +270,50 @@ def vis2dirty_rows(args, devices, counts) -> list[dict]:
     return rows
 
 
+# ------------------------------------------------------------------ calls
+def call_rows(args, devices, counts) -> list[dict]:
+    """The four functional calls, no device argument and ``devices=`` the
+    first n devices, end to end from host arrays to a host result."""
+    uvw, freq_hz, _ = imaging_observation(args.quick)
+    npix = 512 if args.quick else 4096
+    cell = 1.0 / (3.0 * np.hypot(uvw[:, 0], uvw[:, 1]).max() * freq_hz.max()
+                  / SPEED_OF_LIGHT_M_S)
+    rng = np.random.default_rng(1)
+    vis = (rng.standard_normal((uvw.shape[0], freq_hz.size)) * (1 + 1j)).astype(np.complex64)
+    model = rng.standard_normal((npix, npix)).astype(np.float32)
+    geometry = dict(uvw=uvw, freq=freq_hz, epsilon=1e-5, pixsize_x=cell, pixsize_y=cell)
+    calls = {"vis2dirty": lambda w, where: clgrid.vis2dirty(
+                 vis=vis, npix_x=npix, npix_y=npix, do_wgridding=w, **where, **geometry),
+             "dirty2vis": lambda w, where: clgrid.dirty2vis(
+                 dirty=model, do_wgridding=w, **where, **geometry)}
+    rows = []
+    for name, call in calls.items():
+        for do_w in (False, True):
+            steps = [("no device argument", {})] + [(f"devices= {n}", {"devices": devices[:n]})
+                                                     for n in counts]
+            t_default = None
+            for label, where in steps:
+                seconds = median_of(lambda: call(do_w, where), args.repeats)
+                clear_cache()   # the next step's plans get the whole cards
+                t_default = t_default or seconds
+                n = len(where.get("devices", [None]))
+                rows.append({"case": f"{name} {'w' if do_w else 'no-w'}", "call": label,
+                             "devices": n, "time s": round(seconds, 4),
+                             "efficiency": round(t_default / (n * seconds), 3)})
+                print(rows[-1], flush=True)
+    return rows
+
+
+def median_of(run, repeats: int) -> float:
+    run()  # warm-up: compile, plan
+    times = []
+    for _ in range(max(repeats, 1)):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
 # ------------------------------------------------------------------ dask
 def dask_rows(args, worker_counts, device_spec) -> list[dict]:
     try:
@@ -308,6 +358,8 @@ def main(argv=None) -> int:
         rows += gridding_rows(args, devices, counts)
     if "vis2dirty" not in args.skip:
         rows += vis2dirty_rows(args, devices, counts)
+    if "calls" not in args.skip:
+        rows += call_rows(args, devices, counts)
     if args.dask_workers:
         spec = args.devices[0] if args.devices[0] not in ("all", "cpu-split") else None
         rows += dask_rows(args, args.dask_workers, spec)
