@@ -49,11 +49,14 @@ inline size_t grid_index(int t, int n)
 }
 
 // n - 1 = sqrt(1 - l^2 - m^2) - 1, written so that it keeps its digits for
-// small l, m (1 - sqrt(1 - r2) cancels badly).
+// small l, m (1 - sqrt(1 - r2) cancels badly); past the horizon (1 - l^2 -
+// m^2 < 0) ducc0's continuation n = -sqrt(l^2 + m^2 - 1) (wgridder_impl.h,
+// Wgridder::phase: nm1 = -sqrt(-tmp) - 1), as clgrid.core.plan.n_minus_1.
 inline ${geo_t} n_minus_1(${geo_t} l, ${geo_t} m)
 {
     const ${geo_t} r2 = l * l + m * m;
-    return -r2 / (sqrt(1 - r2) + 1);
+    const ${geo_t} tmp = 1 - r2;
+    return tmp >= 0 ? -r2 / (sqrt(tmp) + 1) : -sqrt(-tmp) - 1;
 }
 % if float_float:
 
@@ -64,7 +67,11 @@ inline ff_t n_minus_1_ff(int i, int j, int npix_x, int npix_y, ff_t pixsize_x,
     const ff_t l = ff_add(ff_mul_f(pixsize_x, (float)(i - npix_x / 2)), centre_x);
     const ff_t m = ff_add(ff_mul_f(pixsize_y, (float)(j - npix_y / 2)), centre_y);
     const ff_t r2 = ff_add(ff_mul(l, l), ff_mul(m, m));
-    return -ff_div(r2, ff_add_f(ff_sqrt(ff_add_f(-r2, 1.0f)), 1.0f));
+    const ff_t tmp = ff_add_f(-r2, 1.0f);
+    if (tmp.x >= 0.0f)
+        return -ff_div(r2, ff_add_f(ff_sqrt(tmp), 1.0f));
+    // past the horizon: ducc0's -sqrt(l^2 + m^2 - 1) - 1
+    return ff_add_f(-ff_sqrt(-tmp), -1.0f);
 }
 % endif
 
@@ -134,7 +141,11 @@ __kernel void correction(__global ${real} *corr, const int npix_x, const int npi
     value /= phi_hat;
 % endif
 % if divide_by_n:
-    value /= sqrt(1 - l * l - m * m);
+    // n; past the horizon (n <= 0) ducc0 zeroes the pixel ("beyond the
+    // horizon, don't really know what to do here", wgridder_impl.h,
+    // apply_global_corrections; at n = 0 exactly its reference does too)
+    const ${geo_t} n2 = 1 - l * l - m * m;
+    value = n2 > 0 ? value / sqrt(n2) : 0;
 % endif
     corr[(size_t)i * npix_y + j] = (${real})value;
 }

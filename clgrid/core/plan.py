@@ -191,7 +191,6 @@ class ImageGeometry:
                        check_real(sigma_min, "sigma_min"), check_real(sigma_max, "sigma_max"),
                        check_real(center_x, "center_x"), check_real(center_y, "center_y"),
                        bool(double_precision_accumulation))
-        geometry.max_eta  # noqa: B018  (refuses images beyond the horizon now)
         return geometry
 
     @property
@@ -236,13 +235,34 @@ class ImageGeometry:
 
     @property
     def max_eta(self) -> float:
-        """Largest |n - 1| over the image."""
+        """Largest |n - 1| over the image.
+
+        n - 1 falls as l^2 + m^2 grows, so its largest magnitude is at the
+        largest l^2 + m^2.  Past the horizon (l^2 + m^2 > 1) ducc0 continues
+        n to -sqrt(l^2 + m^2 - 1) (wgridder_impl.h: ``nm1 = -sqrt(-tmp) - 1``
+        where ``tmp = 1 - l^2 - m^2 < 0``), so |n - 1| goes on growing there:
+        :func:`n_minus_1`.
+        """
         l_rad, m_rad = self._edge_lm()
-        r2 = np.max(l_rad ** 2) + np.max(m_rad ** 2)
-        if r2 >= 1.0:
-            raise ValueError("the image reaches beyond the horizon (l^2 + m^2 >= 1); "
-                             "reduce npix, pixsize or the centre offset")
-        return float(r2 / (np.sqrt(1.0 - r2) + 1.0))
+        r2 = float(np.max(l_rad ** 2) + np.max(m_rad ** 2))
+        return abs(n_minus_1(r2))
+
+
+def n_minus_1(r2):
+    """n - 1 at l^2 + m^2 = ``r2`` (scalar or array), ducc0's convention.
+
+    Inside the horizon ``-r2 / (sqrt(1 - r2) + 1)`` (sqrt(1 - r2) - 1 without
+    its cancellation near the centre); past it (``1 - r2 < 0``) ducc0's
+    continuation ``-sqrt(r2 - 1) - 1``, i.e. n = -sqrt(l^2 + m^2 - 1)
+    (wgridder_impl.h, ``Wgridder::phase``).  The kernels
+    (``templates/core_correct.cl.mako``, ``n_minus_1``) do the same.
+    """
+    r2 = np.asarray(r2, np.float64)
+    tmp = 1.0 - r2
+    inside = np.sqrt(np.maximum(tmp, 0.0))
+    result = np.where(tmp >= 0.0, -r2 / (inside + 1.0),
+                      -np.sqrt(np.maximum(-tmp, 0.0)) - 1.0)
+    return float(result) if result.ndim == 0 else result
 
 
 def w_range_wavelengths(geometry: ImageGeometry, uvw_m: np.ndarray,
@@ -725,6 +745,6 @@ __all__ = ["FFT_COST_PER_CELL", "GRID_COST_PER_TAP", "GRID_MULTIPLE", "KEPT_MEMO
            "check_freq", "check_grid_size", "check_host_bytes", "check_npix",
            "check_points_fit", "check_positive", "check_real", "check_uvw",
            "choose_kernel", "explain_imaging", "fits_kept", "good_grid_size",
-           "host_memory_bytes", "mib", "n_planes_for", "params_of", "plane_spacing",
-           "planes_per_pass", "point_bytes", "precision_dtype", "precision_of",
+           "host_memory_bytes", "mib", "n_minus_1", "n_planes_for", "params_of",
+           "plane_spacing", "planes_per_pass", "point_bytes", "precision_dtype", "precision_of",
            "row_blocks", "row_taps", "size_text", "w_range_wavelengths"]
