@@ -27,8 +27,22 @@ the first rows (consecutive tracks) of the observation, all channels, up to
 a budget of grid-point additions per support so that every support runs in
 seconds.
 
+GCF read paths (``--gcf-reads``, issue 39): one register row per table
+(``--table`` takes several), support and read path (``buffer``: the table
+in global memory; ``image``: an OpenCL image through a nearest sampler;
+``image-linear``: the sampler interpolating between oversampling steps at
+positions 16 times finer), with the accuracy beside the speed
+(``rel_error``: max |grid - reference| / max |reference| for
+``--accuracy-vis`` visibilities gridded alone, one polarisation, the
+reference in float64 with the kernel evaluated exactly at their exact
+positions: the ES kernel for separable tables (times ``exp(0.3 i d)`` for
+the complex ones), the W-projection screen's direct Fourier sum in the
+table's rounded w plane for full tables).
+
     python benchmarks/gridding.py --device intel --quick
     python benchmarks/gridding.py --device nvidia --peak-gpaps 8.4e12 --json out.json
+    python benchmarks/gridding.py --device intel --quick --core-methods register \
+        --table separable separable-complex full --gcf-reads buffer image image-linear
 """
 
 from __future__ import annotations
@@ -38,6 +52,7 @@ import dataclasses
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -49,7 +64,9 @@ import pyopencl.array as cla  # noqa: E402
 import clgrid  # noqa: E402
 from benchmarks._common import fmt, print_table, switch_off_fp64  # noqa: E402
 from clgrid.core.register import RegisterParams  # noqa: E402
-from clgrid.gcf import separable_gcf, w_projection_gcf  # noqa: E402
+from clgrid.core.table import gcf_image_fits  # noqa: E402
+from clgrid.gcf import (es_kernel, footprint_distances, grid_correction,  # noqa: E402
+                        separable_gcf, w_projection_gcf)
 from clgrid.gridders.checks import SPEED_OF_LIGHT_M_S  # noqa: E402
 from clgrid.gridders.dispatch import tiles_possible  # noqa: E402
 from clgrid.gridders.gridder import Gridder  # noqa: E402
@@ -63,11 +80,23 @@ def parse_args(argv=None):
     parser.add_argument("--quick", action="store_true", help="small run (CPU, CI)")
     parser.add_argument("--json", default=None, help="write results to this path")
     parser.add_argument("--supports", type=int, nargs="+", default=None)
-    parser.add_argument("--table", choices=("full", "separable", "separable-complex"),
-                        default="full",
+    parser.add_argument("--table", choices=TABLES, nargs="+", default=["full"],
                         help="full W-projection table (Romein), separable ES (Merry; real "
-                             "weights) or separable-complex (the ES rows times a phase "
-                             "ramp: complex weights, as user tables may have)")
+                             "weights) or separable-complex (the ES kernel times a phase "
+                             "ramp exp(0.3 i d) in the distance d: complex weights, as user "
+                             "tables may have); several: one after the other")
+    parser.add_argument("--gcf-reads", nargs="+", default=None,
+                        choices=("buffer", "image", "image-linear"),
+                        help="register rows: how the table is read (Gridder(gcf_read=)), "
+                             "one row each, with the accuracy; default: the gridder's "
+                             "choice, no accuracy column")
+    parser.add_argument("--accuracy-vis", type=int, default=64,
+                        help="visibilities of the --gcf-reads accuracy check")
+    parser.add_argument("--accuracy-oversamples", type=int, nargs="+", default=None,
+                        help="a second table: the accuracy (no timing) of each --gcf-reads "
+                             "path with tables of these oversamplings")
+    parser.add_argument("--accuracy-only", action="store_true",
+                        help="with --accuracy-oversamples: that table alone, no timing")
     parser.add_argument("--npol", type=int, default=4, choices=(1, 2, 4))
     parser.add_argument("--nx", type=int, default=None)
     parser.add_argument("--oversample", type=int, default=8)
@@ -85,6 +114,7 @@ def parse_args(argv=None):
     parser.add_argument("--peak-gpaps", type=float, default=None,
                         help="device peak grid-point additions/s (H200: 8.4e12)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-peer", action="store_true", help="skip ducc0's row")
     parser.add_argument("--core-methods", nargs="+", default=["tiles", "register"],
                         choices=("tiles", "register"),
                         help="the Gridder's spreads to time (method=; tiles: support <= 33 "
@@ -124,16 +154,27 @@ def peer_ducc(uvw, freq_hz, vis, nx, cell, npol):
     return time.perf_counter() - start, "ducc0.wgridder.vis2dirty eps 1e-5, all threads"
 
 
-def run_support(args, context, support, uvw, freq_hz, nx, cell, w_max):
-    fov = nx * cell
-    if args.table == "full":
-        gcf = w_projection_gcf(support, args.oversample, args.w_planes, w_max, fov)
-    else:
-        gcf = separable_gcf(support, args.oversample)
-        if args.table == "separable-complex":
-            ramp = np.exp(0.3j * np.arange(support))   # complex, same magnitude
-            gcf = dataclasses.replace(gcf, table_u=gcf.table_u * ramp,
-                                      table_v=gcf.table_v * ramp)
+#: Tables of --table.
+TABLES = ("full", "separable", "separable-complex")
+#: Phase slope (radians a cell of distance) of the separable-complex table.
+COMPLEX_PHASE = 0.3
+
+
+def make_gcf(table: str, support: int, oversample: int, w_planes: int, w_max: float,
+             fov: float):
+    """The benchmark's table: W projection, ES, or ES times exp(i 0.3 d)
+    (a kernel of the distance d, so that linear filtering applies to it)."""
+    if table == "full":
+        return w_projection_gcf(support, oversample, w_planes, w_max, fov)
+    gcf = separable_gcf(support, oversample)
+    if table == "separable-complex":
+        ramp = np.exp(1j * COMPLEX_PHASE * footprint_distances(support, oversample))[None]
+        gcf = dataclasses.replace(gcf, table_u=gcf.table_u * ramp, table_v=gcf.table_v * ramp)
+    return gcf
+
+
+def run_support(args, context, table, support, uvw, freq_hz, nx, cell, w_max):
+    gcf = make_gcf(table, support, args.oversample, args.w_planes, w_max, nx * cell)
     budget = args.gpa_budget or (3e9 if args.quick else 2e13)
     rows = []
     profile = clgrid.DeviceProfile.from_device(context.devices[0])
@@ -143,14 +184,130 @@ def run_support(args, context, support, uvw, freq_hz, nx, cell, w_max):
             if not possible:
                 print(f"# support {support}: no tiles row ({why})")
                 continue
-            rows.append(core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget,
-                                 "tiles"))
+            rows.append(dict(table=table, **core_row(args, context, gcf, support, uvw,
+                                                     freq_hz, nx, cell, budget, "tiles")))
             continue
-        for geometry in args.register:
-            for path in (args.atomics or [None]):
-                rows.append(core_row(args, context, gcf, support, uvw, freq_hz, nx, cell,
-                                     budget, "register", register_geometry(geometry), path))
+        for read in (args.gcf_reads or [None]):
+            if read not in (None, "buffer"):
+                fits, why = gcf_image_fits(profile, support, args.oversample, gcf.w_planes,
+                                           gcf.separable)
+                if not fits:
+                    print(f"# {table} support {support}: no {read} row ({why})")
+                    continue
+            for geometry in args.register:
+                for path in (args.atomics or [None]):
+                    row = dict(table=table, **core_row(
+                        args, context, gcf, support, uvw, freq_hz, nx, cell, budget,
+                        "register", register_geometry(geometry), path, read))
+                    if read is not None:
+                        row["rel_error"] = accuracy(args, context, gcf, table, uvw, freq_hz,
+                                                    nx, cell, read)
+                    rows.append(row)
     return rows
+
+
+def accuracy_sweep(args, context, uvw, freq_hz, nx, cell, w_max) -> list[dict]:
+    """``--accuracy-oversamples``: the accuracy (no timing) of every read
+    path at each table oversampling, per table and support: how many
+    oversampling steps image-linear saves for a given accuracy."""
+    rows = []
+    profile = clgrid.DeviceProfile.from_device(context.devices[0])
+    for table in args.table:
+        for support in args.supports:
+            for oversample in args.accuracy_oversamples:
+                gcf = make_gcf(table, support, oversample, args.w_planes, w_max, nx * cell)
+                row = {"table": table, "support": support, "oversample": oversample}
+                for read in args.gcf_reads or ["buffer", "image-linear"]:
+                    fits = read == "buffer" or gcf_image_fits(
+                        profile, support, oversample, gcf.w_planes, gcf.separable)[0]
+                    row[read] = (accuracy(args, context, gcf, table, uvw, freq_hz, nx, cell,
+                                          read) if fits else None)
+                rows.append(row)
+    return rows
+
+
+def accuracy(args, context, gcf, table, uvw, freq_hz, nx, cell, read) -> float:
+    """Max |grid - reference| / max |reference| of ``--accuracy-vis``
+    visibilities (spread over the observation, one channel each, one
+    polarisation) gridded alone with ``gcf_read=read``; the reference is
+    float64 with the exact kernel at the exact positions (:func:`exact_grid`)."""
+    rng = np.random.default_rng(1)
+    rows = rng.choice(uvw.shape[0], min(args.accuracy_vis, uvw.shape[0]), replace=False)
+    sample = uvw[rows]
+    chan = freq_hz[:1]
+    vis = (rng.standard_normal((rows.size, 1, 1))
+           + 1j * rng.standard_normal((rows.size, 1, 1))).astype(np.complex64)
+    gridder = Gridder(context, gcf, nx, nx, cell, method="register", gcf_read=read)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # off-grid drops: the reference drops them too
+        grid = gridder(sample, chan, vis)[0]
+    reference = exact_grid(gcf, table, sample, chan[0], vis[:, 0, 0], nx, cell)
+    return float(np.abs(grid - reference).max() / np.abs(reference).max())
+
+
+def exact_kernel(gcf, table: str, d_u: np.ndarray, d_v: np.ndarray, plane: int) -> np.ndarray:
+    """(S, S) kernel ``[jv, ju]`` at distances ``d_u``, ``d_v`` (cells), in
+    float64: the ES kernel (separable; times ``exp(0.3 i d)`` per axis for
+    separable-complex), or the W-projection screen of ``plane`` summed as a
+    direct Fourier series (what the table samples every 1/O cell)."""
+    support = gcf.support
+    if table != "full":
+        ku = es_kernel(2 * d_u / support, gcf.beta).astype(np.complex128)
+        kv = es_kernel(2 * d_v / support, gcf.beta).astype(np.complex128)
+        if table == "separable-complex":
+            ku, kv = ku * np.exp(1j * COMPLEX_PHASE * d_u), kv * np.exp(1j * COMPLEX_PHASE * d_v)
+        return np.outer(kv, ku)
+    screen = w_screen(gcf, plane)
+    pixel = np.arange(support) - support // 2
+    e_u = np.exp(-2j * np.pi * np.outer(d_u, pixel) / support)
+    e_v = np.exp(-2j * np.pi * np.outer(d_v, pixel) / support)
+    return e_v @ screen @ e_u.T / support ** 2
+
+
+_SCREENS: dict = {}
+
+
+def w_screen(gcf, plane: int) -> np.ndarray:
+    """The image-plane screen of ``clgrid.gcf.w_projection_gcf`` for ``plane``
+    ([m, l]: taper times the w term), as that function builds it."""
+    key = (id(gcf), plane)
+    if key not in _SCREENS:
+        support = gcf.support
+        taper = 1.0 / grid_correction(separable_gcf(support, gcf.oversample, gcf.kernel,
+                                                    gcf.beta), support)
+        fov = _FOV[0]
+        l = (np.arange(support) - support // 2) * fov / support
+        n_minus_1 = np.sqrt(np.maximum(0.0, 1.0 - l[None, :] ** 2 - l[:, None] ** 2)) - 1.0
+        _SCREENS.clear()
+        _SCREENS[key] = np.outer(taper, taper) * np.exp(
+            -2j * np.pi * plane * gcf.w_step_lambda * n_minus_1)
+    return _SCREENS[key]
+
+
+#: The field of view of the W tables (set by main).
+_FOV = [0.0]
+
+
+def exact_grid(gcf, table: str, uvw: np.ndarray, freq: float, vis: np.ndarray, nx: int,
+               cell: float) -> np.ndarray:
+    """float64 grid of ``vis`` at the exact positions of ``uvw`` (metres) at
+    ``freq``: the table gridder's conventions (w < 0 conjugated, footprint
+    the S cells within [-S/2, S/2) of the position, off-grid dropped), the
+    kernel exact (:func:`exact_kernel`) in the table's rounded w plane."""
+    support = gcf.support
+    grid = np.zeros((nx, nx), np.complex128)
+    for (u, v, w), value in zip(uvw * freq / SPEED_OF_LIGHT_M_S, vis.astype(np.complex128)):
+        if w < 0:
+            u, v, w, value = -u, -v, -w, np.conj(value)
+        x, y = u * nx * cell + nx // 2, v * nx * cell + nx // 2
+        x0, y0 = int(np.ceil(x - support / 2)), int(np.ceil(y - support / 2))
+        plane = int(np.rint(w / gcf.w_step_lambda)) if gcf.w_planes > 1 else 0
+        if x0 < 0 or y0 < 0 or x0 + support > nx or y0 + support > nx or plane >= gcf.w_planes:
+            continue
+        offsets = np.arange(support)
+        grid[y0:y0 + support, x0:x0 + support] += value * exact_kernel(
+            gcf, table, x0 + offsets - x, y0 + offsets - y, plane)
+    return grid
 
 
 def register_geometry(text: str | None):
@@ -173,12 +330,12 @@ def register_geometry(text: str | None):
 
 
 def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method="tiles",
-             register=None, atomics=None) -> dict:
+             register=None, atomics=None, gcf_read=None) -> dict:
     """Gridder(method=method) on the first rows, device-only."""
     per_row = support * support * args.npol * freq_hz.size
     n_rows = int(min(uvw.shape[0], max(1, budget // per_row)))
-    extra = (dict(register_params=register, atomics=atomics) if method == "register"
-             else {})
+    extra = (dict(register_params=register, atomics=atomics, gcf_read=gcf_read)
+             if method == "register" else {})
     gridder = Gridder(context, gcf, nx, nx, cell, npol=args.npol, method=method, **extra)
     queue = gridder.queue
     gridder.plan(uvw[:n_rows], freq_hz)                     # warm-up (builds)
@@ -204,7 +361,8 @@ def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method
     if method == "register":
         spread = gridder.engine.register
         counting = Gridder(context, gcf, nx, nx, cell, npol=args.npol, method="register",
-                           register_params=spread.params, atomics=atomics, count_flushes=True)
+                           register_params=spread.params, atomics=atomics, count_flushes=True,
+                           gcf_read=gridder.gcf_read)
         counting.grid_plan(counting.plan(uvw[:n_rows], freq_hz), vis_d, return_device=True)
         block_points = spread.params.block_u * spread.params.block_v
         flush_fraction = (counting.last_stats["flushes"] * block_points
@@ -217,7 +375,8 @@ def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method
         queue.finish()
         gather_ms = (time.perf_counter() - begin) * 1e3
     updates = records * support * support * args.npol
-    row = {"support": support, "method": method, "atomics": gridder.atomic_path,
+    row = {"support": support, "method": method, "gcf_read": gridder.gcf_read,
+           "atomics": gridder.atomic_path,
            "params": gridder.engine.geometry,
            "records": records, "vis": plan.n_kept, "time_s": best,
            "GGPAPS": updates / best / 1e9, "Mvis_per_s": plan.n_kept / best / 1e6,
@@ -305,12 +464,15 @@ def main(argv=None) -> int:
           f"command: {' '.join(sys.argv)}")
     print(f"# {uvw.shape[0]} rows x {freq_hz.size} channels = {uvw.shape[0] * freq_hz.size} "
           f"visibilities, npol {args.npol}, grid {args.nx}^2, oversample {args.oversample}, "
-          f"{args.w_planes if args.table == 'full' else 1} W planes ({args.table} table)")
+          f"{args.w_planes} W planes (full tables), tables {' '.join(args.table)}")
+    _FOV[0] = args.nx * cell
     rows = []
-    for support in args.supports:
-        rows.extend(run_support(args, context, support, uvw, freq_hz, args.nx, cell, w_max))
+    for table in (args.table if not args.accuracy_only else []):
+        for support in args.supports:
+            rows.extend(run_support(args, context, table, support, uvw, freq_hz, args.nx, cell,
+                                    w_max))
     peer_seconds, peer_note = None, "skipped"
-    if True:  # the peer runs on a subset of rows
+    if not (args.no_peer or args.accuracy_only):  # the peer runs on a subset of rows
         n_peer_rows = min(uvw.shape[0], 200_000 if not args.quick else 20_000)
         vis = np.ones((n_peer_rows, freq_hz.size, args.npol), np.complex64)
         peer_seconds, peer_note = peer_ducc(uvw[:n_peer_rows], freq_hz, vis, args.nx, cell,
@@ -323,6 +485,13 @@ def main(argv=None) -> int:
     keys = [k for k in dict.fromkeys(k for row in rows for k in row) if k != "ptx"]
     print_table([{k: fmt(row.get(k)) for k in keys} for row in rows])
     print(f"# peer: {peer_note}")
+    sweep = []
+    if args.accuracy_oversamples:
+        sweep = accuracy_sweep(args, context, uvw, freq_hz, args.nx, cell, w_max)
+        print(f"# accuracy (rel_error, {args.accuracy_vis} visibilities) against the table's "
+              "oversampling")
+        keys = list(dict.fromkeys(k for row in sweep for k in row))
+        print_table([{k: fmt(row.get(k)) for k in keys} for row in sweep])
     for row in rows:
         if row.get("ptx"):
             print(f"# instructions, support {row['support']}, {row['params']}: {row['ptx']}")
@@ -330,7 +499,7 @@ def main(argv=None) -> int:
         Path(args.json).write_text(json.dumps({
             "date": time.strftime("%Y-%m-%d %H:%M:%S"), "device": profile.summary(),
             "command": " ".join(sys.argv), "args": vars(args), "rows": rows,
-            "peer": peer_note}, indent=1, default=str))
+            "accuracy_sweep": sweep, "peer": peer_note}, indent=1, default=str))
     return 0
 
 
