@@ -40,14 +40,14 @@ def imperfect_ms(vla_ms, tmp_path_factory):
 def _image(path, queue, monkeypatch, chunk_rows: int, **options):
     """Image ``path`` (64x64, 16 channels, PSF) counting vis2dirty calls."""
     calls = []
-    real = run.one_or_more_devices_vis2dirty
+    real = run.vis2dirty_with
 
-    def counted(**arguments):
+    def counted(geometry, **arguments):
         calls.append(np.shape(arguments["uvw"])[0])
-        return real(**arguments)
+        return real(geometry, **arguments)
 
     with monkeypatch.context() as patch, pytest.warns(RuntimeWarning, match="non-finite uvw"):
-        patch.setattr(run, "one_or_more_devices_vis2dirty", counted)
+        patch.setattr(run, "vis2dirty_with", counted)
         result = run.image_measurement_set(path, npix_x=64, pixsize_x=0.8 * ARCSEC,
                                            channels="0:64:4", chunk_rows=chunk_rows,
                                            make_psf=True, context=queue, **options)

@@ -272,7 +272,7 @@ def test_kernel_build_failure_shows_the_log(cl_env, vla_ms, tmp_path, capsys, mo
     import pyopencl as cl
     import clgrid.pipeline.image_command as image_command
 
-    def broken(args, ms_path, context):
+    def broken(args, ms_path, context, devices):
         cl.Program(context, "__kernel void k(__global float *x) { x[0] = y; }").build()
     monkeypatch.setattr(image_command, "_image", broken)
     code = main(["image", str(vla_ms), str(tmp_path / "x.fits"), "--quiet",

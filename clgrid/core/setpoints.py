@@ -251,9 +251,6 @@ def round_up(n: int, multiple: int) -> int:
     return -(-int(n) // multiple) * multiple
 
 
-_round_up = round_up   # the name core/table.py imported until its edit lands
-
-
 __all__ = ["PointSet", "SetPoints", "coordinate_scales", "float_float", "freq_scale",
            "needs_float_float", "position_args", "positions_to_device", "round_up",
            "sort_by_key", "sort_into_bins"]

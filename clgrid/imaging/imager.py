@@ -33,6 +33,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import threading
+from typing import Callable
 import warnings
 
 import numpy as np
@@ -44,7 +45,7 @@ from pyopencl.reduction import ReductionKernel
 
 from ..core.engine import GriddingEngine, workspace_budget
 from ..core.plan import (ROWS_IN_PARTS, GridLayout, ImageGeometry, check_allocation,
-                         check_freq, check_npix, check_uvw, precision_of)
+                         check_freq, check_uvw, precision_of)
 from ..core.setpoints import needs_float_float, positions_to_device
 from ..core.transfer import Uploader, device_array
 from ..device import plancache
@@ -180,8 +181,16 @@ class Imager(Operation):
     flip_u, flip_v, flip_w, divide_by_n, sigma_min, sigma_max, center_x, center_y,
     double_precision_accumulation
         As in ``ducc0.wgridder``.
+    geometry
+        A :class:`clgrid.core.plan.ImageGeometry` made (and validated) already,
+        in place of the keywords above (``npix_x`` ... ``epsilon`` must then be
+        left out; the others are not read): how the functional API, several
+        devices and Dask hand their one geometry down.
     fft_backend
-        ``'reikna'`` (device) or ``'numpy'`` (host fallback); default the best.
+        ``'pyvkfft'`` (VkFFT), ``'reikna'``, ``'host'`` (the buffer mapped and
+        transformed by scipy.fft) or ``'numpy'`` (copied to the host and
+        back); default the first that imports and plans, in the device's
+        order (:func:`clgrid.core.fft.backend_order`).
     tiles
         :class:`clgrid.core.plan.TileShape` of the spreader; default from the device.
     vis_per_block
@@ -205,11 +214,29 @@ class Imager(Operation):
         out), ``flagged`` (mask 0).
     """
 
-    def __init__(self, context=None, *, uvw, freq, fft_backend: str | None = None,
+    def __init__(self, context=None, *, uvw, freq, npix_x: int | None = None,
+                 npix_y: int | None = None, pixsize_x: float | None = None,
+                 pixsize_y: float | None = None, epsilon: float | None = None,
+                 do_wgridding: bool = False, precision: str = "single", flip_u: bool = False,
+                 flip_v: bool = False, flip_w: bool = False, divide_by_n: bool = True,
+                 sigma_min: float = ImageGeometry.sigma_min,
+                 sigma_max: float = ImageGeometry.sigma_max, center_x: float = 0.0,
+                 center_y: float = 0.0, double_precision_accumulation: bool = False,
+                 geometry: ImageGeometry | None = None, fft_backend: str | None = None,
                  layout: GridLayout | None = None, planes: tuple[int, int] | None = None,
-                 tiles=None, vis_per_block: int | None = None, **geometry):
+                 tiles=None, vis_per_block: int | None = None):
         super().__init__(context)
-        self.geometry = ImageGeometry.from_arguments(**geometry)
+        if geometry is None:
+            geometry = ImageGeometry.from_arguments(
+                npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x, pixsize_y=pixsize_y,
+                epsilon=epsilon, do_wgridding=do_wgridding, precision=precision,
+                flip_u=flip_u, flip_v=flip_v, flip_w=flip_w, divide_by_n=divide_by_n,
+                sigma_min=sigma_min, sigma_max=sigma_max, center_x=center_x,
+                center_y=center_y, double_precision_accumulation=double_precision_accumulation)
+        elif (npix_x, npix_y, pixsize_x, pixsize_y, epsilon) != (None,) * 5:
+            raise ValueError("give geometry= or npix_x, npix_y, pixsize_x, pixsize_y and "
+                             "epsilon, not both")
+        self.geometry = geometry
         #: No fp64 on the device (single precision only): positions and
         #: phases in float-float (:func:`clgrid.core.setpoints.float_float`).
         self.float_float = needs_float_float(self.queue, self.geometry)
@@ -677,19 +704,20 @@ def _drop_cached_imagers() -> None:
     plancache.plans.clear()
 
 
-def _fingerprint(array: np.ndarray) -> tuple:
+def fingerprint(array: np.ndarray) -> tuple:
     """Cheap key of an array: shape and a strided sample of its values (the
     exact comparison follows, see :func:`cached_imager`)."""
     step = max(1, array.size // 4096)
     return (array.shape, array.reshape(-1)[::step].tobytes())
 
 
-def plan_key(queue: cl.CommandQueue, uvw: np.ndarray, freq: np.ndarray, **geometry) -> tuple:
+def plan_key(queue: cl.CommandQueue, uvw: np.ndarray, freq: np.ndarray,
+             geometry: ImageGeometry) -> tuple:
     """What a cached plan is for: context, device (and its fp64, which
     decides the kernels), uvw, freq and geometry -- never the queue object."""
     return ("imager", context_of(queue).int_ptr, queue.device.int_ptr,
-            DeviceProfile.from_device(queue.device).fp64, _fingerprint(uvw),
-            freq.tobytes(), tuple(sorted(geometry.items())))
+            DeviceProfile.from_device(queue.device).fp64, fingerprint(uvw),
+            freq.tobytes(), geometry)
 
 
 def plan_needs(queue: cl.CommandQueue, layout: GridLayout, n_vis: int,
@@ -702,7 +730,7 @@ def plan_needs(queue: cl.CommandQueue, layout: GridLayout, n_vis: int,
     return {queue.device.int_ptr: (wanted, profile.global_mem_bytes)}
 
 
-def cached_imager(queue: cl.CommandQueue, uvw, freq, **geometry) -> Imager:
+def cached_imager(queue: cl.CommandQueue, uvw, freq, geometry: ImageGeometry) -> Imager:
     """The shared :class:`Imager` of (context, device, uvw, freq, geometry),
     from the process's plan cache (:mod:`clgrid.device.plancache`).
 
@@ -713,21 +741,19 @@ def cached_imager(queue: cl.CommandQueue, uvw, freq, **geometry) -> Imager:
     """
     uvw = check_uvw(uvw, allow_empty=True)
     freq = check_freq(freq)
-    key = plan_key(queue, uvw, freq, **geometry)
-
     layouts = []   # planned once, only when a plan is built
 
     def needs() -> dict[int, tuple[int, int]]:
-        layouts.append(GridLayout.of_rows(ImageGeometry.from_arguments(**geometry), uvw, freq))
-        grid_itemsize = np.dtype(np.float32 if geometry.get("precision") == "single"
-                                 else np.float64).itemsize
-        return plan_needs(queue, layouts[-1], uvw.shape[0] * freq.shape[0], grid_itemsize)
+        layouts.append(GridLayout.of_rows(geometry, uvw, freq))
+        return plan_needs(queue, layouts[-1], uvw.shape[0] * freq.shape[0],
+                          geometry.vis_real.itemsize)
 
     def build() -> Imager:
-        return Imager(queue, uvw=uvw, freq=freq, layout=layouts[-1], **geometry)
+        return Imager(queue, uvw=uvw, freq=freq, geometry=geometry, layout=layouts[-1])
 
     return plancache.plans.get_or_build(
-        key, build, lambda imager: {queue.device.int_ptr: _device_bytes(imager)}, needs,
+        plan_key(queue, uvw, freq, geometry), build,
+        lambda imager: {queue.device.int_ptr: _device_bytes(imager)}, needs,
         valid=lambda imager: np.array_equal(imager.uvw_m, uvw))
 
 
@@ -735,26 +761,82 @@ def _device_bytes(imager: Imager) -> int:
     return imager.engine.device_bytes if imager.engine is not None else 0
 
 
-def _call(queue: cl.CommandQueue, uvw, freq, geometry: dict, method: str, **arguments):
-    """``method`` of the cached imager, on the caller's ``queue``; a failed
-    device allocation is retried once with the device's cached plans
-    dropped (:func:`clgrid.device.plancache.retry_after_freeing`)."""
-    def once():
-        imager = cached_imager(queue, uvw, freq, **geometry)
-        return getattr(imager, method)(queue=queue, **arguments)
+def _call(queue: cl.CommandQueue, uvw, freq, geometry: ImageGeometry, what: str,
+          method: Callable[[Imager], np.ndarray]) -> np.ndarray:
+    """``method`` of the cached imager; a failed device allocation is retried
+    once with the device's cached plans dropped
+    (:func:`clgrid.device.plancache.retry_after_freeing`)."""
+    def once() -> np.ndarray:
+        return method(cached_imager(queue, uvw, freq, geometry))
     return plancache.retry_after_freeing(once, plancache.plans, [queue.device.int_ptr],
-                                         what=f"this {method} call")
+                                         what=f"this {what} call")
 
 
-def _queue_of(context, queue) -> cl.CommandQueue:
+def queue_of(context=None, queue=None) -> cl.CommandQueue:
+    """The caller's queue of ``queue=``/``context=`` (either may be None):
+    :func:`clgrid.device.profiles.resolve_queue`."""
     return resolve_queue(queue if queue is not None else context)
+
+
+def as_input(array):
+    """``array`` as numpy, a ``pyopencl.array.Array`` as it is."""
+    return array if isinstance(array, cla.Array) else np.asarray(array)
+
+
+def vis2dirty_geometry(vis, dirty, *, npix_x: int, npix_y: int, pixsize_x: float,
+                       pixsize_y: float, epsilon: float, do_wgridding: bool, flip_u: bool,
+                       flip_v: bool, flip_w: bool, divide_by_n: bool, sigma_min: float,
+                       sigma_max: float, center_x: float, center_y: float,
+                       double_precision_accumulation: bool) -> ImageGeometry:
+    """The validated geometry of a ``vis2dirty`` call: the precision of
+    ``vis``, ``npix_x``/``npix_y`` of the output ``dirty`` where 0."""
+    precision = precision_of(vis.dtype, "vis")
+    if dirty is not None:
+        npix_x, npix_y = npix_x or dirty.shape[-2], npix_y or dirty.shape[-1]
+    return ImageGeometry.from_arguments(
+        npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x, pixsize_y=pixsize_y,
+        epsilon=epsilon, do_wgridding=do_wgridding, precision=precision, flip_u=flip_u,
+        flip_v=flip_v, flip_w=flip_w, divide_by_n=divide_by_n, sigma_min=sigma_min,
+        sigma_max=sigma_max, center_x=center_x, center_y=center_y,
+        double_precision_accumulation=double_precision_accumulation)
+
+
+def dirty2vis_geometry(dirty, *, pixsize_x: float, pixsize_y: float, epsilon: float,
+                       do_wgridding: bool, flip_u: bool, flip_v: bool, flip_w: bool,
+                       divide_by_n: bool, sigma_min: float, sigma_max: float, center_x: float,
+                       center_y: float) -> ImageGeometry:
+    """The validated geometry of a ``dirty2vis`` call: size and precision of ``dirty``."""
+    if len(dirty.shape) not in (2, 3):
+        raise ValueError(f"dirty must be 2-D or 3-D, got shape {dirty.shape}")
+    precision = precision_of(dirty.dtype, "dirty")
+    return ImageGeometry.from_arguments(
+        npix_x=dirty.shape[-2], npix_y=dirty.shape[-1], pixsize_x=pixsize_x,
+        pixsize_y=pixsize_y, epsilon=epsilon, do_wgridding=do_wgridding, precision=precision,
+        flip_u=flip_u, flip_v=flip_v, flip_w=flip_w, divide_by_n=divide_by_n,
+        sigma_min=sigma_min, sigma_max=sigma_max, center_x=center_x, center_y=center_y)
+
+
+def vis2dirty_with(geometry: ImageGeometry, queue: cl.CommandQueue, *, uvw, freq, vis,
+                   wgt=None, mask=None, dirty=None) -> np.ndarray:
+    """:func:`vis2dirty` of a geometry made already, on the caller's ``queue``,
+    by the plan cache's imager (:func:`cached_imager`)."""
+    return _call(queue, uvw, freq, geometry, "vis2dirty",
+                 lambda imager: imager.vis2dirty(vis, wgt, mask, dirty, queue=queue))
+
+
+def dirty2vis_with(geometry: ImageGeometry, queue: cl.CommandQueue, *, uvw, freq, dirty,
+                   wgt=None, mask=None, vis=None) -> np.ndarray:
+    """:func:`dirty2vis` of a geometry made already, on the caller's ``queue``."""
+    return _call(queue, uvw, freq, geometry, "dirty2vis",
+                 lambda imager: imager.dirty2vis(dirty, wgt, mask, vis, queue=queue))
 
 
 def vis2dirty(*, uvw, freq, vis, wgt=None, mask=None, npix_x: int = 0, npix_y: int = 0,
               pixsize_x: float, pixsize_y: float, epsilon: float, do_wgridding: bool = False,
               nthreads: int = 1, verbosity: int = 0, flip_u: bool = False,
               flip_v: bool = False, flip_w: bool = False, divide_by_n: bool = True,
-              sigma_min: float = 1.1, sigma_max: float = 2.6, center_x: float = 0.0,
+              sigma_min: float = ImageGeometry.sigma_min,
+              sigma_max: float = ImageGeometry.sigma_max, center_x: float = 0.0,
               center_y: float = 0.0, double_precision_accumulation: bool = False,
               allow_nshift: bool = True, context=None, queue=None,
               dirty=None) -> np.ndarray:
@@ -769,30 +851,24 @@ def vis2dirty(*, uvw, freq, vis, wgt=None, mask=None, npix_x: int = 0, npix_y: i
     docstring for the conventions.  One device; ``clgrid.vis2dirty`` also
     takes ``devices=`` (:mod:`clgrid.scaleout.entry`).
     """
-    vis_array = vis if isinstance(vis, cla.Array) else np.asarray(vis)
-    if dirty is not None:
-        npix_x = npix_x or dirty.shape[-2]
-        npix_y = npix_y or dirty.shape[-1]
-    precision = precision_of(vis_array.dtype, "vis")
-    npix_x, npix_y = check_npix(npix_x, npix_y)
-    geometry = dict(
-        npix_x=npix_x, npix_y=npix_y,
-        pixsize_x=float(pixsize_x), pixsize_y=float(pixsize_y), epsilon=float(epsilon),
-        do_wgridding=bool(do_wgridding), precision=precision, flip_u=bool(flip_u),
-        flip_v=bool(flip_v), flip_w=bool(flip_w), divide_by_n=bool(divide_by_n),
-        sigma_min=float(sigma_min), sigma_max=float(sigma_max), center_x=float(center_x),
-        center_y=float(center_y),
-        double_precision_accumulation=bool(double_precision_accumulation))
-    return _call(_queue_of(context, queue), uvw, freq, geometry, "vis2dirty", vis=vis_array,
-                 wgt=wgt, mask=mask, dirty=dirty)
+    vis = as_input(vis)
+    geometry = vis2dirty_geometry(
+        vis, dirty, npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x, pixsize_y=pixsize_y,
+        epsilon=epsilon, do_wgridding=do_wgridding, flip_u=flip_u, flip_v=flip_v,
+        flip_w=flip_w, divide_by_n=divide_by_n, sigma_min=sigma_min, sigma_max=sigma_max,
+        center_x=center_x, center_y=center_y,
+        double_precision_accumulation=double_precision_accumulation)
+    return vis2dirty_with(geometry, queue_of(context, queue), uvw=uvw, freq=freq, vis=vis,
+                          wgt=wgt, mask=mask, dirty=dirty)
 
 
 def dirty2vis(*, uvw, freq, dirty, wgt=None, mask=None, pixsize_x: float, pixsize_y: float,
               epsilon: float, do_wgridding: bool = False, nthreads: int = 1,
               verbosity: int = 0, flip_u: bool = False, flip_v: bool = False,
-              flip_w: bool = False, divide_by_n: bool = True, sigma_min: float = 1.1,
-              sigma_max: float = 2.6, center_x: float = 0.0, center_y: float = 0.0,
-              allow_nshift: bool = True, context=None, queue=None,
+              flip_w: bool = False, divide_by_n: bool = True,
+              sigma_min: float = ImageGeometry.sigma_min,
+              sigma_max: float = ImageGeometry.sigma_max, center_x: float = 0.0,
+              center_y: float = 0.0, allow_nshift: bool = True, context=None, queue=None,
               vis=None) -> np.ndarray:
     """Visibilities of a dirty image, with ``ducc0.wgridder.dirty2vis``'s arguments.
 
@@ -800,19 +876,16 @@ def dirty2vis(*, uvw, freq, dirty, wgt=None, mask=None, pixsize_x: float, pixsiz
     npix_y) gives (nrow, nchan, npol).  float32 images give complex64.
     One device; ``clgrid.dirty2vis`` also takes ``devices=``.
     """
-    dirty = dirty if isinstance(dirty, cla.Array) else np.asarray(dirty)
-    if len(dirty.shape) not in (2, 3):
-        raise ValueError(f"dirty must be 2-D or 3-D, got shape {dirty.shape}")
-    precision = precision_of(dirty.dtype, "dirty")
-    geometry = dict(
-        npix_x=dirty.shape[-2], npix_y=dirty.shape[-1],
-        pixsize_x=float(pixsize_x), pixsize_y=float(pixsize_y), epsilon=float(epsilon),
-        do_wgridding=bool(do_wgridding), precision=precision, flip_u=bool(flip_u),
-        flip_v=bool(flip_v), flip_w=bool(flip_w), divide_by_n=bool(divide_by_n),
-        sigma_min=float(sigma_min), sigma_max=float(sigma_max), center_x=float(center_x),
-        center_y=float(center_y), double_precision_accumulation=False)
-    return _call(_queue_of(context, queue), uvw, freq, geometry, "dirty2vis", dirty=dirty,
-                 wgt=wgt, mask=mask, vis=vis)
+    dirty = as_input(dirty)
+    geometry = dirty2vis_geometry(
+        dirty, pixsize_x=pixsize_x, pixsize_y=pixsize_y, epsilon=epsilon,
+        do_wgridding=do_wgridding, flip_u=flip_u, flip_v=flip_v, flip_w=flip_w,
+        divide_by_n=divide_by_n, sigma_min=sigma_min, sigma_max=sigma_max,
+        center_x=center_x, center_y=center_y)
+    return dirty2vis_with(geometry, queue_of(context, queue), uvw=uvw, freq=freq, dirty=dirty,
+                          wgt=wgt, mask=mask, vis=vis)
 
 
-__all__ = ["Imager", "cached_imager", "dirty2vis", "plan_key", "plan_needs", "vis2dirty"]
+__all__ = ["Imager", "as_input", "cached_imager", "dirty2vis", "dirty2vis_geometry",
+           "dirty2vis_with", "plan_key", "plan_needs", "queue_of", "vis2dirty",
+           "vis2dirty_geometry", "vis2dirty_with"]

@@ -50,7 +50,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..core.plan import SPEED_OF_LIGHT
+from ..core.plan import SPEED_OF_LIGHT, check_npix
 from ..device.kernels import KernelTemplate, Operation, quiet_builds
 from ..device.radixsort import RadixSort
 
@@ -314,9 +314,8 @@ def _validated_scheme(scheme: str) -> str:
 
 
 def _validated_npix(npix_x: int, npix_y: int) -> tuple[int, int]:
-    npix_x, npix_y = int(npix_x), int(npix_y)
-    if npix_x < 2 or npix_y < 2 or npix_x % 2 or npix_y % 2:
-        raise ValueError(f"npix_x and npix_y must be even and >= 2, got {npix_x}, {npix_y}")
+    """:func:`clgrid.core.plan.check_npix`, and 32-bit cell indices."""
+    npix_x, npix_y = check_npix(npix_x, npix_y)
     if npix_x * npix_y >= 2**31:
         raise ValueError("uv grid too large for 32-bit cell indices")
     return npix_x, npix_y

@@ -173,9 +173,10 @@ def _run(args: argparse.Namespace) -> int:
             raise CommandError(f"{ms_path}: no such file or directory")
         shown = f"the bundled example {Path(ms_path).name}" if args.example else ms_path
         context = _context(args.device)
-        _check_memory(args, context)
+        devices = _devices(args.devices)
+        _check_memory(args, context, devices)
         try:
-            result = _image(args, ms_path, context)
+            result = _image(args, ms_path, context, devices)
         except (MSError, ValueError, TypeError) as error:
             raise CommandError(_as_given(_one_line(error), ms_path, shown)) from None
         except RuntimeError as error:  # a damaged table casacore trips on elsewhere
@@ -253,7 +254,7 @@ def calibration_of(args: argparse.Namespace) -> str | None:
     return None if choice == "none" else choice
 
 
-def _image(args, ms_path, context):
+def _image(args, ms_path, context, devices):
     from .run import image_measurement_set
     cell_rad = None if args.cell is None else args.cell / ARCSEC_PER_RAD
     if cell_rad is not None and not (np.isfinite(cell_rad) and cell_rad > 0):
@@ -265,7 +266,7 @@ def _image(args, ms_path, context):
         robust=args.robust, epsilon=args.epsilon, do_wgridding=args.wgridding,
         column=args.column or "auto", channels=args.channels, spw=args.spw, field=args.field,
         chunk_rows=args.chunk_rows, make_psf=args.psf or args.png is not None,
-        context=context, progress=not args.quiet, devices=_devices(args.devices),
+        context=context, progress=not args.quiet, devices=devices,
         dask_scheduler=args.dask_scheduler, calibrate=calibration_of(args),
         deterministic=args.deterministic)
 
@@ -282,14 +283,18 @@ def memory_needed(npix_x: int, npix_y: int, psf: bool) -> tuple[int, int, int]:
     return grid, device, host
 
 
-def _check_memory(args, context) -> None:
-    """Refuse an image the device or host cannot hold, before allocating."""
+def _check_memory(args, context, devices: list | None) -> None:
+    """Refuse an image the device (``context``'s, or each of ``devices``) or
+    the host cannot hold, before allocating."""
+    from ..core.plan import check_npix
     from .calibrate import available_host_bytes
-    if args.npix < 2 or args.npix % 2:
-        raise CommandError(f"--npix must be even and >= 2, got {args.npix}")
+    try:
+        check_npix(args.npix, args.npix)
+    except ValueError:
+        raise CommandError(f"--npix must be even and >= 2, got {args.npix}") from None
     grid, device_bytes, host = memory_needed(args.npix, args.npix,
                                              args.psf or args.png is not None)
-    profiles = [] if args.dask_scheduler else _device_profiles(args, context)
+    profiles = [] if args.dask_scheduler else _device_profiles(context, devices)
     for profile in profiles:
         where = f"{profile.device_name!r}"
         if grid > profile.max_alloc_bytes:
@@ -313,24 +318,25 @@ def _bytes(count: int) -> str:
     return f"{count} bytes ({count / 2**30:.1f} GiB)"
 
 
-def _device_profiles(args, context) -> list:
-    from ..device.profiles import DeviceProfile, devices, select_device
-    spec = _devices(args.devices)
-    if spec is None:
-        return [DeviceProfile.from_device(context.devices[0])]
-    if spec == "all":
-        return [p for p in devices() if p.usable and not p.is_simulator]
-    try:
-        return [DeviceProfile.from_device(select_device(s)) for s in spec]
-    except (LookupError, RuntimeError) as error:
-        raise CommandError(_one_line(error)) from None
+def _device_profiles(context, devices: list | None) -> list:
+    """Profiles of the devices the run grids on: ``devices``, else ``context``'s."""
+    from ..device.profiles import DeviceProfile
+    chosen = devices if devices is not None else [context.devices[0]]
+    return [DeviceProfile.from_device(device) for device in chosen]
 
 
-def _devices(spec):
-    """``--devices``: None, 'all' or a list of device specs."""
+def _devices(spec: str | None) -> list | None:
+    """``--devices`` (None, 'all' or a comma list of specs) as the devices the
+    run grids on (:func:`clgrid.scaleout.partition.resolve_devices`, the
+    run's own rule), resolved once."""
+    from ..scaleout.partition import resolve_devices
     if not spec:
         return None
-    return "all" if spec.strip() == "all" else [p.strip() for p in spec.split(",") if p.strip()]
+    specs = "all" if spec.strip() == "all" else [p.strip() for p in spec.split(",") if p.strip()]
+    try:
+        return resolve_devices(specs)
+    except (LookupError, RuntimeError, ValueError) as error:
+        raise CommandError(_one_line(error)) from None
 
 
 def _header_keywords(result) -> dict:

@@ -33,9 +33,12 @@ from typing import Callable, Iterable
 import numpy as np
 
 from ..io.ms import DEFAULT_CHUNK_ROWS, MeasurementSet, MSError, VisChunk, parse_channels
-from ..core.plan import SPEED_OF_LIGHT
+from ..core.plan import SPEED_OF_LIGHT, ImageGeometry
 from ..imaging.weighting import ImageWeighting
-from ..scaleout.entry import vis2dirty as one_or_more_devices_vis2dirty
+from ..scaleout.entry import vis2dirty_with
+
+#: ``grid(uvw, freq, vis, wgt)``: the dirty image of one batch of rows.
+Grid = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
 @dataclasses.dataclass
@@ -165,12 +168,12 @@ def _auto_cell(ms: MeasurementSet, spw, pixels_per_beam: float = 4.0
     return 1.0 / (pixels_per_beam * max_uv_m * max_freq / SPEED_OF_LIGHT), extent
 
 
-def _off_grid(uvw_m, freq_hz, npix_x, npix_y, pixsize_x, pixsize_y) -> np.ndarray:
+def _off_grid(uvw_m, freq_hz, geometry: ImageGeometry) -> np.ndarray:
     """Samples whose |u| or |v| exceed the uv range the image pixels sample."""
     scale = freq_hz[None, :] / SPEED_OF_LIGHT
-    u = np.abs(uvw_m[:, 0:1] * scale) * (npix_x * pixsize_x)
-    v = np.abs(uvw_m[:, 1:2] * scale) * (npix_y * pixsize_y)
-    return (u + 0.5 >= npix_x / 2) | (v + 0.5 >= npix_y / 2)
+    u = np.abs(uvw_m[:, 0:1] * scale) * (geometry.npix_x * geometry.pixsize_x)
+    v = np.abs(uvw_m[:, 1:2] * scale) * (geometry.npix_y * geometry.pixsize_y)
+    return (u + 0.5 >= geometry.npix_x / 2) | (v + 0.5 >= geometry.npix_y / 2)
 
 
 def image_measurement_set(ms_path, *, npix_x: int, npix_y: int | None = None,
@@ -233,17 +236,19 @@ def image_measurement_set(ms_path, *, npix_x: int, npix_y: int | None = None,
     :func:`clgrid.vis2dirty` does).
     """
     npix_y = npix_x if npix_y is None else npix_y
-    vis2dirty, backend = one_or_more_devices_vis2dirty, "clgrid"
-    client = None
+    cluster, backend = None, "clgrid"
     if dask_scheduler:  # scale-out (clgrid.scaleout.dask); the MS is read here, gridded there
         from ..scaleout.dask import cluster_vis2dirty
-        vis2dirty, client = cluster_vis2dirty(dask_scheduler)
+        cluster = cluster_vis2dirty(dask_scheduler)
         backend = f"clgrid.scaleout.dask@{dask_scheduler}"
     with MeasurementSet(ms_path, column=column, field=field) as ms:
         extent = UvExtent(0.0)
         if pixsize_x is None:
             pixsize_x, extent = _auto_cell(ms, spw)
         pixsize_y = pixsize_x if pixsize_y is None else pixsize_y
+        geometry = ImageGeometry.from_arguments(
+            npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x, pixsize_y=pixsize_y,
+            epsilon=epsilon, do_wgridding=do_wgridding, precision="single")
         weigher = ImageWeighting(context, npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x,
                                  pixsize_y=pixsize_y, scheme=weighting, robust=robust,
                                  deterministic=deterministic)
@@ -258,14 +263,12 @@ def image_measurement_set(ms_path, *, npix_x: int, npix_y: int | None = None,
         selection = _Selection(spw, channels, chunk_rows, calibration, n_rows)
         budget = batch_budget_bytes(batch_mb)
         passes = 1 if weigher.scheme == "natural" else 2
+        grid = _gridder(geometry, weigher.queue, devices, cluster)
         with _progress_bar(progress, n_rows * passes) as bar:
-            sums = _grid_chunks(ms, weigher, vis2dirty, bar, passes, selection, make_psf, budget,
-                                npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x,
-                                pixsize_y=pixsize_y, epsilon=epsilon,
-                                do_wgridding=do_wgridding,
-                                **_placement(weigher.queue, devices, client))
-        if client is not None:
-            client.close()
+            sums = _grid_chunks(ms, weigher, grid, geometry, bar, passes, selection, make_psf,
+                                budget)
+        if cluster is not None:
+            cluster[1].close()
         dirty, psf, sum_weights, counts, freqs = sums
         n_outside = counts["outside"] + weigher.n_outside
         _warn_bad_uvw(counts, n_rows)
@@ -361,8 +364,8 @@ class _Selection:
         return ms.chunks(self.spw, self.channels, self.chunk_rows, self.calibration)
 
 
-def _grid_chunks(ms, weigher, vis2dirty, bar, passes: int, selection: _Selection,
-                 make_psf: bool, budget_bytes: int, **common) -> tuple:
+def _grid_chunks(ms, weigher, grid: Grid, geometry: ImageGeometry, bar, passes: int,
+                 selection: _Selection, make_psf: bool, budget_bytes: int) -> tuple:
     """Weight-density pass (when needed), then the gridding pass.
 
     Chunks are read, counted and weighted one at a time; their rows with a
@@ -370,13 +373,12 @@ def _grid_chunks(ms, weigher, vis2dirty, bar, passes: int, selection: _Selection
     Chunks with no usable weight are counted and never gridded.  Returns
     ``(dirty, psf, sum_weights, counts, freqs)``.
     """
-    npix_x, npix_y = common["npix_x"], common["npix_y"]
     if passes == 2:
         for chunk in selection.chunks(ms):
             if chunk.n_usable:
                 weigher.add(chunk.uvw_m, chunk.freq_hz, chunk.weight)
             bar.update(chunk.uvw_m.shape[0])
-    batches = _Batches(vis2dirty, common, budget_bytes, selection.n_rows, make_psf)
+    batches = _Batches(grid, geometry, budget_bytes, selection.n_rows, make_psf)
     sum_weights, freqs = 0.0, []
     counts = dict.fromkeys(("samples", "flagged", "bad_uvw", "bad_uvw_rows", "outside"), 0)
     for chunk in selection.chunks(ms):
@@ -387,8 +389,7 @@ def _grid_chunks(ms, weigher, vis2dirty, bar, passes: int, selection: _Selection
         if chunk.n_usable == 0:  # all flagged: nothing to weight or grid
             continue
         weight = weigher.apply(chunk.uvw_m, chunk.freq_hz, chunk.weight)
-        outside = _off_grid(chunk.uvw_m, chunk.freq_hz, npix_x, npix_y,
-                            common["pixsize_x"], common["pixsize_y"]) & (weight > 0)
+        outside = _off_grid(chunk.uvw_m, chunk.freq_hz, geometry) & (weight > 0)
         counts["outside"] += int(np.count_nonzero(outside))
         weight = np.where(outside, 0, weight).astype(np.float32)
         sum_weights += float(np.sum(weight, dtype=np.float64))
@@ -467,12 +468,12 @@ class _Batches:
     same samples in the same order as one chunk would.
     """
 
-    def __init__(self, vis2dirty: Callable[..., np.ndarray], common: dict, budget_bytes: int,
-                 n_rows: int, make_psf: bool) -> None:
-        self._grid, self._common, self._budget = vis2dirty, common, budget_bytes
+    def __init__(self, grid: Grid, geometry: ImageGeometry, budget_bytes: int, n_rows: int,
+                 make_psf: bool) -> None:
+        self._grid, self._budget = grid, budget_bytes
         self._unread = n_rows  # bounds the rows a buffer can ever need
         self._make_psf = make_psf
-        self.dirty = np.zeros((common["npix_x"], common["npix_y"]))
+        self.dirty = np.zeros((geometry.npix_x, geometry.npix_y))
         self.psf = np.zeros_like(self.dirty) if make_psf else None
         self.n_calls = 0
         self._freq: np.ndarray | None = None
@@ -528,10 +529,9 @@ class _Batches:
         if n == 0:
             return
         rows = {name: array[:n] for name, array in self._buffers.items()}
-        arguments = dict(uvw=rows["uvw"], freq=self._freq, wgt=rows["wgt"], **self._common)
-        self.dirty += self._grid(vis=rows["vis"], **arguments)
+        self.dirty += self._grid(rows["uvw"], self._freq, rows["vis"], rows["wgt"])
         if self.psf is not None:
-            self.psf += self._grid(vis=rows["ones"], **arguments)
+            self.psf += self._grid(rows["uvw"], self._freq, rows["ones"], rows["wgt"])
         self.n_calls += 1
 
 
@@ -543,11 +543,19 @@ def _warn_bad_uvw(counts: dict, n_rows: int) -> None:
                       RuntimeWarning, stacklevel=3)
 
 
-def _placement(queue, devices, client) -> dict:
-    """Where vis2dirty runs: the weighting's queue, several devices or Dask."""
-    if client is not None:
-        return {}
-    return {"devices": devices} if devices else {"context": queue}
+def _gridder(geometry: ImageGeometry, queue, devices, cluster) -> Grid:
+    """The batches' :data:`Grid`: on the Dask ``cluster`` (its
+    ``cluster_vis2dirty`` function and client), else on ``devices``, else on
+    the weighting's ``queue``."""
+    if cluster is not None:
+        return lambda uvw, freq, vis, wgt: cluster[0](geometry, uvw=uvw, freq=freq, vis=vis,
+                                                      wgt=wgt)
+    context, devices = (None, devices) if devices else (queue, None)
+
+    def grid(uvw: np.ndarray, freq: np.ndarray, vis: np.ndarray, wgt: np.ndarray) -> np.ndarray:
+        return vis2dirty_with(geometry, uvw=uvw, freq=freq, vis=vis, wgt=wgt, context=context,
+                              devices=devices)
+    return grid
 
 
 class _NoBar:

@@ -41,10 +41,11 @@ import numpy as np
 import pyopencl as cl
 
 from ..device.profiles import create_context, resolve_queue
+from ..core.plan import ImageGeometry
 from ..core.plan import check_freq as _check_freq
 from ..core.plan import precision_of as _precision_of
 from ..imaging.imager import Imager
-from .partition import Layout, build_layout, geometry_of
+from .partition import Layout, build_layout
 
 try:  # distributed is optional: the threaded scheduler works without it
     from distributed import WorkerPlugin
@@ -101,15 +102,16 @@ def worker_status(device: str | None = None) -> dict:
 _EMPTY_UVW = np.zeros((1, 3))
 
 
-def _shard(device, layout: Layout, uvw, freq, geometry) -> Imager:
-    return Imager(worker_queue(device), layout=layout, uvw=uvw, freq=freq, **geometry)
+def _shard(device, layout: Layout, uvw, freq, geometry: ImageGeometry) -> Imager:
+    return Imager(worker_queue(device), uvw=uvw, freq=freq, geometry=geometry, layout=layout)
 
 
-def _grid_block(uvw, vis, wgt, mask, *, freq, geometry, layout, device) -> np.ndarray:
+def _grid_block(uvw, vis, wgt, mask, *, freq, geometry: ImageGeometry, layout,
+                device) -> np.ndarray:
     """uv grids (npol, nu, nv) of one chunk, or its partial image with w-gridding."""
     vis = vis if vis.ndim == 3 else vis[:, :, None]
     shard = _shard(device, layout, uvw, freq, geometry)
-    if geometry["do_wgridding"]:
+    if geometry.do_w:
         return shard.vis2dirty(vis, wgt, mask)
     return shard.grid_only(vis, wgt, mask)
 
@@ -121,14 +123,16 @@ def _sum(*parts: np.ndarray) -> np.ndarray:
     return total
 
 
-def _finish(total, *, freq, geometry, layout, device, squeeze: bool) -> np.ndarray:
+def _finish(total, *, freq, geometry: ImageGeometry, layout, device,
+            squeeze: bool) -> np.ndarray:
     """One FFT and the grid correction (without w-gridding)."""
-    if not geometry["do_wgridding"]:
+    if not geometry.do_w:
         total = _shard(device, layout, _EMPTY_UVW, freq, geometry).grids_to_dirty(total)
     return total[0] if squeeze else total
 
 
-def _degrid_block(uvw, dirty, *, freq, geometry, layout, device) -> np.ndarray:
+def _degrid_block(uvw, dirty, *, freq, geometry: ImageGeometry, layout,
+                  device) -> np.ndarray:
     return _shard(device, layout, uvw, freq, geometry).dirty2vis(dirty)
 
 
@@ -150,10 +154,9 @@ def _check_uvw_dask(uvw):
     return uvw.rechunk({1: -1}).astype(np.float64)
 
 
-def _layout(uvw, freq, geometry, w_range_m, n_vis, scheduler=None) -> Layout:
-    flip = -1.0 if geometry["flip_w"] else 1.0
+def _layout(uvw, freq, geometry: ImageGeometry, w_range_m, n_vis, scheduler=None) -> Layout:
     if w_range_m is None:
-        w_m = uvw[:, 2] * flip
+        w_m = uvw[:, 2] * geometry.signs[2]
         w_min, w_max, finite = dask.compute(w_m.min(), w_m.max(), da.isfinite(uvw).all(),
                                             scheduler=scheduler)
         if not finite:
@@ -177,8 +180,14 @@ def _tree_sum(parts: list, split_every: int):
 
 
 def vis2dirty(*, uvw, freq, vis, wgt=None, mask=None, flags=None, npix_x: int, npix_y: int,
-              pixsize_x: float, pixsize_y: float, epsilon: float, device: str | None = None,
-              split_every: int = 4, w_range_m=None, scheduler=None, **options) -> np.ndarray:
+              pixsize_x: float, pixsize_y: float, epsilon: float, do_wgridding: bool = False,
+              flip_u: bool = False, flip_v: bool = False, flip_w: bool = False,
+              divide_by_n: bool = True, sigma_min: float = ImageGeometry.sigma_min,
+              sigma_max: float = ImageGeometry.sigma_max, center_x: float = 0.0,
+              center_y: float = 0.0, double_precision_accumulation: bool = False,
+              nthreads: int = 1, verbosity: int = 0, allow_nshift: bool = True,
+              device: str | None = None, split_every: int = 4, w_range_m=None,
+              scheduler=None) -> np.ndarray:
     """Dirty image of row-chunked dask arrays; ``clgrid.vis2dirty``'s convention.
 
     Parameters
@@ -191,8 +200,10 @@ def vis2dirty(*, uvw, freq, vis, wgt=None, mask=None, flags=None, npix_x: int, n
         an alternative to ``mask``.
     freq
         (nchan,) Hz, numpy.
-    npix_x, npix_y, pixsize_x, pixsize_y, epsilon, **options
-        As :func:`clgrid.vis2dirty` (``do_wgridding``, ``flip_w``...).
+    npix_x, npix_y, pixsize_x, pixsize_y, epsilon, do_wgridding, flip_u, flip_v, flip_w, divide_by_n, sigma_min, sigma_max, center_x, center_y, double_precision_accumulation
+        As :func:`clgrid.vis2dirty`.
+    nthreads, verbosity, allow_nshift
+        Accepted and ignored, as by :func:`clgrid.vis2dirty`.
     device
         Device spec each worker opens (default ``CLGRID_DEVICE`` or best).
     split_every
@@ -207,6 +218,23 @@ def vis2dirty(*, uvw, freq, vis, wgt=None, mask=None, flags=None, npix_x: int, n
     numpy.ndarray
         (npix_x, npix_y), or (npol, npix_x, npix_y) for 3-D ``vis``.
     """
+    vis = da.asarray(vis)
+    geometry = ImageGeometry.from_arguments(
+        npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x, pixsize_y=pixsize_y,
+        epsilon=epsilon, do_wgridding=do_wgridding, precision=_precision_of(vis.dtype, "vis"),
+        flip_u=flip_u, flip_v=flip_v, flip_w=flip_w, divide_by_n=divide_by_n,
+        sigma_min=sigma_min, sigma_max=sigma_max, center_x=center_x, center_y=center_y,
+        double_precision_accumulation=double_precision_accumulation)
+    return vis2dirty_with(geometry, uvw=uvw, freq=freq, vis=vis, wgt=wgt, mask=mask,
+                          flags=flags, device=device, split_every=split_every,
+                          w_range_m=w_range_m, scheduler=scheduler)
+
+
+def vis2dirty_with(geometry: ImageGeometry, *, uvw, freq, vis, wgt=None, mask=None,
+                   flags=None, device: str | None = None, split_every: int = 4,
+                   w_range_m=None, scheduler=None) -> np.ndarray:
+    """:func:`vis2dirty` of a geometry made already (``clgrid image
+    --dask-scheduler``'s batches); the other arguments as there."""
     uvw = _check_uvw_dask(uvw)
     freq = _check_freq(freq)
     vis = _rows_like(vis, uvw, "vis")
@@ -216,9 +244,6 @@ def vis2dirty(*, uvw, freq, vis, wgt=None, mask=None, flags=None, npix_x: int, n
         raise ValueError("give mask or flags, not both")
     if flags is not None:
         mask = ~da.asarray(flags).astype(bool)
-    geometry = geometry_of(npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x,
-                           pixsize_y=pixsize_y, epsilon=epsilon,
-                           precision=_precision_of(vis.dtype, "vis"), **_known(options))
     layout = _layout(uvw, freq, geometry, w_range_m, uvw.shape[0] * freq.size, scheduler)
     fixed = dict(freq=freq, geometry=geometry, layout=layout, device=device)
     wgt_blocks = _blocks(_rows_like(wgt, uvw, "wgt"))
@@ -234,8 +259,13 @@ def vis2dirty(*, uvw, freq, vis, wgt=None, mask=None, flags=None, npix_x: int, n
 
 
 def dirty2vis(*, uvw, freq, dirty, wgt=None, mask=None, flags=None, pixsize_x: float,
-              pixsize_y: float, epsilon: float, device: str | None = None,
-              w_range_m=None, **options) -> da.Array:
+              pixsize_y: float, epsilon: float, do_wgridding: bool = False,
+              flip_u: bool = False, flip_v: bool = False, flip_w: bool = False,
+              divide_by_n: bool = True, sigma_min: float = ImageGeometry.sigma_min,
+              sigma_max: float = ImageGeometry.sigma_max, center_x: float = 0.0,
+              center_y: float = 0.0, nthreads: int = 1, verbosity: int = 0,
+              allow_nshift: bool = True, device: str | None = None,
+              w_range_m=None) -> da.Array:
     """Model visibilities of ``dirty`` as a dask array chunked like ``uvw`` rows.
 
     The adjoint of :func:`vis2dirty`; nothing runs until the result is
@@ -247,9 +277,12 @@ def dirty2vis(*, uvw, freq, dirty, wgt=None, mask=None, flags=None, pixsize_x: f
     dirty = np.asarray(dirty)
     if dirty.ndim not in (2, 3) or not np.all(np.isfinite(dirty)):
         raise ValueError(f"dirty must be a finite 2-D or 3-D image, got shape {dirty.shape}")
-    geometry = geometry_of(npix_x=dirty.shape[-2], npix_y=dirty.shape[-1],
-                           pixsize_x=pixsize_x, pixsize_y=pixsize_y, epsilon=epsilon,
-                           precision=_precision_of(dirty.dtype, "dirty"), **_known(options))
+    geometry = ImageGeometry.from_arguments(
+        npix_x=dirty.shape[-2], npix_y=dirty.shape[-1], pixsize_x=pixsize_x,
+        pixsize_y=pixsize_y, epsilon=epsilon, do_wgridding=do_wgridding,
+        precision=_precision_of(dirty.dtype, "dirty"), flip_u=flip_u, flip_v=flip_v,
+        flip_w=flip_w, divide_by_n=divide_by_n, sigma_min=sigma_min, sigma_max=sigma_max,
+        center_x=center_x, center_y=center_y)
     layout = _layout(uvw, freq, geometry, w_range_m, uvw.shape[0] * freq.size)
     fixed = dict(freq=freq, geometry=geometry, layout=layout, device=device)
     dirty_node = dask.delayed(dirty, pure=True)
@@ -268,19 +301,11 @@ def dirty2vis(*, uvw, freq, dirty, wgt=None, mask=None, flags=None, pixsize_x: f
     return vis
 
 
-_IGNORED = ("nthreads", "verbosity", "allow_nshift")
-
-
-def _known(options: dict) -> dict:
-    return {k: v for k, v in options.items() if k not in _IGNORED}
-
-
-
-
 def cluster_vis2dirty(address: str, device: str | None = None):
-    """A ``vis2dirty(**kwargs)`` for numpy chunks that grids each chunk on the
-    Dask cluster at ``address``, split over its workers (``clgrid image
-    --dask-scheduler``).  Returns the function and the client (close it)."""
+    """A ``vis2dirty(geometry, *, uvw, freq, vis, wgt=None, mask=None)`` for
+    numpy arrays that grids them on the Dask cluster at ``address``, split
+    over its workers (``clgrid image --dask-scheduler``).  Returns the
+    function and the client (close it)."""
     import distributed
     try:
         client = distributed.Client(address, timeout=30, set_as_default=False)
@@ -288,16 +313,18 @@ def cluster_vis2dirty(address: str, device: str | None = None):
         raise RuntimeError(f"cannot reach the Dask scheduler at {address}: {error}") from None
     n_workers = max(1, len(client.scheduler_info().get("workers", {})))
 
-    def run(*, uvw, freq, vis, wgt=None, mask=None, context=None, **geometry):
+    def run(geometry: ImageGeometry, *, uvw, freq, vis, wgt=None, mask=None) -> np.ndarray:
         rows = max(1, -(-np.shape(uvw)[0] // n_workers))
-        return vis2dirty(uvw=da.from_array(np.asarray(uvw), chunks=(rows, 3)), freq=freq,
-                         vis=da.from_array(np.asarray(vis), chunks=(rows,) + np.shape(vis)[1:]),
-                         wgt=None if wgt is None else da.from_array(np.asarray(wgt), chunks=rows),
-                         mask=None if mask is None else da.from_array(np.asarray(mask),
-                                                                      chunks=rows),
-                         device=device, scheduler=client, **geometry)
+
+        def chunked(array):
+            array = np.asarray(array)
+            return da.from_array(array, chunks=(rows,) + array.shape[1:])
+        return vis2dirty_with(geometry, uvw=chunked(uvw), freq=freq, vis=chunked(vis),
+                              wgt=None if wgt is None else chunked(wgt),
+                              mask=None if mask is None else chunked(mask), device=device,
+                              scheduler=client)
     return run, client
 
 
-__all__ = ["OpenCLWorkerPlugin", "cluster_vis2dirty", "dirty2vis", "vis2dirty", "worker_queue",
-           "worker_status"]
+__all__ = ["OpenCLWorkerPlugin", "cluster_vis2dirty", "dirty2vis", "vis2dirty", "vis2dirty_with",
+           "worker_queue", "worker_status"]

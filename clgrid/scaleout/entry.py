@@ -19,8 +19,9 @@ default) the whole chain is bit-reproducible.
 
 from __future__ import annotations
 
-import inspect
+import numpy as np
 
+from ..core.plan import ImageGeometry
 from ..imaging import imager as _one_device
 from . import multidevice
 
@@ -32,17 +33,6 @@ _DETERMINISTIC_DOC = """
     nothing: there is no faster non-deterministic path)."""
 
 
-def _with_devices(function):
-    """The signature of ``function`` plus trailing ``devices=None`` and
-    ``deterministic=True``."""
-    signature = inspect.signature(function)
-    devices = inspect.Parameter("devices", inspect.Parameter.KEYWORD_ONLY, default=None)
-    deterministic = inspect.Parameter("deterministic", inspect.Parameter.KEYWORD_ONLY,
-                                      default=True)
-    return signature.replace(parameters=[*signature.parameters.values(), devices,
-                                         deterministic])
-
-
 def check_deterministic(deterministic) -> bool:
     """``deterministic`` as a bool; anything but True/False is a TypeError."""
     if deterministic not in (True, False):
@@ -50,34 +40,83 @@ def check_deterministic(deterministic) -> bool:
     return bool(deterministic)
 
 
-def _route(name: str, devices, arguments: dict):
-    one_device = getattr(_one_device, name)
-    if devices is None:
-        return one_device(**arguments)
-    try:
-        bound = inspect.signature(one_device).bind(**arguments)
-    except TypeError as error:
-        raise TypeError(f"{name}: {error}") from None
-    bound.apply_defaults()
-    return multidevice.call_from_imaging(name, devices, bound.arguments)
+def _one_place(devices, context, queue) -> None:
+    """Refuse ``devices=`` beside ``context=``/``queue=``."""
+    if devices is not None and (context is not None or queue is not None):
+        raise ValueError("give either devices= or context=/queue=, not both")
 
 
-def vis2dirty(*, devices=None, deterministic: bool = True, **arguments):
-    """:func:`clgrid.imaging.imager.vis2dirty`; ``devices`` (a list of devices,
-    contexts or queues, or ``'all'``) spreads the work over several devices
-    (:mod:`clgrid.scaleout.multidevice`)."""
+def vis2dirty_with(geometry: ImageGeometry, *, uvw, freq, vis, wgt=None, mask=None,
+                   dirty=None, context=None, queue=None, devices=None) -> np.ndarray:
+    """:func:`vis2dirty` of a geometry made already (``clgrid image``'s
+    batches): on ``devices`` (:func:`clgrid.scaleout.multidevice.vis2dirty`),
+    else on the device of ``context``/``queue``
+    (:func:`clgrid.imaging.imager.vis2dirty_with`)."""
+    _one_place(devices, context, queue)
+    if devices is not None:
+        return multidevice.vis2dirty(devices, geometry, uvw=uvw, freq=freq, vis=vis, wgt=wgt,
+                                     mask=mask, dirty=dirty)
+    return _one_device.vis2dirty_with(geometry, _one_device.queue_of(context, queue), uvw=uvw,
+                                      freq=freq, vis=vis, wgt=wgt, mask=mask, dirty=dirty)
+
+
+def dirty2vis_with(geometry: ImageGeometry, *, uvw, freq, dirty, wgt=None, mask=None,
+                   vis=None, context=None, queue=None, devices=None) -> np.ndarray:
+    """:func:`dirty2vis` of a geometry made already; ``devices`` as in
+    :func:`vis2dirty_with`."""
+    _one_place(devices, context, queue)
+    if devices is not None:
+        return multidevice.dirty2vis(devices, geometry, uvw=uvw, freq=freq, dirty=dirty,
+                                     wgt=wgt, mask=mask, vis=vis)
+    return _one_device.dirty2vis_with(geometry, _one_device.queue_of(context, queue), uvw=uvw,
+                                      freq=freq, dirty=dirty, wgt=wgt, mask=mask, vis=vis)
+
+
+def vis2dirty(*, uvw, freq, vis, wgt=None, mask=None, npix_x: int = 0, npix_y: int = 0,
+              pixsize_x: float, pixsize_y: float, epsilon: float, do_wgridding: bool = False,
+              nthreads: int = 1, verbosity: int = 0, flip_u: bool = False,
+              flip_v: bool = False, flip_w: bool = False, divide_by_n: bool = True,
+              sigma_min: float = ImageGeometry.sigma_min,
+              sigma_max: float = ImageGeometry.sigma_max, center_x: float = 0.0,
+              center_y: float = 0.0, double_precision_accumulation: bool = False,
+              allow_nshift: bool = True, context=None, queue=None, dirty=None,
+              devices=None, deterministic: bool = True) -> np.ndarray:
+    """``devices`` (a list of devices, contexts or queues, or ``'all'``)
+    spreads the work over several devices (:mod:`clgrid.scaleout.multidevice`)."""
     check_deterministic(deterministic)
-    return _route("vis2dirty", devices, arguments)
+    _one_place(devices, context, queue)
+    vis = _one_device.as_input(vis)
+    geometry = _one_device.vis2dirty_geometry(
+        vis, dirty, npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x, pixsize_y=pixsize_y,
+        epsilon=epsilon, do_wgridding=do_wgridding, flip_u=flip_u, flip_v=flip_v,
+        flip_w=flip_w, divide_by_n=divide_by_n, sigma_min=sigma_min, sigma_max=sigma_max,
+        center_x=center_x, center_y=center_y,
+        double_precision_accumulation=double_precision_accumulation)
+    return vis2dirty_with(geometry, uvw=uvw, freq=freq, vis=vis, wgt=wgt, mask=mask,
+                          dirty=dirty, context=context, queue=queue, devices=devices)
 
 
-def dirty2vis(*, devices=None, deterministic: bool = True, **arguments):
-    """:func:`clgrid.imaging.imager.dirty2vis`; ``devices`` as in :func:`vis2dirty`."""
+def dirty2vis(*, uvw, freq, dirty, wgt=None, mask=None, pixsize_x: float, pixsize_y: float,
+              epsilon: float, do_wgridding: bool = False, nthreads: int = 1,
+              verbosity: int = 0, flip_u: bool = False, flip_v: bool = False,
+              flip_w: bool = False, divide_by_n: bool = True,
+              sigma_min: float = ImageGeometry.sigma_min,
+              sigma_max: float = ImageGeometry.sigma_max, center_x: float = 0.0,
+              center_y: float = 0.0, allow_nshift: bool = True, context=None, queue=None,
+              vis=None, devices=None, deterministic: bool = True) -> np.ndarray:
+    """``devices`` as in :func:`vis2dirty`."""
     check_deterministic(deterministic)
-    return _route("dirty2vis", devices, arguments)
+    _one_place(devices, context, queue)
+    dirty = _one_device.as_input(dirty)
+    geometry = _one_device.dirty2vis_geometry(
+        dirty, pixsize_x=pixsize_x, pixsize_y=pixsize_y, epsilon=epsilon,
+        do_wgridding=do_wgridding, flip_u=flip_u, flip_v=flip_v, flip_w=flip_w,
+        divide_by_n=divide_by_n, sigma_min=sigma_min, sigma_max=sigma_max,
+        center_x=center_x, center_y=center_y)
+    return dirty2vis_with(geometry, uvw=uvw, freq=freq, dirty=dirty, wgt=wgt, mask=mask,
+                          vis=vis, context=context, queue=queue, devices=devices)
 
 
-vis2dirty.__signature__ = _with_devices(_one_device.vis2dirty)
-dirty2vis.__signature__ = _with_devices(_one_device.dirty2vis)
 vis2dirty.__doc__ = (_one_device.vis2dirty.__doc__ + "\n    " + vis2dirty.__doc__
                      + _DETERMINISTIC_DOC)
 dirty2vis.__doc__ = (_one_device.dirty2vis.__doc__ + "\n    " + dirty2vis.__doc__
@@ -111,4 +150,5 @@ Imager.__doc__ = (_one_device.Imager.__doc__ + "\n    " + Imager.__doc__
                   + _DETERMINISTIC_DOC)
 
 
-__all__ = ["Imager", "check_deterministic", "dirty2vis", "vis2dirty"]
+__all__ = ["Imager", "check_deterministic", "dirty2vis", "dirty2vis_with", "vis2dirty",
+           "vis2dirty_with"]

@@ -57,12 +57,13 @@ import pyopencl.array as cla
 
 from ..device.guard import one_thread_at_a_time
 from ..device.hostio import copy_pool, gather_rows
-from ..core.plan import FFT_COST_PER_CELL, GRID_COST_PER_TAP, check_freq, check_uvw, precision_of
+from ..core.plan import (FFT_COST_PER_CELL, GRID_COST_PER_TAP, GridLayout, ImageGeometry, check_freq,
+                         check_uvw)
 from ..device import plancache
 from ..device.profiles import context_of
-from ..imaging.imager import Imager, plan_needs
-from .partition import (REDUCTIONS, balance, geometry_of, layout_of_rows, partition_planes,
-                        partition_rows, plane_span_of_rows, resolve_queues)
+from ..imaging.imager import Imager, fingerprint, plan_needs
+from .partition import (REDUCTIONS, balance, partition_planes, partition_rows,
+                        plane_span_of_rows, resolve_queues)
 
 
 # ------------------------------------------------------------------ imager
@@ -90,8 +91,13 @@ class MultiDeviceImager:
         What is summed without w-gridding: ``'images'`` (each device's dirty
         image, default), or each device's grid on the first device
         (``'device'``) or on the host (``'host'``).
-    **geometry
-        The other keywords of :class:`Imager` (``npix_x``, ``epsilon``...).
+    npix_x, npix_y, pixsize_x, pixsize_y, epsilon, do_wgridding, precision, flip_u, flip_v, flip_w, divide_by_n, sigma_min, sigma_max, center_x, center_y, double_precision_accumulation
+        As for :class:`Imager`.
+    geometry
+        A :class:`clgrid.core.plan.ImageGeometry` in their place, as for
+        :class:`Imager`.
+    fft_backend
+        As for :class:`Imager`.
 
     Attributes
     ----------
@@ -110,7 +116,15 @@ class MultiDeviceImager:
     """
 
     def __init__(self, devices, *, uvw, freq, partition: str | None = None, baseline_ids=None,
-                 reduce: str = "images", fft_backend: str | None = None, **geometry):
+                 reduce: str = "images", npix_x: int | None = None, npix_y: int | None = None,
+                 pixsize_x: float | None = None, pixsize_y: float | None = None,
+                 epsilon: float | None = None, do_wgridding: bool = False,
+                 precision: str = "single", flip_u: bool = False, flip_v: bool = False,
+                 flip_w: bool = False, divide_by_n: bool = True,
+                 sigma_min: float = ImageGeometry.sigma_min,
+                 sigma_max: float = ImageGeometry.sigma_max, center_x: float = 0.0,
+                 center_y: float = 0.0, double_precision_accumulation: bool = False,
+                 geometry: ImageGeometry | None = None, fft_backend: str | None = None):
         if reduce not in REDUCTIONS:
             raise ValueError(f"reduce must be one of {REDUCTIONS}, got {reduce!r}")
         self.reduce = reduce
@@ -118,9 +132,19 @@ class MultiDeviceImager:
         self.queues = resolve_queues(devices)
         self.uvw_m = check_uvw(uvw)
         self.freq_hz = check_freq(freq)
-        self.geometry = geometry_of(**geometry)
-        self.layout = layout_of_rows(self.geometry, self.uvw_m, self.freq_hz)
-        self.do_w = bool(self.geometry["do_wgridding"])
+        if geometry is None:
+            geometry = ImageGeometry.from_arguments(
+                npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x, pixsize_y=pixsize_y,
+                epsilon=epsilon, do_wgridding=do_wgridding, precision=precision,
+                flip_u=flip_u, flip_v=flip_v, flip_w=flip_w, divide_by_n=divide_by_n,
+                sigma_min=sigma_min, sigma_max=sigma_max, center_x=center_x,
+                center_y=center_y, double_precision_accumulation=double_precision_accumulation)
+        elif (npix_x, npix_y, pixsize_x, pixsize_y, epsilon) != (None,) * 5:
+            raise ValueError("give geometry= or npix_x, npix_y, pixsize_x, pixsize_y and "
+                             "epsilon, not both")
+        self.geometry = geometry
+        self.layout = GridLayout.of_rows(geometry, self.uvw_m, self.freq_hz)
+        self.do_w = geometry.do_w
         self.partition = partition or self._default_partition()
         if self.partition == "w-planes" and not self.do_w:
             raise ValueError("partition='w-planes' needs do_wgridding=True")
@@ -161,9 +185,9 @@ class MultiDeviceImager:
         rows = self.shard_rows[index]
         if rows.size == 0:
             return None
-        return Imager(self.queues[index], layout=self.layout, planes=self.plane_blocks[index],
-                      uvw=self.uvw_m[rows], freq=self.freq_hz, fft_backend=fft_backend,
-                      **self.geometry)
+        return Imager(self.queues[index], uvw=self.uvw_m[rows], freq=self.freq_hz,
+                      geometry=self.geometry, layout=self.layout,
+                      planes=self.plane_blocks[index], fft_backend=fft_backend)
 
     def _map(self, function) -> list:
         futures = [self._pool.submit(function, d) for d in range(len(self.queues))]
@@ -376,7 +400,7 @@ def _bytes_by_device(imager: MultiDeviceImager) -> dict[int, int]:
     return held
 
 
-def cached_multi_imager(devices, uvw, freq, **geometry) -> MultiDeviceImager:
+def cached_multi_imager(devices, uvw, freq, geometry: ImageGeometry) -> MultiDeviceImager:
     """One :class:`MultiDeviceImager` per (devices, uvw, freq, geometry), in
     the process's plan cache (:mod:`clgrid.device.plancache`) beside the
     one-device imagers: making one drops the least recently used plans of
@@ -384,67 +408,40 @@ def cached_multi_imager(devices, uvw, freq, **geometry) -> MultiDeviceImager:
     beside the shards' on the same card."""
     uvw, freq = check_uvw(uvw), check_freq(freq)
     queues = resolve_queues(devices)
-    key = ("multi", _device_key(queues), uvw.shape, hash(uvw.tobytes()),
-           hash(freq.tobytes()), tuple(sorted(geometry.items())))
+    # a strided sample, then an exact comparison (valid=): hashing the whole
+    # uvw cost 30-45 ms a call on an H100 host (116 M visibilities)
+    key = ("multi", _device_key(queues), fingerprint(uvw), freq.tobytes(), geometry)
 
     def needs() -> dict[int, tuple[int, int]]:
-        layout = layout_of_rows(geometry_of(**geometry), uvw, freq)
-        itemsize = 4 if geometry.get("precision", "single") == "single" else 8
+        layout = GridLayout.of_rows(geometry, uvw, freq)
         wanted: dict[int, tuple[int, int]] = {}
         for queue in queues:
-            wanted.update(plan_needs(queue, layout,
-                                     uvw.shape[0] * freq.shape[0] // len(queues), itemsize))
+            wanted.update(plan_needs(queue, layout, uvw.shape[0] * freq.shape[0] // len(queues),
+                                     geometry.vis_real.itemsize))
         return wanted
 
     imager = plancache.plans.get_or_build(
-        key, lambda: MultiDeviceImager(queues, uvw=uvw, freq=freq, **geometry),
-        _bytes_by_device, needs, close=MultiDeviceImager.close)
+        key, lambda: MultiDeviceImager(queues, uvw=uvw, freq=freq, geometry=geometry),
+        _bytes_by_device, needs, close=MultiDeviceImager.close,
+        valid=lambda imager: np.array_equal(imager.uvw_m, uvw))
     return imager
 
 
-def _serialised(imager: MultiDeviceImager, method: str, **arguments):
-    """A cached imager is shared by every thread calling the functional API:
-    they take turns (its own methods refuse a second thread)."""
+def vis2dirty(devices, geometry: ImageGeometry, *, uvw, freq, vis, wgt=None, mask=None,
+              dirty=None) -> np.ndarray:
+    """:func:`clgrid.imaging.imager.vis2dirty_with` on several devices: the
+    cached :class:`MultiDeviceImager`'s :meth:`~MultiDeviceImager.vis2dirty`."""
+    imager = cached_multi_imager(devices, uvw, freq, geometry)
+    with imager.call_lock:   # shared by every thread: they take turns
+        return imager.vis2dirty(vis, wgt, mask, dirty)
+
+
+def dirty2vis(devices, geometry: ImageGeometry, *, uvw, freq, dirty, wgt=None, mask=None,
+              vis=None) -> np.ndarray:
+    """:func:`clgrid.imaging.imager.dirty2vis_with` on several devices."""
+    imager = cached_multi_imager(devices, uvw, freq, geometry)
     with imager.call_lock:
-        return getattr(imager, method)(**arguments)
+        return imager.dirty2vis(dirty, wgt, mask, vis)
 
 
-def vis2dirty(devices, *, uvw, freq, vis, wgt=None, mask=None, dirty=None,
-              **geometry) -> np.ndarray:
-    """:func:`clgrid.imaging.imager.vis2dirty` on several devices (same arguments)."""
-    precision = precision_of(np.asarray(vis).dtype, "vis")
-    imager = cached_multi_imager(devices, uvw, freq, precision=precision, **geometry)
-    return _serialised(imager, "vis2dirty", vis=vis, wgt=wgt, mask=mask, dirty=dirty)
-
-
-def dirty2vis(devices, *, uvw, freq, dirty, wgt=None, mask=None, vis=None,
-              **geometry) -> np.ndarray:
-    """:func:`clgrid.imaging.imager.dirty2vis` on several devices (same arguments)."""
-    dirty = np.asarray(dirty)
-    precision = precision_of(dirty.dtype, "dirty")
-    imager = cached_multi_imager(devices, uvw, freq, precision=precision,
-                                 npix_x=dirty.shape[-2], npix_y=dirty.shape[-1], **geometry)
-    return _serialised(imager, "dirty2vis", dirty=dirty, wgt=wgt, mask=mask, vis=vis)
-
-
-_IGNORED_DUCC_ARGUMENTS = ("nthreads", "verbosity", "allow_nshift")
-
-
-def call_from_imaging(name: str, devices, arguments: dict):
-    """``clgrid.vis2dirty/dirty2vis(..., devices=...)`` lands here (from :mod:`.entry`)."""
-    arguments = dict(arguments)
-    for key in _IGNORED_DUCC_ARGUMENTS + ("devices", "call_from_imaging"):
-        arguments.pop(key, None)
-    if arguments.pop("context", None) is not None or arguments.pop("queue", None) is not None:
-        raise ValueError("give either devices= or context=/queue=, not both")
-    # the output arrays (dirty=, vis=) are filled in place where they can be
-    if name == "vis2dirty":
-        out = arguments.get("dirty")
-        if out is not None:
-            arguments["npix_x"] = arguments["npix_x"] or out.shape[-2]
-            arguments["npix_y"] = arguments["npix_y"] or out.shape[-1]
-        return vis2dirty(devices, **arguments)
-    return dirty2vis(devices, **arguments)
-
-
-__all__ = ["MultiDeviceImager", "cached_multi_imager", "call_from_imaging", "clear_cache", "dirty2vis", "vis2dirty"]
+__all__ = ["MultiDeviceImager", "cached_multi_imager", "clear_cache", "dirty2vis", "vis2dirty"]

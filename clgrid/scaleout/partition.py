@@ -1,9 +1,10 @@
 """How one imaging job is cut for several devices: devices, layouts, partitions.
 
 Device lists (:func:`cpu_sub_devices`, :func:`best_cpu`,
-:func:`all_gpus_or_best`, :func:`resolve_queues`), the whole observation's
-:class:`~clgrid.core.plan.GridLayout` that every piece keeps
-(:func:`build_layout`, :func:`layout_of_rows`), and the splits of rows
+:func:`all_gpus_or_best`, :func:`resolve_devices`, :func:`resolve_queues`), the
+whole observation's :class:`~clgrid.core.plan.GridLayout` that every piece
+keeps (:func:`build_layout`; :meth:`GridLayout.of_rows` where the rows are at
+hand), and the splits of rows
 (:func:`partition_rows`) and w planes (:func:`partition_planes`) of equal
 cost.  Used by :mod:`clgrid.scaleout.multidevice` and :mod:`clgrid.scaleout.dask`.
 """
@@ -22,11 +23,6 @@ from ..device.profiles import (DeviceProfile, all_devices, create_context, resol
 
 PARTITIONS = ("time", "baseline")
 REDUCTIONS = ("images", "device", "host")
-
-# Keyword arguments of Imager that fix the geometry (everything but the data).
-_GEOMETRY_KEYS = ("npix_x", "npix_y", "pixsize_x", "pixsize_y", "epsilon", "do_wgridding",
-                  "precision", "flip_u", "flip_v", "flip_w", "divide_by_n", "sigma_min",
-                  "sigma_max", "center_x", "center_y", "double_precision_accumulation")
 
 
 # ------------------------------------------------------------------ devices
@@ -70,26 +66,29 @@ def all_gpus_or_best() -> list[cl.Device]:
     return same or [best]
 
 
-def resolve_queues(devices) -> list[cl.CommandQueue]:
-    """One command queue per entry of ``devices``, each on its own context.
-
-    Entries may be :class:`pyopencl.CommandQueue` (used as is),
-    :class:`pyopencl.Context`, :class:`pyopencl.Device` or a spec string of
-    :func:`clgrid.select_device`; ``'all'`` is :func:`all_gpus_or_best`.
-    """
+def resolve_devices(devices) -> list:
+    """The entries of a ``devices=`` (or ``clgrid image --devices``) value:
+    ``'all'`` is :func:`all_gpus_or_best`; one entry or a list of them, each a
+    spec string of :func:`clgrid.select_device` or a :class:`pyopencl.Device`
+    (a device), or a :class:`pyopencl.Context` or :class:`pyopencl.CommandQueue`
+    (kept as they are).  The one rule of both the run and ``clgrid image``'s
+    memory check."""
     if isinstance(devices, str) and devices == "all":
-        devices = all_gpus_or_best()
-    elif isinstance(devices, (str, cl.Device, cl.Context, cl.CommandQueue)):
+        return all_gpus_or_best()
+    if isinstance(devices, (str, cl.Device, cl.Context, cl.CommandQueue)):
         devices = [devices]
     devices = list(devices)
     if not devices:
         raise ValueError("devices is empty")
-    queues = []
-    for entry in devices:
-        if isinstance(entry, (cl.CommandQueue, cl.Context)):
-            queues.append(resolve_queue(entry))
-        else:
-            queues.append(resolve_queue(create_context(entry)))
+    return [entry if isinstance(entry, (cl.CommandQueue, cl.Context)) else select_device(entry)
+            for entry in devices]
+
+
+def resolve_queues(devices) -> list[cl.CommandQueue]:
+    """One command queue per entry of :func:`resolve_devices` ``(devices)``,
+    each on its own context (a queue is used as is)."""
+    queues = [resolve_queue(entry if isinstance(entry, (cl.CommandQueue, cl.Context))
+                            else create_context(entry)) for entry in resolve_devices(devices)]
     seen = [q.device.int_ptr for q in queues]
     if len(set(seen)) != len(seen):
         raise ValueError("the same device is listed twice; split a CPU with "
@@ -98,49 +97,24 @@ def resolve_queues(devices) -> list[cl.CommandQueue]:
 
 
 # ------------------------------------------------------------------ layout
-def geometry_of(**kwargs) -> dict:
-    """The geometry keywords of :class:`Imager`, with its defaults filled in."""
-    unknown = set(kwargs) - set(_GEOMETRY_KEYS)
-    if unknown:
-        raise TypeError(f"unknown imaging arguments {sorted(unknown)}")
-    geometry = dict(do_wgridding=False, precision="single", flip_u=False, flip_v=False,
-                    flip_w=False, divide_by_n=True, sigma_min=1.1, sigma_max=2.6,
-                    center_x=0.0, center_y=0.0, double_precision_accumulation=False)
-    geometry.update(kwargs)
-    missing = [k for k in ("npix_x", "npix_y", "pixsize_x", "pixsize_y", "epsilon")
-               if k not in geometry]
-    if missing:
-        raise TypeError(f"missing imaging arguments {missing}")
-    ImageGeometry.from_arguments(**geometry)   # validates
-    return geometry
-
-
 #: The kernel, grid and w planes every piece of one observation shares.
 Layout = GridLayout
 
 
-def build_layout(geometry: dict, freq_hz, w_min_m: float, w_max_m: float,
+def build_layout(geometry: ImageGeometry, freq_hz, w_min_m: float, w_max_m: float,
                  n_vis: int) -> GridLayout:
     """Layout of an observation whose (sign-flipped) w spans [w_min_m, w_max_m]
     metres; built on the host from sizes only (a Dask client needs no device)."""
-    image = ImageGeometry.from_arguments(**geometry)
     freq_hz = check_freq(freq_hz)
     ends = np.outer([w_min_m, w_max_m], freq_hz[[0, -1]]) / SPEED_OF_LIGHT
-    return GridLayout.build(image, (float(ends.min()), float(ends.max())), int(n_vis))
+    return GridLayout.build(geometry, (float(ends.min()), float(ends.max())), int(n_vis))
 
 
-def layout_of_rows(geometry: dict, uvw_m: np.ndarray, freq_hz) -> GridLayout:
-    """Layout of the rows ``uvw_m`` (all of the observation)."""
-    return GridLayout.of_rows(ImageGeometry.from_arguments(**geometry), uvw_m,
-                              check_freq(freq_hz))
-
-
-def plane_span_of_rows(geometry: dict, layout: GridLayout, uvw_m: np.ndarray,
+def plane_span_of_rows(geometry: ImageGeometry, layout: GridLayout, uvw_m: np.ndarray,
                        freq_hz) -> tuple[np.ndarray, np.ndarray]:
     """First and last w plane (inclusive) each row touches over all channels."""
-    flip = -1.0 if geometry["flip_w"] else 1.0
     freq_hz = check_freq(freq_hz)
-    w_ends = np.outer(uvw_m[:, 2] * flip, freq_hz[[0, -1]]) / SPEED_OF_LIGHT
+    w_ends = np.outer(uvw_m[:, 2] * geometry.signs[2], freq_hz[[0, -1]]) / SPEED_OF_LIGHT
     pos = (w_ends - layout.w0) / layout.dw
     half = 0.5 * layout.choice.support
     first = np.clip(np.ceil(pos.min(axis=1) - half), 0, layout.n_planes - 1).astype(np.int64)
@@ -200,4 +174,4 @@ def balance(loads: Sequence[float]) -> float:
     return float(loads.mean() / loads.max()) if loads.size and loads.max() > 0 else 1.0
 
 
-__all__ = ["Layout", "PARTITIONS", "REDUCTIONS", "all_gpus_or_best", "balance", "best_cpu", "build_layout", "cpu_sub_devices", "geometry_of", "layout_of_rows", "partition_planes", "partition_rows", "plane_span_of_rows", "resolve_queues"]
+__all__ = ["Layout", "PARTITIONS", "REDUCTIONS", "all_gpus_or_best", "balance", "best_cpu", "build_layout", "cpu_sub_devices", "partition_planes", "partition_rows", "plane_span_of_rows", "resolve_devices", "resolve_queues"]
