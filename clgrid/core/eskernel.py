@@ -34,6 +34,9 @@ import numpy as np
 
 #: Oversampling factors (grid size / image size) the table covers.
 SIGMAS = (1.25, 1.5, 1.75, 2.0, 2.5)
+#: Default range of the grid oversampling a kernel may take (ducc0's
+#: ``sigma_min``/``sigma_max``); every API's default reads these.
+SIGMA_MIN, SIGMA_MAX = 1.1, 2.6
 #: Supports (grid cells) the table covers.
 SUPPORTS = tuple(range(2, 17))
 #: Float32 rounding floor: no kernel can do better than this in single precision.
@@ -325,8 +328,8 @@ def correction_gain(support: int, beta: float, sigma: float) -> float:
     return float(es_fourier(0.0, support, beta) / es_fourier(0.5 / sigma, support, beta))
 
 
-def candidate_kernels(epsilon: float, ndim: int, sigma_min: float = 1.1,
-                      sigma_max: float = 2.6, unit_roundoff: float = 0.0,
+def candidate_kernels(epsilon: float, ndim: int, sigma_min: float = SIGMA_MIN,
+                      sigma_max: float = SIGMA_MAX, unit_roundoff: float = 0.0,
                       ) -> list[KernelChoice]:
     """Smallest support per oversampling factor in range that meets ``epsilon``.
 
@@ -361,6 +364,7 @@ def candidate_kernels(epsilon: float, ndim: int, sigma_min: float = 1.1,
 
 
 __all__ = ["ERROR_HEADROOM", "KERNEL_EVALS", "KERNEL_TABLE", "MAX_CORRECTION_GAIN",
+           "SIGMA_MAX", "SIGMA_MIN",
            "KernelChoice", "aliasing_error", "build_table",
            "candidate_kernels", "correction_gain", "es_fourier", "es_kernel",
            "horner_coefficients", "horner_degree", "horner_error", "horner_suits",

@@ -24,7 +24,8 @@ import os
 import numpy as np
 
 from ..device.profiles import DeviceProfile
-from .eskernel import KERNEL_EVALS, KernelChoice, candidate_kernels, horner_suits
+from .eskernel import (KERNEL_EVALS, SIGMA_MAX, SIGMA_MIN, KernelChoice, candidate_kernels,
+                       horner_suits)
 
 SPEED_OF_LIGHT = 299792458.0
 #: Smallest epsilon per precision (ducc0 refuses smaller ones too).
@@ -169,8 +170,8 @@ class ImageGeometry:
     flip_v: bool = False
     flip_w: bool = False
     divide_by_n: bool = True
-    sigma_min: float = 1.1
-    sigma_max: float = 2.6
+    sigma_min: float = SIGMA_MIN
+    sigma_max: float = SIGMA_MAX
     center_x: float = 0.0
     center_y: float = 0.0
     double_precision_accumulation: bool = False
@@ -178,7 +179,7 @@ class ImageGeometry:
     @classmethod
     def from_arguments(cls, *, npix_x, npix_y, pixsize_x, pixsize_y, epsilon,
                        do_wgridding=False, precision="single", flip_u=False, flip_v=False,
-                       flip_w=False, divide_by_n=True, sigma_min=1.1, sigma_max=2.6,
+                       flip_w=False, divide_by_n=True, sigma_min=SIGMA_MIN, sigma_max=SIGMA_MAX,
                        center_x=0.0, center_y=0.0,
                        double_precision_accumulation=False) -> "ImageGeometry":
         """Validated geometry from ducc0-style keyword arguments."""

@@ -18,7 +18,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 from tqdm.auto import tqdm
 
-from ..core.plan import SPEED_OF_LIGHT, TileShape
+from ..core.plan import SPEED_OF_LIGHT, ImageGeometry, TileShape
 from ..core.tuning import store_tiles, tile_candidates
 from ..device.profiles import DeviceProfile
 from .imager import Imager
@@ -55,16 +55,17 @@ def tune_tiles(queue: cl.CommandQueue, *, epsilon: float = 1e-5, do_wgridding: b
     """
     uvw, freq, vis = synthetic_observation(n_rows, n_chan)
     cell = 1.0 / (2.2 * np.abs(uvw[:, :2]).max() * freq[-1] / SPEED_OF_LIGHT)
-    geometry = dict(uvw=uvw, freq=freq, npix_x=npix, npix_y=npix, pixsize_x=cell,
-                    pixsize_y=cell, epsilon=epsilon, do_wgridding=do_wgridding,
-                    precision=precision)
-    reference = Imager(queue, **geometry)
+    geometry = ImageGeometry.from_arguments(npix_x=npix, npix_y=npix, pixsize_x=cell,
+                                            pixsize_y=cell, epsilon=epsilon,
+                                            do_wgridding=do_wgridding, precision=precision)
+    reference = Imager(queue, uvw=uvw, freq=freq, geometry=geometry)
     vis = vis.astype(reference.vis_complex)
     support, profile = reference.kernel_choice.support, DeviceProfile.from_device(queue.device)
     seconds: dict[TileShape, float] = {}
     for shape in tqdm(tile_candidates(profile, support, do_wgridding), desc="clgrid tune-core",
                       disable=not progress):
-        imager = Imager(queue, tiles=shape, layout=reference.layout, **geometry)
+        imager = Imager(queue, uvw=uvw, freq=freq, geometry=geometry, tiles=shape,
+                        layout=reference.layout)
         vis_d = cla.to_device(queue, np.ascontiguousarray(vis, imager.vis_complex))
         seconds[shape] = _seconds(lambda: imager.vis2dirty_device(vis_d), queue, repeats)
     winner = store_tiles(profile, support, reference.grid_real, do_wgridding, seconds)

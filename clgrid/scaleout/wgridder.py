@@ -28,7 +28,7 @@ import types
 
 import numpy as np
 
-from ..core.plan import SPEED_OF_LIGHT, check_uvw
+from ..core.plan import SPEED_OF_LIGHT, ImageGeometry, check_uvw
 from .entry import dirty2vis, vis2dirty
 
 
@@ -148,7 +148,8 @@ def vis2dirty_bda(*, uvw, freqlist_id, freqlist_nfreqs, freqlist_freqs, vis, wgt
                   epsilon: float, do_wgridding: bool = False, nthreads: int = 1,
                   verbosity: int = 0, mask=None, flip_u: bool = False, flip_v: bool = False,
                   flip_w: bool = False, divide_by_n: bool = True, dirty=None,
-                  sigma_min: float = 1.1, sigma_max: float = 2.6, center_x: float = 0.0,
+                  sigma_min: float = ImageGeometry.sigma_min,
+                  sigma_max: float = ImageGeometry.sigma_max, center_x: float = 0.0,
                   center_y: float = 0.0, allow_nshift: bool = True,
                   double_precision_accumulation: bool = False, **options) -> np.ndarray:
     """Dirty image of baseline-dependent-averaged visibilities:
@@ -202,9 +203,10 @@ def dirty2vis_bda(*, uvw, freqlist_id, freqlist_nfreqs, freqlist_freqs, dirty, w
                   pixsize_x: float, pixsize_y: float, epsilon: float,
                   do_wgridding: bool = False, nthreads: int = 1, verbosity: int = 0,
                   mask=None, flip_u: bool = False, flip_v: bool = False, flip_w: bool = False,
-                  divide_by_n: bool = True, vis=None, sigma_min: float = 1.1,
-                  sigma_max: float = 2.6, center_x: float = 0.0, center_y: float = 0.0,
-                  allow_nshift: bool = True, **options) -> np.ndarray:
+                  divide_by_n: bool = True, vis=None,
+                  sigma_min: float = ImageGeometry.sigma_min,
+                  sigma_max: float = ImageGeometry.sigma_max, center_x: float = 0.0,
+                  center_y: float = 0.0, allow_nshift: bool = True, **options) -> np.ndarray:
     """Baseline-dependent-averaged visibilities of a dirty image:
     ``ducc0.wgridder.experimental.dirty2vis_bda``'s call, the adjoint of
     :func:`vis2dirty_bda`.
