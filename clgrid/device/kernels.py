@@ -3,11 +3,14 @@
 Every kernel family lives in one ``templates/*.cl.mako`` file.  A template is
 rendered with explicit, validated parameters plus the device profile and the
 resolved float-atomic paths, then built once per (context, device, source,
-options) and kept in memory; pyopencl's binary cache keeps it on disk too.
+options) and kept in memory -- the :data:`MAX_PROGRAMS` most recently used
+(``CLGRID_PROGRAM_CACHE`` overrides; a program in use stays alive with its
+users) -- and pyopencl's binary cache keeps it on disk too.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import sys
@@ -37,8 +40,24 @@ def templates_dir() -> Path:
 
 
 _lookup: TemplateLookup | None = None
-_programs: dict[tuple, cl.Program] = {}
+#: Most built programs kept in memory for reuse, least recently used dropped
+#: first.  The core's sources carry the kernel's support and beta, so every
+#: kernel choice is a program of its own (about 1-3 MB each on the Intel CPU
+#: runtime): ducc0's test file, epsilons from 1e-1 to 1e-12 in both
+#: precisions, built hundreds of them in one process.
+MAX_PROGRAMS = 256
+_programs: collections.OrderedDict[tuple, cl.Program] = collections.OrderedDict()
 _programs_lock = threading.Lock()
+
+
+def max_programs() -> int:
+    """``CLGRID_PROGRAM_CACHE`` (an integer >= 1) or :data:`MAX_PROGRAMS`."""
+    override = os.environ.get("CLGRID_PROGRAM_CACHE")
+    if not override:
+        return MAX_PROGRAMS
+    if not override.isdigit() or int(override) < 1:
+        raise ValueError(f"CLGRID_PROGRAM_CACHE must be an integer >= 1, got {override!r}")
+    return int(override)
 
 
 def _template_lookup() -> TemplateLookup:
@@ -147,13 +166,18 @@ def build_program(context: cl.Context, device: cl.Device, source: str,
     key = (context.int_ptr, device.int_ptr, source, options)
     with _programs_lock:
         program = _programs.get(key)
+        if program is not None:
+            _programs.move_to_end(key)
     if program is None:
         with quiet_builds():
             program = _cached_build(context, device, source, options)
             if not program.all_kernels():
                 program = _fresh_build(context, device, source, options)
+        most = max_programs()
         with _programs_lock:
             _programs[key] = program
+            while len(_programs) > most:
+                _programs.popitem(last=False)
     return program
 
 

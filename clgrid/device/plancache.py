@@ -8,7 +8,14 @@ object.  Each entry states the device bytes it holds on every device; before
 a new plan is made, the least recently used entries of its devices are
 dropped until the new one fits the device's budget (default
 :data:`DEFAULT_BUDGET_FRACTION` of its memory, ``CLGRID_PLAN_CACHE_MB``
-overrides, the same for every device).
+overrides, the same for every device) and the device keeps fewer than
+:data:`DEFAULT_MAX_PLANS` plans (``CLGRID_PLAN_CACHE_PLANS`` overrides).
+
+The count bounds what the bytes do not: a plan also holds host memory its
+device bytes leave out (kernel objects, host arrays, Python objects: about
+1-2 MB a small plan on the Intel CPU runtime), and a CPU device's "memory" is
+the host's, so 60% of it held 1.6 MB plans by the thousand: ducc0's own test
+file, every case a new geometry, grew one process past 11 GB before.
 
 A device allocation that fails anyway (``MEM_OBJECT_ALLOCATION_FAILURE``,
 ``OUT_OF_RESOURCES``, an FFT library that cannot launch for want of memory)
@@ -29,6 +36,13 @@ import pyopencl as cl
 
 #: Share of a device's memory the cached plans may hold, all together.
 DEFAULT_BUDGET_FRACTION = 0.6
+#: Most plans kept per device (the least recently used go first).
+DEFAULT_MAX_PLANS = 64
+#: Dropped plans holding at least this many device bytes are collected at
+#: once (their buffers may sit in reference cycles), so the memory is free
+#: before the next plan allocates; smaller ones are left to Python's
+#: collector (a full collection per dropped small plan cost more than the plan).
+COLLECT_BYTES = 64 * 2 ** 20
 
 _ALLOCATION_CODES = {"MEM_OBJECT_ALLOCATION_FAILURE", "OUT_OF_RESOURCES",
                      "OUT_OF_HOST_MEMORY"}
@@ -61,6 +75,22 @@ def device_budget(global_mem_bytes: int) -> int:
     if override:
         return int(float(override) * 2 ** 20)
     return int(global_mem_bytes * DEFAULT_BUDGET_FRACTION)
+
+
+def max_plans() -> int:
+    """Most plans the cache keeps per device: ``CLGRID_PLAN_CACHE_PLANS`` or
+    :data:`DEFAULT_MAX_PLANS`."""
+    override = os.environ.get("CLGRID_PLAN_CACHE_PLANS")
+    if not override:
+        return DEFAULT_MAX_PLANS
+    try:
+        count = int(override)
+    except ValueError:
+        raise ValueError(f"CLGRID_PLAN_CACHE_PLANS must be an integer >= 1, got "
+                         f"{override!r}") from None
+    if count < 1:
+        raise ValueError(f"CLGRID_PLAN_CACHE_PLANS must be an integer >= 1, got {override!r}")
+    return count
 
 
 class _Entry:
@@ -138,13 +168,22 @@ class PlanCache:
                 old.close(old.value)
             return value
 
-    def make_room(self, device_ptr: int, wanted: int, budget: int) -> None:
+    def plans_on(self, device_ptr: int) -> int:
+        """Cached plans holding memory on a device."""
+        with self._lock:
+            return sum(device_ptr in e.bytes_by_device for e in self._entries.values())
+
+    def make_room(self, device_ptr: int, wanted: int, budget: int,
+                  most: int | None = None) -> None:
         """Drop the least recently used plans on a device until its cached
-        bytes plus ``wanted`` fit ``budget`` (or none is left there)."""
+        bytes plus ``wanted`` fit ``budget`` and it holds fewer than ``most``
+        plans (default :func:`max_plans`), or none is left there."""
+        most = max_plans() if most is None else most
         dropped = []
         with self._lock:
             for key in list(self._entries):
-                if self.bytes_on(device_ptr) + wanted <= budget:
+                if (self.bytes_on(device_ptr) + wanted <= budget
+                        and self.plans_on(device_ptr) < most):
                     break
                 if device_ptr in self._entries[key].bytes_by_device:
                     dropped.append(self._entries.pop(key))
@@ -156,17 +195,20 @@ class PlanCache:
             keys = [k for k, e in self._entries.items()
                     if device_ptr is None or device_ptr in e.bytes_by_device]
             dropped = [self._entries.pop(k) for k in keys]
-        _close(dropped)
+        _close(dropped, collect=True)
 
     def clear(self) -> None:
         self.drop_device(None)
 
 
-def _close(entries: list[_Entry]) -> None:
+def _close(entries: list[_Entry], collect: bool = False) -> None:
+    """Close dropped plans; collect at once where they held much (or ``collect``)."""
+    held = 0
     for entry in entries:
+        held += sum(entry.bytes_by_device.values())
         if entry.close is not None:
             entry.close(entry.value)
-    if entries:
+    if entries and (collect or held >= COLLECT_BYTES):
         gc.collect()   # device buffers go with their Python objects
 
 
@@ -207,5 +249,6 @@ def _gib(count: int) -> str:
 plans = PlanCache()
 
 
-__all__ = ["DEFAULT_BUDGET_FRACTION", "PlanCache", "device_budget", "is_allocation_failure",
-           "plans", "retry_after_freeing"]
+__all__ = ["COLLECT_BYTES", "DEFAULT_BUDGET_FRACTION", "DEFAULT_MAX_PLANS", "PlanCache",
+           "device_budget", "is_allocation_failure", "max_plans", "plans",
+           "retry_after_freeing"]

@@ -1,0 +1,81 @@
+"""The plan cache's bounds (clgrid/device/plancache.py), without a device:
+bytes per device and, since plans hold host memory their device bytes leave
+out, a count per device (issue 37: ducc0's test file, a new geometry every
+case, grew one process past 11 GB on a CPU device)."""
+
+from __future__ import annotations
+
+import pytest
+
+from clgrid.device import plancache
+
+GIB = 2 ** 30
+
+
+def _fill(cache: plancache.PlanCache, count: int, device: int = 1, nbytes: int = 1000,
+          memory: int = 64 * GIB) -> list[int]:
+    closed: list[int] = []
+    for key in range(count):
+        cache.get_or_build(("plan", device, key), build=lambda key=key: key,
+                           bytes_of=lambda value, device=device: {device: nbytes},
+                           needs=lambda: {device: (nbytes, memory)},
+                           close=closed.append)
+    return closed
+
+
+def test_at_most_max_plans_per_device(monkeypatch):
+    """Small plans on a large device: the count bounds them, the least
+    recently used go first, each closed once."""
+    monkeypatch.delenv("CLGRID_PLAN_CACHE_PLANS", raising=False)
+    monkeypatch.delenv("CLGRID_PLAN_CACHE_MB", raising=False)
+    cache = plancache.PlanCache()
+    closed = _fill(cache, plancache.DEFAULT_MAX_PLANS + 10)
+    assert len(cache) == plancache.DEFAULT_MAX_PLANS
+    assert closed == list(range(10))
+    assert cache.builds == plancache.DEFAULT_MAX_PLANS + 10
+    # the most recently used survive: keys 10 .. 73
+    assert cache.get(("plan", 1, 10)) == 10 and cache.get(("plan", 1, 9)) is None
+
+
+def test_count_is_per_device_and_overridable(monkeypatch):
+    monkeypatch.setenv("CLGRID_PLAN_CACHE_PLANS", "3")
+    cache = plancache.PlanCache()
+    _fill(cache, 5, device=1)
+    _fill(cache, 2, device=2)
+    assert cache.plans_on(1) == 3 and cache.plans_on(2) == 2 and len(cache) == 5
+    monkeypatch.setenv("CLGRID_PLAN_CACHE_PLANS", "0")
+    with pytest.raises(ValueError, match="CLGRID_PLAN_CACHE_PLANS must be an integer >= 1"):
+        plancache.max_plans()
+
+
+def test_bytes_still_bound(monkeypatch):
+    """A few large plans: the byte budget (60% of the device) drops them first."""
+    monkeypatch.delenv("CLGRID_PLAN_CACHE_PLANS", raising=False)
+    monkeypatch.delenv("CLGRID_PLAN_CACHE_MB", raising=False)
+    cache = plancache.PlanCache()
+    _fill(cache, 5, nbytes=2 * GIB, memory=10 * GIB)   # budget 6 GiB: 3 plans of 2 GiB
+    assert len(cache) == 3 and cache.bytes_on(1) == 6 * GIB
+
+
+@pytest.mark.tiny
+def test_built_programs_are_bounded(cl_env, monkeypatch):
+    """clgrid.device.kernels keeps the CLGRID_PROGRAM_CACHE most recently used
+    programs (every kernel choice is a source of its own); a program in use
+    stays usable after it left the cache."""
+    from clgrid.device import kernels
+    monkeypatch.setenv("CLGRID_PROGRAM_CACHE", "2")
+    monkeypatch.setattr(kernels, "_programs", type(kernels._programs)())
+    sources = [f"__kernel void k(__global int *a) {{ a[0] = {value}; }}" for value in range(3)]
+    built = [kernels.build_program(cl_env.context, cl_env.device, source) for source in sources]
+    assert [key[2] for key in kernels._programs] == sources[1:]
+    assert kernels.build_program(cl_env.context, cl_env.device, sources[2]) is built[2]
+    import numpy as np
+    import pyopencl as cl
+    out = cl.Buffer(cl_env.context, cl.mem_flags.READ_WRITE, 4)
+    built[0].k(cl_env.queue, (1,), None, out)      # evicted, still alive and usable
+    result = np.empty(1, np.int32)
+    cl.enqueue_copy(cl_env.queue, result, out)
+    assert result[0] == 0
+    monkeypatch.setenv("CLGRID_PROGRAM_CACHE", "none")
+    with pytest.raises(ValueError, match="CLGRID_PROGRAM_CACHE must be an integer >= 1"):
+        kernels.max_programs()
