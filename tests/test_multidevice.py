@@ -210,6 +210,22 @@ def test_functional_devices_keyword_and_polarisations(cl_env):
     assert _peak_error(multi, single) <= 1e-12
 
 
+def test_functional_devices_keyword_notices_a_changed_uvw(cl_env):
+    """The cached multi-device plan is found by a strided sample of uvw, then
+    compared exactly: a uvw differing only between the sampled values gets
+    a new plan, whose image is the one-device image of that uvw."""
+    uvw, freq, vis, _ = _observation(n_ant=20, n_times=15)
+    assert uvw.size // 4096 >= 2   # the sample skips values
+    devices = _two_devices(cl_env)
+    vis2dirty(uvw=uvw, freq=freq, vis=vis, epsilon=1e-7, devices=devices, **GEOMETRY)
+    moved = uvw.copy()
+    moved[0, 1] += 40.0   # element 1: not in a sample of every 2nd or more
+    multi = vis2dirty(uvw=moved, freq=freq, vis=vis, epsilon=1e-7, devices=devices, **GEOMETRY)
+    single = vis2dirty(uvw=moved, freq=freq, vis=vis, epsilon=1e-7, queue=cl_env.queue,
+                       **GEOMETRY)
+    assert _peak_error(multi, single) <= 1e-12
+
+
 @pytest.mark.parametrize("reduce", ["images", "host", "device"])
 def test_imager_contexts_keyword_and_grid_reduction(cl_env, reduce):
     """``Imager(contexts=...)`` is the multi-device imager; summing the
