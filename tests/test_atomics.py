@@ -110,11 +110,11 @@ def test_bad_input_is_rejected(cl_env):
     operation = ScatterAdd(cl_env.queue, np.float32)
     with pytest.raises(ValueError, match="NaN"):
         operation(np.array([0], np.uint32), np.array([np.nan], np.float32), n_out=1)
-    with pytest.raises(IndexError):
+    with pytest.raises(IndexError, match="index outside"):
         operation(np.array([5], np.uint32), np.array([1.0], np.float32), n_out=2)
     with pytest.raises(ValueError, match="equal length"):
         operation(np.array([0, 1], np.uint32), np.array([1.0], np.float32), n_out=2)
     with pytest.raises(TypeError, match="integer"):
         operation(np.array([0.5]), np.array([1.0], np.float32), n_out=2)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="ScatterAdd supports .*, not int32"):
         ScatterAdd(cl_env.queue, np.int32)

@@ -289,7 +289,7 @@ def test_kernel_build_failure_shows_the_log(cl_env, vla_ms, tmp_path, capsys, mo
     (["image"], "required: PATH"),
 ])
 def test_argument_errors_are_one_line(capsys, argv, message):
-    with pytest.raises(SystemExit) as stop:
+    with pytest.raises(SystemExit, match="^2$") as stop:
         main(argv)
     err = capsys.readouterr().err.strip()
     assert stop.value.code == 2 and err.count("\n") == 0 and message in err, err

@@ -73,7 +73,7 @@ def test_selection_order_and_errors(monkeypatch):
         assert ranks.get(best.device_type, 0) == max(ranks.get(p.device_type, 0) for p in usable)
     with pytest.raises(LookupError, match="no OpenCL device matches"):
         select_device("no-such-device-anywhere")
-    with pytest.raises(LookupError):
+    with pytest.raises(LookupError, match="no OpenCL platform 99"):
         select_device("99:0")
     last = DeviceProfile.from_device(devices[-1])
     monkeypatch.setenv("CLGRID_DEVICE", f"{last.platform_index}:{last.device_index}")
@@ -86,7 +86,7 @@ def test_resolve_queue_accepts_user_objects(cl_env):
     assert clgrid.resolve_queue(cl_env.queue) is cl_env.queue
     queue = clgrid.resolve_queue(cl_env.context)
     assert queue.context == cl_env.context
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="expected a pyopencl Context or CommandQueue"):
         clgrid.resolve_queue("not a context")
 
 

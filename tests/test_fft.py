@@ -142,7 +142,7 @@ def test_fft_checks_shape(cl_env):
     fft = DeviceFFT(cl_env.queue, (8, 8), np.complex64)
     with pytest.raises(ValueError, match="built for"):
         fft.forward(cla.zeros(cl_env.queue, (8, 4), np.complex64))
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="complex64 or complex128, not float32"):
         DeviceFFT(cl_env.queue, (8, 8), np.float32)
     with pytest.raises(ValueError, match="unknown FFT backend"):
         DeviceFFT(cl_env.queue, (8, 8), np.complex64, "fftw")

@@ -74,6 +74,13 @@ def test_flags_counted(cl_env):
     assert np.max(np.abs(grid - reference)) < 1e-5 * np.max(np.abs(reference))
 
 
+#: The message of each bad input of test_bad_input_rejected.
+INPUT_ERRORS = {"nan_uvw": "uvw_m contains NaN/Inf", "inf_vis": "1 NaN/Inf value",
+                "nan_weight": "2 NaN/Inf value", "shape": r"vis must have shape \(nrow",
+                "dtype": "vis must be complex64 or complex128",
+                "uvw_shape": "uvw_m must have shape", "freq": "freq_hz must be positive"}
+
+
 @pytest.mark.parametrize("bad", ["nan_uvw", "inf_vis", "nan_weight", "shape", "dtype",
                                  "npol", "odd_grid", "uvw_shape", "freq"])
 def test_bad_input_rejected(cl_env, bad):
@@ -108,10 +115,10 @@ def test_bad_input_rejected(cl_env, bad):
         freq = np.array([1e9, -1.0])
     gridder = Gridder(cl_env.queue, gcf, 32, 32, 1e-3, **kwargs)
     error = TypeError if bad == "dtype" else ValueError
-    with pytest.raises(error):
+    with pytest.raises(error, match=INPUT_ERRORS[bad]):
         gridder(uvw, freq, vis, weights)
     if bad in ("nan_uvw", "uvw_shape", "freq"):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=INPUT_ERRORS[bad]):
             Degridder(cl_env.queue, gcf, 32, 32, 1e-3)(np.zeros((1, 32, 32), complex),
                                                        uvw, freq)
 

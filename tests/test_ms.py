@@ -75,5 +75,5 @@ def test_parse_channels():
     np.testing.assert_array_equal(parse_channels(None, 3), [0, 1, 2])
     np.testing.assert_array_equal(parse_channels(slice(-2, None), 5), [3, 4])
     for bad in ("12", "a:b", "5:5"):
-        with pytest.raises(MSError):
+        with pytest.raises(MSError, match="channel selection"):
             parse_channels(bad, 10)

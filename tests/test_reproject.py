@@ -382,7 +382,7 @@ def test_bad_input_raises(cl_env):
         with pytest.raises(ValueError, match="float32"):
             reproject_interp((data.astype(np.float64), wcs_in), wcs_out, shape_out,
                              sampling="image", context=cl_env.queue)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="input_data should either be an HDU object"):
         reproject_interp(data, wcs_out, shape_out, context=cl_env.queue)
     with pytest.raises(ValueError, match="projection"):
         CelestialPlane("AIT", (0, 0), (1, 1), ((1, 0), (0, 1)))

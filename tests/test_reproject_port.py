@@ -771,7 +771,7 @@ def test_reproject_order(block_size):
             block_size=block_size,
         )
 
-        with pytest.raises(AssertionError):
+        with pytest.raises(AssertionError, match="Not equal to tolerance"):
             assert_allclose(array_out_bilinear, array_out_biquadratic)
 
 

@@ -270,7 +270,7 @@ def test_healpix_helper_has_cygrids_api():
     assert hpx.resolution == pytest.approx(hp.nside2resol(1024), rel=1e-12)
     assert hpx.get_ring_info_small(1) == (0, 4, True)
     assert hpx.get_ring_info_small(1024) == (2 * 1024 * 1023, 4096, True)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="Ring index not in valid range"):
         hpx.get_ring_info_small(4096)
     pix = rng.integers(0, hpx.npix, 5000)
     np.testing.assert_array_equal(hpx.pix2ring_many(pix), hp.pix2ring(1024, pix))
@@ -281,5 +281,5 @@ def test_healpix_helper_has_cygrids_api():
     disc = hpx.query_disc(1.0, 2.0, np.radians(0.5))
     inner = hp.query_disc(1024, hp.ang2vec(1.0, 2.0), np.radians(0.5))
     assert set(inner) <= set(disc.tolist())
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(NotImplementedError, match="only RING scheme is supported"):
         Healpix(16, scheme=1)

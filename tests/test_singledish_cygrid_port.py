@@ -108,14 +108,14 @@ class TestWcsGrid:
 
     def test_kernel_not_set_error(self):
         gridder = WcsGrid(self.header, context=self.queue)
-        with pytest.raises(RuntimeError):
+        with pytest.raises(RuntimeError, match="no kernel has been set"):
             gridder.grid(self.x, self.y, self.signal)
 
     def test_shape_error(self):
         gridder = self._gridder()
-        with pytest.raises(ShapeError):
+        with pytest.raises(ShapeError, match="input coordinates must be 1-D"):
             gridder.grid(self.x, self.y[:, np.newaxis], self.signal)
-        with pytest.raises(ShapeError):
+        with pytest.raises(ShapeError, match=r"data shape mismatch: expected \(n,\)"):
             # the second call's spectral shape differs from the first's
             gridder.grid(self.x, self.y, self.signal)
             gridder.grid(self.x, self.y, self.signal[:, np.newaxis])
@@ -179,14 +179,14 @@ class TestSlGrid:
         assert_allclose(cube, expected, atol=1e-6)
 
     def test_kernel_not_set_error(self):
-        with pytest.raises(RuntimeError):
+        with pytest.raises(RuntimeError, match="no kernel has been set"):
             SlGrid(self.tx, self.ty, context=self.queue).grid(self.x, self.y, self.signal)
 
     def test_shape_error(self):
         gridder = self._gridder()
-        with pytest.raises(ShapeError):
+        with pytest.raises(ShapeError, match="input coordinates must be 1-D"):
             gridder.grid(self.x, self.y[:, np.newaxis], self.signal)
-        with pytest.raises(ShapeError):
+        with pytest.raises(ShapeError, match=r"data shape mismatch: expected \(n,\)"):
             gridder.grid(self.x, self.y, self.signal)
             gridder.grid(self.x, self.y, self.signal[:, np.newaxis])
 

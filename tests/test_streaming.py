@@ -146,7 +146,7 @@ def test_oversized_chunk_is_split(cl_env):
 
 def test_bad_arguments(cl_env):
     gridder = Gridder(cl_env.queue, separable_gcf(4, 4), 32, 32, 1e-3)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'mode'"):
         StreamingGridder(gridder, mode="queues")       # modes are gone
     with pytest.raises(ValueError, match="chunk_records"):
         StreamingGridder(gridder, chunk_records=0)

@@ -113,16 +113,16 @@ def test_streamed_chunks_equal_one_pass(cl_env):
     np.testing.assert_allclose(streamed, whole, rtol=1e-5)
 
 
-@pytest.mark.parametrize("change,error", [
-    (dict(scheme="superuniform"), ValueError),
-    (dict(npix_x=33), ValueError),
-    (dict(pixsize_x=-1.0), ValueError),
-    (dict(robust=float("nan")), ValueError),
+@pytest.mark.parametrize("change,error,message", [
+    (dict(scheme="superuniform"), ValueError, "unknown weighting 'superuniform'"),
+    (dict(npix_x=33), ValueError, "npix_x and npix_y must be even"),
+    (dict(pixsize_x=-1.0), ValueError, "pixel sizes must be positive"),
+    (dict(robust=float("nan")), ValueError, "robust must be finite"),
 ])
-def test_bad_parameters(cl_env, change, error):
+def test_bad_parameters(cl_env, change, error, message):
     kwargs = dict(npix_x=32, npix_y=32, pixsize_x=1e-3, pixsize_y=1e-3, scheme="uniform")
     kwargs.update(change)
-    with pytest.raises(error):
+    with pytest.raises(error, match=message):
         ImageWeighting(cl_env.queue, **kwargs)
 
 
