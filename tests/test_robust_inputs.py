@@ -339,3 +339,21 @@ def test_a_needlessly_fine_healpix_resolution_is_clamped(cl_env):
     assert "hpx_max_resolution 1e-07 deg" in str(caught[0].message)
     np.testing.assert_allclose(maps[1], maps[0], rtol=1e-6)
     assert np.count_nonzero(np.isfinite(maps[0])) > 50
+
+
+@pytest.mark.parametrize("setting, threads", [("", None), ("32", 32), (" 3 ", 3)])
+def test_copy_threads_come_from_the_environment(monkeypatch, setting, threads):
+    from clgrid.device import hostio
+    monkeypatch.setenv("CLGRID_COPY_THREADS", setting)
+    expected = threads or max(2, min(16, os.cpu_count() or 2))
+    assert hostio.copy_threads() == expected
+
+
+@pytest.mark.parametrize("setting, message", [("many", "must be a whole number, got 'many'"),
+                                              ("0", "must be at least 1, got 0")])
+def test_a_bad_copy_threads_setting_is_named(monkeypatch, setting, message):
+    from clgrid.device import hostio
+    monkeypatch.setenv("CLGRID_COPY_THREADS", setting)
+    with pytest.raises(ValueError, match=f"^CLGRID_COPY_THREADS {message}$"):
+        hostio.copy_threads()
+

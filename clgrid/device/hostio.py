@@ -25,13 +25,28 @@ _pool: ThreadPoolExecutor | None = None
 
 
 def copy_pool() -> ThreadPoolExecutor:
-    """Threads for host copies (numpy releases the GIL while copying); up to
-    16, so that several devices' copies in flight at once each get threads."""
+    """Threads for host copies (numpy releases the GIL while copying): up to
+    16 (``CLGRID_COPY_THREADS`` to choose), so that several devices' copies
+    in flight at once each get threads."""
     global _pool
     if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=max(2, min(16, os.cpu_count() or 2)),
-                                   thread_name_prefix="clgrid-copy")
+        _pool = ThreadPoolExecutor(max_workers=copy_threads(), thread_name_prefix="clgrid-copy")
     return _pool
+
+
+def copy_threads() -> int:
+    """``CLGRID_COPY_THREADS``, else the cores up to 16 (at least 2)."""
+    setting = os.environ.get("CLGRID_COPY_THREADS", "").strip()
+    if setting:
+        try:
+            threads = int(setting)
+        except ValueError:
+            raise ValueError(f"CLGRID_COPY_THREADS must be a whole number, got {setting!r}") \
+                from None
+        if threads < 1:
+            raise ValueError(f"CLGRID_COPY_THREADS must be at least 1, got {threads}")
+        return threads
+    return max(2, min(16, os.cpu_count() or 2))
 
 
 class _Pinned:
