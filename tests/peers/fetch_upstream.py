@@ -1,11 +1,13 @@
 """Put a peer's own test files in place from its pinned sdist on PyPI.
 
-cygrid's tests are GPL-3.0 and clgrid is BSD-3-Clause, so they are not kept
-in this repository: ``tox -e peers-cygrid`` runs this first (the tox env's
-setup, like its package installs; nothing is downloaded while tests run).
-The sdist's sha256 and each file's (the conftest's ``VENDORED``) are checked.
+cygrid's tests are GPL-3.0, ducc0's GPL-2.0-or-later, and clgrid is
+BSD-3-Clause, so they are not kept in this repository: ``tox -e
+peers-cygrid`` / ``tox -e peers-ducc0`` run this first (the tox env's setup,
+like its package installs; nothing is downloaded while tests run).  The
+sdist's sha256 and each file's (``<peer>/files.py``'s ``VENDORED``) are
+checked.
 
-    python tests/peers/fetch_upstream.py cygrid
+    python tests/peers/fetch_upstream.py cygrid ducc0
 """
 
 from __future__ import annotations
@@ -20,11 +22,17 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-#: peer -> (pip requirement, sdist sha256, prefix of the files in the sdist)
+#: peer -> (pip requirement, sdist sha256, prefix of the files in the sdist,
+#: pip's --no-binary value: ":all:" takes the build requirements pip needs to
+#: read the sdist's metadata from source too, the package's name only its own)
 SDISTS = {
     "cygrid": ("cygrid==2.0.4",
                "ebc49f8ff3cd2c0363783e261825a3e6b948374703be56289f0937e11af4456a",
-               "cygrid-2.0.4/"),
+               "cygrid-2.0.4/", ":all:"),
+    # scikit-build-core and nanobind (its build requirements) as wheels
+    "ducc0": ("ducc0==0.42.0",
+              "4e11c59b53a43355b053aebb2a62ee16eebeed026575f7d216cf09d437ce52ef",
+              "ducc0-0.42.0/", "ducc0"),
 }
 
 
@@ -37,7 +45,7 @@ def _wanted(peer: str) -> dict[str, str]:
 
 
 def fetch(peer: str) -> None:
-    requirement, sdist_sha256, prefix = SDISTS[peer]
+    requirement, sdist_sha256, prefix, no_binary = SDISTS[peer]
     wanted = _wanted(peer)
     target = HERE / peer
     if all((target / name).exists() and hashlib.sha256((target / name).read_bytes())
@@ -45,7 +53,7 @@ def fetch(peer: str) -> None:
         return
     with tempfile.TemporaryDirectory() as folder:
         subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-                        "--no-binary", ":all:", "-d", folder, requirement], check=True)
+                        "--no-binary", no_binary, "-d", folder, requirement], check=True)
         sdist = next(Path(folder).glob("*.tar.gz"))
         if hashlib.sha256(sdist.read_bytes()).hexdigest() != sdist_sha256:
             raise SystemExit(f"{sdist.name}: not the sdist the tests were pinned to")
