@@ -11,7 +11,7 @@ from casacore.tables import table  # noqa: E402
 from clgrid.cli import main  # noqa: E402
 from clgrid.io.fitsio import image_pixel_to_world, read_image  # noqa: E402
 from clgrid.pipeline.run import image_measurement_set  # noqa: E402
-from test_weighting import weights_reference  # noqa: E402
+from weighting_reference import weights_reference  # noqa: E402
 from vla_ms import copy_ms as _copy, device_spec as _device_spec, SIM_FLUX_JY, lm_of, sim_direction, sim_ms, vla_ms  # noqa: E402,F401
 
 C = 299_792_458.0

@@ -7,7 +7,7 @@ from clgrid.gcf import separable_gcf, user_gcf, w_projection_gcf
 from clgrid.gridders.degridder import Degridder
 from clgrid.gridders.gridder import Gridder
 
-from test_gridder_reference import C, degrid_reference, random_uvw, random_vis
+from gridder_reference import C, degrid_reference, random_uvw, random_vis
 
 FREQ_HZ = np.array([0.9e9, 1.0e9])
 

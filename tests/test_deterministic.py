@@ -110,7 +110,7 @@ def test_reproject_interp_repeats_bitwise(cl_env):
 # reorder the additions between runs.
 
 def _table_observation(seed: int = 4, nrow: int = 1500, w_max_m: float = 0.0):
-    from test_gridder_reference import C, random_uvw, random_vis
+    from gridder_reference import C, random_uvw, random_vis
     rng = np.random.default_rng(seed)
     freq = np.array([1.0e9, 1.05e9, 1.1e9])
     nx, cell = 96, 1.0 / (96 * 40.0)
@@ -145,7 +145,7 @@ TILE_GEOMETRIES = {  # the dispatcher's tile, lane tiles, GPU-style groups, spli
 @pytest.mark.parametrize("geometry", list(TILE_GEOMETRIES), ids=list(TILE_GEOMETRIES))
 def test_gridder_deterministic_repeats_bitwise_and_matches_reference(cl_env, geometry):
     from clgrid.gcf import separable_gcf
-    from test_gridder_reference import grid_reference
+    from gridder_reference import grid_reference
     tiles = TILE_GEOMETRIES[geometry]
     if tiles is not None and tiles.get("vector"):
         cl_env.require_vector_tiles()
@@ -173,7 +173,7 @@ def test_gridder_deterministic_repeats_bitwise_and_matches_reference(cl_env, geo
 
 def test_gridder_deterministic_full_w_table(cl_env):
     from clgrid.gcf import w_projection_gcf
-    from test_gridder_reference import C, grid_reference
+    from gridder_reference import C, grid_reference
     uvw, freq, vis, _, nx, cell = _table_observation(seed=6, nrow=400, w_max_m=300.0)
     gcf = w_projection_gcf(8, 4, 5, 300.0 * freq.max() / C, nx * cell)
 
@@ -239,8 +239,7 @@ def test_gridder_deterministic_beyond_the_nearest_neighbours(cl_env, table):
     reference and repeats bitwise."""
     from clgrid.core.table import max_table_support
     from clgrid.gcf import separable_gcf, w_projection_gcf
-    from test_gridder import _relative_error, _setup
-    from test_gridder_reference import grid_reference, random_vis
+    from gridder_reference import grid_reference, random_vis, relative_error, setup_case
     limit = max_table_support(cl_env.profile)
     assert limit == (64 if cl_env.profile.device_type == "cpu" and cl_env.profile.fp64
                      and cl_env.profile.vector_kernels else 33)
@@ -248,7 +247,7 @@ def test_gridder_deterministic_beyond_the_nearest_neighbours(cl_env, table):
     rng = np.random.default_rng(support)
     nx = ny = 2 * support + 32
     freq = np.array([1.0e9, 1.05e9])
-    uvw, cell = _setup(rng, nx, ny, 40 if cl_env.tiny else 150, support, w_max_m=200.0)
+    uvw, cell = setup_case(rng, nx, ny, 40 if cl_env.tiny else 150, support, w_max_m=200.0)
     if table == "full":
         gcf = w_projection_gcf(support, 2, 3, 200.0 * freq.max() / 299_792_458.0, nx * cell)
     else:
@@ -267,7 +266,7 @@ def test_gridder_deterministic_beyond_the_nearest_neighbours(cl_env, table):
         assert gridder.method == "tiles" and gridder.deterministic
         assert gridder.engine.tiles.reach(support) > 1
         first = gridder(uvw, freq, vis.astype(np.complex64))
-        assert _relative_error(first, reference) < 1e-5, tiles
+        assert relative_error(first, reference) < 1e-5, tiles
         assert np.array_equal(first, gridder(uvw, freq, vis.astype(np.complex64)))
     # without the guarantee: register accumulation, the faster
     if support > limit:
@@ -281,7 +280,7 @@ def test_gridder_deterministic_beyond_the_nearest_neighbours(cl_env, table):
         gridder = clgrid.Gridder(cl_env.queue, gcf, nx, ny, cell * 0.5, npol=2,
                                  deterministic=True)
         assert gridder.engine.tiles == clgrid.TileShape(32, 32)
-        assert _relative_error(gridder(uvw, freq, vis.astype(np.complex64)), reference) < 1e-5
+        assert relative_error(gridder(uvw, freq, vis.astype(np.complex64)), reference) < 1e-5
 
 
 def test_gridder_deterministic_stages_fewer_points_where_local_memory_is_short(cl_env):
@@ -291,13 +290,12 @@ def test_gridder_deterministic_stages_fewer_points_where_local_memory_is_short(c
     bitwise-repeatably."""
     from clgrid.core.table import staging_bytes
     from clgrid.gcf import separable_gcf
-    from test_gridder import _relative_error, _setup
-    from test_gridder_reference import grid_reference, random_vis
+    from gridder_reference import grid_reference, random_vis, relative_error, setup_case
     support = 128
     rng = np.random.default_rng(support)
     nx = ny = 2 * support + 32
     freq = np.array([1.0e9, 1.05e9])
-    uvw, cell = _setup(rng, nx, ny, 40, support)
+    uvw, cell = setup_case(rng, nx, ny, 40, support)
     gcf = separable_gcf(support, 2)
     vis = random_vis(rng, (uvw.shape[0], freq.size, 1))
     gridder = clgrid.Gridder(cl_env.queue, gcf, nx, ny, cell, deterministic=True,
@@ -307,12 +305,12 @@ def test_gridder_deterministic_stages_fewer_points_where_local_memory_is_short(c
     assert (tiles.batch == 0) == (staging_bytes(grid, clgrid.TileShape(32, 32))
                                   <= cl_env.profile.local_mem_bytes)
     first = gridder(uvw, freq, vis.astype(np.complex64))
-    assert _relative_error(first, grid_reference(uvw, freq, vis, gcf, nx, ny, cell)) < 1e-5
+    assert relative_error(first, grid_reference(uvw, freq, vis, gcf, nx, ny, cell)) < 1e-5
     assert np.array_equal(first, gridder(uvw, freq, vis.astype(np.complex64)))
 
 
 def test_dispatcher_picks_tiles_for_determinism_on_fake_profiles():
-    from test_dispatch import POCL, fake
+    from fake_profiles import POCL, fake
     from clgrid.gridders.dispatch import choose
     gpu = fake()
     assert choose(gpu, 8, 4).method == "register"            # native atomics: register
@@ -363,7 +361,7 @@ def test_streaming_gridder_deterministic_repeats_bitwise(cl_env):
 @pytest.mark.parametrize("tiles", [None, dict(tile_u=16, lanes=16)], ids=["records", "tiles"])
 def test_degridder_repeats_bitwise(cl_env, tiles):
     from clgrid.gcf import separable_gcf
-    from test_gridder_reference import degrid_reference
+    from gridder_reference import degrid_reference
     uvw, freq, _, weights, nx, cell = _table_observation(seed=9, nrow=600)
     gcf = separable_gcf(8, 8)
     rng = np.random.default_rng(10)
@@ -386,7 +384,7 @@ def test_degridder_repeats_bitwise(cl_env, tiles):
 @pytest.mark.parametrize("scheme", ["uniform", "briggs"])
 def test_weighting_repeats_bitwise_and_matches_reference(cl_env, method, scheme):
     from clgrid.imaging.weighting import ImageWeighting
-    from test_weighting import weights_reference
+    from weighting_reference import weights_reference
     uvw, freq, _ = _observation()
     uvw = uvw * 0.1          # crowd the samples: thousands per cell at the centre
     weight = np.random.default_rng(11).uniform(0.1, 3.0, (N_ROWS, N_CHAN)).astype(np.float32)

@@ -11,25 +11,13 @@ from clgrid.cli import main as cli_main
 from clgrid.core.plan import TileShape
 from clgrid.core.register import RegisterParams, default_register_params
 from clgrid.core.table import TableGrid, fit_staging, staging_bytes
-from clgrid.device.profiles import DeviceProfile
 from clgrid.gridders.dispatch import (METHODS, Choice, choose, cpu_vector_tile, explain,
                                       method_for, tiles_possible)
 from clgrid.gcf import separable_gcf
 from clgrid.gridders.gridder import Gridder
 from clgrid.gridders import tunecache
 
-BASE = DeviceProfile(
-    platform_name="Fake", device_name="fake", vendor="fake", driver_version="1",
-    device_type="gpu", compute_units=132, max_work_group_size=1024,
-    max_work_item_sizes=(1024, 1024, 64), warp_size=32, local_mem_bytes=48 * 1024,
-    global_mem_bytes=80 << 30, max_alloc_bytes=20 << 30, image_support=True,
-    image2d_max=(32768, 32768), image3d_max=(16384, 16384, 2048), fp64=True,
-    atomic_f32="native-ptx", atomic_f64="native-ptx", opencl_c_version=(1, 2))
-POCL = "Portable Computing Language"
-
-
-def fake(**changes) -> DeviceProfile:
-    return dataclasses.replace(BASE, **changes)
+from fake_profiles import BASE, POCL, fake
 
 
 def _local_bytes(support, tiles, precision=np.float32, separable=True):

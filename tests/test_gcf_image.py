@@ -24,11 +24,8 @@ from clgrid.gcf import (es_kernel, footprint_distances, grid_correction, separab
                         user_gcf, w_projection_gcf)
 from clgrid.gridders.dispatch import choose_gcf_read, explain
 
-from test_dispatch import fake
-try:   # the float64 references (renamed from test_gridder_reference.py in the tree)
-    from gridder_reference import C, degrid_reference, grid_reference, random_vis
-except ImportError:
-    from test_gridder_reference import C, degrid_reference, grid_reference, random_vis
+from fake_profiles import fake
+from gridder_reference import C, degrid_reference, grid_reference, random_vis
 
 IMAGES = ("image", "image-linear")
 FREQ_HZ = np.array([1.0e9, 1.1e9])

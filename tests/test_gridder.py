@@ -4,33 +4,12 @@
 import numpy as np
 import pytest
 
-import clgrid
 from clgrid.gcf import separable_gcf, w_projection_gcf
 from clgrid.core.register import RegisterParams
 from clgrid.gridders.gridder import Gridder
-from clgrid.io.simulate import simulate_observation
 
-from test_gridder_reference import C, grid_reference, random_uvw, random_vis
-
-FREQ_HZ = np.array([1.0e9, 1.05e9, 1.1e9])
-
-
-def _setup(rng, nx, ny, nrow, support, fill=0.8, w_max_m=0.0, tracks=False):
-    """uvw in metres whose footprints mostly land on an nx x ny grid."""
-    cell = 1.0 / (nx * 50.0)            # uv cell of 50 wavelengths
-    uv_max_lambda = fill * (min(nx, ny) / 2 - support) * 50.0
-    uv_max_m = uv_max_lambda * C / FREQ_HZ.max()
-    if tracks:
-        uvw = simulate_observation(duration_h=1.0, integration_s=60.0,
-                                   n_baselines=max(1, nrow // 60))
-        uvw = uvw / np.abs(uvw[:, :2]).max() * uv_max_m
-    else:
-        uvw = random_uvw(rng, nrow, uv_max_m, w_max_m)
-    return uvw, cell
-
-
-def _relative_error(result, reference):
-    return np.max(np.abs(result - reference)) / np.max(np.abs(reference))
+from gridder_reference import (C, FREQ_HZ, grid_reference, random_user_tables_case, random_vis,
+                              relative_error, setup_case)
 
 
 CASES = [  # support, oversample, npol, precision, nx, ny, tracks, params
@@ -53,7 +32,7 @@ def test_separable_matches_reference(cl_env, support, oversample, npol, precisio
     if precision == np.float64 and not cl_env.profile.fp64:
         pytest.skip("no fp64")
     rng = np.random.default_rng(support * 100 + npol)
-    uvw, cell = _setup(rng, nx, ny, 240, support, tracks=tracks)
+    uvw, cell = setup_case(rng, nx, ny, 240, support, tracks=tracks)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, npol))
     weights = rng.uniform(0.5, 2.0, vis.shape)
     flags = rng.random(vis.shape[:2] + (1,)) < 0.1
@@ -66,7 +45,7 @@ def test_separable_matches_reference(cl_env, support, oversample, npol, precisio
         result = gridder(uvw, FREQ_HZ, vis.astype(gridder.complex_dtype), weights, flags)
         assert result.shape == (npol, ny, nx)
         assert gridder.last_stats["n_kept"] > 0.8 * vis.shape[0] * vis.shape[1] * 0.9 * 0.5
-        assert _relative_error(result, reference) < tolerance, gridder.method
+        assert relative_error(result, reference) < tolerance, gridder.method
 
 
 @pytest.mark.parametrize("npol, precision", [(1, np.float32), (4, np.float32), (2, np.float64)])
@@ -75,7 +54,7 @@ def test_w_projection_matches_reference(cl_env, npol, precision):
         pytest.skip("no fp64")
     rng = np.random.default_rng(7)
     nx = ny = 72
-    uvw, cell = _setup(rng, nx, ny, 200, 8, w_max_m=300.0)
+    uvw, cell = setup_case(rng, nx, ny, 200, 8, w_max_m=300.0)
     w_max_lambda = 300.0 * FREQ_HZ.max() / C
     gcf = w_projection_gcf(8, 4, 5, w_max_lambda, nx * cell)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, npol))
@@ -84,13 +63,13 @@ def test_w_projection_matches_reference(cl_env, npol, precision):
     result = gridder(uvw, FREQ_HZ, vis)
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell)
     tolerance = 1e-5 if precision == np.float32 else 1e-12
-    assert _relative_error(result, reference) < tolerance
+    assert relative_error(result, reference) < tolerance
 
 
 def test_coarsening_variants_agree(cl_env):
     rng = np.random.default_rng(3)
     nx = ny = 64
-    uvw, cell = _setup(rng, nx, ny, 300, 6, tracks=True)
+    uvw, cell = setup_case(rng, nx, ny, 300, 6, tracks=True)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2), np.complex64)
     gcf = separable_gcf(6, 8)
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell)
@@ -99,7 +78,7 @@ def test_coarsening_variants_agree(cl_env):
         result = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=2, method="register",
                          register_params=params)(
             uvw, FREQ_HZ, vis)
-        assert _relative_error(result, reference) < 1e-5, params
+        assert relative_error(result, reference) < 1e-5, params
 
 
 def test_cas_and_native_atomics_agree(cl_env):
@@ -107,7 +86,7 @@ def test_cas_and_native_atomics_agree(cl_env):
     if len(paths) < 2:
         pytest.skip(f"{cl_env.key} has only {paths}")
     rng = np.random.default_rng(4)
-    uvw, cell = _setup(rng, 64, 64, 200, 8, tracks=True)
+    uvw, cell = setup_case(rng, 64, 64, 200, 8, tracks=True)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 1), np.complex64)
     gcf = separable_gcf(8, 8)
     grids = [Gridder(cl_env.queue, gcf, 64, 64, cell, method="register", atomics=path)(
@@ -115,35 +94,19 @@ def test_cas_and_native_atomics_agree(cl_env):
              for path in paths]
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, 64, 64, cell)
     for grid in grids:
-        assert _relative_error(grid, reference) < 1e-5
-    assert _relative_error(grids[0], grids[1]) < 1e-5
+        assert relative_error(grid, reference) < 1e-5
+    assert relative_error(grids[0], grids[1]) < 1e-5
 
 
 def test_device_output_and_accumulation(cl_env):
     rng = np.random.default_rng(5)
-    uvw, cell = _setup(rng, 48, 48, 100, 4)
+    uvw, cell = setup_case(rng, 48, 48, 100, 4)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 1), np.complex64)
     gridder = Gridder(cl_env.context, separable_gcf(4, 4), 48, 48, cell)
     grid = gridder(uvw, FREQ_HZ, vis, return_device=True)
     gridder(uvw, FREQ_HZ, vis, out=grid, return_device=True)
     reference = grid_reference(uvw, FREQ_HZ, vis, gridder.gcf, 48, 48, cell)
-    assert _relative_error(grid.get(), 2 * reference) < 1e-5
-
-
-def random_user_tables_case(separable: bool):
-    """(rng, uvw, cell, gcf, nx, ny): random complex user tables, different on
-    u and v (and in every slice of a full table), over 3 w planes."""
-    rng = np.random.default_rng(11)
-    support, oversample, planes, nx, ny = 5, 3, 3, 58, 46
-    uvw, cell = _setup(rng, nx, ny, 150, support, w_max_m=200.0)
-    w_step = 200.0 * FREQ_HZ.max() / C / (planes - 1)
-    shape = (planes, oversample, support) if separable else (
-        planes, oversample, oversample, support, support)
-    tables = [random_vis(rng, shape) for _ in range(2)]
-    gcf = (clgrid.gcf.user_gcf(support, oversample, table_u=tables[0], table_v=tables[1],
-                               w_step_lambda=w_step) if separable else
-           clgrid.gcf.user_gcf(support, oversample, table=tables[0], w_step_lambda=w_step))
-    return rng, uvw, cell, gcf, nx, ny
+    assert relative_error(grid.get(), 2 * reference) < 1e-5
 
 
 @pytest.mark.parametrize("separable", [True, False])
@@ -155,7 +118,7 @@ def test_random_user_tables(cl_env, separable):
     for method in ("register", "tiles"):
         result = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=4, method=method)(
             uvw, FREQ_HZ, vis.astype(np.complex64))
-        assert _relative_error(result, reference) < 1e-5, method
+        assert relative_error(result, reference) < 1e-5, method
 
 
 _OCLGRIND_SCRIPT = """

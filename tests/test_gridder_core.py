@@ -1,6 +1,6 @@
 """Gridder and Degridder on the gridding core (device set points; output-owned
 tiles with table weights, and register accumulation), against the plain
-float64 implementation of Romein's Algorithm 1 in test_gridder_reference.py."""
+float64 implementation of Romein's Algorithm 1 in gridder_reference.py."""
 
 import warnings
 
@@ -14,8 +14,8 @@ from clgrid.gcf import separable_gcf, w_projection_gcf
 from clgrid.gridders.gridder import Gridder
 
 from conftest import double_free
-from test_gridder import FREQ_HZ, _relative_error, _setup, random_user_tables_case
-from test_gridder_reference import C, footprints, grid_reference, random_vis
+from gridder_reference import (C, FREQ_HZ, footprints, grid_reference, random_user_tables_case,
+                              random_vis, relative_error, setup_case)
 
 #: Tile shapes forced on every device: the device's own, and the GPU kernel's
 #: shapes with chunks small enough that dense tiles split and fold.
@@ -63,7 +63,7 @@ def test_separable_matches_reference(cl_env, tiles, size, npol, precision):
         cl_env.require_vector_tiles()
     nx, ny = size
     rng = np.random.default_rng(npol * 7 + nx)
-    uvw, cell = _setup(rng, nx, ny, 300, 8, tracks=True)
+    uvw, cell = setup_case(rng, nx, ny, 300, 8, tracks=True)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, npol))
     weights = rng.uniform(0.5, 2.0, vis.shape)
     flags = rng.random(vis.shape) < 0.1          # per polarisation
@@ -77,7 +77,7 @@ def test_separable_matches_reference(cl_env, tiles, size, npol, precision):
         assert plan.points.points.work[("vector",)].chunk_folds is not None
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell, weights, flags)
     assert result.shape == (npol, ny, nx) and result.dtype == gridder.complex_dtype
-    assert _relative_error(result, reference) < _tolerance(precision)
+    assert relative_error(result, reference) < _tolerance(precision)
     all_flagged = int(flags.all(axis=2).sum())
     assert gridder.last_stats["n_flagged"] == all_flagged
     kept = sum(1 for row, chan, *_ in footprints(uvw, FREQ_HZ, gcf, nx, ny, cell)
@@ -93,7 +93,7 @@ def test_w_projection_matches_reference(cl_env, tiles, npol, precision):
         cl_env.require_vector_tiles()
     rng = np.random.default_rng(17 + npol)
     nx, ny = 72, 66
-    uvw, cell = _setup(rng, nx, ny, 250, 8, w_max_m=300.0)
+    uvw, cell = setup_case(rng, nx, ny, 250, 8, w_max_m=300.0)
     gcf = w_projection_gcf(8, 4, 5, 300.0 * FREQ_HZ.max() / C, nx * cell)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, npol))
     weights = rng.uniform(0.5, 2.0, vis.shape[:2] + (1,))
@@ -101,7 +101,7 @@ def test_w_projection_matches_reference(cl_env, tiles, npol, precision):
                     precision=precision)
     result = gridder(uvw, FREQ_HZ, vis.astype(gridder.complex_dtype), weights)
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell, weights)
-    assert _relative_error(result, reference) < _tolerance(precision)
+    assert relative_error(result, reference) < _tolerance(precision)
 
 
 @pytest.mark.parametrize("separable", [True, False], ids=["separable", "full"])
@@ -117,14 +117,14 @@ def test_random_complex_user_tables(cl_env, separable):
     for tiles in shapes:
         gridder = _core(cl_env, gcf, nx, ny, cell, tiles, npol=2)
         result = gridder(uvw, FREQ_HZ, vis.astype(np.complex64))
-        assert _relative_error(result, reference) < 1e-5, tiles
+        assert relative_error(result, reference) < 1e-5, tiles
     # the register spread, the polarisations in one work-item or split
     for params in (RegisterParams(4, 2, 32, 16, 64, 0), RegisterParams(4, 2, 32, 16, 64, 1),
                    RegisterParams(2, 4, 16, 64, 128, 1)):
         gridder = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=2, method="register",
                           register_params=params)
         result = gridder(uvw, FREQ_HZ, vis.astype(np.complex64))
-        assert _relative_error(result, reference) < 1e-5, params
+        assert relative_error(result, reference) < 1e-5, params
 
 
 def _table(kind: str, support: int, oversample: int, fov_rad: float):
@@ -177,10 +177,10 @@ def test_core_without_fp64(cl_env, without_fp64, table):
     positions in float-float and compensated float sums, against the float64
     references (the tile spread on the GPU kernel's shapes, split tiles and
     groups included, the same bits twice); no kernel built uses double."""
-    from test_gridder_reference import degrid_reference
+    from gridder_reference import degrid_reference
     rng = np.random.default_rng(71)
     nx, ny, support = 72, 66, 8
-    uvw, cell = _setup(rng, nx, ny, 200, support, w_max_m=300.0)
+    uvw, cell = setup_case(rng, nx, ny, 200, support, w_max_m=300.0)
     gcf = _table(table, support, 8, nx * cell)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2))
     weights = rng.uniform(0.5, 2.0, vis.shape)
@@ -191,27 +191,27 @@ def test_core_without_fp64(cl_env, without_fp64, table):
     result = gridder(uvw, FREQ_HZ, vis.astype(np.complex64), weights, flags)
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell, weights, flags)
     assert gridder.last_stats["n_kept"] > 500
-    assert _relative_error(result, reference) < 1e-5
+    assert relative_error(result, reference) < 1e-5
     grid = random_vis(rng, (2, ny, nx))
     for options in (dict(tiles=None), dict(tiles=TileShape(8, 8)),
                     dict(register_params=RegisterParams(2, 2, 32, 16, 64, 1))):
         degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=2, **options)
         predicted = degridder(grid.astype(np.complex64), uvw, FREQ_HZ, weights)
-        assert _relative_error(predicted, degrid_reference(grid, uvw, FREQ_HZ, gcf, nx, ny,
+        assert relative_error(predicted, degrid_reference(grid, uvw, FREQ_HZ, gcf, nx, ny,
                                                            cell, weights)) < 1e-5, options
     deterministic = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=2,
                             deterministic=True)
     assert deterministic.choice.method == "tiles"
     assert not deterministic.choice.tiles.vector                 # its totals are double
     once = deterministic(uvw, FREQ_HZ, vis.astype(np.complex64), weights, flags)
-    assert _relative_error(once, reference) < 1e-5
+    assert relative_error(once, reference) < 1e-5
     assert np.array_equal(once, deterministic(uvw, FREQ_HZ, vis.astype(np.complex64),
                                               weights, flags))
     for tiles in TILES.values():
         if tiles is not None:
             forced = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=2,
                              method="tiles", tiles=tiles)
-            assert _relative_error(forced(uvw, FREQ_HZ, vis.astype(np.complex64), weights,
+            assert relative_error(forced(uvw, FREQ_HZ, vis.astype(np.complex64), weights,
                                           flags), reference) < 1e-5, tiles
     assert double_free(without_fp64)
 
@@ -222,14 +222,14 @@ def test_vector_tile_wide_tables(cl_env, table):
     tiles, rows of full slices in pieces of 16 reals), on whole and padded
     grids, and degridded back by records with rows as vector pieces."""
     from clgrid.core.table import max_table_support
-    from test_gridder_reference import degrid_reference
+    from gridder_reference import degrid_reference
     cl_env.require_vector_tiles()
     rng = np.random.default_rng(61)
     cases = [(96, 64, 24), (70, 76, 19), (64, 70, 12)]
     if max_table_support(cl_env.profile) >= 40:   # CPUs: 64 x 64 tiles up to W 64
         cases.append((136, 128, 40))
     for nx, ny, support in cases:
-        uvw, cell = _setup(rng, nx, ny, 120, support, w_max_m=300.0)
+        uvw, cell = setup_case(rng, nx, ny, 120, support, w_max_m=300.0)
         gcf = _table(table, support, 4, nx * cell)
         vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2))
         edge = 32 if support <= 32 else 64
@@ -239,7 +239,7 @@ def test_vector_tile_wide_tables(cl_env, table):
             result = gridder(uvw, FREQ_HZ, vis.astype(np.complex64))
         reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell)
         assert gridder.last_stats["n_kept"] > 100
-        assert _relative_error(result, reference) < 1e-5, (table, support)
+        assert relative_error(result, reference) < 1e-5, (table, support)
         # the adjoint: records degridded with rows as vector pieces on CPUs
         degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=2)
         assert degridder.engine.interpolator.record_vector == (
@@ -248,7 +248,7 @@ def test_vector_tile_wide_tables(cl_env, table):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             predicted = degridder(grid.astype(np.complex64), uvw, FREQ_HZ)
-        assert _relative_error(predicted, degrid_reference(grid, uvw, FREQ_HZ, gcf, nx, ny,
+        assert relative_error(predicted, degrid_reference(grid, uvw, FREQ_HZ, gcf, nx, ny,
                                                            cell)) < 1e-5, (table, support)
 
 
@@ -258,7 +258,7 @@ def test_degrid_random_complex_user_tables(cl_env, separable):
     every interpolation kernel (per point, per record, a work-group per
     record, rows as vectors) against the float64 reference."""
     from clgrid.core.table import TableInterpolator
-    from test_gridder_reference import degrid_reference
+    from gridder_reference import degrid_reference
     _skip_without_fp64(cl_env)
     rng, uvw, cell, gcf, nx, ny = random_user_tables_case(separable)
     grid = random_vis(rng, (2, ny, nx))
@@ -269,14 +269,14 @@ def test_degrid_random_complex_user_tables(cl_env, separable):
         degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=2,
                                      tiles=tiles)
         result = degridder(grid.astype(np.complex64), uvw, FREQ_HZ, weights)
-        assert _relative_error(result, reference) < 1e-5, tiles
+        assert relative_error(result, reference) < 1e-5, tiles
     for group, as_vectors in variants:
         degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=2)
         core = degridder.engine
         core.interpolator = TableInterpolator(cl_env.queue, core.table_grid,
                                               core.interpolator.tables_d[:2], group, as_vectors)
         result = degridder(grid.astype(np.complex64), uvw, FREQ_HZ, weights)
-        assert _relative_error(result, reference) < 1e-5, (group, as_vectors)
+        assert relative_error(result, reference) < 1e-5, (group, as_vectors)
     with pytest.raises(ValueError, match="give one of them"):
         clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=2, tiles=TileShape(8, 8),
                          register_params=RegisterParams())
@@ -286,25 +286,25 @@ def test_degrid_random_complex_user_tables(cl_env, separable):
                                      register_params=params)
         assert degridder.engine.interpolator.register is not None
         result = degridder(grid.astype(np.complex64), uvw, FREQ_HZ, weights)
-        assert _relative_error(result, reference) < 1e-5, params
+        assert relative_error(result, reference) < 1e-5, params
 
 
 def test_wide_separable_degridder_takes_register_blocks(cl_env):
     """Separable tables wider than every per-record kernel's rows (W 72):
     the default Degridder degrids by register blocks on GPUs and CPUs alike,
     against the float64 reference, the same bits twice."""
-    from test_gridder_reference import degrid_reference
+    from gridder_reference import degrid_reference
     _skip_without_fp64(cl_env)
     rng = np.random.default_rng(72)
     nx, ny, support = 176, 168, 72
-    uvw, cell = _setup(rng, nx, ny, 40, support)
+    uvw, cell = setup_case(rng, nx, ny, 40, support)
     gcf = separable_gcf(support, 2)
     grid = random_vis(rng, (2, ny, nx))
     degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=2)
     assert degridder.engine.interpolator.register is not None
     vis = degridder(grid.astype(np.complex64), uvw, FREQ_HZ)
     assert degridder.last_stats["n_kept"] > 100
-    assert _relative_error(vis, degrid_reference(grid, uvw, FREQ_HZ, gcf, nx, ny, cell)) < 1e-5
+    assert relative_error(vis, degrid_reference(grid, uvw, FREQ_HZ, gcf, nx, ny, cell)) < 1e-5
     assert np.array_equal(vis, degridder(grid.astype(np.complex64), uvw, FREQ_HZ))
 
 
@@ -315,7 +315,7 @@ def test_off_grid_drops_counted_and_conjugation(cl_env, conjugate):
     the grid (its W plane index is negative)."""
     rng = np.random.default_rng(5)
     nx = ny = 48
-    uvw, cell = _setup(rng, nx, ny, 300, 6, fill=1.3, w_max_m=400.0)
+    uvw, cell = setup_case(rng, nx, ny, 300, 6, fill=1.3, w_max_m=400.0)
     w_max = 300.0 * FREQ_HZ.max() / C       # some points beyond the last plane
     gcf = w_projection_gcf(6, 4, 4, w_max, nx * cell)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 1))
@@ -323,7 +323,7 @@ def test_off_grid_drops_counted_and_conjugation(cl_env, conjugate):
     with pytest.warns(UserWarning, match="off the grid"):
         result = gridder(uvw, FREQ_HZ, vis.astype(np.complex64))
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell, conjugate=conjugate)
-    assert _relative_error(result, reference) < 1e-5
+    assert relative_error(result, reference) < 1e-5
     kept = len(list(footprints(uvw, FREQ_HZ, gcf, nx, ny, cell, conjugate)))
     stats = gridder.last_stats
     assert stats["n_kept"] == kept
@@ -334,7 +334,7 @@ def test_off_grid_drops_counted_and_conjugation(cl_env, conjugate):
 def test_repeats_bitwise_and_accumulates(cl_env, size):
     rng = np.random.default_rng(3)
     nx, ny = size
-    uvw, cell = _setup(rng, nx, ny, 2000, 8, tracks=True)   # many points per cell
+    uvw, cell = setup_case(rng, nx, ny, 2000, 8, tracks=True)   # many points per cell
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2), np.complex64)
     weights = rng.uniform(0.5, 2.0, vis.shape)
     gcf = separable_gcf(8, 8)
@@ -353,13 +353,13 @@ def test_repeats_bitwise_and_accumulates(cl_env, size):
         assert np.array_equal(grid.get(), first)
         gridder.grid_plan(plan, vis, weights, out=grid, return_device=True)
         reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell, weights)
-        assert _relative_error(grid.get(), 2 * reference) < 1e-5
+        assert relative_error(grid.get(), 2 * reference) < 1e-5
 
 
 def test_spreads_agree(cl_env):
     """The tile spread and the register spread (two coarsenings) give the same grid."""
     rng = np.random.default_rng(8)
-    uvw, cell = _setup(rng, 64, 64, 400, 7, tracks=True)
+    uvw, cell = setup_case(rng, 64, 64, 400, 7, tracks=True)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2), np.complex64)
     gcf = separable_gcf(7, 8)
     tiles = _core(cl_env, gcf, 64, 64, cell, npol=2)(uvw, FREQ_HZ, vis)
@@ -373,7 +373,7 @@ def test_spreads_agree(cl_env):
 def test_device_arrays_in_and_out(cl_env):
     import pyopencl.array as cla
     rng = np.random.default_rng(9)
-    uvw, cell = _setup(rng, 64, 64, 200, 6)
+    uvw, cell = setup_case(rng, 64, 64, 200, 6)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 1), np.complex64)
     weights = rng.uniform(0.5, 2.0, vis.shape).astype(np.float32)
     gcf = separable_gcf(6, 4)
@@ -382,12 +382,12 @@ def test_device_arrays_in_and_out(cl_env):
                    cla.to_device(cl_env.queue, weights), return_device=True)
     assert isinstance(grid, cla.Array)
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, 64, 64, cell, weights)
-    assert _relative_error(grid.get(), reference) < 1e-5
+    assert relative_error(grid.get(), reference) < 1e-5
 
 
 def test_bad_input_errors(cl_env):
     rng = np.random.default_rng(10)
-    uvw, cell = _setup(rng, 64, 64, 50, 6)
+    uvw, cell = setup_case(rng, 64, 64, 50, 6)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 1), np.complex64)
     gridder = _core(cl_env, separable_gcf(6, 4), 64, 64, cell)
     bad_uvw = uvw.copy()
@@ -450,7 +450,7 @@ def test_deterministic_runs_the_tiles(cl_env):
 
 
 def test_dispatcher_on_fake_profiles():
-    from test_dispatch import fake
+    from fake_profiles import fake
     from clgrid.gridders.dispatch import choose, method_for
     gpu = fake()
     choice = choose(gpu, 8, 4, deterministic=True)
@@ -505,7 +505,7 @@ def test_dispatcher_on_fake_profiles():
 
 
 def test_register_default_geometry_on_fake_profiles():
-    from test_dispatch import fake
+    from fake_profiles import fake
     from clgrid.core.register import RegisterParams, default_register_params
     gpu = fake()
     assert default_register_params(gpu, 8, 4) == RegisterParams(2, 2, 256, 64, 2048)
@@ -659,7 +659,7 @@ def test_oclgrind_core_table_kernels_clean(request):
 @pytest.mark.parametrize("method", ["tiles", "register"])
 def test_streaming_gridder_grids_core_in_row_blocks(cl_env, method):
     rng = np.random.default_rng(12)
-    uvw, cell = _setup(rng, 64, 64, 500, 7, tracks=True)
+    uvw, cell = setup_case(rng, 64, 64, 500, 7, tracks=True)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2), np.complex64)
     weights = rng.uniform(0.5, 2.0, vis.shape[:2] + (1,))
     flags = rng.random(vis.shape[:2] + (1,)) < 0.1
@@ -677,7 +677,7 @@ def test_streaming_gridder_grids_core_in_row_blocks(cl_env, method):
         assert np.array_equal(first, streaming(uvw, FREQ_HZ, vis, weights, flags))
         assert np.array_equal(first, make()(uvw, FREQ_HZ, vis, weights, flags))
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, 64, 64, cell, weights, flags)
-    assert _relative_error(first, reference) < 1e-5
+    assert relative_error(first, reference) < 1e-5
     assert streaming.last_stats["n_flagged"] == int(flags.sum()) * 1
 
 
@@ -694,13 +694,13 @@ def test_degridder_core_matches_reference_and_is_adjoint(cl_env, kind, npol, pre
     vectors forced (the CPUs' kernel) and by register blocks (the GPUs'
     kernel from support 32: a box split over groups, two record slices, the
     polarisations split), on any device."""
-    from test_gridder_reference import degrid_reference
+    from gridder_reference import degrid_reference
     from clgrid.core import register
     from clgrid.core.table import TableInterpolator
     _skip_without_fp64(cl_env)
     rng = np.random.default_rng(21 + npol)
     nx, ny = 58, 46
-    uvw, cell = _setup(rng, nx, ny, 200, 6, fill=1.8, w_max_m=300.0)
+    uvw, cell = setup_case(rng, nx, ny, 200, 6, fill=1.8, w_max_m=300.0)
     gcf = (separable_gcf(6, 8) if kind == "separable" else
            w_projection_gcf(6, 4, 4, 250.0 * FREQ_HZ.max() / C, nx * cell))
     grid = random_vis(rng, (npol, ny, nx))
@@ -732,7 +732,7 @@ def test_degridder_core_matches_reference_and_is_adjoint(cl_env, kind, npol, pre
         vis = degridder(grid.astype(degridder.complex_dtype), uvw, FREQ_HZ, weights, flags)
     reference = degrid_reference(grid, uvw, FREQ_HZ, gcf, nx, ny, cell, weights) * ~flags
     assert vis.shape == reference.shape and vis.dtype == degridder.complex_dtype
-    assert _relative_error(vis, reference) < _tolerance(precision)
+    assert relative_error(vis, reference) < _tolerance(precision)
     assert degridder.last_stats["n_offgrid"] > 0
     # adjoint of the Gridder in the real inner product (conjugating
     # the w < 0 visibilities is antilinear): Re <g, G v> = Re <D g, v>
@@ -769,7 +769,7 @@ def test_no_rows_and_far_points(cl_env):
     assert gridder.last_stats["n_offgrid"] == 2 * FREQ_HZ.size
     reference = grid_reference(uvw[2:], FREQ_HZ, vis[2:].astype(np.complex128), gcf, 48, 48,
                                1e-3)
-    assert _relative_error(grid, reference) < 1e-5
+    assert relative_error(grid, reference) < 1e-5
 
 
 @pytest.mark.parametrize("support", [1, 2, 3, 17, 33])
@@ -778,7 +778,7 @@ def test_supports_from_1_to_33(cl_env, support):
     device's tile and a 32 x 32 GPU tile with split chunks."""
     rng = np.random.default_rng(support)
     nx = 96
-    uvw, cell = _setup(rng, nx, nx, 60, support, w_max_m=200.0)
+    uvw, cell = setup_case(rng, nx, nx, 60, support, w_max_m=200.0)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2))
     for gcf in (separable_gcf(support, 4),
                 w_projection_gcf(support, 2, 3, 200.0 * FREQ_HZ.max() / C, nx * cell)):
@@ -786,7 +786,7 @@ def test_supports_from_1_to_33(cl_env, support):
         for tiles in (None, TileShape(32, 32, 64)):
             result = _core(cl_env, gcf, nx, nx, cell, tiles, npol=2)(
                 uvw, FREQ_HZ, vis.astype(np.complex64))
-            assert _relative_error(result, reference) < 1e-5, (gcf.separable, tiles)
+            assert relative_error(result, reference) < 1e-5, (gcf.separable, tiles)
 
 
 # ------------------------------------------------ the register spread (Romein/Merry)
@@ -823,7 +823,7 @@ def _register(cl_env, gcf, nx, ny, cell, params=None, **kwargs) -> Gridder:
 def test_register_separable_matches_reference(cl_env, geometry, npol, precision):
     nx, ny = 58, 46
     rng = np.random.default_rng(31 + npol)
-    uvw, cell = _setup(rng, nx, ny, 300, 8, tracks=True)
+    uvw, cell = setup_case(rng, nx, ny, 300, 8, tracks=True)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, npol))
     weights = rng.uniform(0.5, 2.0, vis.shape)
     flags = rng.random(vis.shape) < 0.1
@@ -837,7 +837,7 @@ def test_register_separable_matches_reference(cl_env, geometry, npol, precision)
     result = gridder(uvw, FREQ_HZ, vis.astype(gridder.complex_dtype), weights, flags)
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell, weights, flags)
     assert result.shape == (npol, ny, nx) and result.dtype == gridder.complex_dtype
-    assert _relative_error(result, reference) < _tolerance(precision)
+    assert relative_error(result, reference) < _tolerance(precision)
     assert gridder.last_stats["n_flagged"] == int(flags.all(axis=2).sum())
 
 
@@ -847,7 +847,7 @@ def test_register_w_projection_matches_reference(cl_env, geometry, support):
     """Full W-projection tables, a support beyond the tile spread's 33 too."""
     rng = np.random.default_rng(support)
     nx, ny = (72, 66) if support < 33 else (112, 104)
-    uvw, cell = _setup(rng, nx, ny, 120, support, w_max_m=300.0)
+    uvw, cell = setup_case(rng, nx, ny, 120, support, w_max_m=300.0)
     gcf = w_projection_gcf(support, 4, 5, 300.0 * FREQ_HZ.max() / C, nx * cell)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2))
     weights = rng.uniform(0.5, 2.0, vis.shape[:2] + (1,))
@@ -855,7 +855,7 @@ def test_register_w_projection_matches_reference(cl_env, geometry, support):
     result = gridder(uvw, FREQ_HZ, vis.astype(np.complex64), weights)
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell, weights)
     assert gridder.last_stats["n_kept"] > 100
-    assert _relative_error(result, reference) < 1e-5
+    assert relative_error(result, reference) < 1e-5
 
 
 @pytest.mark.parametrize("w_planes, key_dtype", [(5, np.uint32), (300, np.uint64)])
@@ -864,7 +864,7 @@ def test_register_sort_keys_of_both_widths(cl_env, w_planes, key_dtype):
     pairs fit and 64-bit beyond (256^2 cells x 300 planes x 16^2 slices)."""
     rng = np.random.default_rng(w_planes)
     nx = ny = 256
-    uvw, cell = _setup(rng, nx, ny, 60, 4, w_max_m=300.0)
+    uvw, cell = setup_case(rng, nx, ny, 60, 4, w_max_m=300.0)
     gcf = w_projection_gcf(4, 16, w_planes, 300.0 * FREQ_HZ.max() / C, nx * cell)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 1))
     gridder = _register(cl_env, gcf, nx, ny, cell)
@@ -872,7 +872,7 @@ def test_register_sort_keys_of_both_widths(cl_env, w_planes, key_dtype):
     result = gridder(uvw, FREQ_HZ, vis.astype(np.complex64))
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell)
     assert gridder.last_stats["n_kept"] > 100
-    assert _relative_error(result, reference) < 1e-5
+    assert relative_error(result, reference) < 1e-5
 
 
 def test_cell_order_keys_forced_wide_sort_alike(cl_env):
@@ -882,7 +882,7 @@ def test_cell_order_keys_forced_wide_sort_alike(cl_env):
     from clgrid.core.table import TableGrid, TableSetPoints
     _skip_without_fp64(cl_env)
     rng = np.random.default_rng(5)
-    uvw, cell = _setup(rng, 64, 64, 200, 6, tracks=True)
+    uvw, cell = setup_case(rng, 64, 64, 200, 6, tracks=True)
     grid = TableGrid(64, 64, cell, 6, 4, 1, 0.0, True, True, True, np.dtype(np.float32))
     cells = []
     for wide_keys in (None, True):
@@ -903,7 +903,7 @@ def test_register_random_complex_user_tables(cl_env, separable):
     for params in REGISTER.values():
         result = _register(cl_env, gcf, nx, ny, cell, params, npol=2)(
             uvw, FREQ_HZ, vis.astype(np.complex64))
-        assert _relative_error(result, reference) < 1e-5, params
+        assert relative_error(result, reference) < 1e-5, params
 
 
 def test_register_accumulates_drops_and_cas_atomics(cl_env):
@@ -911,7 +911,7 @@ def test_register_accumulates_drops_and_cas_atomics(cl_env):
     the compare-and-swap path gives the same grid as the device's best."""
     rng = np.random.default_rng(41)
     nx = ny = 48
-    uvw, cell = _setup(rng, nx, ny, 300, 6, fill=1.3, w_max_m=400.0)
+    uvw, cell = setup_case(rng, nx, ny, 300, 6, fill=1.3, w_max_m=400.0)
     gcf = w_projection_gcf(6, 4, 4, 300.0 * FREQ_HZ.max() / C, nx * cell)
     vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 1), np.complex64)
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell)
@@ -922,10 +922,10 @@ def test_register_accumulates_drops_and_cas_atomics(cl_env):
         with pytest.warns(UserWarning, match="off the grid"):
             grid = gridder(uvw, FREQ_HZ, vis, return_device=True)
         assert gridder.last_stats["n_offgrid"] == offgrid > 0
-        assert _relative_error(grid.get(), reference) < 1e-5
+        assert relative_error(grid.get(), reference) < 1e-5
         with pytest.warns(UserWarning, match="off the grid"):
             gridder(uvw, FREQ_HZ, vis, out=grid)
-        assert _relative_error(grid.get(), 2 * reference) < 1e-5
+        assert relative_error(grid.get(), 2 * reference) < 1e-5
     assert gridder.atomic_path == "cas"
 
 
@@ -970,7 +970,7 @@ def test_register_degridder_is_adjoint_beyond_the_tile_limit(cl_env):
     _skip_without_fp64(cl_env)
     rng = np.random.default_rng(43)
     nx = ny = 112
-    uvw, cell = _setup(rng, nx, ny, 80, 40, w_max_m=300.0)
+    uvw, cell = setup_case(rng, nx, ny, 80, 40, w_max_m=300.0)
     gcf = w_projection_gcf(40, 4, 3, 300.0 * FREQ_HZ.max() / C, nx * cell)
     grid = random_vis(rng, (1, ny, nx))
     values = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 1))

@@ -10,7 +10,7 @@ from clgrid.gridders.degridder import Degridder
 from clgrid.gridders.gridder import Gridder
 from clgrid.io.simulate import simulate_observation
 
-from test_gridder_reference import C, footprints, grid_reference, random_vis
+from gridder_reference import C, footprints, grid_reference, random_vis
 
 FREQ_HZ = np.linspace(1.0e9, 1.016e9, 16)   # 16 narrow channels
 

@@ -650,7 +650,7 @@ def test_facet_phases_kept_or_computed_give_the_same_bits(cl_env, monkeypatch, d
 
 def test_facet_phases_kept_on_cpus_where_they_fit(cl_env):
     from clgrid.core.spread import keeps_facet_phases
-    from test_dispatch import fake
+    from fake_profiles import fake
     uvw, freq, _ = _observation(n_rows=20, seed=33)
     imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-5,
                     **dict(GEOMETRY, center_x=0.01))
@@ -666,7 +666,7 @@ def test_facet_phases_kept_on_cpus_where_they_fit(cl_env):
 
 def test_kept_screens_only_on_pocl_cpus_and_where_they_fit(cl_env):
     from clgrid.core.correct import keeps_screens
-    from test_dispatch import fake
+    from fake_profiles import fake
     uvw, freq, _ = _observation(n_rows=20, seed=24)
     imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-5, do_wgridding=True,
                     **GEOMETRY)

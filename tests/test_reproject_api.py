@@ -18,7 +18,7 @@ from astropy.wcs.utils import pixel_to_pixel  # noqa: E402
 from clgrid.reproject import Reprojector, reproject_interp  # noqa: E402
 from clgrid.reproject.plan import frame_rotation, plan  # noqa: E402
 from clgrid.reproject.wcs_params import DEVICE_PROJECTIONS, from_astropy  # noqa: E402
-from test_reproject import case, make_wcs, random_image, relative_error  # noqa: E402
+from reproject_cases import case, make_wcs, random_image, relative_error  # noqa: E402
 
 needs_reproject = pytest.mark.skipif(not reproject.INSTALLED,
                                      reason="3-D WCSs need the real reproject as peer")

@@ -164,15 +164,15 @@ def test_reference_reproduces_cygrids_stored_maps():
     sample (tests/peers/cygrid/xfails.py)."""
     from pathlib import Path
     from astropy.wcs import WCS
-    from test_singledish_cygrid_port import (HPX_RES as RES, KERNEL_SIGMA, SUPPORT,
-                                             _cygrid_header, _cygrid_samples)
+    from cygrid_cases import (HPX_RES as RES, KERNEL_SIGMA, SUPPORT, cygrid_header,
+                              cygrid_samples)
     stored = Path(__file__).parent / "peers" / "cygrid" / "cygrid" / "tests" / "data"
     if not (stored / "cygrid_test_maps.npy").exists():
         pytest.skip("cygrid's stored maps are GPL-3.0, not in this repository: "
                     "`python tests/peers/fetch_upstream.py cygrid` (tox -e peers-cygrid) "
                     "puts them in place")
-    x, y, (signal, _, _), targets = _cygrid_samples(with_targets=True)
-    header = _cygrid_header()
+    x, y, (signal, _, _), targets = cygrid_samples(with_targets=True)
+    header = cygrid_header()
     yy, xx = np.indices((header["NAXIS2"], header["NAXIS1"]), dtype=np.float64)
     lon, lat = WCS(header).wcs_pix2world(xx, yy, 0)
     for cells, sigma, expected, n_off in (

@@ -13,7 +13,7 @@ from clgrid.gridders.gridder import Gridder
 from clgrid.gridders.streaming import DEFAULT_CHUNK_RECORDS, StreamingGridder
 from clgrid.io.simulate import simulate_observation
 
-from test_gridder_reference import C, grid_reference, random_vis
+from gridder_reference import C, grid_reference, random_vis
 
 FREQ_HZ = np.array([1.0e9, 1.05e9, 1.1e9, 1.15e9])
 

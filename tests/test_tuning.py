@@ -53,7 +53,7 @@ def test_tune_stores_best_and_auto_reads_it(cl_env, tmp_path, monkeypatch):
 
 def test_tuned_gridder_matches_reference(cl_env, tmp_path, monkeypatch):
     """A geometry from the cache grids the same numbers as the float64 reference."""
-    from test_gridder_reference import C, grid_reference, random_vis
+    from gridder_reference import C, grid_reference, random_vis
     monkeypatch.setenv("CLGRID_TUNING_CACHE", str(tmp_path / "cache.json"))
     gcf = separable_gcf(8, 4)
     uvw, freq, cell = tuning.synthetic_tracks(3, 64, gcf.support)
@@ -71,7 +71,7 @@ def test_tuned_gridder_matches_reference(cl_env, tmp_path, monkeypatch):
 
 
 def test_candidates_respect_limits(cl_env):
-    from test_dispatch import fake
+    from fake_profiles import fake
     profiles = [cl_env.profile, fake(), fake(max_work_group_size=64),
                 fake(device_type="cpu", max_work_group_size=8192)]
     for profile in profiles:

@@ -1,11 +1,15 @@
 """Plain float64 references for the table-based gridder tests (Romein's
-Algorithm 1: for every visibility, add V * GCF over its footprint).
+Algorithm 1: for every visibility, add V * GCF over its footprint), and the
+cases the gridder tests share (:func:`setup_case`, :func:`random_user_tables_case`).
 
 Written from the paper and the documented conventions of clgrid.gcf, not
 from the device set points, so that the tests compare two independent codes.
 """
 
 import numpy as np
+
+import clgrid
+from clgrid.io.simulate import simulate_observation
 
 C = 299_792_458.0
 
@@ -78,3 +82,43 @@ def random_uvw(rng, nrow, uv_max_m, w_max_m=0.0):
 
 def random_vis(rng, shape, dtype=np.complex128):
     return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+
+
+FREQ_HZ = np.array([1.0e9, 1.05e9, 1.1e9])
+
+
+def setup_case(rng, nx, ny, nrow, support, fill=0.8, w_max_m=0.0, tracks=False):
+    """uvw in metres whose footprints mostly land on an nx x ny grid."""
+    cell = 1.0 / (nx * 50.0)            # uv cell of 50 wavelengths
+    uv_max_lambda = fill * (min(nx, ny) / 2 - support) * 50.0
+    uv_max_m = uv_max_lambda * C / FREQ_HZ.max()
+    if tracks:
+        uvw = simulate_observation(duration_h=1.0, integration_s=60.0,
+                                   n_baselines=max(1, nrow // 60))
+        uvw = uvw / np.abs(uvw[:, :2]).max() * uv_max_m
+    else:
+        uvw = random_uvw(rng, nrow, uv_max_m, w_max_m)
+    return uvw, cell
+
+
+def relative_error(result, reference):
+    """Largest deviation over the largest reference value."""
+    return np.max(np.abs(result - reference)) / np.max(np.abs(reference))
+
+
+
+
+def random_user_tables_case(separable: bool):
+    """(rng, uvw, cell, gcf, nx, ny): random complex user tables, different on
+    u and v (and in every slice of a full table), over 3 w planes."""
+    rng = np.random.default_rng(11)
+    support, oversample, planes, nx, ny = 5, 3, 3, 58, 46
+    uvw, cell = setup_case(rng, nx, ny, 150, support, w_max_m=200.0)
+    w_step = 200.0 * FREQ_HZ.max() / C / (planes - 1)
+    shape = (planes, oversample, support) if separable else (
+        planes, oversample, oversample, support, support)
+    tables = [random_vis(rng, shape) for _ in range(2)]
+    gcf = (clgrid.gcf.user_gcf(support, oversample, table_u=tables[0], table_v=tables[1],
+                               w_step_lambda=w_step) if separable else
+           clgrid.gcf.user_gcf(support, oversample, table=tables[0], w_step_lambda=w_step))
+    return rng, uvw, cell, gcf, nx, ny

@@ -1,0 +1,109 @@
+"""Conventions of the code and the tests that a reader relies on (issue 38).
+
+Parsed with :mod:`ast`, nothing imported or run; no OpenCL device needed.
+
+* every ``pytest.raises`` in tests/ names its message (``match=``), so a
+  test cannot pass on another error of the same type;
+* a test module imports no other test module: shared helpers live in
+  modules not named ``test_*`` (``gridder_reference.py``, ``vla_ms.py`` ...);
+* no module of ``clgrid`` imports a private name (``_name``) from another
+  subpackage: what crosses a subpackage's edge is public.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
+PACKAGE = ROOT / "clgrid"
+
+
+def _test_sources() -> list[Path]:
+    """The project's own test files (the peers' suites under tests/peers are
+    theirs, unmodified)."""
+    return sorted(TESTS.glob("*.py"))
+
+
+def _raises_without_match(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    return [f"{path.name}:{node.lineno}" for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "pytest.raises"
+            and not any(keyword.arg == "match" for keyword in node.keywords)]
+
+
+def _imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+    return names
+
+
+def _subpackage(path: Path) -> str:
+    """``core``, ``imaging`` ... or ``top`` for modules directly in clgrid/."""
+    parts = path.relative_to(PACKAGE).parts
+    return parts[0] if len(parts) > 1 else "top"
+
+
+def _target_subpackage(path: Path, node: ast.ImportFrom) -> str:
+    """The subpackage an ``from ... import`` reads from."""
+    if node.level:
+        base = path.parent
+        for _ in range(node.level - 1):
+            base = base.parent
+        module = (node.module or "").split(".")
+        target = base.joinpath(*module) if node.module else base
+        try:
+            parts = target.relative_to(PACKAGE).parts
+        except ValueError:
+            return "outside"
+        return parts[0] if parts and parts[0] != "" else "top"
+    module = (node.module or "").split(".")
+    return module[1] if module[0] == "clgrid" and len(module) > 1 else "outside"
+
+
+def _private_imports_across(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        private = [alias.name for alias in node.names
+                   if alias.name.startswith("_") and not alias.name.startswith("__")]
+        target = _target_subpackage(path, node)
+        if private and target not in (_subpackage(path), "outside"):
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno} {private} from {target}")
+    return found
+
+
+def test_every_pytest_raises_names_its_message():
+    missing = [site for path in _test_sources() for site in _raises_without_match(path)]
+    assert not missing, f"pytest.raises without match=: {missing}"
+
+
+def test_test_modules_import_no_other_test_module():
+    crossing = [f"{path.name} imports {name}" for path in _test_sources()
+                for name in _imported_modules(path) if name.startswith("test_")]
+    assert not crossing, f"move shared helpers to a module not named test_*: {crossing}"
+
+
+def test_no_private_name_crosses_a_subpackage():
+    crossing = [site for path in sorted(PACKAGE.rglob("*.py"))
+                for site in _private_imports_across(path)]
+    assert not crossing, f"private names imported from another subpackage: {crossing}"
+
+
+def test_the_checks_see_what_they_check():
+    """The walks are not vacuous: they find raises, imports and subpackages."""
+    assert any("pytest.raises" in path.read_text() for path in _test_sources())
+    assert "gridder_reference" in _imported_modules(TESTS / "test_gridder.py")
+    assert _subpackage(PACKAGE / "core" / "table.py") == "core"
+    table = ast.parse((PACKAGE / "core" / "table.py").read_text())
+    relative = next(node for node in ast.walk(table)
+                    if isinstance(node, ast.ImportFrom) and node.module == "setpoints")
+    assert _target_subpackage(PACKAGE / "core" / "table.py", relative) == "core"
