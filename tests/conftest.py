@@ -60,6 +60,9 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "tiny: small enough for the Oclgrind simulator")
+    config.addinivalue_line("markers", "integration: a whole-program test (examples, command "
+                                       "line, Dask, README, the ducc0 port); see "
+                                       "INTEGRATION_MODULES")
     # a developer's own tuning (clgrid tune, clgrid tune-core) must not change
     # what the tests run: an empty cache of the session's own
     if "CLGRID_TUNING_CACHE" not in os.environ:
@@ -78,6 +81,22 @@ def pytest_unconfigure(config):
         import shutil
         shutil.rmtree(folder, ignore_errors=True)
         del os.environ["CLGRID_TUNING_CACHE"]
+
+
+#: Modules that test whole programs over the gridding core -- the examples,
+#: the command line, Dask clusters, README's snippet, the ducc0 port's API
+#: cases -- rather than the kernels, whose own tests run on every platform.
+#: Marked ``integration``: tox's pocl environment (PyPI's PoCL 3.0 compiles
+#: slowest) runs ``-m "not integration"`` and leaves them to the intel one.
+INTEGRATION_MODULES = frozenset({
+    "test_examples.py", "test_dask.py", "test_cli_robust.py", "test_cli_first_run.py",
+    "test_cli_chunks.py", "test_cli_image.py", "test_readme.py", "test_ducc0_compat.py"})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in INTEGRATION_MODULES:
+            item.add_marker(pytest.mark.integration)
 
 
 def _wanted(config) -> set[str]:
