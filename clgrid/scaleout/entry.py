@@ -130,18 +130,56 @@ class Imager(_one_device.Imager):
     extra keywords ``partition``, ``baseline_ids`` and ``reduce`` are
     accepted too)."""
 
-    def __new__(cls, context=None, *args, contexts=None, deterministic: bool = True,
-                **kwargs):
+    def __new__(cls, context=None, *, uvw, freq, npix_x: int | None = None,
+                npix_y: int | None = None, pixsize_x: float | None = None,
+                pixsize_y: float | None = None, epsilon: float | None = None,
+                do_wgridding: bool = False, precision: str = "single", flip_u: bool = False,
+                flip_v: bool = False, flip_w: bool = False, divide_by_n: bool = True,
+                sigma_min: float = ImageGeometry.sigma_min,
+                sigma_max: float = ImageGeometry.sigma_max, center_x: float = 0.0,
+                center_y: float = 0.0, double_precision_accumulation: bool = False,
+                geometry: ImageGeometry | None = None, fft_backend: str | None = None,
+                layout=None, planes: tuple[int, int] | None = None, tiles=None,
+                vis_per_block: int | None = None, contexts=None, partition: str | None = None,
+                baseline_ids=None, reduce: str = "images", deterministic: bool = True):
         check_deterministic(deterministic)
         if contexts is None:
             return super().__new__(cls)
         if context is not None:
             raise ValueError("give context or contexts, not both")
-        return multidevice.MultiDeviceImager(contexts, **kwargs)
+        if (layout, planes, tiles, vis_per_block) != (None,) * 4:
+            raise TypeError("Imager(contexts=...) takes no layout, planes, tiles or "
+                            "vis_per_block")
+        return multidevice.MultiDeviceImager(
+            contexts, uvw=uvw, freq=freq, partition=partition, baseline_ids=baseline_ids,
+            reduce=reduce, npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x,
+            pixsize_y=pixsize_y, epsilon=epsilon, do_wgridding=do_wgridding,
+            precision=precision, flip_u=flip_u, flip_v=flip_v, flip_w=flip_w,
+            divide_by_n=divide_by_n, sigma_min=sigma_min, sigma_max=sigma_max,
+            center_x=center_x, center_y=center_y,
+            double_precision_accumulation=double_precision_accumulation, geometry=geometry,
+            fft_backend=fft_backend)
 
-    def __init__(self, context=None, *args, contexts=None, deterministic: bool = True,
-                 **kwargs):
-        super().__init__(context, *args, **kwargs)
+    def __init__(self, context=None, *, uvw, freq, npix_x: int | None = None,
+                 npix_y: int | None = None, pixsize_x: float | None = None,
+                 pixsize_y: float | None = None, epsilon: float | None = None,
+                 do_wgridding: bool = False, precision: str = "single", flip_u: bool = False,
+                 flip_v: bool = False, flip_w: bool = False, divide_by_n: bool = True,
+                 sigma_min: float = ImageGeometry.sigma_min,
+                 sigma_max: float = ImageGeometry.sigma_max, center_x: float = 0.0,
+                 center_y: float = 0.0, double_precision_accumulation: bool = False,
+                 geometry: ImageGeometry | None = None, fft_backend: str | None = None,
+                 layout=None, planes: tuple[int, int] | None = None, tiles=None,
+                 vis_per_block: int | None = None, contexts=None, deterministic: bool = True):
+        super().__init__(
+            context, uvw=uvw, freq=freq, npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x,
+            pixsize_y=pixsize_y, epsilon=epsilon, do_wgridding=do_wgridding,
+            precision=precision, flip_u=flip_u, flip_v=flip_v, flip_w=flip_w,
+            divide_by_n=divide_by_n, sigma_min=sigma_min, sigma_max=sigma_max,
+            center_x=center_x, center_y=center_y,
+            double_precision_accumulation=double_precision_accumulation, geometry=geometry,
+            fft_backend=fft_backend, layout=layout, planes=planes, tiles=tiles,
+            vis_per_block=vis_per_block)
         #: Always True: the core's results are bitwise reproducible.
         self.deterministic = True
 
