@@ -328,3 +328,20 @@ for gcf in (separable_gcf(3, 2), w_projection_gcf(3, 2, 2, 60.0, 20 * cell), com
         assert np.abs(pred).max() > 0
 print("done")
 """
+
+
+def test_plans_shared_between_buffer_and_image_not_linear(cl_env):
+    """A buffer gridder's plan serves an image gridder (the same points);
+    image-linear's finer positions need their own."""
+    _require_images(cl_env)
+    rng = np.random.default_rng(2)
+    uvw, cell = _case(rng, 64, 40, 8)
+    gcf = separable_gcf(8, 4)
+    vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 1)).astype(np.complex64)
+    make = {read: clgrid.Gridder(cl_env.queue, gcf, 64, 64, cell, method="register",
+                                 gcf_read=read) for read in GCF_READS}
+    plan = make["buffer"].plan(uvw, FREQ_HZ)
+    assert np.allclose(make["image"].grid_plan(plan, vis), make["buffer"].grid_plan(plan, vis),
+                       atol=1e-6)
+    with pytest.raises(ValueError, match="another grid, table or tile shape"):
+        make["image-linear"].grid_plan(plan, vis)

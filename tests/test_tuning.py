@@ -154,3 +154,28 @@ def test_tune_core_caches_the_fastest_tile_and_imagers_use_it(cl_env, tmp_path, 
     assert error <= 1e-4
     store_tiles(profile, 20, grid_real, False, {TileShape(8, 8): 1.0})   # too small for W 20
     assert cached_tiles(profile, 20, grid_real, False) is None
+
+
+def test_tune_times_the_gcf_read_paths_and_auto_reads_the_faster(cl_env, tmp_path, monkeypatch):
+    """clgrid tune times the winning geometry reading a buffer and an image
+    (where the device holds one), stores the faster, and
+    Gridder(register_params='auto') takes it where gcf_read is not given."""
+    if not cl_env.profile.image_support:
+        import pytest
+        pytest.skip("no image support")
+    monkeypatch.setenv("CLGRID_TUNING_CACHE", str(tmp_path / "cache.json"))
+    monkeypatch.setattr(tuning, "candidates", lambda profile, npol, quick=False: list(FEW[:1]))
+    gcf = separable_gcf(8, 4)
+    summary = tuning.tune(cl_env.queue, gcf, npol=1, nx=64, n_baselines=3, repeats=1,
+                          progress=False)
+    assert set(summary["gcf_read_seconds"]) == set(tunecache.TUNED_GCF_READS)
+    faster = min(summary["gcf_read_seconds"], key=summary["gcf_read_seconds"].get)
+    assert summary["gcf_read"] == faster
+    assert tunecache.cached_gcf_read(cl_env.profile, 8, 1, np.float32, True) == faster
+    auto = _auto(cl_env, gcf, 1)
+    assert auto.gcf_read == faster and "tuning cache" in auto.gcf_read_reason
+    # an explicit gcf_read, or no register_params='auto', ignores the cache
+    assert Gridder(cl_env.queue, gcf, 64, 64, 1e-3, method="register", register_params="auto",
+                   gcf_read="image-linear").gcf_read == "image-linear"
+    plain = Gridder(cl_env.queue, gcf, 64, 64, 1e-3, method="register")
+    assert "tuning cache" not in plain.gcf_read_reason

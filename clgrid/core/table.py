@@ -475,8 +475,12 @@ class TableSetPoints:
 
     @property
     def binning(self) -> tuple:
-        """What the points' bins depend on; equal for interchangeable set points."""
-        return (self.grid, self.tiles, self.order)
+        """What the points' bins depend on; equal for interchangeable set points
+        (how the table is read is not: a buffer's and an image's points are
+        the same, those of image-linear's finer positions are not, by their
+        oversampling)."""
+        return (dataclasses.replace(self.grid, gcf_read="buffer" if self.grid.steps == 1
+                                    else self.grid.gcf_read), self.tiles, self.order)
 
 
 def _spread_params(grid: TableGrid, tiles: TileShape, vis_real: np.dtype, weighted: bool,

@@ -170,8 +170,8 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
 
 def choose_gcf_read(profile, support: int, oversample: int, w_planes: int = 1,
                     precision: Any = np.float32, *, separable: bool = True,
-                    method: str = "register",
-                    gcf_read: str | None = None) -> tuple[str, str]:
+                    method: str = "register", gcf_read: str | None = None,
+                    cached: str | None = None) -> tuple[str, str]:
     """How the register kernels read the GCF table, and why: ``(gcf_read,
     reason)``.
 
@@ -192,6 +192,11 @@ def choose_gcf_read(profile, support: int, oversample: int, w_planes: int = 1,
         for the register kernels, float32; ``'buffer'`` elsewhere (CPUs
         have no texture units: the sampler is software there).  Never
         ``'image-linear'`` unasked: it changes the weights (interpolated).
+    cached
+        What ``clgrid tune`` measured the faster here (``'buffer'`` or
+        ``'image'``, :func:`clgrid.gridders.tunecache.cached_gcf_read`):
+        taken where ``gcf_read`` is None, the register kernels run and the
+        device can hold the image.
 
     Raises
     ------
@@ -218,6 +223,8 @@ def choose_gcf_read(profile, support: int, oversample: int, w_planes: int = 1,
         return "buffer", "the tile spread stages the table's weights in local memory"
     if method != "register":
         return "buffer", "records degridded one footprint a work-item or group read buffers"
+    if cached in ("buffer", "image") and fits:
+        return cached, "the tuning cache: clgrid tune measured it the faster here"
     if profile.device_type != "gpu" or profile.is_simulator:
         kind = "simulator" if profile.is_simulator else profile.device_type
         return "buffer", f"{kind}: no texture units, the sampler runs in software"

@@ -157,7 +157,9 @@ class Gridder(_TableOperation):
         2012; far more accurate than the table's own steps, fewer equal
         points merged); images need the register spread and float32.  None
         (default): :func:`clgrid.gridders.dispatch.choose_gcf_read`
-        (``'image'`` on GPUs with images large enough, else ``'buffer'``).
+        (``'image'`` on GPUs with images large enough, else ``'buffer'``;
+        with ``register_params='auto'`` the faster of the two as ``clgrid
+        tune`` measured it, where cached).
         The choice and its reason: :attr:`gcf_read`, :attr:`gcf_read_reason`.
     """
 
@@ -179,9 +181,14 @@ class Gridder(_TableOperation):
                              method=method)
         self.method = self.choice.method
         #: How the table is read (``'buffer'``, ``'image'``, ``'image-linear'``) and why.
+        cached = None
+        if gcf_read is None and register_params == "auto" and self.method == "register":
+            from .tunecache import cached_gcf_read
+            cached = cached_gcf_read(self.profile, gcf.support, npol, self.real_dtype,
+                                     gcf.separable)
         self.gcf_read, self.gcf_read_reason = choose_gcf_read(
             self.profile, gcf.support, gcf.oversample, gcf.w_planes, self.real_dtype,
-            separable=gcf.separable, method=self.method, gcf_read=gcf_read)
+            separable=gcf.separable, method=self.method, gcf_read=gcf_read, cached=cached)
         if self.method == "tiles" and register_params == "auto":
             register_params = None   # the cache's register geometry: not this spread's
         if self.method == "tiles" and (atomics is not None or count_flushes

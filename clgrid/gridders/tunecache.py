@@ -2,7 +2,8 @@
 
 Entries of clgrid's autotune cache (:mod:`clgrid.device.tunecache`: one
 JSON file per user, keyed by device), one per parameter set: the register
-spread's launch geometry (:class:`clgrid.core.register.RegisterParams`).
+spread's launch geometry (:class:`clgrid.core.register.RegisterParams`) and the
+faster GCF read path (buffer or image) with it.
 :mod:`clgrid.gridders.tuning` (``clgrid tune``) fills them;
 ``Gridder(register_params='auto')`` reads them.  It imports no gridder, so
 the readers do not import the tuner.
@@ -70,12 +71,40 @@ def _register_params_of(fields, npol: int) -> RegisterParams:
 
 
 def store_register_params(profile, support: int, npol: int, precision, separable: bool,
-                          params: RegisterParams, seconds: float) -> None:
-    """Record the fastest geometry measured for this device and parameter set."""
-    store_entry(profile, parameter_key(npol, precision, separable, support),
-                {"params": params.__dict__, "seconds": float(seconds),
-                 "tuned_at": time.strftime("%Y-%m-%d %H:%M:%S")})
+                          params: RegisterParams, seconds: float,
+                          gcf_read: str | None = None,
+                          gcf_read_seconds: dict | None = None) -> None:
+    """Record the fastest geometry measured for this device and parameter set
+    (and, where both were timed, the faster GCF read path: ``'buffer'`` or
+    ``'image'``, with each one's seconds)."""
+    entry = {"params": params.__dict__, "seconds": float(seconds),
+             "tuned_at": time.strftime("%Y-%m-%d %H:%M:%S")}
+    if gcf_read is not None:
+        entry["gcf_read"] = gcf_read
+        entry["gcf_read_seconds"] = {k: float(v) for k, v in (gcf_read_seconds or {}).items()}
+    store_entry(profile, parameter_key(npol, precision, separable, support), entry)
 
 
-__all__ = ["cache_path", "cached_register_params", "parameter_key", "store_register_params",
-           "support_bucket"]
+#: GCF read paths the tuner compares (image-linear changes the weights: never cached).
+TUNED_GCF_READS = ("buffer", "image")
+
+
+def cached_gcf_read(profile, support: int, npol: int, precision, separable: bool
+                    ) -> str | None:
+    """The GCF read path ``clgrid tune`` measured the faster for this device
+    and parameter set (``'buffer'`` or ``'image'``), else None.  A malformed
+    value gives one :class:`~clgrid.device.tunecache.TuningCacheWarning`
+    and None."""
+    key = parameter_key(npol, precision, separable, support)
+    entry = cached_entry(profile, key)
+    if entry is None or "gcf_read" not in entry:
+        return None
+    if entry["gcf_read"] not in TUNED_GCF_READS:
+        warn_ignored(f"entry {key!r}", f"gcf_read must be one of {TUNED_GCF_READS}, got "
+                     f"{entry['gcf_read']!r}")
+        return None
+    return entry["gcf_read"]
+
+
+__all__ = ["TUNED_GCF_READS", "cache_path", "cached_gcf_read", "cached_register_params",
+           "parameter_key", "store_register_params", "support_bucket"]

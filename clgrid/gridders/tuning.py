@@ -6,9 +6,12 @@ work-group sizes, records per group) on a small synthetic observation with
 realistic tracks, checks that each variant gives the same grid, and stores
 the fastest under the user cache directory, keyed by device (platform,
 name, driver) and by parameter set (npol, precision, table kind, support
-bucket).  ``Gridder(register_params='auto')`` reads the cache and falls
-back to :func:`clgrid.core.register.default_register_params`: it never
-tunes on its own.  (``clgrid tune-core`` tunes the ES imaging path's tiles.)
+bucket), with the faster GCF read path (buffer or image, timed with the
+winning geometry where the device holds the table as an image).
+``Gridder(register_params='auto')`` reads the cache (geometry, and the
+read path where ``gcf_read`` is not given) and falls back to
+:func:`clgrid.core.register.default_register_params`: it never tunes on
+its own.  (``clgrid tune-core`` tunes the ES imaging path's tiles.)
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from tqdm.auto import tqdm
 from ..core.register import MAX_REGISTER_SUMS, REGISTER_BLOCKS, RegisterParams
 from .checks import SPEED_OF_LIGHT_M_S
 from .gridder import Gridder
-from .tunecache import cache_path, store_register_params
+from ..core.table import gcf_image_fits
+from .tunecache import TUNED_GCF_READS, cache_path, store_register_params
 
 #: Largest disagreement between variants accepted (float32 sums in another order).
 AGREEMENT = 1e-4
@@ -114,11 +118,29 @@ def tune(context, gcf, npol: int = 4, precision=np.float32, *, nx: int = 512,
             [r for r in timed if r["max_rel_diff"] > AGREEMENT][:3]))
     winner = min(timed, key=lambda r: r["seconds"])
     default_row = next(r for r in timed if r["params"] == default_params.__dict__)
+    # the winner's geometry read from a buffer and from an image, where the
+    # device holds the table as one (the same weights: the grids must agree)
+    read_seconds = {}
+    fits, _ = gcf_image_fits(profile, gcf.support, gcf.oversample, gcf.w_planes,
+                             gcf.separable, precision)
+    for read in (TUNED_GCF_READS if fits else ()):
+        gridder = Gridder(default.queue, gcf, nx, nx, cell, npol=npol, precision=precision,
+                          method="register", register_params=RegisterParams(**winner["params"]),
+                          gcf_read=read)
+        grid = gridder.grid_plan(plan, vis, return_device=True)
+        error = (np.max(np.abs(grid.get() - reference))
+                 / max(np.max(np.abs(reference)), 1e-30))
+        if error > AGREEMENT:
+            raise RuntimeError(f"gcf_read={read!r} disagrees with the buffer: {error:.2e}")
+        read_seconds[read] = _best_seconds(gridder, plan, vis, grid, repeats)
+    best_read = min(read_seconds, key=read_seconds.get) if read_seconds else None
     summary = {"params": winner["params"], "seconds": winner["seconds"],
-               "default_seconds": default_row["seconds"], "results": results}
+               "default_seconds": default_row["seconds"], "results": results,
+               "gcf_read": best_read, "gcf_read_seconds": read_seconds}
     if save:
         store_register_params(profile, gcf.support, npol, precision, gcf.separable,
-                              RegisterParams(**winner["params"]), winner["seconds"])
+                              RegisterParams(**winner["params"]), winner["seconds"],
+                              best_read, read_seconds)
     return summary
 
 
@@ -137,8 +159,11 @@ def _cmd_tune(args) -> int:
                w_projection_gcf(support, args.oversample, 4, 100.0, 0.01))
         summary = tune(context, gcf, args.npol, precision, nx=args.nx,
                        n_baselines=args.baselines, quick=args.quick)
+        reads = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in summary["gcf_read_seconds"].items())
         print(f"support {support}: best {summary['params']} {summary['seconds'] * 1e3:.1f} ms "
-              f"(defaults {summary['default_seconds'] * 1e3:.1f} ms), saved to {cache_path()}")
+              f"(defaults {summary['default_seconds'] * 1e3:.1f} ms)"
+              + (f", GCF {summary['gcf_read']} ({reads})" if reads else "")
+              + f", saved to {cache_path()}")
     return 0
 
 
