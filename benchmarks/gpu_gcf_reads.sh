@@ -5,9 +5,11 @@
 # four polarisations, the accuracy beside the speed; "accuracy": the
 # accuracy against the table's oversampling as the GPU's texture filter
 # gives it (8-bit interpolation weights).  Arguments: what to run (default
-# all; each table takes up to 280 s, so use two device calls):
+# all; each table takes up to 280 s, so use three device calls of at most
+# 10 minutes each):
 #
-#   carry [".whl"], command: bash benchmarks/gpu_gcf_reads.sh separable separable-complex
+#   carry [".whl"], command: bash benchmarks/gpu_gcf_reads.sh separable
+#   carry [".whl"], command: bash benchmarks/gpu_gcf_reads.sh separable-complex
 #   carry [".whl"], command: bash benchmarks/gpu_gcf_reads.sh full accuracy
 #
 # (.whl: the wheels of benchmarks/h200_prepare.sh.)  Output: $OUT/gcf_reads_<parts>_gpu.txt,
