@@ -254,7 +254,7 @@ def test_an_unexpected_failure_is_one_line(cl_env, vla_ms, tmp_path, capsys, mon
                                            error, message):
     import clgrid.pipeline.image_command as image_command
 
-    def failing(args, ms_path, context):
+    def failing(args, ms_path, context, devices):
         raise error
     monkeypatch.setattr(image_command, "_image", failing)
     argv = ["image", str(vla_ms), str(tmp_path / "x.fits"), "--npix", "32", "--quiet",
