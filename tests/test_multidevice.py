@@ -379,3 +379,44 @@ def test_bad_input_is_refused(cl_env):
         vis2dirty(uvw=uvw, freq=freq, vis=vis, epsilon=1e-4, devices=[cl_env.queue],
                   queue=cl_env.queue, **GEOMETRY)
     imager.close()
+
+
+# -- one geometry, one device rule (issue 38) ---------------------------------------
+
+def test_one_geometry_is_handed_down_by_name(cl_env):
+    """The geometry made at the edge is the one the plan cache's imager, the
+    shards and a Dask-style Imager(geometry=) keep; keywords and geometry= do
+    not mix; a grid sum refuses the w term."""
+    from clgrid.core.plan import ImageGeometry
+    from clgrid.imaging.imager import cached_imager, vis2dirty_with
+    uvw, freq, vis, _ = _observation()
+    vis = vis.astype(np.complex64)
+    geometry = ImageGeometry.from_arguments(epsilon=1e-5, **GEOMETRY)
+    assert cached_imager(cl_env.queue, uvw, freq, geometry).geometry is geometry
+    imager = Imager(cl_env.queue, uvw=uvw, freq=freq, geometry=geometry)
+    assert np.array_equal(imager.vis2dirty(vis),
+                          vis2dirty_with(geometry, cl_env.queue, uvw=uvw, freq=freq, vis=vis))
+    assert np.array_equal(imager.vis2dirty(vis),
+                          vis2dirty(uvw=uvw, freq=freq, vis=vis, epsilon=1e-5,
+                                    queue=cl_env.queue, **GEOMETRY))
+    with pytest.raises(ValueError, match="give geometry= or npix_x"):
+        Imager(cl_env.queue, uvw=uvw, freq=freq, geometry=geometry, epsilon=1e-5)
+    with_w = ImageGeometry.from_arguments(epsilon=1e-5, do_wgridding=True, **GEOMETRY)
+    with pytest.raises(ValueError, match="grid_only needs do_wgridding=False"):
+        Imager(cl_env.queue, uvw=uvw, freq=freq, geometry=with_w).grid_only(vis)
+
+
+def test_devices_all_is_resolved_by_one_rule():
+    """``devices='all'`` of the run and ``clgrid image --devices all``'s memory
+    check take the same devices: every usable one of the best device's
+    platform and type."""
+    from clgrid.pipeline import image_command
+    try:
+        expected = partition.all_gpus_or_best()
+    except (LookupError, RuntimeError) as error:
+        pytest.skip(f"no usable device: {error}")
+    assert partition.resolve_devices("all") == expected
+    assert image_command._devices("all") == expected
+    assert [q.device for q in partition.resolve_queues("all")] == expected
+    with pytest.raises(ValueError, match="devices is empty"):
+        partition.resolve_devices([])
