@@ -155,7 +155,8 @@ class Gridder(_TableOperation):
         ``'image-linear'`` (the sampler interpolates linearly between the
         table's oversampling steps, positions set 16 times finer: Romein
         2012; far more accurate than the table's own steps, fewer equal
-        points merged); images need the register spread and float32.  None
+        points merged); images need the register spread (asked for
+        without ``method=``, it runs) and float32.  None
         (default): :func:`clgrid.gridders.dispatch.choose_gcf_read`
         (``'image'`` on GPUs with images large enough, else ``'buffer'``;
         with ``register_params='auto'`` the faster of the two as ``clgrid
