@@ -93,16 +93,21 @@ def test_texel_layout_is_the_table_by_distance():
 
 def test_dispatcher_picks_the_read_path_from_device_queries():
     gpu = fake()
-    assert choose_gcf_read(gpu, 16, 8)[0] == "image"
-    assert choose_gcf_read(gpu, 16, 8, method="tiles")[0] == "buffer"
-    assert choose_gcf_read(gpu, 16, 8, method="records")[0] == "buffer"
-    read, why = choose_gcf_read(fake(image_support=False), 16, 8)
+    full = dict(separable=False)
+    assert choose_gcf_read(gpu, 16, 8, 32, **full)[0] == "image"
+    read, why = choose_gcf_read(gpu, 16, 8)          # separable: the phased buffer
+    assert read == "buffer" and "one load" in why
+    assert choose_gcf_read(gpu, 16, 8, cached="image") == (
+        "image", "the tuning cache: clgrid tune measured it the faster here")
+    assert choose_gcf_read(gpu, 16, 8, 32, method="tiles", **full)[0] == "buffer"
+    assert choose_gcf_read(gpu, 16, 8, 32, method="records", **full)[0] == "buffer"
+    read, why = choose_gcf_read(fake(image_support=False), 16, 8, **full)
     assert read == "buffer" and why == "no image support"
-    read, why = choose_gcf_read(fake(device_type="cpu"), 16, 8)
+    read, why = choose_gcf_read(fake(device_type="cpu"), 16, 8, **full)
     assert read == "buffer" and "texture" in why
-    read, why = choose_gcf_read(gpu, 16, 8, precision=np.float64)
+    read, why = choose_gcf_read(gpu, 16, 8, precision=np.float64, **full)
     assert read == "buffer" and "float32" in why
-    read, why = choose_gcf_read(fake(image2d_max=(4096, 4096)), 256, 32)
+    read, why = choose_gcf_read(fake(image2d_max=(4096, 4096)), 256, 32, cached="image")
     assert read == "buffer" and "8192 x 1 exceeds" in why
     read, why = choose_gcf_read(fake(image3d_max=(2048, 2048, 2048)), 64, 64, 4,
                                 separable=False)
@@ -110,7 +115,7 @@ def test_dispatcher_picks_the_read_path_from_device_queries():
     assert choose_gcf_read(fake(device_type="cpu"), 16, 8, gcf_read="image-linear")[0] == \
         "image-linear"
     row = explain(fake(), 32, 4)
-    assert row["gcf_read"].startswith("image (gpu with images")
+    assert row["gcf_read"].startswith("separable buffer, full image (gpu with images")
     assert explain(fake(device_type="cpu"), 32, 4)["gcf_read"].startswith("buffer (the tile")
     assert explain(fake(device_type="cpu"), 72, 4)["gcf_read"].startswith("buffer (cpu")
 

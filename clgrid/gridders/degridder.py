@@ -45,9 +45,10 @@ class Degridder(_TableOperation):
     dict of its fields) sets that geometry and asks for it on any device.
     ``gcf_read`` (``'buffer'``, ``'image'``, ``'image-linear'``, as for
     :class:`Gridder`; an image degrids by register blocks on any device,
-    and cannot go with ``tiles=``); None: an image where the device
-    degrids by register blocks and holds the table as one
-    (:func:`clgrid.gridders.dispatch.choose_gcf_read`), else the buffer.
+    and cannot go with ``tiles=``); None: an image for a full table where
+    the device degrids by register blocks (GPUs from support 32) and holds
+    it as one (:func:`clgrid.gridders.dispatch.choose_gcf_read`), else the
+    buffer.
     """
 
     def __init__(self, context, gcf: GCF, nx: int, ny: int, cell_size_rad: float, *,

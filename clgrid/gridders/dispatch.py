@@ -187,11 +187,15 @@ def choose_gcf_read(profile, support: int, oversample: int, w_planes: int = 1,
         group) takes a record.  Only the register kernels read images.
     gcf_read
         ``'buffer'``, ``'image'`` or ``'image-linear'`` to force; None: the
-        device's, from its queries: ``'image'`` on GPUs with image support
-        (``CL_DEVICE_IMAGE_SUPPORT``) whose largest image holds the table,
-        for the register kernels, float32; ``'buffer'`` elsewhere (CPUs
-        have no texture units: the sampler is software there).  Never
-        ``'image-linear'`` unasked: it changes the weights (interpolated).
+        device's, from its queries: ``'image'`` for full (W-projection)
+        tables on GPUs with image support (``CL_DEVICE_IMAGE_SUPPORT``)
+        whose largest 3-D image holds the table, for the register kernels,
+        float32 (the census of 2026-11-25 found those reads latency-bound,
+        what texture caches are for); ``'buffer'`` elsewhere: CPUs (no
+        texture units: the sampler is software there) and separable tables
+        (the phased buffer gives a block's weights in one vector load, an
+        image one texel a weight).  Never ``'image-linear'`` unasked: it
+        changes the weights (interpolated).
     cached
         What ``clgrid tune`` measured the faster here (``'buffer'`` or
         ``'image'``, :func:`clgrid.gridders.tunecache.cached_gcf_read`):
@@ -230,11 +234,18 @@ def choose_gcf_read(profile, support: int, oversample: int, w_planes: int = 1,
         return "buffer", f"{kind}: no texture units, the sampler runs in software"
     if not fits:
         return "buffer", why
-    return "image", "gpu with images: table reads through the texture cache"
+    if separable:
+        # a separable table's block of weights is one vector load from the
+        # phased buffer; from an image it is a texel a weight, and a texel
+        # feeds only 2-4 multiply-adds a polarisation there
+        return "buffer", "separable table: the phased buffer, a block's weights in one load"
+    return "image", "gpu with images, full table: its reads through the texture cache"
 
 
-#: Oversampling of the table ``clgrid devices --explain`` asks about.
+#: Oversampling (and w planes of a full table) of the tables ``clgrid
+#: devices --explain`` asks about.
 EXPLAIN_OVERSAMPLE = 8
+EXPLAIN_W_PLANES = 32
 
 
 def explain(profile, support: int = 32, npol: int = 4, precision: Any = np.float32) -> dict:
@@ -253,10 +264,15 @@ def explain(profile, support: int = 32, npol: int = 4, precision: Any = np.float
         geometry = default_register_params(profile, support, npol, True)
     else:
         geometry = choice.tiles
-    read, read_why = choose_gcf_read(profile, support, EXPLAIN_OVERSAMPLE, 1, precision,
-                                     method=choice.method)
+    reads = [choose_gcf_read(profile, support, EXPLAIN_OVERSAMPLE, planes, precision,
+                             separable=separable, method=choice.method)
+             for separable, planes in ((True, 1), (False, EXPLAIN_W_PLANES))]
+    if reads[0][0] == reads[1][0]:
+        gcf_read = f"{reads[1][0]} ({reads[1][1]})"
+    else:
+        gcf_read = f"separable {reads[0][0]}, full {reads[1][0]} ({reads[1][1]})"
     return dict(row, method=choice.method, geometry=_short(geometry),
-                why="; ".join(choice.reasons), gcf_read=f"{read} ({read_why})",
+                why="; ".join(choice.reasons), gcf_read=gcf_read,
                 degrid=degrid_choice(profile, support, npol))
 
 
@@ -267,9 +283,12 @@ def degrid_choice(profile, support: int, npol: int) -> str:
     from ..core.table import default_record_kernels
     if degrid_by_register(profile, support, separable=True):
         p = default_degrid_params(profile, support, npol, True, True)
-        read, _ = choose_gcf_read(profile, support, EXPLAIN_OVERSAMPLE)
+        read = choose_gcf_read(profile, support, EXPLAIN_OVERSAMPLE)[0]
+        full = choose_gcf_read(profile, support, EXPLAIN_OVERSAMPLE, EXPLAIN_W_PLANES,
+                               separable=False)[0]
         return (f"register blocks {p.block_u}x{p.block_v}, {p.pols(npol)} pol, "
-                f"groups of {p.wg_size}, gcf {read}")
+                f"groups of {p.wg_size}, gcf {read}" + (f" (full: {full})" if full != read
+                                                        else ""))
     group, vector = default_record_kernels(profile, support)
     if group:
         return f"a work-group of {group} a record"
@@ -280,6 +299,6 @@ def _short(params) -> str:
     return " ".join(f"{k}={v}" for k, v in dataclasses.asdict(params).items())
 
 
-__all__ = ["Choice", "EXPLAIN_OVERSAMPLE", "METHODS", "choose", "choose_gcf_read", "cpu_vector_tile", "degrid_choice", "explain",
+__all__ = ["Choice", "EXPLAIN_OVERSAMPLE", "EXPLAIN_W_PLANES", "METHODS", "choose", "choose_gcf_read", "cpu_vector_tile", "degrid_choice", "explain",
            "method_for",
            "tiles_possible"]

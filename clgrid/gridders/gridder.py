@@ -158,7 +158,8 @@ class Gridder(_TableOperation):
         points merged); images need the register spread (asked for
         without ``method=``, it runs) and float32.  None
         (default): :func:`clgrid.gridders.dispatch.choose_gcf_read`
-        (``'image'`` on GPUs with images large enough, else ``'buffer'``;
+        (``'image'`` for full W-projection tables on GPUs whose images hold
+        them, else ``'buffer'``;
         with ``register_params='auto'`` the faster of the two as ``clgrid
         tune`` measured it, where cached).
         The choice and its reason: :attr:`gcf_read`, :attr:`gcf_read_reason`.
