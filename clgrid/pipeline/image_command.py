@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import math
 import os
 import signal
@@ -100,6 +101,42 @@ def _compiler_output(verbose: bool):
             os.environ.pop("PYOPENCL_COMPILER_OUTPUT", None)
 
 
+@dataclasses.dataclass(frozen=True)
+class ImageOptions:
+    """``clgrid image``'s arguments, typed: read once from argparse's
+    Namespace (:meth:`of`) and handed to the command's parts by name."""
+
+    paths: tuple[str, ...]
+    example: bool
+    npix: int
+    cell: float | None
+    weighting: str
+    robust: float
+    deterministic: bool
+    epsilon: float
+    wgridding: bool
+    device: str | None
+    devices: str | None
+    dask_scheduler: str | None
+    psf: bool
+    png: str | None
+    column: str | None
+    calibrate: str | None
+    channels: str | None
+    spw: str | None
+    field: int
+    chunk_rows: int
+    overwrite: bool
+    quiet: bool
+    verbose: bool
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> "ImageOptions":
+        """The options of parsed ``args`` (``paths`` as a tuple)."""
+        values = {field.name: getattr(args, field.name) for field in dataclasses.fields(cls)}
+        return cls(**{**values, "paths": tuple(values["paths"])})
+
+
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``clgrid image``: one line on stderr and 2 on errors,
     1 on a failure that is not the user's (``--verbose`` adds its traceback).
@@ -109,12 +146,13 @@ def run(args: argparse.Namespace) -> int:
     is one line, ``warning: ...``.
     """
     import pyopencl as cl
-    with warnings.catch_warnings(), _compiler_output(args.verbose):
-        if not args.verbose:
+    options = ImageOptions.of(args)
+    with warnings.catch_warnings(), _compiler_output(options.verbose):
+        if not options.verbose:
             warnings.simplefilter("ignore", cl.CompilerWarning)
             warnings.showwarning = _print_warning
         try:
-            return _run(args)
+            return _run(options)
         except CommandError as error:
             print(f"clgrid image: {error}", file=sys.stderr)
         except cl.Error as error:  # a driver failure, not the user's: say all
@@ -122,14 +160,14 @@ def run(args: argparse.Namespace) -> int:
             what = ("a kernel failed to build; the compiler's log follows" if failed_build
                     else _one_line(error))
             print(f"clgrid image: OpenCL error: {what}", file=sys.stderr)
-            if args.verbose or failed_build:
+            if options.verbose or failed_build:
                 print(str(error), file=sys.stderr)
         except MemoryError:
             print("clgrid image: out of host memory: use a smaller --npix or --chunk-rows",
                   file=sys.stderr)
         except Exception as error:  # noqa: BLE001 - not the user's: say it in one line
             print(f"clgrid image: {_unexpected(error)}", file=sys.stderr)
-            if args.verbose:
+            if options.verbose:
                 traceback.print_exception(error, file=sys.stderr)
             return 1
         return 2
@@ -163,42 +201,42 @@ def _is_build_failure(error) -> bool:
     return code == -11 or "BuildProgram" in str(getattr(error, "routine", ""))
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(options: ImageOptions) -> int:
     from ..io.ms import MSError
-    input_ms, output = _paths(args)
-    outputs = _output_paths(args, output)
-    _check_outputs(outputs, args.overwrite)
-    with _example_ms() if args.example else contextlib.nullcontext(input_ms) as ms_path:
+    input_ms, output = _paths(options)
+    outputs = _output_paths(options, output)
+    _check_outputs(outputs, options.overwrite)
+    with _example_ms() if options.example else contextlib.nullcontext(input_ms) as ms_path:
         if not os.path.exists(ms_path):
             raise CommandError(f"{ms_path}: no such file or directory")
-        shown = f"the bundled example {Path(ms_path).name}" if args.example else ms_path
-        context = _context(args.device)
-        devices = _devices(args.devices)
-        _check_memory(args, context, devices)
+        shown = f"the bundled example {Path(ms_path).name}" if options.example else ms_path
+        context = _context(options.device)
+        devices = _devices(options.devices)
+        _check_memory(options, context, devices)
         try:
-            result = _image(args, ms_path, context, devices)
+            result = _image(options, ms_path, context, devices)
         except (MSError, ValueError, TypeError) as error:
             raise CommandError(_as_given(_one_line(error), ms_path, shown)) from None
         except RuntimeError as error:  # a damaged table casacore trips on elsewhere
             raise CommandError(f"{shown}: {_as_given(_one_line(error), ms_path, shown)}"
                                ) from None
     try:
-        _write_outputs(args, result, outputs)
+        _write_outputs(options, result, outputs)
     except OSError as error:
         raise CommandError(f"cannot write output: {_one_line(error)}") from None
-    if not args.quiet:
-        _summary(args, result, output)
+    if not options.quiet:
+        _summary(options, result, output)
     elif result.sum_weights == 0:
         _warn_nothing_usable(result)
     return 0
 
 
-def _paths(args: argparse.Namespace) -> tuple[str | None, Path]:
-    expected = 1 if args.example else 2
-    if len(args.paths) != expected:
-        usage = "OUTPUT.fits" if args.example else "INPUT.ms OUTPUT.fits"
-        raise CommandError(f"expected {usage}, got {len(args.paths)} path(s)")
-    return (None if args.example else args.paths[0]), Path(args.paths[-1])
+def _paths(options: ImageOptions) -> tuple[str | None, Path]:
+    expected = 1 if options.example else 2
+    if len(options.paths) != expected:
+        usage = "OUTPUT.fits" if options.example else "INPUT.ms OUTPUT.fits"
+        raise CommandError(f"expected {usage}, got {len(options.paths)} path(s)")
+    return (None if options.example else options.paths[0]), Path(options.paths[-1])
 
 
 def _as_given(message: str, ms_path: str, shown: str) -> str:
@@ -209,13 +247,13 @@ def _as_given(message: str, ms_path: str, shown: str) -> str:
     return message
 
 
-def _output_paths(args: argparse.Namespace, output: Path) -> dict[str, Path]:
+def _output_paths(options: ImageOptions, output: Path) -> dict[str, Path]:
     """Every file the command will write, by kind ('image', 'psf', 'png')."""
     paths = {"image": output}
-    if args.psf:
+    if options.psf:
         paths["psf"] = _sibling(output, "-psf.fits")
-    if args.png is not None:
-        paths["png"] = Path(args.png) if args.png else _sibling(output, ".png")
+    if options.png is not None:
+        paths["png"] = Path(options.png) if options.png else _sibling(output, ".png")
     return paths
 
 
@@ -248,27 +286,27 @@ def _context(device_spec):
         raise CommandError(_one_line(error)) from None
 
 
-def calibration_of(args: argparse.Namespace) -> str | None:
+def calibration_of(options: ImageOptions) -> str | None:
     """``--calibrate``, defaulting to 'point' for the bundled calibrator."""
-    choice = args.calibrate or ("point" if args.example else "none")
+    choice = options.calibrate or ("point" if options.example else "none")
     return None if choice == "none" else choice
 
 
-def _image(args, ms_path, context, devices):
+def _image(options: ImageOptions, ms_path: str, context, devices: list | None):
     from .run import image_measurement_set
-    cell_rad = None if args.cell is None else args.cell / ARCSEC_PER_RAD
+    cell_rad = None if options.cell is None else options.cell / ARCSEC_PER_RAD
     if cell_rad is not None and not (np.isfinite(cell_rad) and cell_rad > 0):
-        raise CommandError(f"--cell must be a positive number of arcsec, got {args.cell}")
-    if not 0 < args.epsilon < 1:
-        raise CommandError(f"--epsilon must be in (0, 1), got {args.epsilon}")
+        raise CommandError(f"--cell must be a positive number of arcsec, got {options.cell}")
+    if not 0 < options.epsilon < 1:
+        raise CommandError(f"--epsilon must be in (0, 1), got {options.epsilon}")
     return image_measurement_set(
-        ms_path, npix_x=args.npix, pixsize_x=cell_rad, weighting=args.weighting,
-        robust=args.robust, epsilon=args.epsilon, do_wgridding=args.wgridding,
-        column=args.column or "auto", channels=args.channels, spw=args.spw, field=args.field,
-        chunk_rows=args.chunk_rows, make_psf=args.psf or args.png is not None,
-        context=context, progress=not args.quiet, devices=devices,
-        dask_scheduler=args.dask_scheduler, calibrate=calibration_of(args),
-        deterministic=args.deterministic)
+        ms_path, npix_x=options.npix, pixsize_x=cell_rad, weighting=options.weighting,
+        robust=options.robust, epsilon=options.epsilon, do_wgridding=options.wgridding,
+        column=options.column or "auto", channels=options.channels, spw=options.spw, field=options.field,
+        chunk_rows=options.chunk_rows, make_psf=options.psf or options.png is not None,
+        context=context, progress=not options.quiet, devices=devices,
+        dask_scheduler=options.dask_scheduler, calibrate=calibration_of(options),
+        deterministic=options.deterministic)
 
 
 def memory_needed(npix_x: int, npix_y: int, psf: bool) -> tuple[int, int, int]:
@@ -283,33 +321,33 @@ def memory_needed(npix_x: int, npix_y: int, psf: bool) -> tuple[int, int, int]:
     return grid, device, host
 
 
-def _check_memory(args, context, devices: list | None) -> None:
+def _check_memory(options: ImageOptions, context, devices: list | None) -> None:
     """Refuse an image the device (``context``'s, or each of ``devices``) or
     the host cannot hold, before allocating."""
     from ..core.plan import check_npix
     from .calibrate import available_host_bytes
     try:
-        check_npix(args.npix, args.npix)
+        check_npix(options.npix, options.npix)
     except ValueError:
-        raise CommandError(f"--npix must be even and >= 2, got {args.npix}") from None
-    grid, device_bytes, host = memory_needed(args.npix, args.npix,
-                                             args.psf or args.png is not None)
-    profiles = [] if args.dask_scheduler else _device_profiles(context, devices)
+        raise CommandError(f"--npix must be even and >= 2, got {options.npix}") from None
+    grid, device_bytes, host = memory_needed(options.npix, options.npix,
+                                             options.psf or options.png is not None)
+    profiles = [] if options.dask_scheduler else _device_profiles(context, devices)
     for profile in profiles:
         where = f"{profile.device_name!r}"
         if grid > profile.max_alloc_bytes:
             raise CommandError(
-                f"a {args.npix}x{args.npix} image needs a uv grid of at least {_bytes(grid)} "
+                f"a {options.npix}x{options.npix} image needs a uv grid of at least {_bytes(grid)} "
                 f"in one allocation; {where} allows {_bytes(profile.max_alloc_bytes)} per "
                 f"allocation ({_bytes(profile.global_mem_bytes)} in all): use a smaller --npix")
         if device_bytes > profile.global_mem_bytes:
             raise CommandError(
-                f"a {args.npix}x{args.npix} image needs at least {_bytes(device_bytes)} of "
+                f"a {options.npix}x{options.npix} image needs at least {_bytes(device_bytes)} of "
                 f"device memory; {where} has {_bytes(profile.global_mem_bytes)}: "
                 f"use a smaller --npix")
     available = available_host_bytes()
     if available and host > available:
-        raise CommandError(f"a {args.npix}x{args.npix} image needs at least {_bytes(host)} of "
+        raise CommandError(f"a {options.npix}x{options.npix} image needs at least {_bytes(host)} of "
                            f"host memory; {_bytes(available)} are available: "
                            f"use a smaller --npix")
 
@@ -358,7 +396,7 @@ def _header_keywords(result) -> dict:
     return keywords
 
 
-def _history(args, result) -> list[str]:
+def _history(options: ImageOptions, result) -> list[str]:
     """What was done, for the FITS HISTORY cards."""
     lines = [f"clgrid image: Stokes I from column {result.column}, {result.n_rows} rows, "
              f"{result.n_used} samples used, {result.n_flagged} flagged"
@@ -371,15 +409,15 @@ def _history(args, result) -> list[str]:
     return lines
 
 
-def _write_outputs(args, result, outputs: dict[str, Path]) -> None:
+def _write_outputs(options: ImageOptions, result, outputs: dict[str, Path]) -> None:
     """Every output written under a temporary name beside it, then all renamed
     at once: an interrupted or failed run leaves no partial file (and none
     that makes the next run ask for --overwrite)."""
     from ..io.fitsio import temporary_path_beside
     staged = {kind: temporary_path_beside(path) for kind, path in outputs.items()}
     try:
-        _write_files(args, result, staged)
-        if not args.overwrite:  # one may have appeared while we imaged
+        _write_files(options, result, staged)
+        if not options.overwrite:  # one may have appeared while we imaged
             _check_outputs(outputs, overwrite=False)
         with _signals_held():
             for kind, path in outputs.items():
@@ -409,7 +447,7 @@ def _signals_held() -> Iterator[None]:
             signal.raise_signal(held[0])
 
 
-def _write_files(args, result, outputs: dict[str, Path]) -> None:
+def _write_files(options: ImageOptions, result, outputs: dict[str, Path]) -> None:
     from ..io.fitsio import write_image
     from .run import fit_beam
     freq = result.freq_hz
@@ -422,7 +460,7 @@ def _write_files(args, result, outputs: dict[str, Path]) -> None:
     common = dict(pixsize_x=result.pixsize_x, pixsize_y=result.pixsize_y,
                   phase_centre_rad=result.phase_centre_rad, freq_hz=float(np.mean(freq)),
                   bandwidth_hz=float(np.ptp(freq)) or None, overwrite=True,
-                  history=_history(args, result), **keywords)
+                  history=_history(options, result), **keywords)
     write_image(outputs["image"], result.image, **common)
     if "psf" in outputs:
         write_image(outputs["psf"], result.psf, bunit="", **common)
@@ -475,13 +513,13 @@ def _draw_beam(axes, beam, half_x: float, half_y: float) -> None:
                            facecolor="none", edgecolor="white", linewidth=1.2))
 
 
-def _summary(args, result, output: Path) -> None:
+def _summary(options: ImageOptions, result, output: Path) -> None:
     from ..io.fitsio import fits_pixel
     peak = tuple(int(p) for p in np.unravel_index(np.argmax(result.image), result.image.shape))
     centre = (result.image.shape[0] // 2, result.image.shape[1] // 2)
     offset = ((peak[0] - centre[0]) * result.pixsize_x * ARCSEC_PER_RAD,
               (peak[1] - centre[1]) * result.pixsize_y * ARCSEC_PER_RAD)
-    calibration = calibration_of(args) or "none"
+    calibration = calibration_of(options) or "none"
     print(f"read {result.n_rows} rows of column {result.column}; calibration: {calibration}; "
           f"{result.n_used} samples used, {result.n_flagged} flagged{_bad_uvw_text(result)}, "
           f"{result.n_outside} off the grid; gridder: {result.backend}")
@@ -495,7 +533,7 @@ def _summary(args, result, output: Path) -> None:
         _warn_nothing_usable(result)
     # Rows left out of the automatic cell are off the grid by design: their
     # warning said so, and a smaller --cell is not the cure for a bad uvw.
-    if result.n_outside and not (args.cell is None and result.n_uv_outliers):
+    if result.n_outside and not (options.cell is None and result.n_uv_outliers):
         print(f"warning: {result.n_outside} samples lie beyond the uv range of this cell "
               f"size and were left out; use a smaller --cell", file=sys.stderr)
 
@@ -546,4 +584,4 @@ def _one_line(error: BaseException) -> str:
     return lines[0] if lines else type(error).__name__
 
 
-__all__ = ["add_parser", "run", "write_png"]
+__all__ = ["ImageOptions", "add_parser", "run", "write_png"]
