@@ -245,15 +245,16 @@ def vis2dirty_with(geometry: ImageGeometry, *, uvw, freq, vis, wgt=None, mask=No
     if flags is not None:
         mask = ~da.asarray(flags).astype(bool)
     layout = _layout(uvw, freq, geometry, w_range_m, uvw.shape[0] * freq.size, scheduler)
-    fixed = dict(freq=freq, geometry=geometry, layout=layout, device=device)
     wgt_blocks = _blocks(_rows_like(wgt, uvw, "wgt"))
     mask_blocks = _blocks(_rows_like(mask, uvw, "mask"))
     parts = [dask.delayed(_grid_block, pure=True)(
         u, v, None if wgt_blocks is None else wgt_blocks[i],
-        None if mask_blocks is None else mask_blocks[i], **fixed)
+        None if mask_blocks is None else mask_blocks[i], freq=freq, geometry=geometry,
+        layout=layout, device=device)
         for i, (u, v) in enumerate(zip(_blocks(uvw), _blocks(vis)))]
     total = _tree_sum(parts, int(split_every))
-    image = dask.delayed(_finish, pure=True)(total, squeeze=vis.ndim == 2, **fixed)
+    image = dask.delayed(_finish, pure=True)(total, freq=freq, geometry=geometry, layout=layout,
+                                             device=device, squeeze=vis.ndim == 2)
     (result,) = dask.compute(image, scheduler=scheduler)
     return result
 
@@ -284,12 +285,14 @@ def dirty2vis(*, uvw, freq, dirty, wgt=None, mask=None, flags=None, pixsize_x: f
         flip_w=flip_w, divide_by_n=divide_by_n, sigma_min=sigma_min, sigma_max=sigma_max,
         center_x=center_x, center_y=center_y)
     layout = _layout(uvw, freq, geometry, w_range_m, uvw.shape[0] * freq.size)
-    fixed = dict(freq=freq, geometry=geometry, layout=layout, device=device)
     dirty_node = dask.delayed(dirty, pure=True)
     out_dtype = np.complex64 if dirty.dtype == np.float32 else np.complex128
     tail = (freq.size,) if dirty.ndim == 2 else (freq.size, dirty.shape[0])
-    blocks = [da.from_delayed(dask.delayed(_degrid_block, pure=True)(u, dirty_node, **fixed),
-                              shape=(rows,) + tail, dtype=out_dtype)
+    def degrid(uvw_block):
+        return dask.delayed(_degrid_block, pure=True)(uvw_block, dirty_node, freq=freq,
+                                                      geometry=geometry, layout=layout,
+                                                      device=device)
+    blocks = [da.from_delayed(degrid(u), shape=(rows,) + tail, dtype=out_dtype)
               for u, rows in zip(_blocks(uvw), uvw.chunks[0])]
     vis = da.concatenate(blocks, axis=0)
     if flags is not None:
