@@ -120,8 +120,9 @@ def main(argv=None) -> int:
           args.repeats)
     timed("download pinned (clgrid)", lambda: imager.uploader.to_host(vis_d), queue,
           args.repeats)
-    timed("non-finite count", lambda: _device_count(queue, vis_d, "nonfinite", imager._scratch),
-          queue, args.repeats)
+    timed("non-finite count",
+          lambda: _device_count(queue, vis_d, "nonfinite", engine.primary.scratch), queue,
+          args.repeats)
     plane0, n_pass = engine.passes()[0]
     timed(f"spread (one pass, {n_pass} planes)",
           lambda: engine.grid_pass(vis_d, 1, 0, plane0, n_pass), queue, args.repeats)
