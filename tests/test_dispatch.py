@@ -233,8 +233,8 @@ def test_explain_rows():
     assert row["gcf_read"].startswith("buffer (cpu: no texture units")
     assert explain(cpu, 32, 4)["degrid"] == "a work-item a record, rows as vectors"
     row = explain(fake(), 64, 4)                       # a GPU: register blocks from W 32
-    assert row["degrid"] == "register blocks 4x4, 2 pol, groups of 128, gcf buffer (full: image)"
-    assert row["gcf_read"].startswith("separable buffer, full image (gpu with images")
+    assert row["degrid"] == "register blocks 4x4, 2 pol, groups of 128, gcf buffer"
+    assert row["gcf_read"].startswith("buffer (gpu: the buffer's reads measured faster")
     assert explain(fake(), 16, 4)["degrid"] == "a work-group of 128 a record"
     row = explain(fake(fp64=False), 32, 4, np.float64)
     assert row["method"] == "-" and "double precision" in row["why"]

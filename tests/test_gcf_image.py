@@ -94,9 +94,11 @@ def test_texel_layout_is_the_table_by_distance():
 def test_dispatcher_picks_the_read_path_from_device_queries():
     gpu = fake()
     full = dict(separable=False)
-    assert choose_gcf_read(gpu, 16, 8, 32, **full)[0] == "image"
-    read, why = choose_gcf_read(gpu, 16, 8)          # separable: the phased buffer
-    assert read == "buffer" and "one load" in why
+    # a GPU reads buffers unless clgrid tune measured images faster there:
+    # images ran 1.1-5x slower on an H100 for every table kind (RESULTS)
+    for kind in (dict(), full):
+        read, why = choose_gcf_read(gpu, 16, 8, 32, **kind)
+        assert read == "buffer" and "measured faster" in why
     assert choose_gcf_read(gpu, 16, 8, cached="image") == (
         "image", "the tuning cache: clgrid tune measured it the faster here")
     assert choose_gcf_read(gpu, 16, 8, 32, method="tiles", **full)[0] == "buffer"
@@ -115,7 +117,7 @@ def test_dispatcher_picks_the_read_path_from_device_queries():
     assert choose_gcf_read(fake(device_type="cpu"), 16, 8, gcf_read="image-linear")[0] == \
         "image-linear"
     row = explain(fake(), 32, 4)
-    assert row["gcf_read"].startswith("separable buffer, full image (gpu with images")
+    assert row["gcf_read"].startswith("buffer (gpu: the buffer's reads measured faster")
     assert explain(fake(device_type="cpu"), 32, 4)["gcf_read"].startswith("buffer (the tile")
     assert explain(fake(device_type="cpu"), 72, 4)["gcf_read"].startswith("buffer (cpu")
 

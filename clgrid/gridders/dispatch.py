@@ -187,15 +187,14 @@ def choose_gcf_read(profile, support: int, oversample: int, w_planes: int = 1,
         group) takes a record.  Only the register kernels read images.
     gcf_read
         ``'buffer'``, ``'image'`` or ``'image-linear'`` to force; None: the
-        device's, from its queries: ``'image'`` for full (W-projection)
-        tables on GPUs with image support (``CL_DEVICE_IMAGE_SUPPORT``)
-        whose largest 3-D image holds the table, for the register kernels,
-        float32 (the census of 2026-11-25 found those reads latency-bound,
-        what texture caches are for); ``'buffer'`` elsewhere: CPUs (no
-        texture units: the sampler is software there) and separable tables
-        (the phased buffer gives a block's weights in one vector load, an
-        image one texel a weight).  Never ``'image-linear'`` unasked: it
-        changes the weights (interpolated).
+        device's: ``'buffer'``, unless ``cached`` says ``'image'`` was
+        measured faster on this device.  On an H100 (RESULTS, "GCF read
+        paths on an NVIDIA H100", 2026-11-26) image reads ran 1.1-5x slower
+        than the buffer for every table and support (full W-projection
+        tables included, where the census had found the reads
+        latency-bound); CPUs have no texture units (the sampler is software
+        there).  Never ``'image-linear'`` unasked: it changes the weights
+        (interpolated).
     cached
         What ``clgrid tune`` measured the faster here (``'buffer'`` or
         ``'image'``, :func:`clgrid.gridders.tunecache.cached_gcf_read`):
@@ -234,12 +233,12 @@ def choose_gcf_read(profile, support: int, oversample: int, w_planes: int = 1,
         return "buffer", f"{kind}: no texture units, the sampler runs in software"
     if not fits:
         return "buffer", why
-    if separable:
-        # a separable table's block of weights is one vector load from the
-        # phased buffer; from an image it is a texel a weight, and a texel
-        # feeds only 2-4 multiply-adds a polarisation there
-        return "buffer", "separable table: the phased buffer, a block's weights in one load"
-    return "image", "gpu with images, full table: its reads through the texture cache"
+    # measured, not guessed: on an H100 the sampler's reads cost more than the
+    # register kernels' L1-cached buffer reads at every support (image 0.2-0.9x
+    # the buffer's speed, full W tables included); clgrid tune can still find
+    # a device where images win, and then `cached` above takes it
+    return "buffer", ("gpu: the buffer's reads measured faster than the sampler's "
+                      "(H100, 2026-11-26); clgrid tune times both")
 
 
 #: Oversampling (and w planes of a full table) of the tables ``clgrid
