@@ -249,9 +249,9 @@ def image_measurement_set(ms_path, *, npix_x: int, npix_y: int | None = None,
         geometry = ImageGeometry.from_arguments(
             npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x, pixsize_y=pixsize_y,
             epsilon=epsilon, do_wgridding=do_wgridding, precision="single")
-        weigher = ImageWeighting(context, npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x,
-                                 pixsize_y=pixsize_y, scheme=weighting, robust=robust,
-                                 deterministic=deterministic)
+        weigher = ImageWeighting(context, npix_x=geometry.npix_x, npix_y=geometry.npix_y,
+                                 pixsize_x=geometry.pixsize_x, pixsize_y=geometry.pixsize_y,
+                                 scheme=weighting, robust=robust, deterministic=deterministic)
         for window in ms.select_spws(spw):  # bad selections fail before any work
             parse_channels(channels, ms.spectral_windows[window].freq_hz.size)
             ms.parallel_hands(window)
