@@ -302,11 +302,11 @@ def _image(options: ImageOptions, ms_path: str, context, devices: list | None):
     return image_measurement_set(
         ms_path, npix_x=options.npix, pixsize_x=cell_rad, weighting=options.weighting,
         robust=options.robust, epsilon=options.epsilon, do_wgridding=options.wgridding,
-        column=options.column or "auto", channels=options.channels, spw=options.spw, field=options.field,
-        chunk_rows=options.chunk_rows, make_psf=options.psf or options.png is not None,
-        context=context, progress=not options.quiet, devices=devices,
-        dask_scheduler=options.dask_scheduler, calibrate=calibration_of(options),
-        deterministic=options.deterministic)
+        column=options.column or "auto", channels=options.channels, spw=options.spw,
+        field=options.field, chunk_rows=options.chunk_rows,
+        make_psf=options.psf or options.png is not None, context=context,
+        progress=not options.quiet, devices=devices, dask_scheduler=options.dask_scheduler,
+        calibrate=calibration_of(options), deterministic=options.deterministic)
 
 
 def memory_needed(npix_x: int, npix_y: int, psf: bool) -> tuple[int, int, int]:
@@ -347,9 +347,9 @@ def _check_memory(options: ImageOptions, context, devices: list | None) -> None:
                 f"use a smaller --npix")
     available = available_host_bytes()
     if available and host > available:
-        raise CommandError(f"a {options.npix}x{options.npix} image needs at least {_bytes(host)} of "
-                           f"host memory; {_bytes(available)} are available: "
-                           f"use a smaller --npix")
+        raise CommandError(f"a {options.npix}x{options.npix} image needs at least "
+                           f"{_bytes(host)} of host memory; {_bytes(available)} are "
+                           f"available: use a smaller --npix")
 
 
 def _bytes(count: int) -> str:

@@ -200,7 +200,9 @@ def vis2dirty(*, uvw, freq, vis, wgt=None, mask=None, flags=None, npix_x: int, n
         an alternative to ``mask``.
     freq
         (nchan,) Hz, numpy.
-    npix_x, npix_y, pixsize_x, pixsize_y, epsilon, do_wgridding, flip_u, flip_v, flip_w, divide_by_n, sigma_min, sigma_max, center_x, center_y, double_precision_accumulation
+    npix_x, npix_y, pixsize_x, pixsize_y, epsilon, do_wgridding, flip_u, flip_v, flip_w
+        As :func:`clgrid.vis2dirty`.
+    divide_by_n, sigma_min, sigma_max, center_x, center_y, double_precision_accumulation
         As :func:`clgrid.vis2dirty`.
     nthreads, verbosity, allow_nshift
         Accepted and ignored, as by :func:`clgrid.vis2dirty`.

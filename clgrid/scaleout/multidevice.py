@@ -57,8 +57,8 @@ import pyopencl.array as cla
 
 from ..device.guard import one_thread_at_a_time
 from ..device.hostio import copy_pool, gather_rows
-from ..core.plan import (FFT_COST_PER_CELL, GRID_COST_PER_TAP, GridLayout, ImageGeometry, check_freq,
-                         check_uvw)
+from ..core.plan import (FFT_COST_PER_CELL, GRID_COST_PER_TAP, GridLayout, ImageGeometry,
+                         check_freq, check_uvw)
 from ..device import plancache
 from ..device.profiles import context_of
 from ..imaging.imager import Imager, fingerprint, plan_needs
@@ -91,7 +91,11 @@ class MultiDeviceImager:
         What is summed without w-gridding: ``'images'`` (each device's dirty
         image, default), or each device's grid on the first device
         (``'device'``) or on the host (``'host'``).
-    npix_x, npix_y, pixsize_x, pixsize_y, epsilon, do_wgridding, precision, flip_u, flip_v, flip_w, divide_by_n, sigma_min, sigma_max, center_x, center_y, double_precision_accumulation
+    npix_x, npix_y, pixsize_x, pixsize_y, epsilon, do_wgridding, precision
+        As for :class:`Imager`.
+    flip_u, flip_v, flip_w, divide_by_n, sigma_min, sigma_max, center_x, center_y
+        As for :class:`Imager`.
+    double_precision_accumulation
         As for :class:`Imager`.
     geometry
         A :class:`clgrid.core.plan.ImageGeometry` in their place, as for
