@@ -79,3 +79,20 @@ def test_built_programs_are_bounded(cl_env, monkeypatch):
     monkeypatch.setenv("CLGRID_PROGRAM_CACHE", "none")
     with pytest.raises(ValueError, match="CLGRID_PROGRAM_CACHE must be an integer >= 1"):
         kernels.max_programs()
+
+
+def test_dropped_plans_are_collected_in_batches(monkeypatch):
+    """Dropped plans sit in reference cycles: a full collection once
+    COLLECT_PLANS small ones were dropped (not one per plan, not never), and
+    at once where a device's plans are dropped for want of memory."""
+    monkeypatch.setenv("CLGRID_PLAN_CACHE_PLANS", "1")
+    collections_run: list[int] = []
+    monkeypatch.setattr(plancache.gc, "collect", lambda: collections_run.append(1))
+    monkeypatch.setattr(plancache, "_dropped", {"plans": 0, "bytes": 0})
+    cache = plancache.PlanCache()
+    _fill(cache, plancache.COLLECT_PLANS)            # drops COLLECT_PLANS - 1
+    assert collections_run == []
+    _fill(cache, 2)                                  # the COLLECT_PLANS-th drop and one more
+    assert collections_run == [1]
+    cache.drop_device(1)
+    assert collections_run == [1, 1]
