@@ -89,12 +89,18 @@ def parse_output(output_projection, shape_out, output_array):
         shape_out = output_array.shape
     if shape_out is None:
         header = output_projection
-        if hasattr(header, "get") and header.get("NAXIS") is not None:
-            shape_out = tuple(int(header[f"NAXIS{i}"]) for i in range(header["NAXIS"], 0, -1))
+        if hasattr(header, "get") and not isinstance(header, str):
+            try:
+                shape_out = tuple(int(header[f"NAXIS{i}"])
+                                  for i in range(int(header["NAXIS"]), 0, -1))
+            except KeyError:  # reproject's message (its tests match it)
+                raise ValueError("Need to specify shape since output header does not contain "
+                                 "complete shape information") from None
         elif getattr(wcs, "array_shape", None) is not None:
             shape_out = wcs.array_shape
         else:
-            raise ValueError("give shape_out (the output projection has no NAXISn)")
+            raise ValueError("Need to specify shape_out when specifying output_projection as "
+                             "WCS object")
     return wcs, tuple(int(n) for n in shape_out)
 
 
@@ -161,8 +167,8 @@ def validate(wcs_in, wcs_out, shape_in, shape_out) -> tuple[int, ...]:
     if len(shape_out) == n_wcs and len(shape_in) > n_wcs:
         shape_out = tuple(shape_in[:-n_wcs]) + tuple(shape_out)
     if len(shape_in) != len(shape_out):
-        raise ValueError(f"input {tuple(shape_in)} and output {tuple(shape_out)} shapes must "
-                         "have the same number of dimensions")
+        raise ValueError("Number of dimensions in input and output data should match "
+                         f"(input {tuple(shape_in)}, output {tuple(shape_out)})")
     if tuple(shape_in[:-n_wcs]) != tuple(shape_out[:-n_wcs]):
         raise ValueError("Dimensions to be looped over must match exactly")
     if _has_celestial(wcs_in) and not _has_celestial(wcs_out):

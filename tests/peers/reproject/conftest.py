@@ -1,5 +1,6 @@
-"""reproject 0.21.0's own interpolation tests with ``clgrid.reproject_interp``
-in place of reproject's.
+"""reproject 0.21.0's own interpolation tests, and the items of its high-level
+tests that call ``reproject_interp``, with ``clgrid.reproject_interp`` in place
+of reproject's.
 
 Run (``tox -e peers-reproject`` does this; the plugins below come with it)::
 
@@ -12,6 +13,17 @@ byte (checked against :data:`VENDORED` when the session starts):
 - ``reproject/interpolation/tests/`` (``test_core.py``, ``__init__.py``) and
   its ``reference/`` folder, the four FITS files pytest-arraydiff compares
   with (336 kB);
+- ``reproject/tests/test_high_level.py`` and the two headers its
+  ``TestReproject`` reads next to it (``data/gc_ga.hdr``, ``data/gc_eq.hdr``):
+  the high-level tests. Only their items that call ``reproject_interp`` are
+  collected (:data:`NOT_INTERP`: the others exercise ``reproject_adaptive`` and
+  ``reproject_exact``, which clgrid does not replace). The file's ``from ..
+  import reproject_interp`` needs a parent package, so it is imported as
+  ``clgrid_reproject_peer.tests.test_high_level``: ``clgrid_reproject_peer`` is
+  a package made here whose folder is ``reproject/`` below and whose three
+  functions are reproject's (``reproject_interp`` redirected), so its
+  ``get_pkg_data_filename("data/...")`` reads the vendored headers, as
+  reproject's own run reads them next to the installed file;
 - ``reproject/tests/data/aia_171_level1.{fits,asdf}`` (290 kB): the solar
   image (FITS WCS, and gwcs in ASDF) of the round-trip tests, which reproject's
   ``aia_test_data`` fixture reads next to its conftest. Those tests need
@@ -78,6 +90,12 @@ VENDORED = {
         "71d7f9f56908bd22d5dcac015884117c57c45f30951131bf4abdc06c55cb0280",
     "reproject/tests/data/aia_171_level1.asdf":
         "7d705a963538c8e454608f8a6824769bc3caa3b9a4ead997dda83b3954510341",
+    "reproject/tests/test_high_level.py":
+        "4eb3717951f64a2e50b57a9e02d863b30f3a69dc65c1a8384776cf38ea4eae8e",
+    "reproject/tests/data/gc_ga.hdr":
+        "a9cccf6d7bf2365e24583bf6f10b7f7e75f4a731d35b9bade7ba6b6651445b4c",
+    "reproject/tests/data/gc_eq.hdr":
+        "3360c2e88e4bf1e9c4ebd9272011783ea9c2c34e4d9a52a1f7bbb27cefcf9197",
 }
 
 #: Tests deselected because they read astropy's remote data
@@ -87,6 +105,74 @@ NETWORK = {
         "downloads astropy's galactic_center/gc_2mass_k.fits and gc_msx_e.fits "
         "(get_pkg_data_filename without package=): needs the network",
 }
+
+
+#: The high-level test file, and the reason its items that do not call
+#: ``reproject_interp`` are deselected.
+HIGH_LEVEL = "reproject/tests/test_high_level.py"
+NOT_INTERP = ("exercises reproject_adaptive or reproject_exact, which clgrid does not replace "
+              "(test_hdu_header[adaptive|exact] end with the reproject_interp call that "
+              "test_hdu_header[interp] makes too)")
+#: reproject_interp's ``order`` values among the file's ``projection_type`` modes
+INTERP_MODES = ("nearest-neighbor", "bilinear", "biquadratic", "bicubic")
+#: the package the high-level test file is imported in (see the docstring)
+PEER_PACKAGE = "clgrid_reproject_peer"
+
+
+def _calls_interp(item) -> bool:
+    """Whether an item of the high-level file calls ``reproject_interp``: its
+    ``reproject_function`` is reproject_interp, its ``projection_type`` one of
+    reproject_interp's orders; items with neither (none now) are kept."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if "reproject_function" in params:
+        return getattr(params["reproject_function"], "__name__", "") == "reproject_interp"
+    if "projection_type" in params:
+        return params["projection_type"] in INTERP_MODES
+    return True
+
+
+def _peer_package():
+    """``clgrid_reproject_peer``: the vendored ``reproject/`` folder as a package
+    holding reproject's three functions (``reproject_interp`` is clgrid's)."""
+    import types
+
+    import reproject
+    if PEER_PACKAGE not in sys.modules:
+        package = types.ModuleType(PEER_PACKAGE)
+        package.__path__ = [str(HERE / "reproject")]
+        package.__file__ = str(HERE / "reproject" / "__init__.py")  # (none: a made package)
+        package.__package__ = PEER_PACKAGE
+        for name in ("reproject_interp", "reproject_adaptive", "reproject_exact"):
+            setattr(package, name, getattr(reproject, name))
+        sys.modules[PEER_PACKAGE] = package
+    return sys.modules[PEER_PACKAGE]
+
+
+class _PeerModule(pytest.Module):
+    """The high-level test file, imported as a module of ``clgrid_reproject_peer``
+    (through the import system, so that pytest's assertion rewriting applies)."""
+
+    def _getobj(self):
+        _peer_package()
+        return importlib.import_module(f"{PEER_PACKAGE}.tests.{self.path.stem}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collect_file(file_path, parent):
+    """Not the doctest collector of the high-level file: it has no examples
+    (reproject's run collects none there) and doctestplus imports it by path,
+    where its ``from .. import`` has no parent package."""
+    collectors = yield
+    if file_path == HERE / HIGH_LEVEL:
+        from _pytest.doctest import DoctestModule
+        collectors = [c for c in collectors if not isinstance(c, DoctestModule)]
+    return collectors
+
+
+def pytest_pycollect_makemodule(module_path, parent):
+    if module_path == HERE / HIGH_LEVEL:
+        return _PeerModule.from_parent(parent, path=module_path)
+    return None
 
 
 def _check_vendored() -> None:
@@ -170,19 +256,24 @@ def _matches(item, test: str, params: str | None) -> bool:
 def pytest_collection_modifyitems(config, items):
     XFAILS = _xfails()
     kept, deselected = [], []
+    not_interp = []
     for item in items:
         name = getattr(item, "originalname", item.name)
         if name in NETWORK:
             deselected.append(item)
+            continue
+        if item.path == HERE / HIGH_LEVEL and not _calls_interp(item):
+            not_interp.append(item)
             continue
         kept.append(item)
         for test, params, reason in XFAILS:
             if _matches(item, test, params):
                 item.add_marker(pytest.mark.xfail(reason=reason))
                 break
-    if deselected:
-        config.hook.pytest_deselected(items=deselected)
+    if deselected or not_interp:
+        config.hook.pytest_deselected(items=deselected + not_interp)
         config._clgrid_network = deselected
+        config._clgrid_not_interp = not_interp
         items[:] = kept
 
 
@@ -193,6 +284,9 @@ def pytest_terminal_summary(terminalreporter, config):
         for name in names:
             count = sum(getattr(i, "originalname", i.name) == name for i in deselected)
             terminalreporter.write_line(f"deselected {count} x {name}: {NETWORK[name]}")
+    not_interp = getattr(config, "_clgrid_not_interp", [])
+    if not_interp:
+        terminalreporter.write_line(f"deselected {len(not_interp)} of {HIGH_LEVEL}: {NOT_INTERP}")
 
 
 def _xfails():
