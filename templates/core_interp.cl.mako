@@ -126,6 +126,32 @@ inline void store_point(${vec} sum, const unsigned int k, __global const ${pos_t
              + (${vvec})((${vis_real})sum.x, (${vis_real})sum.y);
 }
 
+## The scalar footprint sum over the planes [p_first, p_end) of the pass,
+## written once for interpolate and point_sum_planes's edge path so that the
+## two add in the same order (the same bits): each plane's rows (ku) of
+## cells iv (kv) wrapping at nu, added into sum times the plane's w weight
+## w_weight (a C expression in p; None: no w weight).
+<%def name="planes_footprint_sum(w_weight)">\
+    for (int p = p_first; p < p_end; ++p) {
+        __global const ${vec} *grid = planes + (size_t)(p - plane0) * nu * nv;
+        ${vec} plane_sum = (${vec})(0, 0);
+        int iu = cell.x;
+        for (int a = 0; a < SUPPORT; ++a) {
+            __global const ${vec} *grid_row = grid + (size_t)iu * nv;
+            ${vec} row_sum = (${vec})(0, 0);
+            for (int b = 0; b < SUPPORT; ++b)
+                row_sum += grid_row[iv[b]] * kv[b];
+            plane_sum += row_sum * ku[a];
+            iu = (iu + 1 == nu) ? 0 : iu + 1;
+        }
+% if w_weight:
+        sum += plane_sum * ${w_weight};
+% else:
+        sum += plane_sum;
+% endif
+    }
+</%def>
+
 __kernel void interpolate(__global const unsigned int *sorted_index, const unsigned int n_points,
                           __global const ${pos_t} *uvw, __global const ${pos_t} *freq_scale,
                           const unsigned int nchan,
@@ -172,26 +198,8 @@ __kernel void interpolate(__global const unsigned int *sorted_index, const unsig
     const int p_first = plane0, p_end = plane0 + 1;
 % endif
     ${vec} sum = (${vec})(0, 0);
-    for (int p = p_first; p < p_end; ++p) {
-        __global const ${vec} *grid = planes + (size_t)(p - plane0) * nu * nv;
-        ${vec} plane_sum = (${vec})(0, 0);
-        int iu = cell.x;
-        for (int a = 0; a < SUPPORT; ++a) {
-            __global const ${vec} *grid_row = grid + (size_t)iu * nv;
-            ${vec} row_sum = (${vec})(0, 0);
-            for (int b = 0; b < SUPPORT; ++b)
-                row_sum += grid_row[iv[b]] * kv[b];
-            plane_sum += row_sum * ku[a];
-            iu = (iu + 1 == nu) ? 0 : iu + 1;
-        }
-% if do_w and kernel_eval == "horner":
-        sum += plane_sum * kw[p - cell.z];
-% elif do_w:
-        sum += plane_sum * es_kernel((${real})(p - cell.z) - HALF_SUPPORT + t.z);
-% else:
-        sum += plane_sum;
-% endif
-    }
+${planes_footprint_sum(None if not do_w else "kw[p - cell.z]" if kernel_eval == "horner"
+                        else "es_kernel((%s)(p - cell.z) - HALF_SUPPORT + t.z)" % real)}\
     store_point(sum, k, uvw, freq_scale, nchan, out, npol, pol, wgt, mask, shift_u, shift_v,
                 phasors, accumulate);
 }
@@ -622,24 +630,7 @@ inline ${vec} point_sum_planes(const int4 cell, const ${real}4 frac,
     int iv[SUPPORT];
     for (int b = 0; b < SUPPORT; ++b)
         iv[b] = (cell.y + b) < nv ? cell.y + b : cell.y + b - nv;
-    for (int p = p_first; p < p_end; ++p) {
-        __global const ${vec} *grid = planes + (size_t)(p - plane0) * nu * nv;
-        ${vec} plane_sum = (${vec})(0, 0);
-        int iu = cell.x;
-        for (int a = 0; a < SUPPORT; ++a) {
-            __global const ${vec} *grid_row = grid + (size_t)iu * nv;
-            ${vec} row_sum = (${vec})(0, 0);
-            for (int b = 0; b < SUPPORT; ++b)
-                row_sum += grid_row[iv[b]] * kv[b];
-            plane_sum += row_sum * ku[a];
-            iu = (iu + 1 == nu) ? 0 : iu + 1;
-        }
-% if do_w:
-        sum += plane_sum * kw[p - cell.z];
-% else:
-        sum += plane_sum;
-% endif
-    }
+${planes_footprint_sum("kw[p - cell.z]" if do_w else None)}\
     return sum;
 }
 

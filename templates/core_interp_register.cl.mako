@@ -28,15 +28,6 @@
         raise ValueError("table_real applies to separable tables")
     if npol % pol_block:
         raise ValueError("pol_block must divide npol")
-    weight = real if table_real else vec
-    parts = 1 if table_real else 2
-    def vector_type(block):
-        return real + (str(block * parts) if block * parts > 1 else "")
-    wu_type, wv_type = vector_type(block_u), vector_type(block_v)
-    def lane(name, block, a):
-        if block * parts == 1:
-            return name
-        return name + ".s" + "".join("%x" % (a * parts + c) for c in range(parts))
     suffix = "f32" if real == "float" else "f64"
     blocks_u = bin_u // block_u
     blocks_v = bin_v // block_v
@@ -45,6 +36,8 @@
         return ("%s * %s" % (value, w)) if table_real else "cmulconj_%s(%s, %s)" % (suffix, value, w)
 %>
 <%include file="complex.cl.mako"/>
+## helpers and table reads, shared with core_spread_register.cl.mako (its adjoint)
+<%namespace name="shared" file="register_gcf.cl.mako"/>
 
 #define SUPPORT ${support}
 #define OVERSAMPLE ${oversample}
@@ -57,10 +50,7 @@
 #define BATCH ${batch}
 #define TABLE_INDEX_MASK ((1 << 30) - 1)
 
-<%include file="register_box.cl.mako"/>
-% if gcf_read != "buffer":
-<%include file="gcf_image.cl.mako"/>
-% endif
+${shared.helpers()}\
 
 // The block's grid points at (u, v) of polarisations pol0.. into registers;
 // points past the grid's edge read as zero (no footprint reaches them with
@@ -83,15 +73,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void interpolate_register(__global const int4 *cells, const unsigned int first_record,
                           const unsigned int n_records, const unsigned int records_per_group,
                           __global const ${vec} *grid, const int nx, const int ny,
-% if gcf_read != "buffer" and separable:
-                          read_only image2d_t gcf_u, read_only image2d_t gcf_v,
-% elif gcf_read != "buffer":
-                          read_only ${"image3d_t" if image_planes else "image2d_t"} gcf,
-% elif separable:
-                          __global const ${wu_type} *gcf_u, __global const ${wv_type} *gcf_v,
-% else:
-                          __global const ${vec} *gcf,
-% endif
+${shared.table_arguments(26)}\
                           __global ${vec} *partials)
 {
     __local int4 l_cell[BATCH];
@@ -137,28 +119,10 @@ void interpolate_register(__global const int4 *cells, const unsigned int first_r
                 }
 % if separable:
 %   if gcf_read != "buffer":
-                // the block's first footprint cell and the record's sub-pixels
-                const int du = pu - where.x, dv = pv - where.y;
-                const int fu = where.z & 0xffff, fv = where.z >> 16;
-                ${weight} wu[${block_u}], wv[${block_v}];
-%     for a in range(block_u):
-                wu[${a}] = gcf_image_weight(gcf_u, du + ${a}, fu, where.w);
-%     endfor
-%     for b in range(block_v):
-                wv[${b}] = gcf_image_weight(gcf_v, dv + ${b}, fv, where.w);
-%     endfor
+${shared.image_offsets()}\
+${shared.separable_image_weights()}\
 %   else:
-                const ${wu_type} wu_vector =
-                    gcf_u[where.z + (int)((unsigned int)(pu - box.x - box.y) / ${block_u}u)];
-                const ${wv_type} wv_vector =
-                    gcf_v[where.w + (int)((unsigned int)(pv - box.z - box.w) / ${block_v}u)];
-                ${weight} wu[${block_u}], wv[${block_v}];
-%     for a in range(block_u):
-                wu[${a}] = ${lane("wu_vector", block_u, a)};
-%     endfor
-%     for b in range(block_v):
-                wv[${b}] = ${lane("wv_vector", block_v, b)};
-%     endfor
+${shared.separable_buffer_weights()}\
 %   endif
 %   for b in range(block_v):
                 {
@@ -174,8 +138,7 @@ void interpolate_register(__global const int4 *cells, const unsigned int first_r
                 }
 %   endfor
 % elif gcf_read != "buffer":
-                const int du = pu - where.x, dv = pv - where.y;
-                const int fu = where.z & 0xffff, fv = where.z >> 16;
+${shared.image_offsets()}\
 %   for b in range(block_v):
 %     for a in range(block_u):
                 {

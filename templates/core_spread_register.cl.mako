@@ -31,17 +31,6 @@
     vec = real + "2"
     if table_real and not separable:
         raise ValueError("table_real applies to separable tables")
-    weight = real if table_real else vec
-    # separable tables come phased and padded (register.phased_table): a
-    # block's weights are one aligned vector load, with no edge tests
-    parts = 1 if table_real else 2
-    def vector_type(block):
-        return real + (str(block * parts) if block * parts > 1 else "")
-    wu_type, wv_type = vector_type(block_u), vector_type(block_v)
-    def lane(name, block, a):
-        if block * parts == 1:
-            return name
-        return name + ".s" + "".join("%x" % (a * parts + c) for c in range(parts))
     suffix = "f32" if real == "float" else "f64"
     catomic = "atomic_add_c64" if real == "float" else "atomic_add_c128"
     blocks_u = bin_u // block_u
@@ -54,6 +43,8 @@
 %>
 <%include file="atomics.cl.mako"/>
 <%include file="complex.cl.mako"/>
+## helpers and table reads, shared with core_interp_register.cl.mako (its adjoint)
+<%namespace name="shared" file="register_gcf.cl.mako"/>
 
 #define SUPPORT ${support}
 #define OVERSAMPLE ${oversample}
@@ -69,10 +60,7 @@
 #define BATCH ${batch}
 #define TABLE_INDEX_MASK ((1 << 30) - 1)
 
-<%include file="register_box.cl.mako"/>
-% if gcf_read != "buffer":
-<%include file="gcf_image.cl.mako"/>
-% endif
+${shared.helpers()}\
 
 inline void flush_block(volatile __global ${real} *grid, const int u, const int v,
                         const int nx, const int ny, const int pol0,
@@ -104,17 +92,9 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
                 const int2 position = block_position(box, offset_u, offset_v);
                 const int pu = position.x, pv = position.y;
 % if gcf_read != "buffer":
-                // the block's first footprint cell; the record's sub-pixels
-                const int du = pu - where.x, dv = pv - where.y;
-                const int fu = where.z & 0xffff, fv = where.z >> 16;
+${shared.image_offsets()}\
 %   if separable:
-                ${weight} wu[${block_u}], wv[${block_v}];
-%     for a in range(block_u):
-                wu[${a}] = gcf_image_weight(gcf_u, du + ${a}, fu, where.w);
-%     endfor
-%     for b in range(block_v):
-                wv[${b}] = gcf_image_weight(gcf_v, dv + ${b}, fv, where.w);
-%     endfor
+${shared.separable_image_weights()}\
 %   else:
                 ${vec} w[${block_v}][${block_u}];
 %     for b in range(block_v):
@@ -124,18 +104,7 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
 %     endfor
 %   endif
 % elif separable:
-                // the block's place in the box, in blocks: its weights' vector
-                const ${wu_type} wu_vector =
-                    gcf_u[where.z + (int)((unsigned int)(pu - box.x - box.y) / ${block_u}u)];
-                const ${wv_type} wv_vector =
-                    gcf_v[where.w + (int)((unsigned int)(pv - box.z - box.w) / ${block_v}u)];
-                ${weight} wu[${block_u}], wv[${block_v}];
-%   for a in range(block_u):
-                wu[${a}] = ${lane("wu_vector", block_u, a)};
-%   endfor
-%   for b in range(block_v):
-                wv[${b}] = ${lane("wv_vector", block_v, b)};
-%   endfor
+${shared.separable_buffer_weights()}\
 % else:
                 const int du = pu - where.x;   // footprint column of the block's first point
                 const int dv = pv - where.y;
@@ -202,15 +171,7 @@ inline void flush_block(volatile __global ${real} *grid, const int u, const int 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void spread_register(__global const int4 *cells, const unsigned int n_records,
                      const unsigned int records_per_group, __global const ${vec} *values,
-% if gcf_read != "buffer" and separable:
-                     read_only image2d_t gcf_u, read_only image2d_t gcf_v,
-% elif gcf_read != "buffer":
-                     read_only ${"image3d_t" if image_planes else "image2d_t"} gcf,
-% elif separable:
-                     __global const ${wu_type} *gcf_u, __global const ${wv_type} *gcf_v,
-% else:
-                     __global const ${vec} *gcf,
-% endif
+${shared.table_arguments(21)}\
                      volatile __global ${real} *grid, const int nx, const int ny,
                      volatile __global unsigned int *flush_count)
 {
