@@ -194,6 +194,19 @@ class ImageGeometry:
                        bool(double_precision_accumulation))
         return geometry
 
+    @classmethod
+    def given(cls, geometry: "ImageGeometry | None", **arguments) -> "ImageGeometry":
+        """``geometry`` as it is, or one :meth:`from_arguments` makes of the
+        keywords; both at once is a ``ValueError`` (the constructors that
+        take either: ``Imager``, ``MultiDeviceImager``)."""
+        if geometry is None:
+            return cls.from_arguments(**arguments)
+        sizes = ("npix_x", "npix_y", "pixsize_x", "pixsize_y", "epsilon")
+        if any(arguments.get(name) is not None for name in sizes):
+            raise ValueError("give geometry= or npix_x, npix_y, pixsize_x, pixsize_y and "
+                             "epsilon, not both")
+        return geometry
+
     @property
     def vis_real(self) -> np.dtype:
         return precision_dtype(self.precision)

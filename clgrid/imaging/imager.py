@@ -226,17 +226,13 @@ class Imager(Operation):
                  layout: GridLayout | None = None, planes: tuple[int, int] | None = None,
                  tiles=None, vis_per_block: int | None = None):
         super().__init__(context)
-        if geometry is None:
-            geometry = ImageGeometry.from_arguments(
-                npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x, pixsize_y=pixsize_y,
-                epsilon=epsilon, do_wgridding=do_wgridding, precision=precision,
-                flip_u=flip_u, flip_v=flip_v, flip_w=flip_w, divide_by_n=divide_by_n,
-                sigma_min=sigma_min, sigma_max=sigma_max, center_x=center_x,
-                center_y=center_y, double_precision_accumulation=double_precision_accumulation)
-        elif (npix_x, npix_y, pixsize_x, pixsize_y, epsilon) != (None,) * 5:
-            raise ValueError("give geometry= or npix_x, npix_y, pixsize_x, pixsize_y and "
-                             "epsilon, not both")
-        self.geometry = geometry
+        self.geometry = geometry = ImageGeometry.given(
+            geometry,
+            npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x, pixsize_y=pixsize_y,
+            epsilon=epsilon, do_wgridding=do_wgridding, precision=precision,
+            flip_u=flip_u, flip_v=flip_v, flip_w=flip_w, divide_by_n=divide_by_n,
+            sigma_min=sigma_min, sigma_max=sigma_max, center_x=center_x,
+            center_y=center_y, double_precision_accumulation=double_precision_accumulation)
         #: No fp64 on the device (single precision only): positions and
         #: phases in float-float (:func:`clgrid.core.setpoints.float_float`).
         self.float_float = needs_float_float(self.queue, self.geometry)

@@ -136,17 +136,13 @@ class MultiDeviceImager:
         self.queues = resolve_queues(devices)
         self.uvw_m = check_uvw(uvw)
         self.freq_hz = check_freq(freq)
-        if geometry is None:
-            geometry = ImageGeometry.from_arguments(
-                npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x, pixsize_y=pixsize_y,
-                epsilon=epsilon, do_wgridding=do_wgridding, precision=precision,
-                flip_u=flip_u, flip_v=flip_v, flip_w=flip_w, divide_by_n=divide_by_n,
-                sigma_min=sigma_min, sigma_max=sigma_max, center_x=center_x,
-                center_y=center_y, double_precision_accumulation=double_precision_accumulation)
-        elif (npix_x, npix_y, pixsize_x, pixsize_y, epsilon) != (None,) * 5:
-            raise ValueError("give geometry= or npix_x, npix_y, pixsize_x, pixsize_y and "
-                             "epsilon, not both")
-        self.geometry = geometry
+        self.geometry = geometry = ImageGeometry.given(
+            geometry,
+            npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x, pixsize_y=pixsize_y,
+            epsilon=epsilon, do_wgridding=do_wgridding, precision=precision,
+            flip_u=flip_u, flip_v=flip_v, flip_w=flip_w, divide_by_n=divide_by_n,
+            sigma_min=sigma_min, sigma_max=sigma_max, center_x=center_x,
+            center_y=center_y, double_precision_accumulation=double_precision_accumulation)
         self.layout = GridLayout.of_rows(geometry, self.uvw_m, self.freq_hz)
         self.do_w = geometry.do_w
         self.partition = partition or self._default_partition()
