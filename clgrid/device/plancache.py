@@ -270,6 +270,6 @@ def _gib(count: int) -> str:
 plans = PlanCache()
 
 
-__all__ = ["COLLECT_BYTES", "COLLECT_PLANS", "DEFAULT_BUDGET_FRACTION", "DEFAULT_MAX_PLANS", "PlanCache",
-           "device_budget", "is_allocation_failure", "max_plans", "plans",
+__all__ = ["COLLECT_BYTES", "COLLECT_PLANS", "DEFAULT_BUDGET_FRACTION", "DEFAULT_MAX_PLANS",
+           "PlanCache", "device_budget", "is_allocation_failure", "max_plans", "plans",
            "retry_after_freeing"]

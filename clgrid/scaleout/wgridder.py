@@ -171,8 +171,12 @@ def vis2dirty_bda(*, uvw, freqlist_id, freqlist_nfreqs, freqlist_freqs, vis, wgt
         lengths); the precision follows it.
     wgt, mask : (nvis,), optional
         Weights (real of ``vis``'s precision) and flags (uint8, 0 drops).
-    npix_x, npix_y, pixsize_x, pixsize_y, epsilon, do_wgridding, flip_u, flip_v, flip_w, divide_by_n, dirty, sigma_min, sigma_max, center_x, center_y, double_precision_accumulation
+    npix_x, npix_y, pixsize_x, pixsize_y, epsilon, do_wgridding
         As :func:`clgrid.vis2dirty` (ducc0's ``vis2dirty``).
+    flip_u, flip_v, flip_w, divide_by_n, dirty, sigma_min, sigma_max
+        As :func:`clgrid.vis2dirty`.
+    center_x, center_y, double_precision_accumulation
+        As :func:`clgrid.vis2dirty`.
     nthreads, verbosity, allow_nshift
         Accepted and ignored, as by :func:`clgrid.vis2dirty`.
     **options
@@ -221,7 +225,9 @@ def dirty2vis_bda(*, uvw, freqlist_id, freqlist_nfreqs, freqlist_freqs, dirty, w
         Weights and flags of the output visibilities.
     vis : (nvis,) complex, optional
         Filled and returned.
-    pixsize_x, pixsize_y, epsilon, do_wgridding, flip_u, flip_v, flip_w, divide_by_n, sigma_min, sigma_max, center_x, center_y
+    pixsize_x, pixsize_y, epsilon, do_wgridding, flip_u, flip_v, flip_w
+        As :func:`clgrid.dirty2vis` (ducc0's ``dirty2vis``).
+    divide_by_n, sigma_min, sigma_max, center_x, center_y
         As :func:`clgrid.dirty2vis`.
     nthreads, verbosity, allow_nshift
         Accepted and ignored.
