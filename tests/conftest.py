@@ -86,8 +86,9 @@ def pytest_unconfigure(config):
 #: Modules that test whole programs over the gridding core -- the examples,
 #: the command line, Dask clusters, README's snippet, the ducc0 port's API
 #: cases -- rather than the kernels, whose own tests run on every platform.
-#: Marked ``integration``: tox's pocl environment (PyPI's PoCL 3.0 compiles
-#: slowest) runs ``-m "not integration"`` and leaves them to the intel one.
+#: Marked ``integration``: tox runs them in an environment of their own on the
+#: Intel runtime (``-m integration``) beside the platforms' kernel tests
+#: (``-m "not integration"``), whose four environments ``tox p`` runs at once.
 INTEGRATION_MODULES = frozenset({
     "test_examples.py", "test_dask.py", "test_cli_robust.py", "test_cli_first_run.py",
     "test_cli_chunks.py", "test_cli_image.py", "test_readme.py", "test_ducc0_compat.py"})
