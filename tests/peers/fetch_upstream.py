@@ -44,12 +44,33 @@ def _wanted(peer: str) -> dict[str, str]:
     return module.VENDORED
 
 
+def _differences(peer: str) -> tuple[list[str], list[str]]:
+    """The peer's pinned files missing here, and those here that differ."""
+    wanted, folder = _wanted(peer), HERE / peer
+    missing = [name for name in wanted if not (folder / name).exists()]
+    changed = [name for name, digest in wanted.items() if name not in missing
+               and hashlib.sha256((folder / name).read_bytes()).hexdigest() != digest]
+    return missing, changed
+
+
+def fetched_problem(peer: str, version: str, licence: str) -> str | None:
+    """Why a peer's fetched test files cannot run (missing, or not the pinned
+    ones), as the one line its conftest raises; None when they are in place."""
+    missing, changed = _differences(peer)
+    if missing:
+        return (f"{peer}'s test files are not here ({missing[0]}): they are {licence}, so "
+                f"not kept in clgrid's repository; run `python tests/peers/fetch_upstream.py "
+                f"{peer}` first (tox -e peers-{peer} does)")
+    if changed:
+        return f"fetched {peer} files differ from {peer} {version}'s sdist: {changed}"
+    return None
+
+
 def fetch(peer: str) -> None:
     requirement, sdist_sha256, prefix, no_binary = SDISTS[peer]
     wanted = _wanted(peer)
     target = HERE / peer
-    if all((target / name).exists() and hashlib.sha256((target / name).read_bytes())
-           .hexdigest() == digest for name, digest in wanted.items()):
+    if _differences(peer) == ([], []):
         return
     with tempfile.TemporaryDirectory() as folder:
         subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",

@@ -38,7 +38,6 @@ Nothing is downloaded.  Every deviation is an explicit strict xfail in
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import sys
@@ -52,32 +51,24 @@ CYGRID_VERSION = "2.0.4"
 MODES = ("exact", "cygrid")
 
 
-def _vendored() -> dict[str, str]:
-    """``files.py``'s file -> sha256 (shared with ``../fetch_upstream.py``)."""
-    spec = importlib.util.spec_from_file_location("_cygrid_peer_files", HERE / "files.py")
+def _load(name: str, module_name: str):
+    """A module of this folder (or beside it) by path: this folder is its own
+    pytest rootdir, not a package."""
+    spec = importlib.util.spec_from_file_location(module_name, HERE / name)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.VENDORED
+    return module
 
-
-VENDORED = _vendored()
 
 #: not tests (doctestplus would collect them)
 collect_ignore = ["xfails.py", "files.py"]
 
 
 def _check_vendored() -> None:
-    missing = [name for name in VENDORED if not (HERE / name).exists()]
-    if missing:
-        raise pytest.UsageError(
-            f"cygrid's test files are not here ({missing[0]}...): they are GPL-3.0, so "
-            "not kept in clgrid's repository; run `python tests/peers/fetch_upstream.py "
-            "cygrid` first (tox -e peers-cygrid does)")
-    changed = [name for name, digest in VENDORED.items()
-               if hashlib.sha256((HERE / name).read_bytes()).hexdigest() != digest]
-    if changed:
-        raise pytest.UsageError(f"vendored cygrid files differ from cygrid "
-                                f"{CYGRID_VERSION}'s sdist: {changed}")
+    problem = _load("../fetch_upstream.py", "_clgrid_fetch_upstream").fetched_problem(
+        "cygrid", CYGRID_VERSION, "GPL-3.0")
+    if problem:
+        raise pytest.UsageError(problem)
 
 
 def _redirect(compat: str) -> None:

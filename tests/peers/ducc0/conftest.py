@@ -38,7 +38,6 @@ downloaded.  Every deviation is an explicit strict xfail in ``xfails.py``.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 from pathlib import Path
@@ -56,24 +55,15 @@ def _load(name: str, module_name: str):
     return module
 
 
-VENDORED: dict[str, str] = _load("files.py", "_ducc0_peer_files").VENDORED
-
 #: not tests
 collect_ignore = ["xfails.py", "files.py"]
 
 
 def _check_vendored() -> None:
-    missing = [name for name in VENDORED if not (HERE / name).exists()]
-    if missing:
-        raise pytest.UsageError(
-            f"ducc0's test file is not here ({missing[0]}): it is GPL, so not kept in "
-            "clgrid's repository; run `python tests/peers/fetch_upstream.py ducc0` first "
-            "(tox -e peers-ducc0 does)")
-    changed = [name for name, digest in VENDORED.items()
-               if hashlib.sha256((HERE / name).read_bytes()).hexdigest() != digest]
-    if changed:
-        raise pytest.UsageError(f"vendored ducc0 files differ from ducc0 {DUCC0_VERSION}'s "
-                                f"sdist: {changed}")
+    problem = _load("../fetch_upstream.py", "_clgrid_fetch_upstream").fetched_problem(
+        "ducc0", DUCC0_VERSION, "GPL")
+    if problem:
+        raise pytest.UsageError(problem)
 
 
 def _functions(module) -> list[str]:
