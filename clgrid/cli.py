@@ -114,10 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_cmd_demo)
     from .pipeline.image_command import add_parser as add_image_parser
     add_image_parser(commands)
-    from .gridders.tuning import add_parser as add_tune_parser
+    from .tuning.command import add_parser as add_tune_parser
     add_tune_parser(commands)
-    from .imaging.tuning import add_parser as add_tune_core_parser
-    add_tune_core_parser(commands)
     return parser
 
 
@@ -147,7 +145,14 @@ def _sigterm_raises():
 def main(argv: list[str] | None = None) -> int:
     """Run one ``clgrid`` command; Ctrl-C and SIGTERM end it with one line
     and the shell's codes 130 and 143 (128 + the signal), no traceback
-    (``clgrid image`` renames its outputs into place only when complete)."""
+    (``clgrid image`` renames its outputs into place only when complete).
+    The old spellings ``clgrid tune-core`` and ``clgrid tune`` without a
+    kind run as ``clgrid tune imaging`` / ``clgrid tune table``, with one
+    line on stderr naming the new spelling."""
+    from .tuning.command import new_spelling
+    argv, note = new_spelling(list(sys.argv[1:] if argv is None else argv))
+    if note:
+        print(note, file=sys.stderr)
     args = build_parser().parse_args(argv)
     try:
         with _sigterm_raises():

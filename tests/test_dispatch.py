@@ -15,7 +15,7 @@ from clgrid.gridders.dispatch import (METHODS, Choice, choose, cpu_vector_tile, 
                                       method_for, tiles_possible)
 from clgrid.gcf import separable_gcf
 from clgrid.gridders.gridder import Gridder
-from clgrid.gridders import tunecache
+from clgrid.core.tuning import register as register_tuning
 
 from fake_profiles import BASE, POCL, fake
 
@@ -321,9 +321,9 @@ def test_register_params_auto_reads_the_tuning_cache(cl_env, tmp_path, monkeypat
     assert untuned == default_register_params(profile, 12, 2, True, gcf.real_tables)
     tuned = RegisterParams(1, 2, 32, 16, 512)
     assert tuned != untuned
-    tunecache.store_register_params(profile, 12, 2, np.float32, True, tuned, 0.5)
-    assert tunecache.cached_register_params(profile, 12, 2, np.float32, True) == tuned
-    assert tunecache.parameter_key(2, np.float32, True, 12) == \
+    register_tuning.store_register_params(profile, 12, 2, np.float32, True, tuned, 0.5)
+    assert register_tuning.cached_register_params(profile, 12, 2, np.float32, True) == tuned
+    assert register_tuning.parameter_key(2, np.float32, True, 12) == \
         "register|npol=2|float32|separable|support<=16"
     assert auto().engine.register.params == tuned
     # the same support bucket (9..16) shares the entry
@@ -344,7 +344,7 @@ def test_vector_tiles_only_where_the_compiler_builds_them():
     """PyPI's PoCL 3.0 (LLVM 14) hangs or aborts on the vector kernels: its
     CPUs get the lane tiles by default, and a forced vector tile a clear error."""
     from clgrid.core.table import table_tiles
-    from clgrid.core.tuning import tile_candidates
+    from clgrid.core.tuning.tiles import tile_candidates
     old = fake(device_type="cpu", platform_name=POCL, driver_version="3.0-rc2")
     for profile in (fake(device_type="cpu", platform_name=POCL, driver_version="3.1+debian"),
                     fake(device_type="cpu", platform_name="Intel(R) OpenCL",

@@ -30,10 +30,10 @@ import pytest
 
 import clgrid
 from clgrid.core.plan import GRID_MULTIPLE, GridLayout, ImageGeometry, TileShape
-from clgrid.core.tuning import cached_tiles, store_tiles, tile_key
+from clgrid.core.tuning.cache import TuningCacheWarning
+from clgrid.core.tuning.register import cached_register_params, parameter_key
+from clgrid.core.tuning.tiles import cached_tiles, store_tiles, tile_key
 from clgrid.device.kernels import build_program
-from clgrid.device.tunecache import TuningCacheWarning
-from clgrid.gridders.tunecache import cached_register_params, parameter_key
 from clgrid.imaging.imager import Imager
 from clgrid.imaging.reference import dft_vis2dirty
 from clgrid.singledish import WcsGrid
@@ -140,8 +140,8 @@ def test_a_cached_tile_that_breaks_the_image_gives_the_defaults(cl_env, tuning_c
         epsilon=EPSILON, do_wgridding=True, **GEOMETRY), uvw, freq)
     support = layout.choice.support
     key = tile_key(support, np.float32, True)
-    tuning_cache.write_text(json.dumps({cl_env.profile.cache_key: {
-        key: {"tiles": {"tile_u": 20, "lanes": 8}}}}))
+    tuning_cache.write_text(json.dumps({"format": 2, "imaging": {cl_env.profile.cache_key: {
+        key: {"tiles": {"tile_u": 20, "lanes": 8}}}}}))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         imager = Imager(cl_env.queue, uvw=uvw, freq=freq, epsilon=EPSILON, do_wgridding=True,
@@ -160,14 +160,31 @@ _REGISTER = "<register>"  # replaced by the register entry's key
 
 def _malformed_caches():
     """(id, file text) of caches a hand edit, a crash or another version
-    leaves behind."""
+    leaves behind, in the cache's format (2: a section per kind) and in the
+    format of clgrid before it (1: one map per device, still read)."""
+    cases = [("top-level list", "[]"), ("top-level null", "null"), ("top-level number", "42"),
+             ("not json", "{'tiles': "), ("empty file", ""), ("deep nesting", "[" * 100000)]
+    for layout in (1, 2):
+        cases += [(f"format {layout}: {name}", text)
+                  for name, text in _malformed_entries(layout)]
+    return cases
+
+
+def _malformed_entries(layout: int) -> list[tuple[str, str]]:
+    """(id, file text) of caches whose device entries or entries are wrong."""
+    def device(value):
+        if layout == 1:
+            return json.dumps({_DEVICE: value})
+        return json.dumps({"format": 2, "imaging": {_DEVICE: value}, "table": {_DEVICE: value}})
+
     def entry(tiles=None, params=None):
-        return json.dumps({_DEVICE: {_TILES: tiles, _REGISTER: params}})
+        if layout == 1:
+            return json.dumps({_DEVICE: {_TILES: tiles, _REGISTER: params}})
+        return json.dumps({"format": 2, "imaging": {_DEVICE: {_TILES: tiles}},
+                           "table": {_DEVICE: {_REGISTER: params}}})
     return [
-        ("top-level list", "[]"), ("top-level null", "null"), ("top-level number", "42"),
-        ("not json", "{'tiles': "), ("empty file", ""), ("deep nesting", "[" * 100000),
-        ("device is a string", json.dumps({_DEVICE: "fast"})),
-        ("device is a list", json.dumps({_DEVICE: [1, 2]})),
+        ("device is a string", device("fast")),
+        ("device is a list", device([1, 2])),
         ("entry is a string", entry("8x8", "2x2")),
         ("missing tiles and params", entry({}, {})),
         ("tiles and params are lists", entry({"tiles": [8, 8]}, {"params": [2, 2]})),

@@ -1,11 +1,13 @@
-"""Autotuning of the register spread: every variant agrees, the cache
-round-trips, Gridder(register_params='auto') reads it and never tunes."""
+"""``clgrid tune table`` and ``clgrid tune imaging``: every variant agrees,
+the cache round-trips, Gridder(register_params='auto') and Imager read it and
+never tune; the old spellings still run."""
 
 import numpy as np
 
 from clgrid.core.register import MAX_REGISTER_SUMS, REGISTER_BLOCKS, RegisterParams, \
     default_register_params
-from clgrid.gridders import tunecache, tuning
+from clgrid.core.tuning import register as register_tuning
+from clgrid.tuning import table as table_tuner
 from clgrid.gcf import separable_gcf
 from clgrid.gridders.gridder import Gridder
 
@@ -21,12 +23,12 @@ def _auto(cl_env, gcf, npol, cell=1e-3):
 
 def test_tune_stores_best_and_auto_reads_it(cl_env, tmp_path, monkeypatch):
     monkeypatch.setenv("CLGRID_TUNING_CACHE", str(tmp_path / "cache.json"))
-    monkeypatch.setattr(tuning, "candidates", lambda profile, npol, quick=False: list(FEW))
+    monkeypatch.setattr(table_tuner, "candidates", lambda profile, npol, quick=False: list(FEW))
     profile = cl_env.profile
     gcf = separable_gcf(8, 4)
     defaults = default_register_params(profile, 8, 2, True, gcf.real_tables)
     assert _auto(cl_env, gcf, 2).engine.register.params == defaults   # untuned: defaults
-    summary = tuning.tune(cl_env.queue, gcf, npol=2, nx=64, n_baselines=3, repeats=1,
+    summary = table_tuner.tune(cl_env.queue, gcf, npol=2, nx=64, n_baselines=3, repeats=1,
                           quick=True, progress=False)
     timed = [r for r in summary["results"] if "seconds" in r]
     # the candidates, and the defaults first where they are not among them
@@ -38,7 +40,7 @@ def test_tune_stores_best_and_auto_reads_it(cl_env, tmp_path, monkeypatch):
     assert summary["default_seconds"] == next(r["seconds"] for r in timed
                                               if r["params"] == defaults.__dict__)
     best = RegisterParams(**summary["params"])
-    assert tunecache.cached_register_params(profile, 8, 2, np.float32, True) == best
+    assert register_tuning.cached_register_params(profile, 8, 2, np.float32, True) == best
     tuned = _auto(cl_env, gcf, 2)
     assert tuned.engine.register.params == best
     # another parameter set is not affected
@@ -46,9 +48,9 @@ def test_tune_stores_best_and_auto_reads_it(cl_env, tmp_path, monkeypatch):
         profile, 8, 1, True, gcf.real_tables)
     # save=False times without storing
     monkeypatch.setenv("CLGRID_TUNING_CACHE", str(tmp_path / "other.json"))
-    tuning.tune(cl_env.queue, gcf, npol=2, nx=64, n_baselines=3, repeats=1, progress=False,
+    table_tuner.tune(cl_env.queue, gcf, npol=2, nx=64, n_baselines=3, repeats=1, progress=False,
                 save=False)
-    assert tunecache.cached_register_params(profile, 8, 2, np.float32, True) is None
+    assert register_tuning.cached_register_params(profile, 8, 2, np.float32, True) is None
 
 
 def test_tuned_gridder_matches_reference(cl_env, tmp_path, monkeypatch):
@@ -56,9 +58,9 @@ def test_tuned_gridder_matches_reference(cl_env, tmp_path, monkeypatch):
     from gridder_reference import C, grid_reference, random_vis
     monkeypatch.setenv("CLGRID_TUNING_CACHE", str(tmp_path / "cache.json"))
     gcf = separable_gcf(8, 4)
-    uvw, freq, cell = tuning.synthetic_tracks(3, 64, gcf.support)
+    uvw, freq, cell = table_tuner.synthetic_tracks(3, 64, gcf.support)
     assert np.abs(uvw[:, :2]).max() * freq.max() / C * 64 * cell < 32 - gcf.support
-    tunecache.store_register_params(cl_env.profile, 8, 2, np.float32, True, FEW[2], 1.0)
+    register_tuning.store_register_params(cl_env.profile, 8, 2, np.float32, True, FEW[2], 1.0)
     gridder = _auto(cl_env, gcf, 2, cell)
     assert gridder.engine.register.params == FEW[2]
     rng = np.random.default_rng(0)
@@ -77,7 +79,7 @@ def test_candidates_respect_limits(cl_env):
     for profile in profiles:
         for npol in (1, 2, 4):
             for quick in (False, True):
-                space = tuning.candidates(profile, npol, quick)
+                space = register_tuning.candidates(profile, npol, quick)
                 assert space and len(space) == len(set(space))
                 for params in space:
                     params.validate(npol)
@@ -88,48 +90,49 @@ def test_candidates_respect_limits(cl_env):
                     assert max(params.block_u, params.block_v) <= 2 * min(params.block_u,
                                                                          params.block_v)
                 if quick:
-                    assert set(space) <= set(tuning.candidates(profile, npol))
-    assert {p.wg_size for p in tuning.candidates(fake(max_work_group_size=64), 1)} == {32, 64}
+                    assert set(space) <= set(register_tuning.candidates(profile, npol))
+    assert {p.wg_size for p in register_tuning.candidates(fake(max_work_group_size=64), 1)} == {32, 64}
     # quad polarisation: at most 4 x 4 points a work-item holding all four,
     # 8 x 8 holding one (pol_block)
-    quad = tuning.candidates(fake(), 4)
+    quad = register_tuning.candidates(fake(), 4)
     assert max(p.block_u * p.block_v for p in quad if not p.pol_block) == 16
     assert max(p.block_u * p.block_v for p in quad) == 64
     assert {p.pol_block for p in quad} == {0, 1, 2}
-    assert {p.pol_block for p in tuning.candidates(fake(), 1)} == {0}
-    assert tunecache.support_bucket(7) == 8 and tunecache.support_bucket(16) == 16
-    assert tunecache.support_bucket(17) == 32 and tunecache.support_bucket(1) == 1
-    assert tunecache.parameter_key(4, np.float64, False, 20) == \
+    assert {p.pol_block for p in register_tuning.candidates(fake(), 1)} == {0}
+    assert register_tuning.support_bucket(7) == 8 and register_tuning.support_bucket(16) == 16
+    assert register_tuning.support_bucket(17) == 32 and register_tuning.support_bucket(1) == 1
+    assert register_tuning.parameter_key(4, np.float64, False, 20) == \
         "register|npol=4|float64|full|support<=32"
 
 
-def test_cli_tune(cl_env, tmp_path, monkeypatch, capsys):
-    """``clgrid tune`` on one device stores what Gridder(register_params='auto') reads."""
+def test_cli_tune_table(cl_env, tmp_path, monkeypatch, capsys):
+    """``clgrid tune table`` on one device stores what Gridder(register_params='auto') reads."""
     from clgrid.cli import main as cli_main
     cache = tmp_path / "cache.json"
     monkeypatch.setenv("CLGRID_TUNING_CACHE", str(cache))
-    monkeypatch.setattr(tuning, "candidates", lambda profile, npol, quick=False: list(FEW[:2]))
+    monkeypatch.setattr(table_tuner, "candidates", lambda profile, npol, quick=False: list(FEW[:2]))
     profile = cl_env.profile
     device = f"{profile.platform_index}:{profile.device_index}"
-    assert cli_main(["tune", "--device", device, "--support", "6", "--npol", "1",
+    assert cli_main(["tune", "table", "--device", device, "--support", "6", "--npol", "1",
                      "--nx", "64", "--baselines", "3", "--quick", "--oversample", "4"]) == 0
-    out = capsys.readouterr().out
-    assert "support 6: best" in out and str(cache) in out
-    stored = tunecache.cached_register_params(profile, 6, 1, np.float32, True)
+    captured = capsys.readouterr()
+    assert "support 6: best" in captured.out and str(cache) in captured.out
+    assert "is now spelled" not in captured.err                  # the new spelling
+    stored = register_tuning.cached_register_params(profile, 6, 1, np.float32, True)
     assert stored is not None
     assert _auto(cl_env, separable_gcf(6, 4), 1).engine.register.params == stored
-    assert cli_main(["tune", "--device", "no-such-device-xyz", "--support", "6"]) == 2
+    assert cli_main(["tune", "table", "--device", "no-such-device-xyz", "--support", "6"]) == 2
 
 
 def test_tune_core_caches_the_fastest_tile_and_imagers_use_it(cl_env, tmp_path, monkeypatch):
-    """clgrid tune-core: every candidate fits the kernel, the winner is the
+    """clgrid tune imaging: every candidate fits the kernel, the winner is the
     fastest one timed, it is cached per device / W / precision / w mode, a new
     Imager spreads with it (and still matches the direct transform), and a
     stale entry that no longer fits falls back to the defaults."""
     from clgrid.core.plan import TileShape
-    from clgrid.core.tuning import cached_tiles, store_tiles, tile_candidates
+    from clgrid.core.tuning.tiles import cached_tiles, store_tiles, tile_candidates
     from clgrid.imaging import Imager, dft_vis2dirty
-    from clgrid.imaging.tuning import synthetic_observation, tune_tiles
+    from clgrid.tuning.imaging import synthetic_observation, tune_tiles
     monkeypatch.setenv("CLGRID_TUNING_CACHE", str(tmp_path / "cache.json"))
     profile = cl_env.profile
     for do_w in (False, True):
@@ -156,22 +159,41 @@ def test_tune_core_caches_the_fastest_tile_and_imagers_use_it(cl_env, tmp_path, 
     assert cached_tiles(profile, 20, grid_real, False) is None
 
 
+def test_cli_tune_imaging(cl_env, tmp_path, monkeypatch, capsys):
+    """``clgrid tune imaging`` stores the tile that a new Imager of that
+    kernel width and w mode spreads with."""
+    from clgrid.cli import main as cli_main
+    from clgrid.core.tuning.tiles import cached_tiles
+    cache = tmp_path / "cache.json"
+    monkeypatch.setenv("CLGRID_TUNING_CACHE", str(cache))
+    profile = cl_env.profile
+    device = f"{profile.platform_index}:{profile.device_index}"
+    assert cli_main(["tune", "imaging", "--device", device, "--epsilon", "1e-4", "--w", "no",
+                     "--npix", "64", "--rows", "400", "--channels", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1 and out[0].startswith("epsilon 0.0001, w False, W ")
+    assert str(cache) in out[0]
+    support = int(out[0].split(", W ")[1].split(":")[0])
+    assert cached_tiles(profile, support, np.float32, False) is not None
+    assert cached_tiles(profile, support, np.float32, True) is None
+
+
 def test_tune_times_the_gcf_read_paths_and_auto_reads_the_faster(cl_env, tmp_path, monkeypatch):
-    """clgrid tune times the winning geometry reading a buffer and an image
+    """clgrid tune table times the winning geometry reading a buffer and an image
     (where the device holds one), stores the faster, and
     Gridder(register_params='auto') takes it where gcf_read is not given."""
     if not cl_env.profile.image_support:
         import pytest
         pytest.skip("no image support")
     monkeypatch.setenv("CLGRID_TUNING_CACHE", str(tmp_path / "cache.json"))
-    monkeypatch.setattr(tuning, "candidates", lambda profile, npol, quick=False: list(FEW[:1]))
+    monkeypatch.setattr(table_tuner, "candidates", lambda profile, npol, quick=False: list(FEW[:1]))
     gcf = separable_gcf(8, 4)
-    summary = tuning.tune(cl_env.queue, gcf, npol=1, nx=64, n_baselines=3, repeats=1,
+    summary = table_tuner.tune(cl_env.queue, gcf, npol=1, nx=64, n_baselines=3, repeats=1,
                           progress=False)
-    assert set(summary["gcf_read_seconds"]) == set(tunecache.TUNED_GCF_READS)
+    assert set(summary["gcf_read_seconds"]) == set(register_tuning.TUNED_GCF_READS)
     faster = min(summary["gcf_read_seconds"], key=summary["gcf_read_seconds"].get)
     assert summary["gcf_read"] == faster
-    assert tunecache.cached_gcf_read(cl_env.profile, 8, 1, np.float32, True) == faster
+    assert register_tuning.cached_gcf_read(cl_env.profile, 8, 1, np.float32, True) == faster
     auto = _auto(cl_env, gcf, 1)
     assert auto.gcf_read == faster and "tuning cache" in auto.gcf_read_reason
     # an explicit gcf_read, or no register_params='auto', ignores the cache

@@ -40,7 +40,7 @@ from .plan import (GridLayout, ImageGeometry, TileShape, check_points_fit, plane
 from .setpoints import PointSet, SetPoints, freq_scale, needs_float_float, positions_to_device
 from .spread import Interpolator, Spreader
 from .transfer import Uploader, row_view
-from .tuning import cached_tiles
+from .tuning.tiles import cached_tiles
 
 
 @dataclasses.dataclass
@@ -85,8 +85,8 @@ class GriddingEngine:
     fft_backend
         As for :class:`clgrid.core.fft.DeviceFFT`.
     tiles
-        Spreading tile; default the device's tuned one (``clgrid tune-core``,
-        :func:`clgrid.core.tuning.cached_tiles`), else
+        Spreading tile; default the device's tuned one (``clgrid tune imaging``,
+        :func:`clgrid.core.tuning.tiles.cached_tiles`), else
         :meth:`TileShape.for_device` (tests force the GPU shape on CPUs with it).
     vis_per_block
         Visibilities per row block (see :func:`clgrid.core.plan.row_blocks`);

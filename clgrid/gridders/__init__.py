@@ -11,13 +11,14 @@ module              holds
 ``checks``          input checks and the coordinate conventions
 ``dispatch``        which spread of the core for which device (:func:`choose`)
 ``core_strategy``   the gridders' set points, spread and interpolation on the core
-``tunecache``       the per-device autotune cache (read and store)
 ``gridder``         :class:`Gridder`
 ``degridder``       :class:`Degridder` (the adjoint)
 ``streaming``       :class:`StreamingGridder` (blocks of rows)
-``tuning``          ``clgrid tune``: times register geometries, fills the cache
 ==================  ==========================================================
 
-Dependencies run down this table's reverse: ``gridder`` uses ``dispatch``,
-``core_strategy`` and ``tunecache``; none of them imports ``gridder``.
+Dependencies run down this table's reverse: ``gridder`` uses ``dispatch`` and
+``core_strategy``; neither imports ``gridder``.  Its tuning cache (the
+register spread's geometry, ``register_params='auto'``) is read from
+:mod:`clgrid.core.tuning.register`; ``clgrid tune table`` (:mod:`clgrid.tuning`)
+fills it.
 """

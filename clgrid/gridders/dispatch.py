@@ -196,8 +196,8 @@ def choose_gcf_read(profile, support: int, oversample: int, w_planes: int = 1,
         there).  Never ``'image-linear'`` unasked: it changes the weights
         (interpolated).
     cached
-        What ``clgrid tune`` measured the faster here (``'buffer'`` or
-        ``'image'``, :func:`clgrid.gridders.tunecache.cached_gcf_read`):
+        What ``clgrid tune table`` measured the faster here (``'buffer'`` or
+        ``'image'``, :func:`clgrid.core.tuning.register.cached_gcf_read`):
         taken where ``gcf_read`` is None, the register kernels run and the
         device can hold the image.
 

@@ -137,7 +137,7 @@ class Gridder(_TableOperation):
     register_params
         Launch geometry of the register spread
         (:class:`clgrid.core.register.RegisterParams`, a dict of its fields,
-        ``'auto'`` (the tuning cache of ``clgrid tune``, else the defaults;
+        ``'auto'`` (the tuning cache of ``clgrid tune table``, else the defaults;
         ignored where the tile spread runs) or None (defaults)).
     atomics
         The register spread's atomic path (``'cas'``, ``'native-cl'``,
@@ -185,7 +185,7 @@ class Gridder(_TableOperation):
         #: How the table is read (``'buffer'``, ``'image'``, ``'image-linear'``) and why.
         cached = None
         if gcf_read is None and register_params == "auto" and self.method == "register":
-            from .tunecache import cached_gcf_read
+            from ..core.tuning.register import cached_gcf_read
             cached = cached_gcf_read(self.profile, gcf.support, npol, self.real_dtype,
                                      gcf.separable)
         self.gcf_read, self.gcf_read_reason = choose_gcf_read(
@@ -217,7 +217,7 @@ class Gridder(_TableOperation):
             if register_params != "auto":
                 raise ValueError(f"register_params must be RegisterParams, a dict, 'auto' or "
                                  f"None, got {register_params!r}")
-            from .tunecache import cached_register_params
+            from ..core.tuning.register import cached_register_params
             return cached_register_params(self.profile, self.gcf.support, self.npol,
                                           self.real_dtype, self.gcf.separable)
         return as_register_params(register_params)

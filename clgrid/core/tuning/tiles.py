@@ -1,9 +1,10 @@
-"""The gridding core's spreading tile per device: candidates and the cache.
+"""The gridding core's spreading tile per device: candidates and the cache's
+``imaging`` section.
 
 :func:`tile_candidates` lists the :class:`~clgrid.core.plan.TileShape` s worth
 timing on a device (the GPU kernel's tile and lane groups, the CPU kernel's
-tile and plane blocks); :func:`clgrid.imaging.tuning.tune_tiles` (``clgrid
-tune --core``) times them on a synthetic observation and stores the winner
+tile and plane blocks); :func:`clgrid.tuning.imaging.tune_tiles` (``clgrid
+tune imaging``) times them on a synthetic observation and stores the winner
 with :func:`store_tiles`; :class:`clgrid.core.engine.GriddingEngine` then
 takes :func:`cached_tiles` over :meth:`TileShape.for_device`.
 """
@@ -15,12 +16,15 @@ import time
 
 import numpy as np
 
-from ..device.profiles import DeviceProfile
-from ..device.tunecache import cached_entry, store_entry, warn_ignored
-from .plan import TileShape
+from ...device.profiles import DeviceProfile
+from ..plan import TileShape
+from .cache import cached_value, store_entry
+
+#: The cache section of the tiles.
+KIND = "imaging"
 
 
-def tile_key(support: int, precision, do_w: bool) -> str:
+def tile_key(support: int, precision: object, do_w: bool) -> str:
     """Cache key of the tile for one kernel width, grid precision and w mode."""
     return f"core_tiles|{np.dtype(precision).name}|{'w' if do_w else 'no w'}|support={support}"
 
@@ -47,52 +51,50 @@ def tile_candidates(profile: DeviceProfile, support: int, do_w: bool = False
     fitting = []
     for shape in [default] + shapes:
         try:
-            shape.check(support)
-            shape.check_device(profile)
+            _check_fits(shape, profile, support)
         except ValueError:
             continue
-        if shape not in fitting and shape.lanes * shape.groups <= profile.max_work_group_size:
+        if shape not in fitting:
             fitting.append(shape)
     return fitting
 
 
-def cached_tiles(profile: DeviceProfile, support: int, precision, do_w: bool
+def _check_fits(shape: TileShape, profile: DeviceProfile, support: int) -> None:
+    """ValueError where ``shape`` is not a tile this device and kernel run."""
+    shape.check(support)
+    shape.check_device(profile)
+    if shape.lanes * shape.groups > profile.max_work_group_size:
+        raise ValueError(f"{shape.lanes * shape.groups} work-items a group, the device "
+                         f"allows {profile.max_work_group_size}")
+
+
+def cached_tiles(profile: DeviceProfile, support: int, precision: object, do_w: bool
                  ) -> TileShape | None:
     """The tile measured fastest on this device (:func:`store_tiles`), or None.
 
     An entry that is not a tile this device and kernel run correctly
     (malformed, hand-edited, or stored by a version with looser rules) gives
-    one :class:`~clgrid.device.tunecache.TuningCacheWarning` and None: a
+    one :class:`~clgrid.core.tuning.cache.TuningCacheWarning` and None: a
     cache saves time, it must not fail a run or change its result."""
-    key = tile_key(support, precision, do_w)
-    entry = cached_entry(profile, key)
-    if entry is None:
-        return None
-    try:
+    def parse(entry: dict) -> TileShape:
         shape = TileShape.from_dict(entry.get("tiles"))
-        shape.check(support)
-        shape.check_device(profile)
-        if shape.lanes * shape.groups > profile.max_work_group_size:
-            raise ValueError(f"{shape.lanes * shape.groups} work-items a group, the device "
-                             f"allows {profile.max_work_group_size}")
-    except (TypeError, ValueError, OverflowError) as error:
-        warn_ignored(f"entry {key!r}", str(error))
-        return None
-    return shape
+        _check_fits(shape, profile, support)
+        return shape
+    return cached_value(KIND, profile, tile_key(support, precision, do_w), parse)
 
 
-def store_tiles(profile: DeviceProfile, support: int, precision, do_w: bool,
+def store_tiles(profile: DeviceProfile, support: int, precision: object, do_w: bool,
                 seconds: dict[TileShape, float]) -> TileShape:
     """Record the seconds each tile took; returns (and caches) the fastest."""
     timed = {shape: float(value) for shape, value in seconds.items() if np.isfinite(value)}
     if not timed:
         raise ValueError("no finite tile time to store")
     winner = min(timed, key=timed.get)
-    store_entry(profile, tile_key(support, precision, do_w), {
+    store_entry(KIND, profile, tile_key(support, precision, do_w), {
         "tiles": dataclasses.asdict(winner), "seconds": timed[winner],
         "candidates": {repr(shape): value for shape, value in timed.items()},
         "tuned_at": time.strftime("%Y-%m-%d %H:%M:%S")})
     return winner
 
 
-__all__ = ["cached_tiles", "store_tiles", "tile_candidates", "tile_key"]
+__all__ = ["KIND", "cached_tiles", "store_tiles", "tile_candidates", "tile_key"]
