@@ -1,45 +1,18 @@
-"""Shared helpers of the benchmark scripts: timing, tables, JSON."""
+"""Shared helpers of the benchmark scripts: timing (clgrid's own,
+:mod:`clgrid.core.tuning.timing`), tables, JSON."""
 
 from __future__ import annotations
 
 import datetime
 import json
 import platform
-import statistics
-import time
-from typing import Callable
 
-import pyopencl as cl
+# the tuners' timing loop, so that a benchmark's time and a tuned choice
+# are measured alike
+from clgrid.core.tuning.timing import WARMUP_S, median_seconds, timed_calls, warm_up
 
-
-#: Seconds of calls before timing: short calls on a CPU runtime take 20-30%
-#: longer for their first few dozen repeats (threads waking, caches, pools).
-WARMUP_S = 0.2
-
-
-def warm_up(run: Callable[[], object], finish: Callable[[], object] = lambda: None,
-            calls: int = 1, seconds: float = WARMUP_S) -> None:
-    """Call ``run()`` at least ``calls`` times and for at least ``seconds``."""
-    start, done = time.perf_counter(), 0
-    while done < calls or time.perf_counter() - start < seconds:
-        run()
-        finish()
-        done += 1
-
-
-def median_seconds(run: Callable[[], object], queue: cl.CommandQueue, repeats: int = 5,
-                   warmup: int = 1) -> float:
-    """Median wall time of ``run()`` with the queue drained around each call,
-    after :func:`warm_up`."""
-    warm_up(run, queue.finish, warmup)
-    times = []
-    for _ in range(repeats):
-        queue.finish()
-        start = time.perf_counter()
-        run()
-        queue.finish()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+__all__ = ["WARMUP_S", "fmt", "median_seconds", "print_table", "switch_off_fp64",
+           "timed_calls", "warm_up", "write_json"]
 
 
 def switch_off_fp64() -> None:

@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pyopencl.array as cla  # noqa: E402
 
 import clgrid  # noqa: E402
-from benchmarks._common import fmt, print_table  # noqa: E402
+from benchmarks._common import fmt, print_table, timed_calls  # noqa: E402
 from benchmarks.gridding import apply_size_defaults, observation, register_geometry  # noqa: E402
 from clgrid.core.register import default_degrid_params  # noqa: E402
 from clgrid.gcf import separable_gcf, w_projection_gcf  # noqa: E402
@@ -73,13 +73,8 @@ def parse_args(argv=None):
 
 
 def best_of(repeats: int, call) -> float:
-    call()                                                   # warm-up
-    best = np.inf
-    for _ in range(repeats):
-        begin = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - begin)
-    return best
+    """Best seconds of ``repeats`` calls (each blocks on its result), after warm-up."""
+    return min(timed_calls(call, None, repeats))
 
 
 def main(argv=None) -> int:

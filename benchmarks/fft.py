@@ -61,16 +61,11 @@ def measure_peer(data: np.ndarray, repeats: int) -> dict | None:
         return None
     threads = len(os.sched_getaffinity(0))
     array = data.copy()
-    times = []
-    for index in range(repeats + 1):
-        start = time.perf_counter()
-        ducc_fft.c2c(array, axes=(0, 1), forward=True, out=array, nthreads=threads)
-        if index:
-            times.append(time.perf_counter() - start)
-    times.sort()
+    seconds = median_seconds(lambda: ducc_fft.c2c(array, axes=(0, 1), forward=True, out=array,
+                                                  nthreads=threads), None, repeats)
     error = accuracy(data, ducc_fft.c2c(data, forward=True, nthreads=threads))
     return {"backend": f"peer: ducc0 host array ({threads} threads)", "plan+first s": "",
-            "ms": round(times[len(times) // 2] * 1e3, 2), "rel err": float(f"{error:.2g}")}
+            "ms": round(seconds * 1e3, 2), "rel err": float(f"{error:.2g}")}
 
 
 def benchmark_device(device, sizes: list[int], backends: list[str], repeats: int,

@@ -62,7 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pyopencl.array as cla  # noqa: E402
 
 import clgrid  # noqa: E402
-from benchmarks._common import fmt, print_table, switch_off_fp64  # noqa: E402
+from benchmarks._common import fmt, print_table, switch_off_fp64, timed_calls  # noqa: E402
 from clgrid.core.register import RegisterParams  # noqa: E402
 from clgrid.core.table import gcf_image_fits  # noqa: E402
 from clgrid.gcf import (es_kernel, footprint_distances, grid_correction,  # noqa: E402
@@ -348,14 +348,8 @@ def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method
     vis = (rng.standard_normal((n_rows, freq_hz.size, args.npol))
            + 1j * rng.standard_normal((n_rows, freq_hz.size, args.npol))).astype(np.complex64)
     vis_d = cla.to_device(queue, vis)
-    gridder.grid_plan(plan, vis_d, return_device=True)       # warm-up
-    best = np.inf
-    for _ in range(args.repeats):
-        queue.finish()
-        begin = time.perf_counter()
-        gridder.grid_plan(plan, vis_d, return_device=True)
-        queue.finish()
-        best = min(best, time.perf_counter() - begin)
+    best = min(timed_calls(lambda: gridder.grid_plan(plan, vis_d, return_device=True), queue,
+                           args.repeats))
     records = gridder.last_stats["n_records"]
     gather_ms = flush_fraction = None
     if method == "register":

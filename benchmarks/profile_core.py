@@ -28,6 +28,7 @@ import pyopencl.array as cla  # noqa: E402
 
 import clgrid  # noqa: E402
 from clgrid.core.transfer import row_view  # noqa: E402
+from clgrid.core.tuning.timing import timed_calls  # noqa: E402
 from clgrid.core.plan import SPEED_OF_LIGHT, TileShape  # noqa: E402
 from clgrid.core.setpoints import SetPoints  # noqa: E402
 from clgrid.core.spread import Interpolator  # noqa: E402
@@ -70,15 +71,8 @@ def tile_shape(text: str) -> TileShape:
 
 
 def timed(label: str, run, queue, repeats: int) -> float:
-    run()
-    queue.finish()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        queue.finish()
-        times.append(time.perf_counter() - start)
-    best = min(times)
+    """Best seconds of ``run()`` (queue drained around it), printed and kept."""
+    best = min(timed_calls(run, queue, repeats))
     TIMES[label] = round(best, 5)
     print(f"{label:28s} {best * 1e3:10.2f} ms", flush=True)
     return best

@@ -38,6 +38,7 @@ import pyopencl as cl  # noqa: E402
 import pyopencl.array as cla  # noqa: E402
 
 import clgrid  # noqa: E402
+from clgrid.core.tuning.timing import median_seconds  # noqa: E402
 from clgrid.reproject import Reprojector  # noqa: E402
 from clgrid.reproject.plan import plan  # noqa: E402
 
@@ -71,12 +72,8 @@ def smooth_image(size: int, rng) -> np.ndarray:
 
 
 def median_time(function, repeats: int) -> float:
-    times = []
-    for _ in range(repeats + 1):  # the first call warms up
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times[1:] or times))
+    """Median seconds of ``repeats`` calls (each blocks on its result), after warm-up."""
+    return median_seconds(function, None, repeats)
 
 
 def time_device(queue, data, wcs_in, wcs_out, order, repeats):

@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -54,7 +53,7 @@ import pyopencl as cl  # noqa: E402
 import pyopencl.array as cla  # noqa: E402
 
 import clgrid  # noqa: E402
-from benchmarks._common import print_table, write_json  # noqa: E402
+from benchmarks._common import median_seconds, print_table, timed_calls, write_json  # noqa: E402
 from clgrid.gcf import w_projection_gcf  # noqa: E402
 from clgrid.gridders.gridder import Gridder  # noqa: E402
 from clgrid.scaleout.multidevice import MultiDeviceImager, clear_cache  # noqa: E402
@@ -96,13 +95,9 @@ def resolve_devices(specs: list[str]) -> list:
 
 
 def best_of(run, repeats: int) -> float:
-    run()  # warm-up: compile, allocate
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    """Best seconds of ``repeats`` calls (each blocks on its result), after
+    warm-up (compile, allocate)."""
+    return min(timed_calls(run, None, repeats))
 
 
 def observation(*, baselines: int, hours: float, integration_s: float,
@@ -305,13 +300,9 @@ def call_rows(args, devices, counts) -> list[dict]:
 
 
 def median_of(run, repeats: int) -> float:
-    run()  # warm-up: compile, plan
-    times = []
-    for _ in range(max(repeats, 1)):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+    """Median seconds of ``repeats`` calls (each blocks on its result), after
+    warm-up (compile, plan)."""
+    return median_seconds(run, None, repeats)
 
 
 # ------------------------------------------------------------------ dask

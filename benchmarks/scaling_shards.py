@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pyopencl as cl  # noqa: E402
 import pyopencl.array as cla  # noqa: E402
 
+from benchmarks._common import timed_calls  # noqa: E402
 from benchmarks.scaling import imaging_observation  # noqa: E402
 from clgrid.gridders.checks import SPEED_OF_LIGHT_M_S  # noqa: E402
 from clgrid.scaleout.multidevice import MultiDeviceImager, _take  # noqa: E402
@@ -40,14 +41,8 @@ from clgrid.scaleout.partition import all_gpus_or_best, cpu_sub_devices  # noqa:
 
 
 def best_ms(run, repeats: int = 3) -> float:
-    """Best wall time of ``run()`` in ms, after one untimed call."""
-    run()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times) * 1e3
+    """Best wall time of ``run()`` in ms, after warm-up."""
+    return min(timed_calls(run, None, repeats)) * 1e3
 
 
 def transfers(imager: MultiDeviceImager, pieces: list[np.ndarray]) -> None:
