@@ -94,13 +94,13 @@ def test_texel_layout_is_the_table_by_distance():
 def test_dispatcher_picks_the_read_path_from_device_queries():
     gpu = fake()
     full = dict(separable=False)
-    # a GPU reads buffers unless clgrid tune measured images faster there:
+    # a GPU reads buffers unless clgrid tune table measured images faster there:
     # images ran 1.1-5x slower on an H100 for every table kind (RESULTS)
     for kind in (dict(), full):
         read, why = choose_gcf_read(gpu, 16, 8, 32, **kind)
         assert read == "buffer" and "measured faster" in why
     assert choose_gcf_read(gpu, 16, 8, cached="image") == (
-        "image", "the tuning cache: clgrid tune measured it the faster here")
+        "image", "the tuning cache: clgrid tune table measured it the faster here")
     assert choose_gcf_read(gpu, 16, 8, 32, method="tiles", **full)[0] == "buffer"
     assert choose_gcf_read(gpu, 16, 8, 32, method="records", **full)[0] == "buffer"
     read, why = choose_gcf_read(fake(image_support=False), 16, 8, **full)

@@ -227,7 +227,7 @@ def choose_gcf_read(profile, support: int, oversample: int, w_planes: int = 1,
     if method != "register":
         return "buffer", "records degridded one footprint a work-item or group read buffers"
     if cached in ("buffer", "image") and fits:
-        return cached, "the tuning cache: clgrid tune measured it the faster here"
+        return cached, "the tuning cache: clgrid tune table measured it the faster here"
     if profile.device_type != "gpu" or profile.is_simulator:
         kind = "simulator" if profile.is_simulator else profile.device_type
         return "buffer", f"{kind}: no texture units, the sampler runs in software"
@@ -235,10 +235,10 @@ def choose_gcf_read(profile, support: int, oversample: int, w_planes: int = 1,
         return "buffer", why
     # measured, not guessed: on an H100 the sampler's reads cost more than the
     # register kernels' L1-cached buffer reads at every support (image 0.2-0.9x
-    # the buffer's speed, full W tables included); clgrid tune can still find
+    # the buffer's speed, full W tables included); clgrid tune table can still find
     # a device where images win, and then `cached` above takes it
     return "buffer", ("gpu: the buffer's reads measured faster than the sampler's "
-                      "(H100, 2026-11-26); clgrid tune times both")
+                      "(H100, 2026-11-26); clgrid tune table times both")
 
 
 #: Oversampling (and w planes of a full table) of the tables ``clgrid
