@@ -122,7 +122,7 @@ def parse_args(argv=None):
     parser.add_argument("--register", "--params", dest="register", nargs="+",
                         default=["auto"],
                         help="register spread geometries: 'auto' (the tuning cache of "
-                             "'clgrid tune', else the defaults), 'default', "
+                             "'clgrid tune table', else the defaults), 'default', "
                              "bu,bv,wg,vpg (batch 64) or "
                              "block_u,block_v,wg_size,batch,points_per_group[,pol_block]")
     parser.add_argument("--no-fp64", action="store_true",

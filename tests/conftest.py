@@ -63,7 +63,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "integration: a whole-program test (examples, command "
                                        "line, Dask, README, the ducc0 port); see "
                                        "INTEGRATION_MODULES")
-    # a developer's own tuning (clgrid tune, clgrid tune-core) must not change
+    # a developer's own tuning (clgrid tune imaging, clgrid tune table) must not change
     # what the tests run: an empty cache of the session's own
     if "CLGRID_TUNING_CACHE" not in os.environ:
         import tempfile
