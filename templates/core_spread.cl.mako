@@ -783,7 +783,7 @@ __kernel void fold_vector_chunks(__global const int8 *folds,
 {
     const int8 fold = folds[get_global_id(0)];
     const int j = get_global_id(1), r = get_global_id(2);
-    if (j >= fold.s2)
+    if (j >= fold.s2 || r >= ACC_ROWS)
         return;
     const int tu = fold.s0 / ntiles_v, tv = fold.s0 - (fold.s0 / ntiles_v) * ntiles_v;
     double16 row[ACC_CHUNKS];

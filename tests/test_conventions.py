@@ -7,7 +7,10 @@ Parsed with :mod:`ast`, nothing imported or run; no OpenCL device needed.
 * a test module imports no other test module: shared helpers live in
   modules not named ``test_*`` (``gridder_reference.py``, ``vla_ms.py`` ...);
 * no module of ``clgrid`` imports a private name (``_name``) from another
-  subpackage: what crosses a subpackage's edge is public.
+  subpackage: what crosses a subpackage's edge is public;
+* no kernel launch in ``clgrid`` leaves the work-group size to the driver
+  (``kernel(queue, global, None, ...)``): :func:`clgrid.device.kernels.launch`
+  pins it, since PoCL compiles anew for every group size a driver picks.
 """
 
 from __future__ import annotations
@@ -81,6 +84,21 @@ def _private_imports_across(path: Path) -> list[str]:
     return found
 
 
+def _unpinned_launches_at(path: Path) -> list[int]:
+    """Lines of calls ``f(<queue>, <global size>, None, ...)``: an enqueued
+    kernel whose work-group size the driver picks."""
+    tree = ast.parse(path.read_text(), str(path))
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and len(node.args) >= 3
+            and "queue" in ast.unparse(node.args[0])
+            and isinstance(node.args[1], (ast.Tuple, ast.Name, ast.Call))
+            and isinstance(node.args[2], ast.Constant) and node.args[2].value is None]
+
+
+def _unpinned_launches(path: Path) -> list[str]:
+    return [f"{path.relative_to(ROOT)}:{line}" for line in _unpinned_launches_at(path)]
+
+
 def test_every_pytest_raises_names_its_message():
     missing = [site for path in _test_sources() for site in _raises_without_match(path)]
     assert not missing, f"pytest.raises without match=: {missing}"
@@ -98,6 +116,12 @@ def test_no_private_name_crosses_a_subpackage():
     assert not crossing, f"private names imported from another subpackage: {crossing}"
 
 
+def test_no_kernel_launch_leaves_the_group_size_to_the_driver():
+    unpinned = [site for path in sorted(PACKAGE.rglob("*.py"))
+                for site in _unpinned_launches(path)]
+    assert not unpinned, f"launch these through clgrid.device.kernels.launch: {unpinned}"
+
+
 def test_the_checks_see_what_they_check():
     """The walks are not vacuous: they find raises, imports and subpackages."""
     assert any("pytest.raises" in path.read_text() for path in _test_sources())
@@ -107,3 +131,11 @@ def test_the_checks_see_what_they_check():
     relative = next(node for node in ast.walk(table)
                     if isinstance(node, ast.ImportFrom) and node.module == "setpoints")
     assert _target_subpackage(PACKAGE / "core" / "table.py", relative) == "core"
+
+
+def test_the_launch_check_finds_an_unpinned_launch(tmp_path):
+    sample = tmp_path / "example.py"
+    sample.write_text("kernel(self.queue, (n,), None, a.data)\n"
+                      "launch(kernel, self.queue, (n,), a.data)\n"
+                      "kernel(queue, (n,), (64,), a.data)\n")
+    assert _unpinned_launches_at(sample) == [1]

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pyopencl as cl
 import pytest
 
@@ -380,3 +381,42 @@ def test_queue_goes_to_the_sub_device_asked_for(cl_env):
     queues = [clgrid.resolve_queue(create_context(sub)) for sub in subs]
     assert [q.device for q in queues] == subs
     assert queues[0].device != queues[1].device
+
+
+_SHAPE_PROBE = """
+__kernel void shape(__global uint *out, const uint n)
+{
+    if (get_global_id(0) == 0 && get_global_id(1) == 0) {
+        for (uint d = 0; d < 2; ++d) {
+            out[d] = get_global_size(d);
+            out[2 + d] = get_local_size(d);
+        }
+    }
+    if (get_global_id(0) < n)
+        atomic_inc(out + 4);
+}
+"""
+
+
+@pytest.mark.tiny
+@pytest.mark.parametrize("shape, group, global_size, local_size", [
+    ((1000,), None, (1024, 1), (64, 1)),
+    ((1000,), (256,), (1024, 1), (256, 1)),
+    ((0,), None, (64, 1), (64, 1)),
+    ((100, 3), None, (128, 3), (64, 1)),
+])
+def test_launch_pins_the_group_and_pads_the_global_size(cl_env, shape, group, global_size,
+                                                         local_size):
+    """The driver never picks the group (PoCL would compile per size); every
+    work-item below ``shape`` runs exactly once."""
+    from clgrid.device.kernels import launch, quiet_builds
+    with quiet_builds():
+        kernel = cl.Program(cl_env.context, _SHAPE_PROBE).build().shape
+    out = np.zeros(5, np.uint32)
+    out_d = cl.Buffer(cl_env.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+                      hostbuf=out)
+    launch(kernel, cl_env.queue, shape, out_d, np.uint32(shape[0]), group=group).wait()
+    cl.enqueue_copy(cl_env.queue, out, out_d)
+    rows = shape[1] if len(shape) > 1 else 1
+    assert tuple(out[:2]) == global_size and tuple(out[2:4]) == local_size
+    assert out[4] == shape[0] * rows

@@ -18,7 +18,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from .eskernel import es_kernel, gauss_legendre
-from ..device.kernels import KernelTemplate, real_dtype_name
+from ..device.kernels import KernelTemplate, launch, real_dtype_name
 from ..device.profiles import DeviceProfile
 from .plan import GridLayout, ImageGeometry, fits_kept
 from .setpoints import needs_float_float, position_args
@@ -71,9 +71,9 @@ class Corrector:
         if plane0 not in self._screens:
             g = self.geometry
             screens = cla.empty(self.queue, (g.npix_x, g.npix_y, 4), np.float64)
-            self.template.kernel("screen_phasors")(
-                self.queue, (g.npix_y, g.npix_x), None, screens.data, np.int32(g.npix_x),
-                np.int32(g.npix_y), *self._screen_args(plane0))
+            launch(
+                self.template.kernel("screen_phasors"), self.queue, (g.npix_y, g.npix_x),
+                screens.data, np.int32(g.npix_x), np.int32(g.npix_y), *self._screen_args(plane0))
             self._screens[plane0] = screens
         return self._screens[plane0]
 
@@ -100,9 +100,9 @@ class Corrector:
         # without fp64 the correction is computed in float (see the template)
         real = np.float32 if self.float_float else np.float64
         arrays = [cla.to_device(self.queue, a.astype(real)) for a in (corr_x, corr_y, s_q, phi_q)]
-        self.template.kernel("correction")(
-            self.queue, (g.npix_x, g.npix_y), None, corr.data, np.int32(g.npix_x),
-            np.int32(g.npix_y), arrays[0].data, arrays[1].data,
+        launch(
+            self.template.kernel("correction"), self.queue, (g.npix_x, g.npix_y), corr.data,
+            np.int32(g.npix_x), np.int32(g.npix_y), arrays[0].data, arrays[1].data,
             *(real(v) for v in self._image_values()), arrays[2].data, arrays[3].data,
             real(layout.dw)).wait()
         return corr
@@ -113,8 +113,8 @@ class Corrector:
         FFT); ``accumulate=False``: ``dirty_d =`` it (any prior content)."""
         g, layout = self.geometry, self.layout
         cached = (self._cached_screens(plane0).data,) if self.cache_screens else ()
-        return self._to_dirty(
-            self.queue, (g.npix_y, g.npix_x), None, planes_d.data, np.int32(layout.nu),
+        return launch(
+            self._to_dirty, self.queue, (g.npix_y, g.npix_x), planes_d.data, np.int32(layout.nu),
             np.int32(layout.nv), np.int32(n_pass), dirty_d.data, self.corr_d.data,
             np.int32(g.npix_x), np.int32(g.npix_y), *self._screen_args(plane0),
             g.grid_real.type(scale), np.int32(accumulate), *cached)
@@ -125,8 +125,8 @@ class Corrector:
         cell written."""
         g, layout = self.geometry, self.layout
         cached = (self._cached_screens(plane0).data,) if self.cache_screens else ()
-        return self._to_planes(
-            self.queue, (layout.nv, layout.nu), None, dirty_d.data, self.corr_d.data,
+        return launch(
+            self._to_planes, self.queue, (layout.nv, layout.nu), dirty_d.data, self.corr_d.data,
             np.int32(g.npix_x), np.int32(g.npix_y), planes_d.data, np.int32(layout.nu),
             np.int32(layout.nv), np.int32(n_pass), *self._screen_args(plane0), *cached)
 

@@ -26,7 +26,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..device.kernels import KernelTemplate, real_dtype_name
+from ..device.kernels import KernelTemplate, launch, real_dtype_name
 from ..device.profiles import DeviceProfile
 from .plan import params_of
 from .table import (RECORD_VECTOR_MAX_SUPPORT, TableGrid, TablePoints, gcf_image_params,
@@ -314,8 +314,9 @@ class RecordGather:
         n_bad = cla.zeros(self.queue, 1, np.uint32)
         if n:
             vis_real = np.float32 if vis_d.dtype == np.complex64 else np.float64
-            self._kernel(vis_real, wgt_d is not None, flags_d is not None)(
-                self.queue, (_round_up(n, 64),), None, table_points.points.cells.data,
+            launch(
+                self._kernel(vis_real, wgt_d is not None, flags_d is not None), self.queue,
+                (n,), table_points.points.cells.data,
                 records.start.data, np.uint32(n), vis_d.data,
                 (wgt_d if wgt_d is not None else self._dummy_real).data,
                 (flags_d if flags_d is not None else self._dummy_flags).data,

@@ -23,7 +23,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 import pyopencl.cltypes as cltypes
 
-from ..device.kernels import KernelTemplate, real_dtype_name
+from ..device.kernels import KernelTemplate, launch, real_dtype_name
 from ..device.profiles import DeviceProfile
 from ..device.radixsort import RadixSort
 from .plan import SPEED_OF_LIGHT, GridLayout, ImageGeometry, TileShape
@@ -125,10 +125,10 @@ class SetPoints:
         n_invalid_d = cla.zeros(queue, 1, np.uint32)
         n_invalid = 0
         if n_vis:
-            self._keys(queue, (round_up(n_vis, 256),), None, uvw_d.data, freq_scale_d.data,
-                       np.uint32(n_chan), np.uint32(n_vis), np.int32(self.layout.nu),
-                       np.int32(self.layout.nv), np.int32(self.ntiles_v), *self._scales(),
-                       np.int32(self.layout.n_wbins), keys.data, n_invalid_d.data)
+            launch(self._keys, queue, (n_vis,), uvw_d.data, freq_scale_d.data,
+                   np.uint32(n_chan), np.uint32(n_vis), np.int32(self.layout.nu),
+                   np.int32(self.layout.nv), np.int32(self.ntiles_v), *self._scales(),
+                   np.int32(self.layout.n_wbins), keys.data, n_invalid_d.data, group=(256,))
             n_invalid = int(n_invalid_d.get()[0])
         # keys sort as min(key, n_bins): the invalid ones (INVALID_KEY) last
         sorted_index, bin_start = sort_into_bins(queue, self.sort, self._starts, keys, n_vis,
@@ -145,11 +145,11 @@ class SetPoints:
         points.cells = cla.empty(self.queue, max(n_valid, 1), cltypes.int4)
         points.fracs = cla.empty(self.queue, max(n_valid, 1), real4)
         if n_valid:
-            self._records(self.queue, (round_up(n_valid, 256),), None,
-                          points.sorted_index.data, np.uint32(n_valid), uvw_d.data,
-                          freq_scale_d.data, np.uint32(freq_scale_d.shape[0]),
-                          np.int32(self.layout.nu), np.int32(self.layout.nv), *self._scales(),
-                          points.cells.data, points.fracs.data)
+            launch(self._records, self.queue, (n_valid,), points.sorted_index.data,
+                   np.uint32(n_valid), uvw_d.data, freq_scale_d.data,
+                   np.uint32(freq_scale_d.shape[0]), np.int32(self.layout.nu),
+                   np.int32(self.layout.nv), *self._scales(), points.cells.data,
+                   points.fracs.data, group=(256,))
 
     def _scales(self) -> tuple:
         return position_args(coordinate_scales(self.geometry, self.layout), self.float_float)
@@ -228,8 +228,8 @@ def sort_into_bins(queue: cl.CommandQueue, sort: RadixSort, starts: cl.Kernel,
     ``(sorted_index, bin_start)``."""
     sorted_keys, sorted_index = sort_by_key(queue, sort, keys, n_vis, n_bins, allocator)
     bin_start = cla.empty(queue, n_bins + 1, np.uint32, allocator=allocator)
-    starts(queue, (round_up(n_vis + 1, 256),), None, sorted_keys.data, np.uint32(n_vis),
-           np.uint32(n_bins), bin_start.data)
+    launch(starts, queue, (n_vis + 1,), sorted_keys.data, np.uint32(n_vis), np.uint32(n_bins),
+           bin_start.data, group=(256,))
     return sorted_index, bin_start
 
 

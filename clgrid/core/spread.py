@@ -37,7 +37,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..device.kernels import KernelTemplate, real_dtype_name
+from ..device.kernels import KernelTemplate, launch, real_dtype_name
 from ..device.profiles import DeviceProfile
 from .eskernel import horner_coefficients
 from .plan import GridLayout, ImageGeometry, TileShape, fits_kept, row_taps
@@ -154,10 +154,10 @@ class _Stage:
                 self._kernels["facet_phasors"] = self._template(False, False, True).kernel(
                     "facet_phasors")
             if n_vis:
-                self._kernels["facet_phasors"](
-                    self.queue, (-(-n_vis // 64) * 64,), None, uvw_d.data, freq_scale_d.data,
-                    np.uint32(freq_scale_d.shape[0]), np.uint32(n_vis), *self.shifts,
-                    phasors.data)
+                launch(
+                    self._kernels["facet_phasors"], self.queue, (n_vis,), uvw_d.data,
+                    freq_scale_d.data, np.uint32(freq_scale_d.shape[0]), np.uint32(n_vis),
+                    *self.shifts, phasors.data)
             work["facet_phasors"] = phasors
         return work["facet_phasors"]
 
@@ -208,9 +208,11 @@ class WorkList:
         before ``add_halos``."""
         if self.chunk_folds is None:
             return None
-        return kernel(queue, (self.chunk_folds.shape[0],) + self.chunk_fold_shape, None,
+        # one fold per group row: the folds vary per call, the rows per plan
+        return launch(kernel, queue, (self.chunk_folds.shape[0],) + self.chunk_fold_shape,
                       self.chunk_folds.data, self.chunk_totals.data, planes_d.data,
-                      self.scratch.data, np.int32(nu), np.int32(nv), np.int32(ntiles_v))
+                      self.scratch.data, np.int32(nu), np.int32(nv), np.int32(ntiles_v),
+                      group=(1,) + self.chunk_fold_shape)
 
 
 def chunk_counts(points: PointSet, layout: GridLayout, plane0: int, n_pass: int,
@@ -487,8 +489,8 @@ class Spreader(_Stage):
             work.fold_vector_chunks(self._named_kernel("fold_vector_chunks"), self.queue,
                                     planes_d, self.layout.nu, self.layout.nv, points.ntiles_v)
             n_tiles = points.ntiles_u * points.ntiles_v
-            return self._named_kernel("add_halos")(
-                self.queue, (n_tiles, n_pass), None, work.folds.data, np.int32(work.n_folds),
+            return launch(
+                self._named_kernel("add_halos"), self.queue, (n_tiles, n_pass), work.folds.data, np.int32(work.n_folds),
                 work.scratch.data, planes_d.data, np.int32(self.layout.nu),
                 np.int32(self.layout.nv), np.int32(points.ntiles_u),
                 np.int32(points.ntiles_v))
@@ -525,11 +527,12 @@ class Spreader(_Stage):
         if key not in self._kernels:
             self._kernels[key] = self._template(*key[1:]).kernel("gather_values")
         if n_valid:
-            self._kernels[key](
-                self.queue, (-(-n_valid // 256) * 256,), None, points.cells.data,
+            launch(
+                self._kernels[key], self.queue, (n_valid,), points.cells.data,
                 np.uint32(n_valid), uvw_d.data, freq_scale_d.data,
                 np.uint32(freq_scale_d.shape[0]), vis_d.data, np.uint32(npol), np.uint32(pol),
-                *self._weights(wgt_d, mask_d), *self._phase_args(phasors), self._values.data)
+                *self._weights(wgt_d, mask_d), *self._phase_args(phasors), self._values.data,
+                group=(256,))
         return self._values
 
     def _named_kernel(self, name: str) -> cl.Kernel:

@@ -34,7 +34,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 import pyopencl.tools as cl_tools
 
-from ..device.kernels import KernelTemplate, real_dtype_name
+from ..device.kernels import KernelTemplate, launch, real_dtype_name
 from ..device.profiles import DeviceProfile
 from ..device.radixsort import RadixSort
 from .eskernel import KernelChoice
@@ -448,12 +448,12 @@ class TableSetPoints:
         counts_d = cla.zeros(queue, 3, np.uint32, allocator=alloc)
         keys = cla.empty(queue, max(n_vis, 1), self.key_dtype, allocator=alloc)
         if n_vis:
-            self._keys(queue, (round_up(n_vis, 256),), None, uvw_d.data, freq_scale_d.data,
-                       np.uint32(n_chan), np.uint32(n_vis), *self._geometry_args(),
-                       np.int32(self.ntiles_v),
-                       (flags_d if flags_d is not None else self._dummy_flags).data,
-                       np.uint32(npol), np.int32(flags_d is not None), keys.data,
-                       counts_d.data)
+            launch(self._keys, queue, (n_vis,), uvw_d.data, freq_scale_d.data,
+                   np.uint32(n_chan), np.uint32(n_vis), *self._geometry_args(),
+                   np.int32(self.ntiles_v),
+                   (flags_d if flags_d is not None else self._dummy_flags).data,
+                   np.uint32(npol), np.int32(flags_d is not None), keys.data, counts_d.data,
+                   group=(256,))
         if self.order == "cell":
             sorted_index = sort_by_key(queue, self.sort, keys, n_vis, self.n_cell_keys,
                                        alloc)[1]
@@ -465,9 +465,9 @@ class TableSetPoints:
         n_valid = n_vis - n_flagged - n_offgrid - n_nonfinite
         cells = cla.empty(queue, max(n_valid, 1), cl.cltypes.int4, allocator=alloc)
         if n_valid:
-            self._records(queue, (round_up(n_valid, 256),), None, sorted_index.data,
-                          np.uint32(n_valid), uvw_d.data, freq_scale_d.data,
-                          np.uint32(n_chan), *self._geometry_args(), cells.data)
+            launch(self._records, queue, (n_valid,), sorted_index.data, np.uint32(n_valid),
+                   uvw_d.data, freq_scale_d.data, np.uint32(n_chan), *self._geometry_args(),
+                   cells.data, group=(256,))
         points = PointSet(sorted_index, bin_start, n_valid, n_vis - n_valid, self.ntiles_u,
                           self.ntiles_v, bin_start.get() if self.order == "tile" else None,
                           cells=cells)
@@ -553,12 +553,11 @@ class TableValues:
             if self._values[pol].size < n_valid:
                 self._values[pol] = cla.empty(self.queue, n_valid, self.grid.complex_dtype)
             if n_valid:
-                kernel(self.queue, (round_up(n_valid, 256),), None,
-                       table_points.points.cells.data, np.uint32(n_valid), vis_d.data,
-                       np.uint32(npol), np.uint32(pol),
+                launch(kernel, self.queue, (n_valid,), table_points.points.cells.data,
+                       np.uint32(n_valid), vis_d.data, np.uint32(npol), np.uint32(pol),
                        (wgt_d if wgt_d is not None else self._dummy_real).data,
                        (flags_d if flags_d is not None else self._dummy_flags).data,
-                       self._values[pol].data, n_bad.data)
+                       self._values[pol].data, n_bad.data, group=(256,))
         bad = int(n_bad.get()[0]) if n_valid else 0
         if bad:
             raise ValueError(f"vis or weights contain {bad} NaN/Inf value(s) among the gridded "
@@ -691,10 +690,9 @@ class TableSpreader:
                     np.int32(spread_accumulate))
         if self.padded:
             g = self.grid
-            self.kernel("crop_planes")(
-                self.queue, (g.nx, g.ny, npol), None,
-                planes.data, np.int32(self.rows), np.int32(self.cols), grid_d.data,
-                np.int32(g.ny), np.int32(g.nx), np.int32(accumulate))
+            launch(self.kernel("crop_planes"), self.queue, (g.nx, g.ny, npol), planes.data,
+                   np.int32(self.rows), np.int32(self.cols), grid_d.data, np.int32(g.ny),
+                   np.int32(g.nx), np.int32(accumulate))
 
 
     def _spread_vector(self, table_points: TablePoints, values: list[cla.Array],
@@ -729,15 +727,14 @@ class TableSpreader:
                    *work.vector_args(self._dummy_scratch))
             work.fold_vector_chunks(self.kernel("fold_vector_chunks"), self.queue, plane,
                                     self.rows, self.cols, points.ntiles_v)
-            add_halos(self.queue, (points.ntiles_u * points.ntiles_v, 1), None,
-                      work.folds.data, np.int32(work.n_folds), work.scratch.data, plane.data,
-                      *geometry)
+            launch(add_halos, self.queue, (points.ntiles_u * points.ntiles_v, 1),
+                   work.folds.data, np.int32(work.n_folds), work.scratch.data, plane.data,
+                   *geometry)
         if not direct:
             g = self.grid
-            self.kernel("crop_planes")(
-                self.queue, (g.nx, g.ny, npol), None,
-                planes.data, np.int32(self.rows), np.int32(self.cols), grid_d.data,
-                np.int32(g.ny), np.int32(g.nx), np.int32(accumulate))
+            launch(self.kernel("crop_planes"), self.queue, (g.nx, g.ny, npol), planes.data,
+                   np.int32(self.rows), np.int32(self.cols), grid_d.data, np.int32(g.ny),
+                   np.int32(g.nx), np.int32(accumulate))
 
 
 #: GPUs: from this support on, degridding by records gives each record a
@@ -853,9 +850,8 @@ class TableInterpolator:
         if records is not None and self.register is not None:
             self._by_register(records, grid_d, npol, wgt_d, flags_d, out_d, cells)
         elif records is None:
-            self.kernel(wgt_d is not None, flags_d is not None)(
-                self.queue, (round_up(table_points.n_kept, 64),), None, cells.data,
-                np.uint32(table_points.n_kept), *common)
+            launch(self.kernel(wgt_d is not None, flags_d is not None), self.queue,
+                   (table_points.n_kept,), cells.data, np.uint32(table_points.n_kept), *common)
         elif records.n_records and self.record_vector:
             self.kernel(wgt_d is not None, flags_d is not None,
                         "interpolate_table_records_vector")(
@@ -869,9 +865,10 @@ class TableInterpolator:
                 self.queue, (records.n_records * group,), (group,), cells.data,
                 records.cells.data, records.start.data, np.uint32(records.n_records), *common)
         elif records.n_records:
-            self.kernel(wgt_d is not None, flags_d is not None, "interpolate_table_records")(
-                self.queue, (round_up(records.n_records, 64),), None, cells.data,
-                records.cells.data, records.start.data, np.uint32(records.n_records), *common)
+            launch(self.kernel(wgt_d is not None, flags_d is not None,
+                               "interpolate_table_records"), self.queue, (records.n_records,),
+                   cells.data, records.cells.data, records.start.data,
+                   np.uint32(records.n_records), *common)
         return out_d
 
     def _by_register(self, records, grid_d: cla.Array, npol: int, wgt_d, flags_d,
@@ -881,7 +878,7 @@ class TableInterpolator:
         finish = self.kernel(wgt_d is not None, flags_d is not None, "sum_record_partials")
         for first, count in self.register.slices(records.n_records):
             partials = self.register.partials(records, first, count, grid_d)
-            finish(self.queue, (round_up(count, 64),), None, cells.data, records.start.data,
+            launch(finish, self.queue, (count,), cells.data, records.start.data,
                    np.uint32(first), np.uint32(count), np.uint32(self.register.n_chunks),
                    partials.data, np.uint32(npol),
                    (wgt_d if wgt_d is not None else self._dummy_real).data,

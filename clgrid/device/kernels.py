@@ -226,6 +226,48 @@ class KernelTemplate:
             cl.kernel_work_group_info.WORK_GROUP_SIZE, self.queue.device))
 
 
+#: Work-group shapes :func:`launch` pins, by the number of dimensions: 64
+#: work-items along the first (contiguous) axis, which CPU runtimes vectorise
+#: and GPUs coalesce, and 1 along the others (so only the first is padded).
+DEFAULT_GROUPS = {1: (64,), 2: (64, 1), 3: (64, 1, 1)}
+
+
+def _kernel_group_limit(kernel: cl.Kernel, device: cl.Device) -> int:
+    return int(kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device))
+
+
+def pinned_group(kernel: cl.Kernel, device: cl.Device,
+                 group: tuple[int, ...]) -> tuple[int, ...]:
+    """``group``, its largest axis halved while the kernel cannot launch it."""
+    group, limit = list(group), _kernel_group_limit(kernel, device)
+    while int(np.prod(group)) > limit:
+        axis = int(np.argmax(group))
+        group[axis] = max(1, group[axis] // 2)
+    return tuple(group)
+
+
+def launch(kernel: cl.Kernel, queue: cl.CommandQueue, shape: tuple[int, ...], *args: Any,
+           group: tuple[int, ...] | None = None,
+           wait_for: list[cl.Event] | None = None) -> cl.Event:
+    """Enqueue ``kernel`` over (at least) ``shape`` work-items in pinned groups.
+
+    Each global size is rounded up to whole groups, so the kernel must return
+    for ids past ``shape`` on every axis whose group is wider than 1.  The
+    group shape is fixed (``group``, default :data:`DEFAULT_GROUPS`, halved
+    where the kernel cannot launch that many) rather than left to the driver:
+    a driver picks a divisor of the global size, which changes with every
+    problem size, and PoCL compiles a new work-group function (0.1-1 s) for
+    each group size it meets -- an unpinned launch cost a compile per new
+    number of visibilities or image size.
+    """
+    shape = tuple(max(int(n), 1) for n in shape)
+    group = pinned_group(kernel, queue.device, tuple(group or DEFAULT_GROUPS[len(shape)]))
+    if len(group) != len(shape):
+        raise ValueError(f"group {group} and shape {shape} differ in dimensions")
+    global_size = tuple(-(-n // g) * g for n, g in zip(shape, group))
+    return kernel(queue, global_size, group, *args, wait_for=wait_for)
+
+
 class Operation:
     """Base of clgrid's compile-once operation objects.
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pyopencl.array as cla
 
-from .kernels import KernelTemplate, Operation, real_dtype_name
+from .kernels import KernelTemplate, Operation, launch, real_dtype_name
 
 _SUPPORTED = (np.float32, np.float64, np.complex64, np.complex128)
 
@@ -94,8 +94,8 @@ class ScatterAdd(Operation):
         if n_items == 0:
             return out
         n_work_items = -(-n_items // self.items_per_work_item)
-        event = self._kernel(self.queue, (n_work_items,), None, index_d.data, values_d.data,
-                             out.data, np.uint32(n_items))
+        event = launch(self._kernel, self.queue, (n_work_items,), index_d.data, values_d.data,
+                       out.data, np.uint32(n_items))
         if wait:
             event.wait()
         return out

@@ -51,7 +51,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from ..core.plan import SPEED_OF_LIGHT, check_npix
-from ..device.kernels import KernelTemplate, Operation, quiet_builds
+from ..device.kernels import KernelTemplate, Operation, launch, quiet_builds
 from ..device.radixsort import RadixSort
 
 SCHEMES = ("natural", "uniform", "briggs")
@@ -200,9 +200,8 @@ class ImageWeighting(Operation):
         exponent = max(-120, min(120, exponent))   # 2^k and 2^-k normal in float32
         self._launch(self._fixed_kernel, args, np.float32(2.0 ** exponent),
                      self._histogram_fixed.data, self._outside.data)
-        self._fold_kernel(self.queue, (n_cells,), None, self._histogram_fixed.data,
-                          self.coord_dtype.type(2.0 ** -exponent), np.uint32(n_cells),
-                          self.histogram.data)
+        launch(self._fold_kernel, self.queue, (n_cells,), self._histogram_fixed.data,
+               self.coord_dtype.type(2.0 ** -exponent), np.uint32(n_cells), self.histogram.data)
 
     def _total(self, weight_d: cla.Array) -> float:
         """Sum of a chunk's weights (a fixed-order device reduction)."""
@@ -221,8 +220,8 @@ class ImageWeighting(Operation):
         self._launch(self._keys_kernel, args, keys, self._outside.data)
         n_cells = self.npix_x * self.npix_y
         sorted_keys, order, _ = self._sort(keys, n, 0, n_cells, tuple(scratch))
-        self._sums_kernel(self.queue, (n,), None, sorted_keys, order, weight_d.data,
-                          np.uint32(n), np.uint32(n_cells), self.histogram.data)
+        launch(self._sums_kernel, self.queue, (n,), sorted_keys, order, weight_d.data,
+               np.uint32(n), np.uint32(n_cells), self.histogram.data)
 
     def apply(self, uvw_m, freq_hz, weight, wait: bool = True):
         """Imaging weights of one chunk (after :meth:`add` saw every chunk).
@@ -299,8 +298,8 @@ class ImageWeighting(Operation):
             return cl.enqueue_marker(self.queue)
         u_scale = self.coord_dtype.type(self.npix_x * self.pixsize_x / SPEED_OF_LIGHT)
         v_scale = self.coord_dtype.type(self.npix_y * self.pixsize_y / SPEED_OF_LIGHT)
-        return kernel(self.queue, (nrow * nchan,), None, uvw_d.data, freq_d.data, weight_d.data,
-                      np.uint32(nrow), np.uint32(nchan), u_scale, v_scale,
+        return launch(kernel, self.queue, (nrow * nchan,), uvw_d.data, freq_d.data,
+                      weight_d.data, np.uint32(nrow), np.uint32(nchan), u_scale, v_scale,
                       np.int32(self.npix_x), np.int32(self.npix_y), *tail)
 
 

@@ -33,7 +33,7 @@ import pyopencl.array as cla
 
 from ..device.guard import one_thread_at_a_time
 from ..device.hostio import PinnedStaging
-from ..device.kernels import KernelTemplate, Operation, real_dtype_name
+from ..device.kernels import KernelTemplate, Operation, launch, real_dtype_name
 from .wcs_params import CelestialPlane, pixel_map_params
 from .prefilter import (BSplinePrefilter, ORDERS, SAMPLINGS, _ORDER_ALIASES, _Scratch,
                         _WORK_GROUP_2D, _element_offset, _real_of, _round_up, fir_halo, raw_kind)
@@ -294,8 +294,7 @@ class Reprojector(Operation):
         n_out = x_in.size
         kernel = self.kernels(out.dtype, None if footprint is None
                               else footprint.dtype)["interpolate_at"]
-        kernel(self.queue, (_round_up(n_out, 64),), None, x_in.data, y_in.data,
-               _mem(prepared.source), self._mask(prepared), out.base_data,
+        launch(kernel, self.queue, (n_out,), x_in.data, y_in.data, _mem(prepared.source), self._mask(prepared), out.base_data,
                self._dummy.data if footprint is None else footprint.base_data,
                *prepared.grid_args(), np.int32(n_out), self._offset(out, footprint, out_offset))
         return out

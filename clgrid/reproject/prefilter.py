@@ -14,7 +14,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..device.kernels import KernelTemplate, Operation, real_dtype_name
+from ..device.kernels import KernelTemplate, Operation, launch, real_dtype_name
 
 
 #: Interpolation orders: name -> (spline order, prefilter).
@@ -157,8 +157,8 @@ class BSplinePrefilter(Operation):
 
     def convert(self, raw: cla.Array, out: cla.Array, raw_offset: int = 0) -> cla.Array:
         """``out`` (working dtype) from ``raw`` element by element."""
-        self._convert(self.queue, (_round_up(out.size, 256),), None, raw.base_data,
-                      out.data, np.int32(out.size), np.int64(_element_offset(raw) + raw_offset))
+        launch(self._convert, self.queue, (out.size,), raw.base_data, out.data,
+               np.int32(out.size), np.int64(_element_offset(raw) + raw_offset), group=(256,))
         return out
 
     def prepare(self, raw: cla.Array, shape: tuple[int, int], raw_offset: int = 0,
@@ -173,9 +173,9 @@ class BSplinePrefilter(Operation):
         row_flags = self.scratch.get("row_flags", (ny, nx), np.uint8)
         mask = self.scratch.get("mask", (ny, nx), np.uint8)
         out = out if out is not None else self.scratch.get("coefficients", (ny, nx), self.dtype)
-        self._convert_fill(self.queue, (_round_up(nx * ny, 256),), None, raw.base_data,
-                           work.data, flags.data, np.int32(nx), np.int32(ny),
-                           np.int64(_element_offset(raw) + raw_offset))
+        launch(self._convert_fill, self.queue, (nx * ny,), raw.base_data, work.data,
+               flags.data, np.int32(nx), np.int32(ny),
+               np.int64(_element_offset(raw) + raw_offset), group=(256,))
         self._rows(self.queue, (_round_up(nx, _ROW_GROUP), ny), (_ROW_GROUP, 1), work.data,
                    flags.data, rows.data, row_flags.data, np.int32(nx), np.int32(ny))
         cols, tile_rows, local_rows = self.col_tile

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyopencl as cl
 
-from ..device.kernels import KernelTemplate, Operation, real_dtype_name
+from ..device.kernels import KernelTemplate, Operation, launch, real_dtype_name
 
 
 KERNEL_TYPES = {"gauss1d": 1, "gauss2d": 3, "tapered_sinc": 3}
@@ -131,8 +131,7 @@ class HealpixGather(Operation):
         lonlat_d = cl.Buffer(self.context, flags.READ_ONLY | flags.COPY_HOST_PTR, hostbuf=lonlat)
         pix = np.empty(n, self.pix_dtype)
         pix_d = cl.Buffer(self.context, flags.WRITE_ONLY, max(pix.nbytes, 1))
-        self._pixelise(self.queue, (max(n, 1),), None, lonlat_d, np.uint32(n), np.uint32(nside),
-                       pix_d)
+        launch(self._pixelise, self.queue, (n,), lonlat_d, np.uint32(n), np.uint32(nside), pix_d)
         cl.enqueue_copy(self.queue, pix, pix_d)
         return pix
 
@@ -155,8 +154,9 @@ class HealpixGather(Operation):
         outputs = [np.empty(n, dtype) for dtype in (np.float64, np.uint64, np.float64, np.int64)]
         buffers = [cl.Buffer(self.context, cl.mem_flags.WRITE_ONLY, max(out.nbytes, 8))
                    for out in outputs]
-        self.template.kernel("cygrid_arithmetic")(
-            self.queue, (max(n, 1),), None, buffer(a, b, dtype=np.float64),
+        launch(
+            self.template.kernel("cygrid_arithmetic"), self.queue, (n,),
+            buffer(a, b, dtype=np.float64),
             buffer(lon_deg, lat_deg, dtype=np.float64), buffer(ring, k, dtype=np.uint64),
             buffer(shift_count, dtype=np.uint32), np.uint32(n), np.uint32(self.nside),
             *buffers)
