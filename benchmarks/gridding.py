@@ -353,7 +353,7 @@ def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method
     records = gridder.last_stats["n_records"]
     gather_ms = flush_fraction = None
     if method == "register":
-        spread = gridder.engine.register
+        spread = gridder.engine.spreader
         counting = Gridder(context, gcf, nx, nx, cell, npol=args.npol, method="register",
                            register_params=spread.params, atomics=atomics, count_flushes=True,
                            gcf_read=gridder.gcf_read)
@@ -371,7 +371,7 @@ def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method
     updates = records * support * support * args.npol
     row = {"support": support, "method": method, "gcf_read": gridder.gcf_read,
            "atomics": gridder.atomic_path,
-           "params": gridder.engine.geometry,
+           "params": gridder.engine.launch_geometry,
            "records": records, "vis": plan.n_kept, "time_s": best,
            "GGPAPS": updates / best / 1e9, "Mvis_per_s": plan.n_kept / best / 1e6,
            "flush_fraction": flush_fraction, "compression": plan.n_kept / max(records, 1),
@@ -380,7 +380,7 @@ def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method
     if args.peak_gpaps:
         row["peak_fraction"] = updates / best / args.peak_gpaps
     if args.ptx and method == "register":
-        row["ptx"] = instruction_census(gridder.engine.register.kernel)
+        row["ptx"] = instruction_census(gridder.engine.spreader.kernel)
     return row
 
 

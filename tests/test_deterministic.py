@@ -300,7 +300,7 @@ def test_gridder_deterministic_stages_fewer_points_where_local_memory_is_short(c
     vis = random_vis(rng, (uvw.shape[0], freq.size, 1))
     gridder = clgrid.Gridder(cl_env.queue, gcf, nx, ny, cell, deterministic=True,
                              tiles=clgrid.TileShape(32, 32))
-    tiles, grid = gridder.engine.tiles, gridder.engine.table_grid
+    tiles, grid = gridder.engine.tiles, gridder.table_grid
     assert staging_bytes(grid, tiles) <= cl_env.profile.local_mem_bytes
     assert (tiles.batch == 0) == (staging_bytes(grid, clgrid.TileShape(32, 32))
                                   <= cl_env.profile.local_mem_bytes)

@@ -294,7 +294,7 @@ def test_default_on_real_device_follows_choose(cl_env):
         assert gridder.choice.reasons
         assert gridder.deterministic == (gridder.method == "tiles")
         assert gridder.atomic_path == ("none" if gridder.method == "tiles"
-                                       else gridder.engine.register.atomic_path)
+                                       else gridder.engine.spreader.atomic_path)
         # deterministic=False never changes the choice, only asks for no guarantee
         assert Gridder(cl_env.queue, gcf, 128, 128, 1e-3, npol=2,
                        deterministic=False).method == gridder.method
@@ -317,7 +317,7 @@ def test_register_params_auto_reads_the_tuning_cache(cl_env, tmp_path, monkeypat
                        method="register", register_params="auto")
 
     # untuned: the spread's defaults
-    untuned = auto().engine.register.params
+    untuned = auto().engine.spreader.params
     assert untuned == default_register_params(profile, 12, 2, True, gcf.real_tables)
     tuned = RegisterParams(1, 2, 32, 16, 512)
     assert tuned != untuned
@@ -325,16 +325,16 @@ def test_register_params_auto_reads_the_tuning_cache(cl_env, tmp_path, monkeypat
     assert register_tuning.cached_register_params(profile, 12, 2, np.float32, True) == tuned
     assert register_tuning.parameter_key(2, np.float32, True, 12) == \
         "register|npol=2|float32|separable|support<=16"
-    assert auto().engine.register.params == tuned
+    assert auto().engine.spreader.params == tuned
     # the same support bucket (9..16) shares the entry
-    assert auto(support_gcf=separable_gcf(16, 4)).engine.register.params == tuned
+    assert auto(support_gcf=separable_gcf(16, 4)).engine.spreader.params == tuned
     # another npol, bucket or precision is not affected
-    assert auto(npol=1).engine.register.params == default_register_params(
+    assert auto(npol=1).engine.spreader.params == default_register_params(
         profile, 12, 1, True, gcf.real_tables)
-    assert auto(support_gcf=separable_gcf(8, 4)).engine.register.params == \
+    assert auto(support_gcf=separable_gcf(8, 4)).engine.spreader.params == \
         default_register_params(profile, 8, 2, True, gcf.real_tables)
     if profile.fp64:
-        assert auto(precision=np.float64).engine.register.params == untuned
+        assert auto(precision=np.float64).engine.spreader.params == untuned
     with pytest.raises(ValueError, match="register_params must be RegisterParams, a dict, "
                                          "'auto' or None"):
         Gridder(cl_env.queue, gcf, 64, 64, 1e-3, method="register", register_params="fast")

@@ -273,8 +273,9 @@ def test_degrid_random_complex_user_tables(cl_env, separable):
     for group, as_vectors in variants:
         degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=2)
         core = degridder.engine
-        core.interpolator = TableInterpolator(cl_env.queue, core.table_grid,
-                                              core.interpolator.tables_d[:2], group, as_vectors)
+        core.primary.interpolator = TableInterpolator(
+            cl_env.queue, degridder.table_grid, core.interpolator.tables_d[:2], group,
+            as_vectors, records=core.interpolator.records)
         result = degridder(grid.astype(np.complex64), uvw, FREQ_HZ, weights)
         assert relative_error(result, reference) < 1e-5, (group, as_vectors)
     with pytest.raises(ValueError, match="give one of them"):
@@ -437,7 +438,7 @@ def test_bad_input_errors(cl_env):
     other = _core(cl_env, separable_gcf(6, 4), 64, 64, cell, TileShape(16, 16))
     with pytest.raises(ValueError, match="another grid, table or tile shape"):
         other.grid_plan(gridder.plan(uvw, FREQ_HZ), vis)
-    with pytest.raises(TypeError, match="CorePlan of its own plan"):
+    with pytest.raises(TypeError, match="Plan of its own plan"):
         gridder.grid_plan(object(), vis)
 
 
@@ -588,9 +589,9 @@ for gcf in (separable_gcf(3, 2), w_projection_gcf(3, 2, 2, 60.0, 20 * cell), com
     from clgrid.core.table import TableInterpolator
     for group, as_vectors in ((4, False), (0, True)):   # the GPUs' and the CPUs' kernels
         forced = clgrid.Degridder(queue, gcf, 20, 18, cell, npol=2)
-        forced.engine.interpolator = TableInterpolator(
-            queue, forced.engine.table_grid, forced.engine.interpolator.tables_d[:2], group,
-            as_vectors)
+        forced.engine.primary.interpolator = TableInterpolator(
+            queue, forced.table_grid, forced.engine.interpolator.tables_d[:2], group,
+            as_vectors, records=forced.engine.interpolator.records)
         assert np.allclose(forced(grid, uvw, [1e8], weights, flags),
                            degridder(grid, uvw, [1e8], weights, flags), atol=1e-5)
     for params in ({"block_u": 1, "block_v": 1, "wg_size": 8, "batch": 3,
@@ -623,8 +624,9 @@ vector = Gridder(queue, wide, 64, 64, cell, npol=2,
                  tiles=TileShape(32, 32, vector=True))(*args)
 assert np.abs(lanes).max() > 0 and np.allclose(vector, lanes, atol=1e-5)
 by_rows = clgrid.Degridder(queue, wide, 64, 64, cell, npol=2)
-by_rows.engine.interpolator = TableInterpolator(
-    queue, by_rows.engine.table_grid, by_rows.engine.interpolator.tables_d[:2], 0, True)
+by_rows.engine.primary.interpolator = TableInterpolator(
+    queue, by_rows.table_grid, by_rows.engine.interpolator.tables_d[:2], 0, True,
+    records=by_rows.engine.interpolator.records)
 assert by_rows.engine.interpolator.record_vector
 scalar = clgrid.Degridder(queue, wide, 64, 64, cell, npol=2, tiles=TileShape(32, 32))
 assert np.allclose(by_rows(lanes, *args[:2]), scalar(lanes, *args[:2]), atol=1e-5)
@@ -719,13 +721,15 @@ def test_degridder_core_matches_reference_and_is_adjoint(cl_env, kind, npol, pre
     elif record_group == "vector":      # the CPUs' kernel, forced on every device
         cl_env.require_vector_tiles()
         core = degridder.engine
-        core.interpolator = TableInterpolator(cl_env.queue, core.table_grid,
-                                              core.interpolator.tables_d[:2], 0, True)
+        core.primary.interpolator = TableInterpolator(
+            cl_env.queue, degridder.table_grid, core.interpolator.tables_d[:2], 0, True,
+            records=core.interpolator.records)
         assert core.interpolator.record_vector
     elif record_group is not None:
         core = degridder.engine
-        core.interpolator = TableInterpolator(cl_env.queue, core.table_grid,
-                                              core.interpolator.tables_d[:2], record_group)
+        core.primary.interpolator = TableInterpolator(
+            cl_env.queue, degridder.table_grid, core.interpolator.tables_d[:2], record_group,
+            records=core.interpolator.records)
         assert core.interpolator.record_group == record_group
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)     # some points off the grid
@@ -991,13 +995,12 @@ def test_register_flush_count(cl_env):
     gcf = separable_gcf(6, 4)
     uvw = np.array([[10.0, -5.0, 0.0], [10.0, -5.0, 0.0], [400.0, 300.0, 0.0]])
     gridder = _register(cl_env, gcf, 64, 64, 1.0 / (64 * 30.0), {"block_u": 1, "block_v": 1})
-    engine = gridder.engine
-    counting = RegisterSpreader(cl_env.queue, engine.table_grid, gridder._tables, 1,
+    counting = RegisterSpreader(cl_env.queue, gridder.table_grid, gridder._tables, 1,
                                 RegisterParams(1, 1, 64), count_flushes=True)
     vis = np.ones((3, 1, 1), np.complex64)
     for rows, flushes in ((2, 36), (3, None)):
         plan = gridder.plan(uvw[:rows], [1e8])
-        counting(plan.points, engine.upload_vis(vis[:rows], plan), None, None,
+        counting(plan.points, gridder.upload_vis(vis[:rows], plan), None, None,
                  gridder.zeros(), False)
         assert counting.records(plan.points).n_records == rows - 1
         if flushes is not None:

@@ -487,8 +487,8 @@ def test_w_planes_in_several_passes_match_the_direct_transform(cl_env, monkeypat
     computed per call and computed once per pass and kept (PoCL's CPUs),
     forced either way on any device."""
     from clgrid.core import correct as correct_module
-    from clgrid.core import engine as engine_module
-    monkeypatch.setattr(engine_module, "planes_per_pass", lambda *a, **k: planes_per_pass)
+    from clgrid.core import image as image_module
+    monkeypatch.setattr(image_module, "planes_per_pass", lambda *a, **k: planes_per_pass)
     monkeypatch.setattr(correct_module, "keeps_screens", lambda *a: kept_screens)
     uvw, freq, vis = _observation(n_rows=120, seed=21)
     imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-6, do_wgridding=True,

@@ -113,10 +113,10 @@ SCRIPT = textwrap.dedent("""
     # the w screens computed once per pass and kept (PoCL's CPUs), in passes
     # of 2 planes, and the facet phases kept per plan (CPUs), on the GPU
     # kernels and the CPU vector kernels
-    from clgrid.core import correct, engine, spread
+    from clgrid.core import correct, image, spread
     correct.keeps_screens = lambda *a: True
     spread.keeps_facet_phases = lambda *a: True
-    engine.planes_per_pass = lambda *a, **k: 2
+    image.planes_per_pass = lambda *a, **k: 2
     reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=True, **shifted)
     for tiles in (None, TileShape(8, 16, 2 ** 31, True, 2)):
         kept = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-4, do_wgridding=True,

@@ -304,12 +304,12 @@ def test_a_plane_too_large_is_refused_before_the_points_are_set(cl_env, monkeypa
     """npix_x=2**30, npix_y=2 passes the host check but not one grid plane:
     the refusal comes before set points, whose bins (one per tile of the
     grid) took 4.8 GB before the plane was checked."""
-    from clgrid.core import engine
+    from clgrid.core import strategies
 
     def no_set_points(*args, **kwargs):
         raise AssertionError("SetPoints built for a grid that cannot fit")
 
-    monkeypatch.setattr(engine, "SetPoints", no_set_points)
+    monkeypatch.setattr(strategies, "SetPoints", no_set_points)
     uvw, freq, vis = _observation(n_rows=4)
     with pytest.raises(MemoryError, match=r"needs \d+ MiB.* allows \d+ MiB"):
         clgrid.vis2dirty(uvw=uvw, freq=freq, vis=vis.astype(np.complex64), npix_x=2 ** 30,

@@ -27,7 +27,7 @@ def test_tune_stores_best_and_auto_reads_it(cl_env, tmp_path, monkeypatch):
     profile = cl_env.profile
     gcf = separable_gcf(8, 4)
     defaults = default_register_params(profile, 8, 2, True, gcf.real_tables)
-    assert _auto(cl_env, gcf, 2).engine.register.params == defaults   # untuned: defaults
+    assert _auto(cl_env, gcf, 2).engine.spreader.params == defaults   # untuned: defaults
     summary = table_tuner.tune(cl_env.queue, gcf, npol=2, nx=64, n_baselines=3, repeats=1,
                           quick=True, progress=False)
     timed = [r for r in summary["results"] if "seconds" in r]
@@ -42,9 +42,9 @@ def test_tune_stores_best_and_auto_reads_it(cl_env, tmp_path, monkeypatch):
     best = RegisterParams(**summary["params"])
     assert register_tuning.cached_register_params(profile, 8, 2, np.float32, True) == best
     tuned = _auto(cl_env, gcf, 2)
-    assert tuned.engine.register.params == best
+    assert tuned.engine.spreader.params == best
     # another parameter set is not affected
-    assert _auto(cl_env, gcf, 1).engine.register.params == default_register_params(
+    assert _auto(cl_env, gcf, 1).engine.spreader.params == default_register_params(
         profile, 8, 1, True, gcf.real_tables)
     # save=False times without storing
     monkeypatch.setenv("CLGRID_TUNING_CACHE", str(tmp_path / "other.json"))
@@ -62,7 +62,7 @@ def test_tuned_gridder_matches_reference(cl_env, tmp_path, monkeypatch):
     assert np.abs(uvw[:, :2]).max() * freq.max() / C * 64 * cell < 32 - gcf.support
     register_tuning.store_register_params(cl_env.profile, 8, 2, np.float32, True, FEW[2], 1.0)
     gridder = _auto(cl_env, gcf, 2, cell)
-    assert gridder.engine.register.params == FEW[2]
+    assert gridder.engine.spreader.params == FEW[2]
     rng = np.random.default_rng(0)
     uvw = uvw[:200]
     vis = random_vis(rng, (uvw.shape[0], freq.size, 2)).astype(np.complex64)
@@ -121,7 +121,7 @@ def test_cli_tune_table(cl_env, tmp_path, monkeypatch, capsys):
     assert "is now spelled" not in captured.err                  # the new spelling
     stored = register_tuning.cached_register_params(profile, 6, 1, np.float32, True)
     assert stored is not None
-    assert _auto(cl_env, separable_gcf(6, 4), 1).engine.register.params == stored
+    assert _auto(cl_env, separable_gcf(6, 4), 1).engine.spreader.params == stored
     assert cli_main(["tune", "table", "--device", "no-such-device-xyz", "--support", "6"]) == 2
 
 

@@ -7,10 +7,13 @@ plan                      :mod:`clgrid.core.plan`                         (host:
 set points (bin, sort)    :mod:`clgrid.core.setpoints`                    ``core_setpoints.cl.mako``
 spread / interpolate      :mod:`clgrid.core.spread`                       ``core_spread``, ``core_interp``
 table gridding (Gridder)  :mod:`clgrid.core.table`                        the same, table sources
+register accumulation     :mod:`clgrid.core.register`                     ``core_records``, ``core_*_register``
 FFT                       :mod:`clgrid.core.fft`                          (pyvkfft, reikna, host)
 correct                   :mod:`clgrid.core.correct`                      ``core_correct.cl.mako``
+image (FFT + correct)     :mod:`clgrid.core.image`                        (the two above, per pass)
 transfers                 :mod:`clgrid.core.transfer`                     (pinned, row blocks)
-all of them               :class:`clgrid.core.engine.GriddingEngine`
+all of them               :class:`clgrid.core.engine.Engine`              (stages as strategies)
+which stages, per path    :mod:`clgrid.core.strategies`                   (``imaging_engine``, ``table_engine``)
 ========================  ==============================================  ================================
 
 The shared helpers are ``templates/es_kernel.cl.mako`` (the ES kernel) and
@@ -19,7 +22,7 @@ the device layer (:mod:`clgrid.device.profiles`, :mod:`clgrid.device.kernels`) o
 missions (imaging, several devices, Dask) sit on top of it.
 """
 
-from .engine import GriddingEngine
+from .engine import Engine, Stages
 from .plan import GridLayout, ImageGeometry, TileShape
 
-__all__ = ["GridLayout", "GriddingEngine", "ImageGeometry", "TileShape"]
+__all__ = ["Engine", "GridLayout", "ImageGeometry", "Stages", "TileShape"]

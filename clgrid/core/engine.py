@@ -1,23 +1,45 @@
-"""The gridding core: plan -> set points -> spread / interpolate -> FFT -> correct.
+"""The gridding core's one engine: plan -> set points -> spread / interpolate -> FFT -> correct.
 
-:class:`GriddingEngine` ties the stages together for one observation
-geometry on one device; every imaging path (``clgrid.vis2dirty`` /
-``dirty2vis`` / ``Imager``, ``clgrid image``, several devices, Dask) runs
-through it.  It works on device arrays only; host arrays, weights and the
-ducc0-style API are :mod:`clgrid.imaging`'s business.
+:class:`Engine` drives the core's stages for one device, the same way for
+every path: ``clgrid.vis2dirty`` / ``dirty2vis`` / ``Imager`` (``clgrid
+image``, several devices, Dask) and the table ``Gridder`` / ``Degridder``.
+The stages are strategy objects (:class:`Stages`, their protocols below),
+chosen in one place per path, :mod:`clgrid.core.strategies`:
 
-Per call, for each polarisation and each pass of w planes that fits the
-device (all planes at once where memory allows)::
+=============  ==============================  ==================================
+stage          imaging (ES kernel)             table gridders (GCF tables)
+=============  ==============================  ==================================
+points         ``setpoints.SetPoints``          ``table.TableSetPoints`` (by tile
+                                                or, for the register spread, by
+                                                cell)
+spread         ``spread.Spreader``              ``table.TableSpreader`` (tiles) or
+                                                ``register.RegisterSpreader``
+interpolate    ``spread.Interpolator``          ``table.TableInterpolator`` (a
+                                                point, a record or register
+                                                blocks at a time)
+records        none                             ``register.RecordScan`` (register)
+image          ``image.ImageStage`` (FFT +      none: the caller's grid is the
+               correction of w planes)          target
+=============  ==============================  ==================================
+
+Set points bins the visibilities of a :class:`Plan` (one per observation for
+the imaging path, made at construction in row blocks; one per call, or per
+``Gridder.plan``, for the table path); the spread and interpolation run
+over the plan's row blocks in order (the first block writes, later ones
+add), each through the stage's ``spread`` / ``interpolate`` method with one
+typed job (:class:`SpreadJob`, :class:`InterpolateJob`).  With an image
+stage, per polarisation and per pass of w planes that fits the device (all
+planes at once where memory allows)::
 
     vis2dirty:  spread (all planes of the pass) -> batched backward FFT
                 -> planes_to_dirty (phase screens, correction, fixed order)
     dirty2vis:  dirty_to_planes -> batched forward FFT -> interpolate (+=)
 
-The bins (set points) depend on the geometry only and are computed once,
-at construction, for each row block (:func:`clgrid.core.plan.row_blocks`):
-on GPUs the visibilities are gridded in blocks of rows, so that the upload
-of one block overlaps the spreading of the one before (``ready``); the first
-block writes the planes and later ones add to them, always in block order.
+Per-call scratch (the stages' kernel objects, planes, FFT plans, staging)
+lives in a :class:`Workspace`; :meth:`Engine.lease` hands one out per call,
+so threads share the plan, never scratch.  The engine works on device
+arrays only; host arrays and user-facing checks are the missions' business
+(:mod:`clgrid.imaging`, :mod:`clgrid.gridders`).
 """
 
 from __future__ import annotations
@@ -25,7 +47,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
-from typing import Callable
+from typing import Callable, Protocol
 
 import numpy as np
 import pyopencl as cl
@@ -33,24 +55,59 @@ import pyopencl.array as cla
 import pyopencl.tools as cl_tools
 
 from ..device.profiles import DeviceProfile
-from .correct import Corrector
-from .fft import DeviceFFT, Pruning
-from .plan import (GridLayout, ImageGeometry, TileShape, check_points_fit, planes_per_pass,
-                   row_blocks)
-from .setpoints import PointSet, SetPoints, freq_scale, needs_float_float, positions_to_device
-from .spread import Interpolator, Spreader
+from .plan import TileShape
 from .transfer import Uploader, row_view
-from .tuning.tiles import cached_tiles
 
 
 @dataclasses.dataclass
 class RowBlock:
-    """Rows ``first .. stop - 1`` of the observation and their bins."""
+    """Rows ``first .. stop - 1`` of the plan and their bins."""
 
     first: int
     stop: int
-    points: PointSet
+    points: object
     uvw_d: cla.Array
+
+
+@dataclasses.dataclass
+class Plan:
+    """Set points of one (uvw, freq[, flags]): the row blocks' bins, reused
+    by every call with new visibilities.  ``flags_d``: (nrow, nchan, npol)
+    uint8 (the table path's flags, None: none); ``npol``: the polarisations
+    the flags were read for."""
+
+    blocks: list[RowBlock]
+    freq_scale_d: cla.Array
+    n_rows: int
+    n_chan: int
+    flags_d: cla.Array | None = None
+    npol: int = 1
+
+    @property
+    def points(self):
+        """The points of a plan of one row block (the table path's)."""
+        if len(self.blocks) != 1:
+            raise ValueError(f"a plan of {len(self.blocks)} row blocks has no one point set")
+        return self.blocks[0].points
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n_rows, self.n_chan)
+
+    @property
+    def n_kept(self) -> int:
+        """Points binned (the others left out)."""
+        return sum(b.points.n_valid for b in self.blocks)
+
+    @property
+    def n_offgrid(self) -> int:
+        """Points off the grid (the table set points count them; 0 for the ES set points)."""
+        return sum(getattr(b.points, "n_offgrid", 0) for b in self.blocks)
+
+    @property
+    def n_flagged(self) -> int:
+        """Points flagged in every polarisation (the table set points count them)."""
+        return sum(getattr(b.points, "n_flagged", 0) for b in self.blocks)
 
 
 def _view(array_d: cla.Array | None, block: RowBlock) -> cla.Array | None:
@@ -63,111 +120,214 @@ def _view(array_d: cla.Array | None, block: RowBlock) -> cla.Array | None:
 Ready = Callable[[int], list]
 
 
-class GriddingEngine:
-    """Compile-once gridding and degridding of one geometry on one device.
+# ------------------------------------------------------------------ protocols
+@dataclasses.dataclass(frozen=True)
+class SpreadJob:
+    """One row block's spread: the visibilities of polarisation ``pol``
+    (None: every polarisation, each into its own plane of ``planes_d``)
+    into planes ``plane0 .. plane0 + n_pass - 1`` of ``planes_d``, written
+    over or added (``accumulate``).  Arrays are the block's rows; a stage
+    reads what it needs (the table spreads read the points' cells, not
+    ``uvw_d``)."""
+
+    points: object
+    uvw_d: cla.Array
+    freq_scale_d: cla.Array
+    vis_d: cla.Array
+    npol: int
+    pol: int | None
+    planes_d: cla.Array
+    plane0: int
+    n_pass: int
+    wgt_d: cla.Array | None
+    mask_d: cla.Array | None
+    accumulate: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class InterpolateJob:
+    """One row block's interpolation: the visibilities of polarisation
+    ``pol`` (None: all) from planes ``plane0 ..`` of ``planes_d`` into the
+    block's rows of ``out_d`` (added, or written over with
+    ``accumulate=False``)."""
+
+    points: object
+    uvw_d: cla.Array
+    freq_scale_d: cla.Array
+    out_d: cla.Array
+    npol: int
+    pol: int | None
+    planes_d: cla.Array
+    plane0: int
+    n_pass: int
+    wgt_d: cla.Array | None
+    mask_d: cla.Array | None
+    accumulate: bool
+
+
+class PointsStage(Protocol):
+    """Set points: bins every (row, channel) of ``uvw_d`` (nrow, 3) metres
+    and ``freq_scale_d`` (nchan,) freq / c on the device (``flags_d``:
+    (nrow, nchan, npol) uint8, for stages that leave flagged points out)."""
+
+    float_float: bool
+
+    def __call__(self, uvw_d: cla.Array, freq_scale_d: cla.Array,
+                 flags_d: cla.Array | None = None, npol: int = 1) -> object: ...
+
+
+class SpreadStage(Protocol):
+    """Visibilities -> planes, one row block at a time."""
+
+    @property
+    def launch_geometry(self) -> str: ...
+
+    def spread(self, job: SpreadJob) -> None: ...
+
+
+class InterpolateStage(Protocol):
+    """Planes -> visibilities, one row block at a time."""
+
+    def interpolate(self, job: InterpolateJob) -> None: ...
+
+
+class ImageScratch(Protocol):
+    """A workspace's part of the image stage."""
+
+    planes_d: cla.Array
+    fft: object
+    corrector: object
+
+
+class ImageStage(Protocol):
+    """W planes <-> image (FFT and correction), sized from the plan
+    (:class:`clgrid.core.image.ImageStage`)."""
+
+    geometry: object
+    layout: object
+    grid_complex: np.dtype
+    plane_range: tuple[int, int]
+    fft_backend: str | None
+
+    def planes_per_pass(self, profile: DeviceProfile, plan_bytes: int) -> int: ...
+
+    def pruning(self, blocks: list[RowBlock], tiles: TileShape): ...
+
+    def scratch(self, queue: cl.CommandQueue, n_pass: int) -> ImageScratch: ...
+
+
+#: A stage with per-call state (OpenCL kernel arguments are per kernel
+#: object), made once per workspace on its queue.
+StageFactory = Callable[[cl.CommandQueue], object]
+
+
+@dataclasses.dataclass(frozen=True)
+class Stages:
+    """The strategies of one engine (:mod:`clgrid.core.strategies` picks them).
+
+    ``points`` is shared by every call (set points is planned once);
+    ``spread`` and ``interpolate`` are factories run once per workspace
+    (None: the engine never spreads, or never interpolates); ``records``
+    cuts sorted points into runs of equal points (the register spread's);
+    ``image``: FFT and correction (the imaging path) or None; ``tiles``:
+    the spread's tile (None for the register spread)."""
+
+    points: PointsStage
+    spread: StageFactory | None
+    interpolate: StageFactory | None
+    image: ImageStage | None = None
+    records: Callable | None = None
+    tiles: TileShape | None = None
+
+
+# ------------------------------------------------------------------ engine
+class Engine:
+    """Compile-once gridding and degridding on one device, its stages given.
 
     Parameters
     ----------
     queue
         Command queue of the device.
-    geometry
-        Image and conventions (:class:`clgrid.core.plan.ImageGeometry`).
-    layout
-        Kernel, grid and w planes (:class:`clgrid.core.plan.GridLayout`),
-        shared with other devices gridding other rows of the observation.
-    uvw_d, freq_hz
-        (nrow, 3) device array of baselines in metres, as
-        :func:`clgrid.core.setpoints.positions_to_device` gives it (float64,
-        or float-float pairs on devices without fp64); (nchan,) Hz.
-    planes
-        ``(first, stop)``: grid only these w planes (a device's share of a
-        multi-device w-stacking job); default all.
-    fft_backend
-        As for :class:`clgrid.core.fft.DeviceFFT`.
-    tiles
-        Spreading tile; default the device's tuned one (``clgrid tune imaging``,
-        :func:`clgrid.core.tuning.tiles.cached_tiles`), else
-        :meth:`TileShape.for_device` (tests force the GPU shape on CPUs with it).
-    vis_per_block
-        Visibilities per row block (see :func:`clgrid.core.plan.row_blocks`);
-        default from the device.
+    stages
+        The strategies (:class:`Stages`).
+    uvw_d, freq_scale_d, bounds
+        With an image stage: the observation, planned here once (``uvw_d``
+        (nrow, 3) and ``freq_scale_d`` (nchan,) as the points stage reads
+        them; ``bounds``: (first, stop) rows of each row block).  Without
+        one (the table path), plans are made per call (:meth:`make_plan`).
     """
 
-    def __init__(self, queue: cl.CommandQueue, geometry: ImageGeometry, layout: GridLayout,
-                 uvw_d: cla.Array, freq_hz: np.ndarray,
-                 planes: tuple[int, int] | None = None, fft_backend: str | None = None,
-                 tiles: TileShape | None = None, vis_per_block: int | None = None):
+    def __init__(self, queue: cl.CommandQueue, stages: Stages,
+                 uvw_d: cla.Array | None = None, freq_scale_d: cla.Array | None = None,
+                 bounds: list[tuple[int, int]] | None = None):
         self.queue = queue
         self.profile = DeviceProfile.from_device(queue.device)
-        self.geometry, self.layout = geometry, layout
-        self.fft_backend = fft_backend
-        self.float_float = needs_float_float(queue, geometry)
-        self.tiles = tiles or cached_tiles(self.profile, layout.choice.support,
-                                           geometry.grid_real, geometry.do_w) \
-            or TileShape.for_device(self.profile, layout.choice.support)
-        self.tiles.check(layout.choice.support)
-        self.tiles.check_device(self.profile)
+        self.stages = stages
+        #: The set points stage (shared by every call).
+        self.set_points = stages.points
+        self.tiles = stages.tiles
+        self.float_float = bool(stages.points.float_float)
+        #: The observation (image stage): its uvw and plan, made once; else None.
         self.uvw_d = uvw_d
-        self.freq_scale_d = positions_to_device(queue, freq_scale(freq_hz), self.float_float)
-        self.n_chan = len(freq_hz)
-        self.grid_complex = np.dtype(np.complex64 if geometry.grid_real == np.float32
-                                     else np.complex128)
-        first, stop = planes if planes is not None else (0, layout.n_planes)
-        self.plane_range = (int(first), int(stop))
-        if self.tiles.vector:
-            vis_per_block = 0   # spread_vector writes every tile: one block
-        image_bytes = geometry.npix_x * geometry.npix_y * geometry.grid_real.itemsize
-        # refuse a plane or an image that cannot fit before the points' bins
-        # (one per tile of the grid) take host and device memory
-        planes_per_pass(self.profile, layout, self.grid_complex, uvw_d.nbytes, image_bytes)
-        set_points = SetPoints(queue, geometry, layout, self.tiles)
-        self.blocks = []
-        bounds = row_blocks(self.profile, uvw_d.shape[0], self.n_chan, vis_per_block)
-        check_points_fit(self.profile, uvw_d.shape[0] * self.n_chan,
-                         max(stop - start for start, stop in bounds) * self.n_chan,
-                         geometry.grid_real)
-        for row0, row_stop in bounds:
-            block_uvw_d = row_view(uvw_d, row0, row_stop)
-            self.blocks.append(RowBlock(row0, row_stop,
-                                        set_points(block_uvw_d, self.freq_scale_d), block_uvw_d))
-        other_bytes = uvw_d.nbytes + sum(self._block_bytes(b) for b in self.blocks)
-        self.n_pass = min(planes_per_pass(self.profile, layout, self.grid_complex, other_bytes,
-                                          image_bytes), max(stop - first, 1))
-        self.pruning = self._pruning()
+        self.plan: Plan | None = None
+        self.n_pass = 0
+        self.pruning = None
+        image = stages.image
+        if uvw_d is not None:
+            self.plan = self.make_plan(uvw_d, freq_scale_d, bounds)
+        if image is not None:
+            self.n_pass = image.planes_per_pass(self.profile, self.plan_bytes)
+            self.pruning = image.pruning(self.blocks, self.tiles)
         self._pool = WorkspacePool(self)
         #: The workspace made with the plan, on ``queue``; the attributes
         #: ``spreader``, ``planes_d``, ``fft``... are its (see :meth:`lease`).
         self.primary = self._pool.primary
 
-    def _block_bytes(self, block: RowBlock) -> int:
-        """Device bytes of a block's bins, its records and (GPU, counted per
-        block to be safe) its gathered values."""
-        points = block.points
-        return (points.sorted_index.nbytes * 2 + points.bin_start.nbytes + points.cells.nbytes
-                + points.fracs.nbytes + points.n_valid * self.grid_complex.itemsize)
+    # ---------------------------------------------------------- set points
+    def make_plan(self, uvw_d: cla.Array, freq_scale_d: cla.Array,
+                  bounds: list[tuple[int, int]] | None = None,
+                  flags_d: cla.Array | None = None, npol: int = 1) -> Plan:
+        """Set points of every row block ``bounds`` (default one block of all
+        rows) of ``uvw_d`` and ``freq_scale_d``."""
+        n_rows = uvw_d.shape[0]
+        blocks = []
+        for first, stop in bounds or [(0, n_rows)]:
+            block_uvw_d = row_view(uvw_d, first, stop)
+            points = self.set_points(block_uvw_d, freq_scale_d,
+                                     None if flags_d is None else row_view(flags_d, first, stop),
+                                     npol)
+            blocks.append(RowBlock(first, stop, points, block_uvw_d))
+        return Plan(blocks, freq_scale_d, n_rows, freq_scale_d.shape[0], flags_d, npol)
 
-    def _pruning(self) -> Pruning:
-        """Grid rows the visibilities' kernels reach and grid columns of image
-        pixels: a pruned FFT transforms only those (ducc0's lever)."""
-        layout, tiles = self.layout, self.tiles
-        used = sum(np.diff(b.points.bin_start_host.astype(np.int64))
-                   .reshape(b.points.ntiles_u, -1).sum(axis=1) for b in self.blocks) > 0
-        reach = np.arange(tiles.tile_u + layout.choice.support - 1)
-        rows = np.unique((np.flatnonzero(used)[:, None] * tiles.tile_u + reach).ravel()
-                         % layout.nu) if used.any() else np.zeros(0, np.int64)
-        offsets = np.arange(self.geometry.npix_y) - self.geometry.npix_y // 2
-        cols = np.where(offsets < 0, offsets + layout.nv, offsets)
-        return Pruning(rows, cols)
+    def n_records(self, plan: Plan) -> int:
+        """Footprints summed per call: the records of the cell order (runs of
+        equal points) where the stages cut them, else one a kept point."""
+        if self.stages.records is not None:
+            return sum(self.stages.records(b.points).n_records for b in plan.blocks)
+        return plan.n_kept
 
-    # ---------------------------------------------------------- passes
-    def passes(self) -> list[tuple[int, int]]:
-        """(first plane, plane count) of every pass, in order."""
-        first, stop = self.plane_range
-        return [(p, min(self.n_pass, stop - p)) for p in range(first, stop, self.n_pass)]
+    @property
+    def launch_geometry(self) -> str:
+        """The spread's launch geometry, in words."""
+        return self.primary.spreader.launch_geometry
+
+    # ---------------------------------------------------------- the observation
+    @property
+    def blocks(self) -> list[RowBlock]:
+        """The row blocks of the observation's plan (image stage)."""
+        return self.plan.blocks if self.plan is not None else []
+
+    @property
+    def freq_scale_d(self) -> cla.Array:
+        return self.plan.freq_scale_d
+
+    @property
+    def n_chan(self) -> int:
+        return self.plan.n_chan
 
     @property
     def n_vis(self) -> int:
-        return self.uvw_d.shape[0] * self.n_chan
+        return self.plan.n_rows * self.plan.n_chan
 
     @property
     def n_invalid(self) -> int:
@@ -176,14 +336,37 @@ class GriddingEngine:
 
     @property
     def plan_bytes(self) -> int:
-        """Device memory of the plan (uvw, bins, records), shared by all calls."""
+        """Device memory of the observation's plan (uvw, bins, records),
+        shared by all calls."""
+        if self.plan is None:
+            return 0
         return self.uvw_d.nbytes + sum(self._block_bytes(b) for b in self.blocks)
+
+    def _block_bytes(self, block: RowBlock) -> int:
+        """Device bytes of a block's bins, its records and (GPU, counted per
+        block to be safe) its gathered values."""
+        points = block.points
+        grid_complex = self.stages.image.grid_complex
+        return (points.sorted_index.nbytes * 2 + points.bin_start.nbytes + points.cells.nbytes
+                + points.fracs.nbytes + points.n_valid * grid_complex.itemsize)
 
     @property
     def device_bytes(self) -> int:
         """Device memory this engine keeps between calls: the plan and every
         workspace made so far."""
         return self.plan_bytes + self._pool.device_bytes
+
+    # the image stage's plan
+    geometry = property(lambda self: self.stages.image.geometry)
+    layout = property(lambda self: self.stages.image.layout)
+    grid_complex = property(lambda self: self.stages.image.grid_complex)
+    plane_range = property(lambda self: self.stages.image.plane_range)
+    fft_backend = property(lambda self: self.stages.image.fft_backend)
+
+    def passes(self) -> list[tuple[int, int]]:
+        """(first plane, plane count) of every pass, in order."""
+        first, stop = self.plane_range
+        return [(p, min(self.n_pass, stop - p)) for p in range(first, stop, self.n_pass)]
 
     def lease(self, queue: cl.CommandQueue | None = None) -> "Lease":
         """A workspace of this plan for one call (``with engine.lease(q) as ws``).
@@ -204,7 +387,46 @@ class GriddingEngine:
     planes_d = property(lambda self: self.primary.planes_d)
     fft = property(lambda self: self.primary.fft)
 
-    # ---------------------------------------------------------- gridding
+    # ---------------------------------------------------------- the stages, driven
+    def spread(self, plan: Plan, vis_d: cla.Array, npol: int, pol: int | None,
+               planes_d: cla.Array, plane0: int = 0, n_pass: int = 1,
+               wgt_d: cla.Array | None = None, mask_d: cla.Array | None = None,
+               accumulate: bool = False, ready: Ready | None = None,
+               ws: "Workspace | None" = None) -> None:
+        """Spread ``vis_d`` ((row, chan, ...) on the device) over the plan's
+        row blocks in order into ``planes_d``: the first block writes over it
+        (adds with ``accumulate``), later ones add.  ``ready``: see
+        :data:`Ready` (default: the data is on the device already)."""
+        ws = ws or self.primary
+        for index, block in enumerate(plan.blocks):
+            if ready is not None:
+                events = ready(index)
+                if events:   # the block's spreading waits for its upload
+                    cl.enqueue_barrier(ws.queue, wait_for=events)
+            ws.spreader.spread(SpreadJob(
+                block.points, block.uvw_d, plan.freq_scale_d, _view(vis_d, block), npol, pol,
+                planes_d, plane0, n_pass, _view(wgt_d, block), _view(mask_d, block),
+                accumulate or index > 0))
+
+    def interpolate(self, plan: Plan, out_d: cla.Array, npol: int, pol: int | None,
+                    planes_d: cla.Array, plane0: int = 0, n_pass: int = 1,
+                    wgt_d: cla.Array | None = None, mask_d: cla.Array | None = None,
+                    accumulate: bool = False,
+                    block_done: Callable[[RowBlock], None] | None = None,
+                    ws: "Workspace | None" = None) -> None:
+        """Interpolate planes ``plane0 ..`` of ``planes_d`` into ``out_d``
+        ((row, chan, npol) on the device) over the plan's row blocks;
+        ``block_done(block)`` after each block's launch."""
+        ws = ws or self.primary
+        for block in plan.blocks:
+            ws.interpolator.interpolate(InterpolateJob(
+                block.points, block.uvw_d, plan.freq_scale_d, _view(out_d, block), npol, pol,
+                planes_d, plane0, n_pass, _view(wgt_d, block), _view(mask_d, block),
+                accumulate))
+            if block_done is not None:
+                block_done(block)
+
+    # ---------------------------------------------------------- imaging
     def grid_pass(self, vis_d: cla.Array, npol: int, pol: int, plane0: int, n_pass: int,
                   wgt_d: cla.Array | None = None, mask_d: cla.Array | None = None,
                   ready: Ready | None = None, ws: "Workspace | None" = None) -> cla.Array:
@@ -214,14 +436,8 @@ class GriddingEngine:
         ``mask_d``: (row, chan, ...) device arrays; ``ready``: see
         :data:`Ready` (default: the data is on the device already)."""
         ws = ws or self.primary
-        for index, block in enumerate(self.blocks):
-            if ready is not None:
-                events = ready(index)
-                if events:   # the block's spreading waits for its upload
-                    cl.enqueue_barrier(ws.queue, wait_for=events)
-            ws.spreader(block.points, block.uvw_d, self.freq_scale_d, _view(vis_d, block),
-                        npol, pol, ws.planes_d, plane0, n_pass, _view(wgt_d, block),
-                        _view(mask_d, block), accumulate=index > 0)
+        self.spread(self.plan, vis_d, npol, pol, ws.planes_d, plane0, n_pass, wgt_d, mask_d,
+                    ready=ready, ws=ws)
         return ws.planes_d
 
     def planes_to_dirty(self, plane0: int, n_pass: int, dirty_d: cla.Array,
@@ -268,7 +484,6 @@ class GriddingEngine:
             self.planes_to_dirty(plane0, n_pass, dirty_d, accumulate=index > 0, ws=ws)
         return dirty_d
 
-    # ---------------------------------------------------------- degridding
     def dirty2vis(self, images_d: list[cla.Array], wgt_d: cla.Array | None = None,
                   mask_d: cla.Array | None = None,
                   block_done: Callable[[cla.Array, RowBlock, cl.Event], None] | None = None,
@@ -280,7 +495,7 @@ class GriddingEngine:
         end), so that their download can overlap the blocks after it."""
         npol = len(images_d)
         ws = ws or self.primary
-        shape = (self.uvw_d.shape[0], self.n_chan, npol)
+        shape = (self.plan.n_rows, self.n_chan, npol)
         dtype = np.dtype(np.complex64 if self.geometry.vis_real == np.float32
                          else np.complex128)
         # The first pass writes every valid point, so zeros are needed only for
@@ -293,36 +508,33 @@ class GriddingEngine:
                 ws.corrector.dirty_to_planes(image_d, plane0, n_pass, ws.planes_d)
                 ws.fft.forward(ws.planes_d, self.pruning)
                 final = pol == npol - 1 and index == len(passes) - 1
-                for block in self.blocks:
-                    ws.interpolator(block.points, block.uvw_d, self.freq_scale_d,
-                                    _view(out_d, block), npol, pol, ws.planes_d, plane0,
-                                    n_pass, _view(wgt_d, block), _view(mask_d, block),
-                                    accumulate=index > 0)
-                    if final and block_done is not None:
+                done = None
+                if final and block_done is not None:
+                    def done(block, ws=ws):
                         block_done(out_d, block, cl.enqueue_marker(ws.queue))
+                self.interpolate(self.plan, out_d, npol, pol, ws.planes_d, plane0, n_pass,
+                                 wgt_d, mask_d, accumulate=index > 0, block_done=done, ws=ws)
         return out_d.reshape(self.n_vis, npol)
-
-
-
 
 
 # ------------------------------------------------------------------ scratch
 class Workspace:
-    """One call's scratch for a :class:`GriddingEngine`'s plan: its own
-    queue, kernel objects (spreader, interpolator, corrector: OpenCL kernel
-    arguments are per kernel object), w-plane buffer, FFT plan and host
-    staging.  Made by :class:`WorkspacePool`; used by one call at a time."""
+    """One call's scratch for an :class:`Engine`: its own queue, the stages'
+    kernel objects (spreader, interpolator, corrector: OpenCL kernel
+    arguments are per kernel object), with an image stage the w-plane
+    buffer and FFT plan, and host staging.  Made by :class:`WorkspacePool`;
+    used by one call at a time."""
 
-    def __init__(self, engine: "GriddingEngine", queue: cl.CommandQueue,
-                 fft_backend: str | None):
-        g, layout, tiles = engine.geometry, engine.layout, engine.tiles
+    def __init__(self, engine: "Engine", queue: cl.CommandQueue):
+        stages = engine.stages
         self.queue = queue
-        self.spreader = Spreader(queue, g, layout, tiles)
-        self.interpolator = Interpolator(queue, g, layout, tiles)
-        self.corrector = Corrector(queue, g, layout)
-        self.planes_d = cla.empty(queue, (engine.n_pass, layout.nu, layout.nv),
-                                  engine.grid_complex)
-        self.fft = DeviceFFT(queue, self.planes_d.shape, engine.grid_complex, fft_backend)
+        self.spreader = stages.spread(queue) if stages.spread is not None else None
+        self.interpolator = (stages.interpolate(queue) if stages.interpolate is not None
+                             else None)
+        self.corrector = self.planes_d = self.fft = None
+        if stages.image is not None:
+            image = stages.image.scratch(queue, engine.n_pass)
+            self.corrector, self.planes_d, self.fft = image.corrector, image.planes_d, image.fft
         self.uploader = Uploader(queue)
         #: Scratch of the count reductions (a pool that keeps its buffers).
         self.scratch = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(queue))
@@ -330,6 +542,8 @@ class Workspace:
     @property
     def device_bytes(self) -> int:
         """The planes and the correction (the bulk of a workspace)."""
+        if self.planes_d is None:
+            return 0
         return self.planes_d.nbytes + self.corrector.corr_d.nbytes
 
 
@@ -343,7 +557,7 @@ class WorkspacePool:
     returned.  Nothing here grows with the number of calls: only with the
     number of calls at the same time, up to the budget."""
 
-    def __init__(self, engine: "GriddingEngine", budget_bytes: int | None = None):
+    def __init__(self, engine: "Engine", budget_bytes: int | None = None):
         self.engine = engine
         self._free: list[Workspace] = []
         self._all: list[Workspace] = []
@@ -363,7 +577,7 @@ class WorkspacePool:
         return len(self._all)
 
     def _make(self, queue: cl.CommandQueue) -> Workspace:
-        ws = Workspace(self.engine, queue, self.engine.fft_backend)
+        ws = Workspace(self.engine, queue)
         self._all.append(ws)
         return ws
 
@@ -406,7 +620,7 @@ def workspace_budget(profile: DeviceProfile) -> int:
 class Lease:
     """``with engine.lease(queue) as ws``: a workspace for one call, ordered
     against the caller's queue where it runs on another (see
-    :meth:`GriddingEngine.lease`)."""
+    :meth:`Engine.lease`)."""
 
     def __init__(self, pool: WorkspacePool, queue: cl.CommandQueue):
         self.pool, self.queue = pool, queue
@@ -429,5 +643,6 @@ class Lease:
         self.pool.give(ws)
 
 
-__all__ = ["GriddingEngine", "Lease", "Ready", "RowBlock", "Workspace", "WorkspacePool",
-           "same_device", "workspace_budget"]
+__all__ = ["Engine", "ImageScratch", "ImageStage", "InterpolateJob", "InterpolateStage", "Lease",
+           "Plan", "PointsStage", "Ready", "RowBlock", "SpreadJob", "SpreadStage", "StageFactory",
+           "Stages", "Workspace", "WorkspacePool", "same_device", "workspace_budget"]

@@ -653,7 +653,7 @@ def check_allocation(profile: DeviceProfile, nbytes: int, needs: str, advice: st
 def point_bytes(grid_real) -> int:
     """Device bytes per visibility the core keeps from set points on: the
     sorted index and the sort's second copy, cells (int4), offsets (real4)
-    and (GPUs) the gathered value, as ``GriddingEngine._block_bytes``."""
+    and (GPUs) the gathered value, as ``Engine._block_bytes``."""
     itemsize = np.dtype(grid_real).itemsize
     return 2 * 4 + 16 + 4 * itemsize + 2 * itemsize
 

@@ -28,9 +28,10 @@ import pyopencl.array as cla
 
 from ..device.kernels import KernelTemplate, launch, real_dtype_name
 from ..device.profiles import DeviceProfile
+from .engine import SpreadJob
 from .plan import params_of
-from .table import (RECORD_VECTOR_MAX_SUPPORT, TableGrid, TablePoints, gcf_image_params,
-                    gcf_images)
+from .table import (RECORD_VECTOR_MAX_SUPPORT, TableGrid, TablePoints, check_table_job,
+                    gcf_image_params, gcf_images)
 
 #: Coarsening factors a work-item may take along each axis.
 REGISTER_BLOCKS = (1, 2, 4, 8)
@@ -412,6 +413,20 @@ class RegisterSpreader:
         #: Blocks flushed by the last call (with ``count_flushes``), else None.
         self.last_flushes: int | None = None
         self.gather = RecordGather(queue, grid, self.npol)
+
+    @property
+    def launch_geometry(self) -> str:
+        """The spread's launch geometry, in words."""
+        p = self.params
+        pols = f" pol{p.pol_block}" if p.pol_block else ""
+        return (f"register {p.block_u}x{p.block_v}{pols} wg{self.wg_size} sub{self.n_sub} "
+                f"b{self.batch} rpg{p.points_per_group}")
+
+    def spread(self, job: SpreadJob) -> None:
+        """The engine's call (:class:`clgrid.core.engine.SpreadStage`): as
+        :class:`clgrid.core.table.TableSpreader`'s."""
+        check_table_job(job)
+        self(job.points, job.vis_d, job.wgt_d, job.mask_d, job.planes_d, job.accumulate)
 
     def __call__(self, table_points: TablePoints, vis_d: cla.Array,
                  wgt_d: cla.Array | None, flags_d: cla.Array | None, grid_d: cla.Array,

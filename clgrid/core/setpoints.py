@@ -115,9 +115,14 @@ class SetPoints:
             raise ValueError(f"{self.n_bins} bins do not fit 32-bit keys: "
                              "image fewer pixels or split the w range")
 
-    def __call__(self, uvw_d: cla.Array, freq_scale_d: cla.Array) -> PointSet:
+    def __call__(self, uvw_d: cla.Array, freq_scale_d: cla.Array,
+                 flags_d: cla.Array | None = None, npol: int = 1) -> PointSet:
         """Bin every (row, channel) of ``uvw_d`` (nrow, 3) metres and
-        ``freq_scale_d`` (nchan,) freq / c on the device."""
+        ``freq_scale_d`` (nchan,) freq / c on the device (the engine's
+        :class:`clgrid.core.engine.PointsStage`; flags are the spread's
+        masks here, never set points')."""
+        if flags_d is not None:
+            raise ValueError("the ES set points bin every point: masks go to the spread")
         queue = self.queue
         n_chan = freq_scale_d.shape[0]
         n_vis = uvw_d.shape[0] * n_chan

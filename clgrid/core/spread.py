@@ -39,6 +39,7 @@ import pyopencl.array as cla
 
 from ..device.kernels import KernelTemplate, launch, real_dtype_name
 from ..device.profiles import DeviceProfile
+from .engine import InterpolateJob, SpreadJob
 from .eskernel import horner_coefficients
 from .plan import GridLayout, ImageGeometry, TileShape, fits_kept, row_taps
 from .setpoints import PointSet, coordinate_scales, needs_float_float, position_args
@@ -463,6 +464,17 @@ class Spreader(_Stage):
                                accumulate))
         return work[key]
 
+    @property
+    def launch_geometry(self) -> str:
+        """The spread's launch geometry, in words."""
+        return f"tile {self.tiles.tile_u}x{self.tiles.lanes} g{self.tiles.groups}"
+
+    def spread(self, job: SpreadJob) -> None:
+        """One row block's spread for the engine (:class:`clgrid.core.engine.SpreadStage`)."""
+        self(job.points, job.uvw_d, job.freq_scale_d, job.vis_d, job.npol, job.pol,
+             job.planes_d, job.plane0, job.n_pass, job.wgt_d, job.mask_d,
+             accumulate=job.accumulate)
+
     def __call__(self, points: PointSet, uvw_d: cla.Array, freq_scale_d: cla.Array,
                  vis_d: cla.Array, npol: int, pol: int, planes_d: cla.Array,
                  plane0: int, n_pass: int, wgt_d: cla.Array | None = None,
@@ -613,6 +625,13 @@ class Interpolator(_Stage):
             items = items[balanced_order(end - first, chunks[tile] > 1)]
             work["interp_tiles"] = cla.to_device(self.queue, items) if items.size else None
         return work["interp_tiles"]
+
+    def interpolate(self, job: InterpolateJob) -> None:
+        """One row block's interpolation for the engine
+        (:class:`clgrid.core.engine.InterpolateStage`)."""
+        self(job.points, job.uvw_d, job.freq_scale_d, job.out_d, job.npol, job.pol,
+             job.planes_d, job.plane0, job.n_pass, job.wgt_d, job.mask_d,
+             accumulate=job.accumulate)
 
     def __call__(self, points: PointSet, uvw_d: cla.Array, freq_scale_d: cla.Array,
                  out_d: cla.Array, npol: int, pol: int, planes_d: cla.Array,

@@ -41,6 +41,7 @@ from .eskernel import KernelChoice
 from .plan import GridLayout, TileShape, row_taps
 from .setpoints import (PointSet, position_args, positions_to_device, round_up, sort_by_key,
                         sort_into_bins)
+from .engine import InterpolateJob, SpreadJob
 from .transfer import row_view
 from .spread import WorkList, block_list, work_list
 
@@ -362,6 +363,9 @@ class TablePoints:
     def n_kept(self) -> int:
         return self.points.n_valid
 
+    #: Points kept (the engine's name, as :class:`clgrid.core.setpoints.PointSet`'s).
+    n_valid = n_kept
+
 
 class TableSetPoints:
     """Compile-once binning of table-gridder visibilities on one device:
@@ -651,6 +655,18 @@ class TableSpreader:
                 base.scratch, base.n_items, base.n_folds, chunk_points=base.chunk_points)
         return work[key]
 
+    @property
+    def launch_geometry(self) -> str:
+        """The spread's launch geometry, in words."""
+        return f"tile {self.tiles.tile_u}x{self.tiles.lanes} g{self.tiles.groups}"
+
+    def spread(self, job: SpreadJob) -> None:
+        """The engine's call (:class:`clgrid.core.engine.SpreadStage`): every
+        polarisation of the job's points into the (npol, ny, nx) grid
+        ``job.planes_d``, the job's mask the flags."""
+        check_table_job(job)
+        self(job.points, job.vis_d, job.wgt_d, job.mask_d, job.planes_d, job.accumulate)
+
     def __call__(self, table_points: TablePoints, vis_d: cla.Array, wgt_d: cla.Array | None,
                  flags_d: cla.Array | None, grid_d: cla.Array, accumulate: bool) -> None:
         """Grid ``vis_d`` ((nrow, nchan, npol) complex) into ``grid_d``
@@ -737,6 +753,14 @@ class TableSpreader:
                    np.int32(g.nx), np.int32(accumulate))
 
 
+def check_table_job(job) -> None:
+    """A job the table stages take: every polarisation (``pol`` None) of one
+    grid (plane 0 of one)."""
+    if job.pol is not None or job.plane0 != 0 or job.n_pass != 1:
+        raise ValueError("the table stages grid every polarisation into one grid: "
+                         "pol None, plane 0 of 1")
+
+
 #: GPUs: from this support on, degridding by records gives each record a
 #: work-group (``interpolate_table_records_group``) instead of a work-item.
 RECORD_GROUP_MIN_SUPPORT = 16
@@ -771,8 +795,12 @@ class TableInterpolator:
 
     def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Array],
                  record_group: int | None = None, record_vector: bool | None = None,
-                 register=None):
+                 register=None, records=None):
         self.queue, self.grid = queue, grid
+        #: The points' records (:class:`clgrid.core.register.RecordScan`,
+        #: points sorted by cell): the engine's calls degrid one footprint a
+        #: record; None: one a point.
+        self.records = records
         #: Records degridded by register blocks instead
         #: (:class:`clgrid.core.register.RegisterInterpolator`), or None.
         self.register = register
@@ -831,14 +859,27 @@ class TableInterpolator:
             self._kernels[key] = template.kernel(name)
         return self._kernels[key]
 
+    def interpolate(self, job: InterpolateJob) -> None:
+        """The engine's call (:class:`clgrid.core.engine.InterpolateStage`):
+        every polarisation of the job's points from the (npol, ny, nx) grid
+        ``job.planes_d`` into the zeroed ``job.out_d``, the job's mask the
+        flags; a record at a time where the stages cut records."""
+        check_table_job(job)
+        if job.accumulate:
+            raise ValueError("the table interpolation writes its visibilities (no accumulate)")
+        records = self.records(job.points) if self.records is not None else None
+        self(job.points, job.planes_d, job.npol, job.wgt_d, job.mask_d, records, job.out_d)
+
     def __call__(self, table_points: TablePoints, grid_d: cla.Array, npol: int,
                  wgt_d: cla.Array | None = None, flags_d: cla.Array | None = None,
-                 records=None) -> cla.Array:
+                 records=None, out_d: cla.Array | None = None) -> cla.Array:
         """(n_vis, npol) visibilities; zero where left out or flagged.  With
         ``records`` (:class:`clgrid.core.register.Records` of these points,
-        sorted by cell): one footprint per record (``interpolate_table_records``)."""
-        out_d = cla.zeros(self.queue, (max(table_points.n_vis, 1), npol),
-                          self.grid.complex_dtype)
+        sorted by cell): one footprint per record (``interpolate_table_records``).
+        ``out_d``: zeros of at least (n_vis, npol) to write them into."""
+        if out_d is None:
+            out_d = cla.zeros(self.queue, (max(table_points.n_vis, 1), npol),
+                              self.grid.complex_dtype)
         if table_points.n_kept == 0:
             return out_d
         g = self.grid
@@ -890,5 +931,5 @@ __all__ = ["GCF_READS", "LINEAR_STEPS", "gcf_image_fits", "gcf_image_params",
            "KEY_ORDERS", "MAX_TABLE_SUPPORT", "TABLE_CONJUGATE", "TableGrid",
            "default_record_kernels", "max_table_support",
            "TableInterpolator", "TablePoints", "TableSetPoints", "TableSpreader", "TableValues",
-           "check_tiles", "fit_staging", "staging_bytes", "table_tiles",
+           "check_table_job", "check_tiles", "fit_staging", "staging_bytes", "table_tiles",
            "vector_taps", "VECTOR_SLICE_TAPS", "VECTOR_TAPS"]

@@ -56,9 +56,10 @@ class Degridder(_TableOperation):
                  tiles=None, register_params=None, gcf_read: str | None = None):
         super().__init__(context, gcf, nx, ny, cell_size_rad, npol, precision,
                          conjugate_negative_w)
+        from ..core.plan import TileShape, params_of
         from ..core.register import as_register_params, degrid_by_register
+        from ..core.strategies import table_engine
         from ..core.table import table_tiles
-        from .core_strategy import CoreTableEngine, tile_shape
         from .dispatch import choose_gcf_read
         # points sorted by cell and merged into records: one footprint a
         # record; tiles= asks for the tile bins and one a point
@@ -83,11 +84,10 @@ class Degridder(_TableOperation):
         self.gcf_read, self.gcf_read_reason = choose_gcf_read(
             self.profile, gcf.support, gcf.oversample, gcf.w_planes, self.real_dtype,
             separable=gcf.separable, method=read_method, gcf_read=gcf_read)
-        self.engine = CoreTableEngine(self.queue, self.profile, gcf, nx, ny, cell_size_rad,
-                                      self.real_dtype, self._tables, conjugate_negative_w,
-                                      tile_shape(tiles), method=method, npol=npol,
-                                      register_params=register_params, spread=False,
-                                      gcf_read=self.gcf_read)
+        self.table_grid = self._table_grid(self.gcf_read)
+        self.engine = table_engine(self.queue, self.table_grid, self._tables, method=method,
+                                   npol=npol, tiles=params_of(tiles, TileShape, "tiles"),
+                                   register_params=register_params, spread=False)
 
     @one_thread_at_a_time
     def __call__(self, grid, uvw_m, freq_hz, weights=None, flags=None, *,
@@ -101,8 +101,15 @@ class Degridder(_TableOperation):
     def degrid_plan(self, plan, grid, weights=None, *, return_device: bool = False):
         """Degrid with a plan from :meth:`plan`; ``return_device``: the
         ``pyopencl.array.Array`` instead of a numpy copy."""
-        out_d = self.engine.degrid(plan, self._grid_on_device(grid), weights)
-        self.last_stats = self._stats(plan, self.engine.n_records(plan))
+        self.check_plan(plan)
+        grid_d = self._grid_on_device(grid)
+        wgt_d = self.upload_weights(weights, plan)
+        shape = plan.shape + (plan.npol,)
+        out_d = cla.zeros(self.queue, shape, self.complex_dtype)
+        if plan.points.n_vis:
+            self.engine.interpolate(plan, out_d, plan.npol, None, grid_d, wgt_d=wgt_d,
+                                    mask_d=plan.flags_d)
+        self.last_stats = self._stats(plan)
         self._report_drops(plan)
         return out_d if return_device else out_d.get()
 

@@ -1,7 +1,7 @@
 """Which spread of the gridding core a :class:`clgrid.Gridder` runs, with reasons.
 
 The table gridders run on the gridding core (:mod:`clgrid.core.table`,
-:mod:`clgrid.gridders.core_strategy`): set points on the device, no host
+:func:`clgrid.core.strategies.table_engine`): set points on the device, no host
 pass over the visibilities, and one of two spreads (``method``):
 
 ``'tiles'``

@@ -4,8 +4,15 @@
 GCF table (:mod:`clgrid.gridders.gcf`); :class:`clgrid.Degridder`
 (:mod:`clgrid.gridders.degridder`) predicts visibilities from a grid with
 the same table and coordinate handling (its exact adjoint).  Both run on
-the gridding core (:mod:`clgrid.gridders.core_strategy`): set points on the
-device, then the spread :func:`clgrid.gridders.dispatch.choose` picks.
+the gridding core's one engine (:func:`clgrid.core.strategies.table_engine`:
+set points on the device, then the spread :func:`clgrid.gridders.dispatch.choose`
+picks); what stays here is the host side: the users' checks, uploads and
+statistics.  Per call the uvw, frequencies, flags, visibilities and weights
+go to the device as they are (no host pass over the visibilities); set
+points bins them there (flagged, off-grid and non-finite positions
+counted).  NaN/Inf in ``vis`` or ``weights`` is found on the device among
+the gridded visibilities only (a flagged or off-grid one is never used)
+and raises ``ValueError`` with the count.
 
 Grid layout: ``(npol, ny, nx)`` complex; u runs along x (last axis), the
 grid centre (u = v = 0) is at ``[ny // 2, nx // 2]``.  The grid holds
@@ -23,7 +30,12 @@ from typing import Any
 import numpy as np
 import pyopencl.array as cla
 
+from .checks import check_uvw_freq, check_vis_layout
 from .gcf import GCF
+from ..core.engine import Engine, Plan
+from ..core.plan import TileShape, check_allocation, params_of
+from ..core.setpoints import freq_scale
+from ..core.table import TableGrid, linear_steps
 from ..device.guard import one_thread_at_a_time
 from ..device.kernels import Operation, real_dtype_name
 
@@ -67,22 +79,98 @@ class _TableOperation(Operation):
             self._tables = [cla.to_device(self.queue, gcf.table.astype(self.complex_dtype))]
         self.last_stats: dict[str, Any] = {}
 
-    #: The :class:`clgrid.gridders.core_strategy.CoreTableEngine` doing the
-    #: work (set points, spread or interpolation); for benchmarks and profiles.
-    engine: Any
+    #: The :class:`clgrid.core.engine.Engine` doing the work (set points,
+    #: spread or interpolation; :func:`clgrid.core.strategies.table_engine`).
+    engine: Engine
+    #: The grid, table and conventions the engine's stages take.
+    table_grid: TableGrid
+
+    def _table_grid(self, gcf_read: str) -> TableGrid:
+        """The core's view of this gridder (``'image-linear'`` sets the points
+        at :func:`clgrid.core.table.linear_steps` positions per table step)."""
+        gcf = self.gcf
+        steps = linear_steps(gcf.oversample, gcf.w_planes) if gcf_read == "image-linear" else 1
+        return TableGrid(self.nx, self.ny, self.cell_size_rad, gcf.support,
+                         gcf.oversample * steps, gcf.w_planes, float(gcf.w_step_lambda),
+                         gcf.separable, gcf.real_tables, bool(self.conjugate_negative_w),
+                         self.real_dtype, gcf_read, steps)
 
     @one_thread_at_a_time
-    def plan(self, uvw_m, freq_hz, flags=None):
-        """Set points on the device (a :class:`clgrid.gridders.core_strategy.CorePlan`:
-        no host pass over the rows); reuse it across calls (major cycles)."""
-        return self.engine.plan(uvw_m, freq_hz, flags, self.npol)
+    def plan(self, uvw_m, freq_hz, flags=None) -> Plan:
+        """Set points on the device (a :class:`clgrid.core.engine.Plan`: no
+        host pass over the rows) for (nrow, 3) metres, (nchan,) Hz and
+        optional flags broadcastable to (nrow, nchan, npol); reuse it across
+        calls (major cycles)."""
+        uvw_m, freq_hz = check_uvw_freq(uvw_m, freq_hz, finite_uvw=False)
+        shape = (uvw_m.shape[0], freq_hz.size)
+        self._check_fits(shape[0] * shape[1])
+        uvw_d, scale_d = self.engine.set_points.upload(uvw_m, freq_scale(freq_hz))
+        flags_d = None
+        if flags is not None:
+            flags = np.broadcast_to(np.asarray(flags, dtype=bool), shape + (self.npol,))
+            flags_d = cla.to_device(self.queue, np.ascontiguousarray(flags).view(np.uint8))
+        plan = self.engine.make_plan(uvw_d, scale_d, flags_d=flags_d, npol=self.npol)
+        if plan.points.n_nonfinite:
+            raise ValueError(f"uvw_m contains NaN/Inf: {plan.points.n_nonfinite} visibilities "
+                             "without a finite position; flag them instead")
+        return plan
 
-    def _stats(self, plan, n_records: int) -> dict[str, Any]:
+    def _check_fits(self, n_vis: int) -> None:
+        """Refuse, before allocating, a call whose per-visibility buffers (the
+        visibilities, their cells, the sort's keys) exceed one allocation."""
+        check_allocation(self.profile,
+                         n_vis * max(self.npol * self.complex_dtype.itemsize, 16),
+                         f"{n_vis} visibilities of {self.npol} polarisations need {{size}} in "
+                         "one device buffer",
+                         "grid them with clgrid.StreamingGridder, which takes the rows in blocks")
+
+    def check_plan(self, plan) -> None:
+        """A Plan made by set points like this engine's (another gridder's,
+        binned for other tiles or another grid, would be read out of bounds)."""
+        if not isinstance(plan, Plan):
+            raise TypeError(f"this gridder takes the Plan of its own plan(), got "
+                            f"{type(plan).__name__}")
+        if plan.points.binning != self.engine.set_points.binning:
+            raise ValueError("this Plan was made by a gridder with another grid, table or "
+                             "tile shape; make it with this gridder's plan()")
+
+    def upload_vis(self, vis, plan: Plan) -> cla.Array:
+        """``vis`` ((nrow, nchan, npol) of the plan, numpy or a C-contiguous
+        device array) on the device."""
+        check_vis_layout(vis, plan.shape + (plan.npol,))
+        if isinstance(vis, cla.Array):
+            if not vis.flags.c_contiguous:
+                raise ValueError("device vis must be C-contiguous")
+            return vis
+        return cla.to_device(self.queue, np.ascontiguousarray(vis))
+
+    def upload_weights(self, weights, plan: Plan) -> cla.Array | None:
+        """Weights as (nrow, nchan, npol) in the grid precision on the device
+        (a broadcast or another dtype is materialised on the host first)."""
+        if weights is None:
+            return None
+        shape = plan.shape + (plan.npol,)
+        if isinstance(weights, cla.Array):
+            if weights.shape != shape or weights.dtype != self.real_dtype:
+                raise ValueError(f"device weights must be {self.real_dtype} of shape {shape}")
+            return weights
+        weights = np.asarray(weights)
+        if weights.dtype.kind not in "fiu":
+            raise TypeError(f"weights must be real, got {weights.dtype}")
+        try:
+            weights = np.broadcast_to(weights, shape)
+        except ValueError:
+            raise ValueError(f"weights of shape {weights.shape} do not broadcast to "
+                             f"{shape}") from None
+        return cla.to_device(self.queue, np.ascontiguousarray(weights, self.real_dtype))
+
+    def _stats(self, plan: Plan) -> dict[str, Any]:
+        n_records = self.engine.n_records(plan)
         return {"n_visibilities": plan.shape[0] * plan.shape[1], "n_kept": plan.n_kept,
                 "n_offgrid": plan.n_offgrid, "n_flagged": plan.n_flagged,
                 "n_records": n_records, "compression_ratio": plan.n_kept / max(n_records, 1)}
 
-    def _report_drops(self, plan) -> None:
+    def _report_drops(self, plan: Plan) -> None:
         if plan.n_offgrid:
             warnings.warn(f"{plan.n_offgrid} visibilities off the grid (footprint outside "
                           f"{self.nx} x {self.ny} or W beyond the last plane) were dropped",
@@ -174,8 +262,8 @@ class Gridder(_TableOperation):
                          conjugate_negative_w)
         if deterministic not in (None, True, False):
             raise TypeError(f"deterministic must be True, False or None, got {deterministic!r}")
+        from ..core.strategies import table_engine
         from .dispatch import choose, choose_gcf_read
-        from .core_strategy import CoreTableEngine, tile_shape
         if gcf_read not in (None, "buffer") and method is None and not deterministic:
             method = "register"   # only the register kernels read images
         self.choice = choose(self.profile, gcf.support, npol, self.real_dtype,
@@ -202,13 +290,13 @@ class Gridder(_TableOperation):
                              "spread")
         #: Whether grids are bitwise-reproducible call after call.
         self.deterministic = self.method == "tiles"
-        self.engine = CoreTableEngine(
-            self.queue, self.profile, gcf, nx, ny, cell_size_rad, self.real_dtype,
-            self._tables, conjugate_negative_w, tile_shape(tiles) or self.choice.tiles,
-            method=self.method, npol=self.npol,
+        self.table_grid = self._table_grid(self.gcf_read)
+        self.engine = table_engine(
+            self.queue, self.table_grid, self._tables, method=self.method, npol=self.npol,
+            tiles=params_of(tiles, TileShape, "tiles") or self.choice.tiles,
             register_params=self._register_params(register_params), atomics=atomics,
-            count_flushes=count_flushes, gcf_read=self.gcf_read)
-        self.atomic_path = (self.engine.register.atomic_path if self.method == "register"
+            count_flushes=count_flushes)
+        self.atomic_path = (self.engine.spreader.atomic_path if self.method == "register"
                             else "none")
 
     def _register_params(self, register_params):
@@ -261,17 +349,19 @@ class Gridder(_TableOperation):
     @one_thread_at_a_time
     def grid_plan(self, plan, vis, weights=None, *, out=None, return_device: bool = False):
         """Grid with a plan from :meth:`plan` (reuse it across major cycles)."""
-        self.engine.check_plan(plan)
+        self.check_plan(plan)
         shape = (self.npol, self.ny, self.nx)
         if out is not None and (not isinstance(out, cla.Array) or out.shape != shape
                                 or out.dtype != self.complex_dtype):
             raise ValueError(f"out must be a {self.complex_dtype} device array of shape {shape}")
         grid = out if out is not None else cla.empty(self.queue, shape, self.complex_dtype)
-        self.engine.grid(plan, vis, weights, grid, accumulate=out is not None)
-        self.last_stats = self._stats(plan, self.engine.n_records(plan))
+        vis_d, wgt_d = self.upload_vis(vis, plan), self.upload_weights(weights, plan)
+        self.engine.spread(plan, vis_d, self.npol, None, grid, wgt_d=wgt_d,
+                           mask_d=plan.flags_d, accumulate=out is not None)
+        self.last_stats = self._stats(plan)
         self.last_stats["grid_point_updates"] = (self.last_stats["n_records"]
                                                  * self.gcf.support ** 2 * self.npol)
-        self.last_stats["flushes"] = (self.engine.register.last_flushes
+        self.last_stats["flushes"] = (self.engine.spreader.last_flushes
                                       if self.method == "register" else None)
         self._report_drops(plan)
         return grid if return_device else grid.get()

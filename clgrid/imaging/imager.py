@@ -43,7 +43,8 @@ import pyopencl.tools as cl_tools
 from pyopencl.elementwise import ElementwiseKernel
 from pyopencl.reduction import ReductionKernel
 
-from ..core.engine import GriddingEngine, workspace_budget
+from ..core.engine import workspace_budget
+from ..core.strategies import imaging_engine
 from ..core.plan import (ROWS_IN_PARTS, GridLayout, ImageGeometry, check_allocation,
                          check_freq, check_uvw, precision_of)
 from ..core.setpoints import needs_float_float, positions_to_device
@@ -158,7 +159,7 @@ class Imager(Operation):
     """Compile-once gridder/degridder for one observation and image geometry.
 
     Thread-safe: share one between threads; each call leases its own scratch
-    (:meth:`clgrid.core.engine.GriddingEngine.lease`), the plan is shared.
+    (:meth:`clgrid.core.engine.Engine.lease`), the plan is shared.
 
     Parameters
     ----------
@@ -208,7 +209,8 @@ class Imager(Operation):
     Attributes
     ----------
     engine
-        The :class:`clgrid.core.engine.GriddingEngine` doing the work.
+        The :class:`clgrid.core.engine.Engine` doing the work
+        (:func:`clgrid.core.strategies.imaging_engine`).
     last_counts
         Of the last call: ``n_vis``, ``invalid_uvw`` (non-finite uvw, left
         out), ``flagged`` (mask 0).
@@ -247,7 +249,7 @@ class Imager(Operation):
         self._empty_uploader: Uploader | None = None
         if self.n_rows:
             uvw_d = positions_to_device(self.queue, self.uvw_m, self.float_float)
-            self.engine = GriddingEngine(self.queue, self.geometry, self.layout, uvw_d,
+            self.engine = imaging_engine(self.queue, self.geometry, self.layout, uvw_d,
                                          self.freq_hz, planes, fft_backend, tiles,
                                          vis_per_block)
         else:
@@ -280,7 +282,7 @@ class Imager(Operation):
 
     @contextlib.contextmanager
     def _lease(self, queue: cl.CommandQueue | None):
-        """The workspace of one call (:meth:`GriddingEngine.lease`); a stand-in
+        """The workspace of one call (:meth:`clgrid.core.engine.Engine.lease`); a stand-in
         with this imager's uploader where there are no rows."""
         if self.engine is None:
             yield _NoRows(self.queue, self._empty_uploader)

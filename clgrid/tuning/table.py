@@ -126,7 +126,7 @@ def tune(context: cl.Context | cl.CommandQueue, gcf: GCF, npol: int = 4,
     or None) and ``gcf_read_seconds``.
     """
     bench = _Bench(context, gcf, npol, precision, nx, n_baselines, repeats)
-    default_params = bench.default.engine.register.params
+    default_params = bench.default.engine.spreader.params
     space = candidates(bench.default.profile, npol, quick)
     if default_params not in space:
         space.insert(0, default_params)

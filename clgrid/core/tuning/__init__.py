@@ -10,7 +10,7 @@ module          holds
                 ``table``) keyed by device, the reading of older files, the
                 checks (a malformed file or entry: one warning, the defaults)
 ``tiles``       the gridding core's tiles: candidates, ``cached_tiles`` (read by
-                :class:`~clgrid.core.engine.GriddingEngine`), ``store_tiles``
+                :func:`~clgrid.core.strategies.imaging_engine`), ``store_tiles``
 ``register``    the register spread's geometry and GCF read path: candidates,
                 ``cached_register_params``/``cached_gcf_read`` (read by
                 ``Gridder(register_params='auto')``), ``store_register_params``

@@ -5,7 +5,7 @@
 timing on a device (the GPU kernel's tile and lane groups, the CPU kernel's
 tile and plane blocks); :func:`clgrid.tuning.imaging.tune_tiles` (``clgrid
 tune imaging``) times them on a synthetic observation and stores the winner
-with :func:`store_tiles`; :class:`clgrid.core.engine.GriddingEngine` then
+with :func:`store_tiles`; :func:`clgrid.core.strategies.imaging_engine` then
 takes :func:`cached_tiles` over :meth:`TileShape.for_device`.
 """
 
