@@ -53,6 +53,11 @@ class ClEnv:
 def pytest_addoption(parser):
     parser.addoption("--cl-platform", default=os.environ.get("CLGRID_TEST_PLATFORM", "all"),
                      help="comma-separated platform keys (pocl, intel, oclgrind, nvidia) or all")
+    parser.addoption("--sweep", choices=("all", "cover"),
+                     default=os.environ.get("CLGRID_TEST_SWEEP", "all"),
+                     help="tests marked sweep: every combination of their parameters (all) "
+                          "or a covering subset in which every value of every parameter "
+                          "runs at least once per device (cover)")
     parser.addoption("--allow-all-skipped", action="store_true",
                      help="do not fail the session when every kernel test of a platform "
                           "was skipped")
@@ -63,6 +68,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "integration: a whole-program test (examples, command "
                                        "line, Dask, README, the ducc0 port); see "
                                        "INTEGRATION_MODULES")
+    config.addinivalue_line("markers", "sweep: a product of kernel parameters; --sweep cover "
+                                       "runs every value of each at least once")
     # a developer's own tuning (clgrid tune imaging, clgrid tune table) must not change
     # what the tests run: an empty cache of the session's own
     if "CLGRID_TUNING_CACHE" not in os.environ:
@@ -98,6 +105,48 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in INTEGRATION_MODULES:
             item.add_marker(pytest.mark.integration)
+    if config.getoption("--sweep") == "cover":
+        kept, dropped = covering_subset(items)
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = kept
+            config._clgrid_sweep_dropped = len(dropped)
+
+
+def covering_subset(items: list) -> tuple[list, list]:
+    """``items`` without the ``sweep``-marked cases that add no parameter
+    value: per test function and device, cases are kept until every value of
+    every parameter (other than the device) has run once -- first those whose
+    values are all new (a diagonal through the product), then the first case
+    of each value still missing.  So every kernel variant a sweep names still
+    runs on every platform, in about as many cases as its longest parameter
+    list rather than their product (PyPI's PoCL 3.0 compiles each new kernel
+    in about a second: the pocl environment runs ``--sweep cover``)."""
+    groups: dict[tuple, list[tuple[int, set]]] = {}
+    keep = set()
+    for index, item in enumerate(items):
+        callspec = getattr(item, "callspec", None)
+        if item.get_closest_marker("sweep") is None or callspec is None:
+            keep.add(index)
+            continue
+        values = {(name, repr(value)) for name, value in callspec.params.items()
+                  if name != "cl_env"}
+        if not values:
+            keep.add(index)
+            continue
+        key = (item.path, item.originalname, callspec.params.get("cl_env"))
+        groups.setdefault(key, []).append((index, values))
+    for cases in groups.values():
+        covered: set = set()
+        for all_new in (True, False):
+            for index, values in cases:
+                new = values - covered
+                if new and (not all_new or new == values):
+                    keep.add(index)
+                    covered |= values
+    kept = [item for index, item in enumerate(items) if index in keep]
+    dropped = [item for index, item in enumerate(items) if index not in keep]
+    return kept, dropped
 
 
 def _wanted(config) -> set[str]:
@@ -267,6 +316,11 @@ class KernelTestTally:
         tally = ", ".join(f"{key} {self.ran[key]} ran, {self.skipped[key]} skipped"
                           for key in sorted(self.ran))
         terminalreporter.write_line(f"kernel tests per platform: {tally}")
+        dropped = getattr(self.config, "_clgrid_sweep_dropped", 0)
+        if dropped:
+            terminalreporter.write_line(
+                f"--sweep cover: {dropped} parameter combinations of sweep-marked tests "
+                "deselected; every value of each parameter ran")
         for key in self.all_skipped:
             terminalreporter.write_line(
                 f"FAILED: every kernel test on {key} was skipped ({self.skipped[key]}), "

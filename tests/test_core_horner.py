@@ -92,6 +92,7 @@ GEOMETRY = {"npix_x": 48, "npix_y": 40, "pixsize_x": 5e-3, "pixsize_y": 6e-3}
                                                (1e-7, "double"), (1e-10, "double")])
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
 @pytest.mark.parametrize("tile", [(16, 16, 3), (32, 32, 2)], ids=["16x16", "32x32"])
+@pytest.mark.sweep
 def test_horner_gridding_matches_the_direct_transform(cl_env, epsilon, precision, do_w, tile):
     """Both directions with the Horner taps (forced, on any device) within
     epsilon of the direct transform, and adjoint to float rounding; tiles of

@@ -420,3 +420,34 @@ def test_launch_pins_the_group_and_pads_the_global_size(cl_env, shape, group, gl
     rows = shape[1] if len(shape) > 1 else 1
     assert tuple(out[:2]) == global_size and tuple(out[2:4]) == local_size
     assert out[4] == shape[0] * rows
+
+
+_SWEEP_TESTS = """
+import pytest
+
+@pytest.mark.sweep
+@pytest.mark.parametrize("a", [1, 2, 3])
+@pytest.mark.parametrize("b", ["x", "y"])
+def test_swept(cl_env, a, b):
+    print(f"RAN a={a} b={b}")
+
+@pytest.mark.parametrize("c", [1, 2, 3])
+def test_not_swept(cl_env, c):
+    pass
+"""
+
+
+@pytest.mark.parametrize("sweep, n_swept", [("all", 6), ("cover", 3)])
+def test_sweep_cover_runs_every_value_of_each_parameter(pytester, sweep, n_swept):
+    """--sweep cover (the pocl environment) keeps a case of a sweep-marked
+    test only where it brings a new value; unmarked tests keep every case."""
+    pytester.makeconftest(Path(__file__).with_name("conftest.py").read_text())
+    pytester.makepyfile(test_inner=_SWEEP_TESTS)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-s", "--cl-platform",
+                                _usable_platform(), "--sweep", sweep)
+    assert result.ret == pytest.ExitCode.OK
+    ran = {line.split("RAN ")[1] for line in result.stdout.lines if "RAN a=" in line}
+    assert len(ran) == n_swept
+    assert {pair.split()[0] for pair in ran} == {"a=1", "a=2", "a=3"}
+    assert {pair.split()[1] for pair in ran} == {"b=x", "b=y"}
+    assert result.parseoutcomes()["passed"] == n_swept + 3

@@ -58,6 +58,7 @@ def _core(cl_env, gcf, nx, ny, cell, tiles=None, **kwargs) -> Gridder:
 @pytest.mark.parametrize("size", SIZES, ids=["whole-tiles", "padded"])
 @pytest.mark.parametrize("npol, precision", [(1, np.float32), (4, np.float32),
                                              (4, np.float64)])
+@pytest.mark.sweep
 def test_separable_matches_reference(cl_env, tiles, size, npol, precision):
     if SEPARABLE_TILES[tiles] and SEPARABLE_TILES[tiles].vector:
         cl_env.require_vector_tiles()
@@ -88,6 +89,7 @@ def test_separable_matches_reference(cl_env, tiles, size, npol, precision):
 @pytest.mark.parametrize("tiles", list(FULL_TILES), ids=list(FULL_TILES))
 @pytest.mark.parametrize("npol, precision", [(1, np.float32), (4, np.float32),
                                              (1, np.float64)])
+@pytest.mark.sweep
 def test_w_projection_matches_reference(cl_env, tiles, npol, precision):
     if FULL_TILES[tiles] and FULL_TILES[tiles].vector:
         cl_env.require_vector_tiles()
@@ -688,6 +690,7 @@ def test_streaming_gridder_grids_core_in_row_blocks(cl_env, method):
 @pytest.mark.parametrize("kind", ["separable", "full"])
 @pytest.mark.parametrize("npol, precision", [(1, np.float32), (4, np.float32),
                                              (2, np.float64)])
+@pytest.mark.sweep
 def test_degridder_core_matches_reference_and_is_adjoint(cl_env, kind, npol, precision,
                                                          record_group, monkeypatch):
     """Against the float64 reference, adjoint to the gridder, repeatable;
@@ -824,6 +827,7 @@ def _register(cl_env, gcf, nx, ny, cell, params=None, **kwargs) -> Gridder:
 @pytest.mark.parametrize("geometry", list(REGISTER), ids=list(REGISTER))
 @pytest.mark.parametrize("npol, precision", [(1, np.float32), (4, np.float32),
                                              (2, np.float64)])
+@pytest.mark.sweep
 def test_register_separable_matches_reference(cl_env, geometry, npol, precision):
     nx, ny = 58, 46
     rng = np.random.default_rng(31 + npol)
@@ -847,6 +851,7 @@ def test_register_separable_matches_reference(cl_env, geometry, npol, precision)
 
 @pytest.mark.parametrize("geometry", list(REGISTER), ids=list(REGISTER))
 @pytest.mark.parametrize("support", [7, 40])
+@pytest.mark.sweep
 def test_register_w_projection_matches_reference(cl_env, geometry, support):
     """Full W-projection tables, a support beyond the tile spread's 33 too."""
     rng = np.random.default_rng(support)

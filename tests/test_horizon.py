@@ -93,6 +93,7 @@ CASES = [(fov, do_w, divide_by_n, single) for fov in FOVS for do_w in (True, Fal
     pytest.param(*case, id=f"fov{case[0]:g}-{'w' if case[1] else 'now'}-"
                            f"{'divn' if case[2] else 'nodivn'}-{'f32' if case[3] else 'f64'}")
     for case in CASES])
+@pytest.mark.sweep
 def test_horizon_field_against_dft_and_ducc0(cl_env, fov, do_w, divide_by_n, single):
     """vis2dirty and dirty2vis of a field reaching past the horizon: within
     epsilon (ducc0's l2error) of the float64 DFT and of ducc0 0.42."""

@@ -41,6 +41,7 @@ def _queue(cl_env):
 
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
 @pytest.mark.parametrize("epsilon,dtype", CASES, ids=[f"{e:g}" for e, _ in CASES])
+@pytest.mark.sweep
 def test_vis2dirty_matches_direct_fourier_transform(cl_env, epsilon, dtype, do_w):
     uvw, freq, vis = _observation()
     reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=do_w, **GEOMETRY)
@@ -210,6 +211,7 @@ def test_bad_input_gives_clear_errors(cl_env):
          "vector-16x16", "vector-8x16-blocks3", "vector-16x16-blocks5",
          "gpu-8x8-groups4", "gpu-16x16-groups2-chunks9"])
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
+@pytest.mark.sweep
 def test_every_tile_shape_matches_the_direct_transform(cl_env, tiles, precision, epsilon, do_w):
     """The GPU tile variant (registers, unrolled rows) runs on CPUs too: check it
     here, with (tile, plane) point lists split into small chunks and folded."""
@@ -511,6 +513,7 @@ def test_w_planes_in_several_passes_match_the_direct_transform(cl_env, monkeypat
 @pytest.mark.parametrize("epsilon", [1e-4, 1e-7], ids=["vector-rows", "scalar-rows"])
 @pytest.mark.parametrize("window", ["default", "every-tile", "sliding", "per-point"])
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
+@pytest.mark.sweep
 def test_cpu_interpolation_from_tile_windows(cl_env, monkeypatch, do_w, window, epsilon):
     """The CPU interpolation (the vector tile forced on any device): with w
     a tile's points from a compact window of its cells (interpolate_tiles,

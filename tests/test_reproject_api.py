@@ -42,6 +42,7 @@ def galactic(wcs: WCS, lon: float, lat: float) -> WCS:
 
 @pytest.mark.parametrize("code_out", DEVICE_PROJECTIONS)
 @pytest.mark.parametrize("code_in", ["TAN", "ZEA", "CAR"])
+@pytest.mark.sweep
 def test_device_projections_match_reproject(cl_env, code_in, code_out):
     shape_in, wcs_in, wcs_out, shape_out = case(cl_env, code_in, code_out)
     data = smooth(shape_in, 1)
