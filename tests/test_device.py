@@ -451,3 +451,16 @@ def test_sweep_cover_runs_every_value_of_each_parameter(pytester, sweep, n_swept
     assert {pair.split()[0] for pair in ran} == {"a=1", "a=2", "a=3"}
     assert {pair.split()[1] for pair in ran} == {"b=x", "b=y"}
     assert result.parseoutcomes()["passed"] == n_swept + 3
+
+
+def test_templates_are_read_once_per_process(tmp_path, monkeypatch):
+    """A template rewritten under a running job (a reinstall, a tree copied
+    over it) does not change what later renders give."""
+    from clgrid.device import kernels
+    (tmp_path / "probe.cl.mako").write_text("// first ${value}\n")
+    monkeypatch.setattr(kernels, "templates_dir", lambda: tmp_path)
+    monkeypatch.setattr(kernels, "_lookup", None)
+    assert kernels.render("probe.cl.mako", value=1) == "// first 1\n"
+    (tmp_path / "probe.cl.mako").write_text("// rewritten ${value}\n")
+    os.utime(tmp_path / "probe.cl.mako", (1e9, 2e9))
+    assert kernels.render("probe.cl.mako", value=2) == "// first 2\n"

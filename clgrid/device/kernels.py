@@ -67,7 +67,12 @@ def max_programs() -> int:
 def _template_lookup() -> TemplateLookup:
     global _lookup
     if _lookup is None:
-        _lookup = TemplateLookup(directories=[str(templates_dir())], strict_undefined=True)
+        # read once per process: a template file rewritten under a running
+        # job (a reinstall, a copied tree) must not change the kernels midway
+        # (Mako's default re-reads a file whose time changed; ducc0's suite
+        # then built programs with no kernels)
+        _lookup = TemplateLookup(directories=[str(templates_dir())], strict_undefined=True,
+                                 filesystem_checks=False)
     return _lookup
 
 
