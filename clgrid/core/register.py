@@ -16,6 +16,12 @@ with no search over tiles: the spread for supports wider than the tiles
 take, and the default on devices with native float atomics.  Atomics add
 in a varying order, so the last bits of the grid vary run to run (the tile
 spread, :class:`TableSpreader`, is the deterministic one).
+
+:class:`RegisterSpreader` is a spread strategy of the one engine
+(:class:`clgrid.core.engine.Engine`), :class:`RecordScan` its records stage
+and :class:`RegisterInterpolator` the degridding a
+:class:`clgrid.core.table.TableInterpolator` runs by register blocks: chosen
+by :func:`clgrid.core.strategies.table_engine`.
 """
 
 from __future__ import annotations

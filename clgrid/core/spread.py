@@ -1,7 +1,10 @@
 """Gridding core, stages "spread" and "interpolate": points <-> uv grid planes.
 
 Both run on the bins of :mod:`clgrid.core.setpoints` and evaluate the ES
-kernel on the fly.
+kernel on the fly; they are the imaging path's spread and interpolate
+strategies of the one engine (:class:`clgrid.core.engine.Engine`, which
+calls ``spread(job)`` / ``interpolate(job)`` once per row block; chosen by
+:func:`clgrid.core.strategies.imaging_engine`).
 
 * :class:`Spreader` (``templates/core_spread.cl.mako``): output-owned tiles.
   A work-group owns one tile of one w plane and reads the points of the bins
@@ -423,6 +426,11 @@ def work_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout, tile
         if n_slots else None, items.shape[0], folds.shape[0], chunk_points=int(chunk_points))
 
 
+def tile_words(tiles: TileShape) -> str:
+    """A tile spread's launch geometry, in words (``launch_geometry``)."""
+    return f"tile {tiles.tile_u}x{tiles.lanes} g{tiles.groups}"
+
+
 class Spreader(_Stage):
     """Visibilities -> the uv grid planes of one pass (see the module notes)."""
 
@@ -467,7 +475,7 @@ class Spreader(_Stage):
     @property
     def launch_geometry(self) -> str:
         """The spread's launch geometry, in words."""
-        return f"tile {self.tiles.tile_u}x{self.tiles.lanes} g{self.tiles.groups}"
+        return tile_words(self.tiles)
 
     def spread(self, job: SpreadJob) -> None:
         """One row block's spread for the engine (:class:`clgrid.core.engine.SpreadStage`)."""
@@ -688,4 +696,5 @@ def explain_interpolation(profile: DeviceProfile, support: int = 7) -> str:
             f"dense ones in chunks)")
 
 
-__all__ = ["Interpolator", "Spreader", "explain_interpolation", "keeps_facet_phases"]
+__all__ = ["Interpolator", "Spreader", "explain_interpolation", "keeps_facet_phases",
+           "tile_words"]

@@ -1,6 +1,10 @@
-"""Gridding core with tabulated kernels: set points and spread for the
-oversampled GCF tables of :class:`clgrid.Gridder` (separable tables and full
-W-projection tables).
+"""Gridding core with tabulated kernels: set points, spread and interpolation
+for the oversampled GCF tables of :class:`clgrid.Gridder` and
+:class:`clgrid.Degridder` (separable tables and full W-projection tables).
+
+Its classes are stage strategies of the one engine
+(:class:`clgrid.core.engine.Engine`: ``spread(job)`` / ``interpolate(job)``),
+chosen by :func:`clgrid.core.strategies.table_engine`.
 
 The same stages as the ES path, with the table gridder's conventions
 (:mod:`clgrid.gridders.gcf`: grid centre at ``[ny // 2, nx // 2]``, u
@@ -43,7 +47,7 @@ from .setpoints import (PointSet, position_args, positions_to_device, round_up, 
                         sort_into_bins)
 from .engine import InterpolateJob, SpreadJob
 from .transfer import row_view
-from .spread import WorkList, block_list, work_list
+from .spread import WorkList, block_list, tile_words, work_list
 
 #: Widest table for which the tile spread is the default where float atomics
 #: are native (a 32 x 32 tile reading only its nearest neighbours' bins: W <= 33;
@@ -658,7 +662,7 @@ class TableSpreader:
     @property
     def launch_geometry(self) -> str:
         """The spread's launch geometry, in words."""
-        return f"tile {self.tiles.tile_u}x{self.tiles.lanes} g{self.tiles.groups}"
+        return tile_words(self.tiles)
 
     def spread(self, job: SpreadJob) -> None:
         """The engine's call (:class:`clgrid.core.engine.SpreadStage`): every
