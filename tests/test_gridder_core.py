@@ -1040,3 +1040,41 @@ def test_row_taps_ladder():
     assert [row_taps(w) for w in (1, 4, 5, 8, 9, 16, 17, 32, 33, 64)] == \
         [4, 4, 8, 8, 16, 16, 32, 32, 64, 64]
     assert row_taps(65) == 0      # no vector kernel takes it
+
+
+def test_one_engine_drives_both_paths(cl_env):
+    """The imaging and the table paths run on one engine class, their stages
+    strategies (the imaging path's with an image stage); a spread given in
+    the stages is called once per row block with a typed job, and grids the
+    same bits as the stage it wraps."""
+    import dataclasses
+    from clgrid.core.engine import Engine, SpreadJob
+    rng = np.random.default_rng(38)
+    gcf = separable_gcf(6, 4)
+    uvw = np.column_stack([rng.uniform(-400, 400, (50, 2)), np.zeros(50)])
+    vis = random_vis(rng, (50, 1, 1)).astype(np.complex64)
+    cell = 1.0 / (64 * 30.0)
+    gridder = Gridder(cl_env.queue, gcf, 64, 64, cell, method="tiles")
+    degridder = clgrid.Degridder(cl_env.queue, gcf, 64, 64, cell)
+    imager = clgrid.Imager(cl_env.queue, uvw=uvw, freq=[1e8], npix_x=32, npix_y=32,
+                           pixsize_x=1e-3, pixsize_y=1e-3, epsilon=1e-4)
+    assert all(type(user.engine) is Engine for user in (gridder, degridder, imager))
+    assert imager.engine.stages.image is not None and gridder.engine.stages.image is None
+    expected = gridder(uvw, [1e8], vis)
+    jobs = []
+
+    class Recording:
+        def __init__(self, inner):
+            self.inner = inner
+
+        launch_geometry = property(lambda self: self.inner.launch_geometry)
+
+        def spread(self, job):
+            jobs.append(job)
+            self.inner.spread(job)
+
+    stages = gridder.engine.stages
+    gridder.engine = Engine(cl_env.queue, dataclasses.replace(
+        stages, spread=lambda queue: Recording(stages.spread(queue))))
+    assert np.array_equal(gridder(uvw, [1e8], vis), expected)
+    assert len(jobs) == 1 and isinstance(jobs[0], SpreadJob) and jobs[0].pol is None

@@ -175,3 +175,14 @@ def test_every_subpackage_is_packaged(module):
     path = MODULES[module]
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     assert package in packages, f"setup.cfg [options] packages lacks {package}"
+
+
+def test_one_engine_class():
+    """Issue 38's measure: every gridding path runs on one engine class,
+    ``clgrid.core.engine.Engine``, its stages chosen in
+    ``clgrid/core/strategies.py``; no mission keeps a driver of its own."""
+    engines = sorted(f"{path.relative_to(ROOT)}:{node.name}"
+                     for path in PACKAGE.rglob("*.py")
+                     for node in ast.walk(ast.parse(path.read_text(), str(path)))
+                     if isinstance(node, ast.ClassDef) and node.name.endswith("Engine"))
+    assert engines == ["clgrid/core/engine.py:Engine"], engines
