@@ -40,13 +40,14 @@ def _required(name: str, value):
 
 def ms2dirty(uvw, freq, ms, wgt=None, npix_x=None, npix_y=None, pixsize_x=None,
              pixsize_y=None, nu=0, nv=0, epsilon=None, do_wstacking=False, nthreads=1,
-             verbosity=0, mask=None, double_precision_accumulation=False, **options):
+             verbosity=0, mask=None, double_precision_accumulation=False, *, context=None,
+             queue=None, devices=None, deterministic: bool = True):
     """Dirty image of ``ms`` (nrow, nchan): ``ducc0.wgridder.ms2dirty``'s call.
 
     Arguments in ducc0's order; ``nu`` and ``nv`` are ignored (obsolete in
-    ducc0 too); ``options``: clgrid's keywords (``queue``, ``context``,
-    ``devices``, ``deterministic``).  Returns (npix_x, npix_y) of ``ms``'s
-    precision.
+    ducc0 too); ``context``, ``queue``, ``devices``, ``deterministic``:
+    clgrid's keywords, as for :func:`clgrid.vis2dirty`.  Returns (npix_x,
+    npix_y) of ``ms``'s precision.
     """
     return vis2dirty(
         uvw=uvw, freq=freq, vis=ms, wgt=wgt, mask=mask,
@@ -54,22 +55,24 @@ def ms2dirty(uvw, freq, ms, wgt=None, npix_x=None, npix_y=None, pixsize_x=None,
         pixsize_x=_required("pixsize_x", pixsize_x),
         pixsize_y=_required("pixsize_y", pixsize_y), epsilon=_required("epsilon", epsilon),
         do_wgridding=bool(do_wstacking), nthreads=nthreads, verbosity=verbosity,
-        double_precision_accumulation=double_precision_accumulation, **options)
+        double_precision_accumulation=double_precision_accumulation, context=context,
+        queue=queue, devices=devices, deterministic=deterministic)
 
 
 def dirty2ms(uvw, freq, dirty, wgt=None, pixsize_x=None, pixsize_y=None, nu=0, nv=0,
-             epsilon=None, do_wstacking=False, nthreads=1, verbosity=0, mask=None,
-             **options):
+             epsilon=None, do_wstacking=False, nthreads=1, verbosity=0, mask=None, *,
+             context=None, queue=None, devices=None, deterministic: bool = True):
     """Visibilities (nrow, nchan) of ``dirty``: ``ducc0.wgridder.dirty2ms``'s call.
 
-    Arguments in ducc0's order; ``nu`` and ``nv`` are ignored; ``options`` as
-    for :func:`ms2dirty`.  Returns complex of ``dirty``'s precision.
+    Arguments in ducc0's order; ``nu`` and ``nv`` are ignored; clgrid's
+    keywords as for :func:`ms2dirty`.  Returns complex of ``dirty``'s precision.
     """
     return dirty2vis(
         uvw=uvw, freq=freq, dirty=dirty, wgt=wgt, mask=mask,
         pixsize_x=_required("pixsize_x", pixsize_x),
         pixsize_y=_required("pixsize_y", pixsize_y), epsilon=_required("epsilon", epsilon),
-        do_wgridding=bool(do_wstacking), nthreads=nthreads, verbosity=verbosity, **options)
+        do_wgridding=bool(do_wstacking), nthreads=nthreads, verbosity=verbosity,
+        context=context, queue=queue, devices=devices, deterministic=deterministic)
 
 
 def _index_array(values, name: str, ndim: int = 1) -> np.ndarray:
@@ -151,7 +154,8 @@ def vis2dirty_bda(*, uvw, freqlist_id, freqlist_nfreqs, freqlist_freqs, vis, wgt
                   sigma_min: float = ImageGeometry.sigma_min,
                   sigma_max: float = ImageGeometry.sigma_max, center_x: float = 0.0,
                   center_y: float = 0.0, allow_nshift: bool = True,
-                  double_precision_accumulation: bool = False, **options) -> np.ndarray:
+                  double_precision_accumulation: bool = False, context=None, queue=None,
+                  devices=None, deterministic: bool = True) -> np.ndarray:
     """Dirty image of baseline-dependent-averaged visibilities:
     ``ducc0.wgridder.experimental.vis2dirty_bda``'s call.
 
@@ -179,8 +183,8 @@ def vis2dirty_bda(*, uvw, freqlist_id, freqlist_nfreqs, freqlist_freqs, vis, wgt
         As :func:`clgrid.vis2dirty`.
     nthreads, verbosity, allow_nshift
         Accepted and ignored, as by :func:`clgrid.vis2dirty`.
-    **options
-        clgrid's keywords (``queue``, ``context``, ``devices``, ``deterministic``).
+    context, queue, devices, deterministic
+        clgrid's keywords, as for :func:`clgrid.vis2dirty`.
 
     Returns
     -------
@@ -200,7 +204,9 @@ def vis2dirty_bda(*, uvw, freqlist_id, freqlist_nfreqs, freqlist_freqs, vis, wgt
                      divide_by_n=divide_by_n, dirty=dirty, sigma_min=sigma_min,
                      sigma_max=sigma_max, center_x=center_x, center_y=center_y,
                      allow_nshift=allow_nshift,
-                     double_precision_accumulation=double_precision_accumulation, **options)
+                     double_precision_accumulation=double_precision_accumulation,
+                     context=context, queue=queue, devices=devices,
+                     deterministic=deterministic)
 
 
 def dirty2vis_bda(*, uvw, freqlist_id, freqlist_nfreqs, freqlist_freqs, dirty, wgt=None,
@@ -210,7 +216,8 @@ def dirty2vis_bda(*, uvw, freqlist_id, freqlist_nfreqs, freqlist_freqs, dirty, w
                   divide_by_n: bool = True, vis=None,
                   sigma_min: float = ImageGeometry.sigma_min,
                   sigma_max: float = ImageGeometry.sigma_max, center_x: float = 0.0,
-                  center_y: float = 0.0, allow_nshift: bool = True, **options) -> np.ndarray:
+                  center_y: float = 0.0, allow_nshift: bool = True, context=None,
+                  queue=None, devices=None, deterministic: bool = True) -> np.ndarray:
     """Baseline-dependent-averaged visibilities of a dirty image:
     ``ducc0.wgridder.experimental.dirty2vis_bda``'s call, the adjoint of
     :func:`vis2dirty_bda`.
@@ -231,8 +238,8 @@ def dirty2vis_bda(*, uvw, freqlist_id, freqlist_nfreqs, freqlist_freqs, dirty, w
         As :func:`clgrid.dirty2vis`.
     nthreads, verbosity, allow_nshift
         Accepted and ignored.
-    **options
-        clgrid's keywords (``queue``, ``context``, ``devices``, ``deterministic``).
+    context, queue, devices, deterministic
+        clgrid's keywords, as for :func:`clgrid.vis2dirty`.
 
     Returns
     -------
@@ -248,7 +255,8 @@ def dirty2vis_bda(*, uvw, freqlist_id, freqlist_nfreqs, freqlist_freqs, dirty, w
                        nthreads=nthreads, verbosity=verbosity, flip_u=flip_u, flip_v=flip_v,
                        flip_w=flip_w, divide_by_n=divide_by_n, vis=out, sigma_min=sigma_min,
                        sigma_max=sigma_max, center_x=center_x, center_y=center_y,
-                       allow_nshift=allow_nshift, **options)
+                       allow_nshift=allow_nshift, context=context, queue=queue,
+                       devices=devices, deterministic=deterministic)
     if vis is None:
         return result.reshape(nvis)
     if not np.shares_memory(result, vis):
