@@ -346,7 +346,7 @@ class Engine:
         """Device bytes of a block's bins, its records and (GPU, counted per
         block to be safe) its gathered values."""
         points = block.points
-        grid_complex = self.stages.image.grid_complex
+        grid_complex = self.image.grid_complex
         return (points.sorted_index.nbytes * 2 + points.bin_start.nbytes + points.cells.nbytes
                 + points.fracs.nbytes + points.n_valid * grid_complex.itemsize)
 
@@ -356,12 +356,21 @@ class Engine:
         workspace made so far."""
         return self.plan_bytes + self._pool.device_bytes
 
+    @property
+    def image(self) -> ImageStage:
+        """The image stage; ValueError for an engine without one (a table
+        gridder's), whose target is the caller's grid."""
+        if self.stages.image is None:
+            raise ValueError("this engine has no image stage (a table gridder's): "
+                             "spread into a grid with Engine.spread")
+        return self.stages.image
+
     # the image stage's plan
-    geometry = property(lambda self: self.stages.image.geometry)
-    layout = property(lambda self: self.stages.image.layout)
-    grid_complex = property(lambda self: self.stages.image.grid_complex)
-    plane_range = property(lambda self: self.stages.image.plane_range)
-    fft_backend = property(lambda self: self.stages.image.fft_backend)
+    geometry = property(lambda self: self.image.geometry)
+    layout = property(lambda self: self.image.layout)
+    grid_complex = property(lambda self: self.image.grid_complex)
+    plane_range = property(lambda self: self.image.plane_range)
+    fft_backend = property(lambda self: self.image.fft_backend)
 
     def passes(self) -> list[tuple[int, int]]:
         """(first plane, plane count) of every pass, in order."""
