@@ -9,6 +9,11 @@ skip.  Devices that cannot build kernels are left out and listed in the
 session header.  A session in which every kernel test of a platform was
 skipped fails (``--allow-all-skipped`` to accept it), so that a platform
 cannot pass CI untested.
+
+tests/ mirrors the package (``tests/core/``, ``tests/reproject/`` ...; the
+whole project's tests in ``tests/project/``); this conftest and the shared
+helpers stay at the root, which pytest's default import mode puts on
+``sys.path``: tests/README.md.
 """
 
 from __future__ import annotations
@@ -96,6 +101,7 @@ def pytest_unconfigure(config):
 #: Marked ``integration``: tox runs them in an environment of their own on the
 #: Intel runtime (``-m integration``) beside the platforms' kernel tests
 #: (``-m "not integration"``), whose four environments ``tox p`` runs at once.
+#: Matched by file name, wherever the module sits (names are unique in tests/).
 INTEGRATION_MODULES = frozenset({
     "test_examples.py", "test_dask.py", "test_cli_robust.py", "test_cli_first_run.py",
     "test_cli_chunks.py", "test_cli_image.py", "test_readme.py", "test_ducc0_compat.py"})
@@ -223,7 +229,7 @@ def pytest_report_header(config):
 _envs: dict[int, ClEnv] = {}
 
 
-#: Why reproject's own tests (tests/test_reproject_port.py, kept unmodified as
+#: Why reproject's own tests (tests/reproject/test_reproject_port.py, kept unmodified as
 #: reproject wrote them) skip: their fixtures call a bare ``pytest.skip()`` for
 #: the combinations below, which ``-ra`` would print as only "Skipped".
 REPROJECT_PORT_SKIP_REASON = ("reproject's own test skips this combination: a WCS that is "

@@ -1,6 +1,6 @@
 """pytest plugin: run test_ducc0_compat.py with ducc0 itself in clgrid's place.
 
-    cd tests && python -m pytest -p ducc0_in_place test_ducc0_compat.py
+    cd tests && python -m pytest -p ducc0_in_place scaleout/test_ducc0_compat.py
 
 checks the port (references, tolerances, conventions) against the peer: every
 case taken from ducc0's file must pass, the strict xfails turn to XPASS, and

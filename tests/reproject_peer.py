@@ -14,6 +14,10 @@ try:
     import reproject as _reproject
 except ImportError:
     _reproject = None
+if _reproject is not None and getattr(_reproject, "__file__", None) is None:
+    # no reproject installed: ``import reproject`` found tests/reproject/, the
+    # folder of clgrid's reprojection tests, as a namespace package
+    _reproject = None
 if os.environ.get("CLGRID_TEST_NO_REPROJECT"):
     _reproject = None  # check the stand-in itself
 

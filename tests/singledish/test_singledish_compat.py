@@ -166,7 +166,7 @@ def test_reference_reproduces_cygrids_stored_maps():
     from astropy.wcs import WCS
     from cygrid_cases import (HPX_RES as RES, KERNEL_SIGMA, SUPPORT, cygrid_header,
                               cygrid_samples)
-    stored = Path(__file__).parent / "peers" / "cygrid" / "cygrid" / "tests" / "data"
+    stored = Path(__file__).parents[1] / "peers" / "cygrid" / "cygrid" / "tests" / "data"
     if not (stored / "cygrid_test_maps.npy").exists():
         pytest.skip("cygrid's stored maps are GPL-3.0, not in this repository: "
                     "`python tests/peers/fetch_upstream.py cygrid` (tox -e peers-cygrid) "

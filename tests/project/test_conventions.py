@@ -6,6 +6,11 @@ Parsed with :mod:`ast`, nothing imported or run; no OpenCL device needed.
   test cannot pass on another error of the same type;
 * a test module imports no other test module: shared helpers live in
   modules not named ``test_*`` (``gridder_reference.py``, ``vla_ms.py`` ...);
+* tests/ mirrors the package: every test module sits in ``tests/<part>/``,
+  ``<part>`` a subpackage of ``clgrid`` or ``project`` (the whole-project
+  tests), helpers at tests/'s root beside conftest.py; and no two test
+  modules share a name, since pytest's default import mode imports each by
+  its name (tests/README.md);
 * no module of ``clgrid`` imports a private name (``_name``) from another
   subpackage: what crosses a subpackage's edge is public;
 * no kernel launch in ``clgrid`` leaves the work-group size to the driver
@@ -18,20 +23,34 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests"
 PACKAGE = ROOT / "clgrid"
 
 
+#: The folders of tests/ that are not a part of ``clgrid``: the tests of the
+#: whole project (layering, conventions, README, examples, threads, same bits,
+#: robustness across parts) and the peers' own suites (theirs, unmodified).
+PROJECT, PEERS = TESTS / "project", TESTS / "peers"
+
+
 def _test_sources() -> list[Path]:
-    """The project's own test files (the peers' suites under tests/peers are
-    theirs, unmodified)."""
-    return sorted(TESTS.glob("*.py"))
+    """The project's own test files, helpers included, in every folder of
+    tests/ (the peers' suites under tests/peers are theirs, unmodified)."""
+    return sorted(path for path in TESTS.rglob("*.py") if PEERS not in path.parents)
+
+
+def _test_modules() -> list[Path]:
+    return [path for path in _test_sources() if path.name.startswith("test_")]
+
+
+def _subpackages() -> set[str]:
+    return {path.parent.name for path in PACKAGE.glob("*/__init__.py")}
 
 
 def _raises_without_match(path: Path) -> list[str]:
     tree = ast.parse(path.read_text(), str(path))
-    return [f"{path.name}:{node.lineno}" for node in ast.walk(tree)
+    return [f"{path.relative_to(TESTS)}:{node.lineno}" for node in ast.walk(tree)
             if isinstance(node, ast.Call) and ast.unparse(node.func) == "pytest.raises"
             and not any(keyword.arg == "match" for keyword in node.keywords)]
 
@@ -105,9 +124,32 @@ def test_every_pytest_raises_names_its_message():
 
 
 def test_test_modules_import_no_other_test_module():
-    crossing = [f"{path.name} imports {name}" for path in _test_sources()
+    crossing = [f"{path.relative_to(TESTS)} imports {name}" for path in _test_sources()
                 for name in _imported_modules(path) if name.startswith("test_")]
     assert not crossing, f"move shared helpers to a module not named test_*: {crossing}"
+
+
+def test_tests_mirror_the_package():
+    """Each test module in tests/<subpackage>/ or tests/project/; only
+    conftest.py and the helpers (not test_*) at tests/'s root."""
+    folders = _subpackages() | {PROJECT.name}
+    misplaced = [str(path.relative_to(TESTS)) for path in _test_modules()
+                 if path.parent.parent != TESTS or path.parent.name not in folders]
+    assert not misplaced, ("move these to tests/<subpackage of clgrid>/ or tests/project/: "
+                           f"{misplaced}")
+    nested = [str(path.relative_to(TESTS)) for path in _test_sources()
+              if not path.name.startswith("test_") and path.parent != TESTS]
+    assert not nested, f"helpers and conftests live at tests/'s root: {nested}"
+
+
+def test_test_module_names_are_unique():
+    """pytest's default import mode imports a test module by its name, the
+    folder put on sys.path: two modules of one name would clash."""
+    seen: dict[str, list[str]] = {}
+    for path in _test_modules():
+        seen.setdefault(path.name, []).append(str(path.relative_to(TESTS)))
+    clashes = {name: paths for name, paths in seen.items() if len(paths) > 1}
+    assert not clashes, f"test modules of one name: {clashes}"
 
 
 def test_no_private_name_crosses_a_subpackage():
@@ -125,7 +167,10 @@ def test_no_kernel_launch_leaves_the_group_size_to_the_driver():
 def test_the_checks_see_what_they_check():
     """The walks are not vacuous: they find raises, imports and subpackages."""
     assert any("pytest.raises" in path.read_text() for path in _test_sources())
-    assert "gridder_reference" in _imported_modules(TESTS / "test_gridder.py")
+    assert "gridder_reference" in _imported_modules(TESTS / "gridders" / "test_gridder.py")
+    assert {"core", "reproject", "singledish"} <= _subpackages()
+    assert len(_test_modules()) > 40 and TESTS / "conftest.py" in _test_sources()
+    assert not any(PEERS in path.parents for path in _test_sources())
     assert _subpackage(PACKAGE / "core" / "table.py") == "core"
     table = ast.parse((PACKAGE / "core" / "table.py").read_text())
     relative = next(node for node in ast.walk(table)

@@ -13,6 +13,9 @@ import clgrid
 from clgrid import DeviceProfile, create_context, select_device
 from clgrid.device.profiles import all_devices
 
+#: The suite's own conftest, which the inner sessions below run under.
+ROOT_CONFTEST = Path(__file__).resolve().parents[1] / "conftest.py"
+
 # What each platform must report (PLATFORMS.md): PoCL 3.0 and Oclgrind have
 # no float atomics, the Intel CPU runtime has cl_ext_float_atomics, NVIDIA
 # OpenCL gets inline PTX.
@@ -320,7 +323,7 @@ def _usable_platform() -> str:
 
 
 def _inner_session(pytester, skip: bool, *options, platform: str | None = None):
-    pytester.makeconftest(Path(__file__).with_name("conftest.py").read_text())
+    pytester.makeconftest(ROOT_CONFTEST.read_text())
     pytester.makepyfile(test_inner=_INNER_TESTS.format(skip=skip))
     return pytester.runpytest("-p", "no:cacheprovider",
                               "--cl-platform", platform or _usable_platform(), *options)
@@ -441,7 +444,7 @@ def test_not_swept(cl_env, c):
 def test_sweep_cover_runs_every_value_of_each_parameter(pytester, sweep, n_swept):
     """--sweep cover (the pocl environment) keeps a case of a sweep-marked
     test only where it brings a new value; unmarked tests keep every case."""
-    pytester.makeconftest(Path(__file__).with_name("conftest.py").read_text())
+    pytester.makeconftest(ROOT_CONFTEST.read_text())
     pytester.makepyfile(test_inner=_SWEEP_TESTS)
     result = pytester.runpytest("-p", "no:cacheprovider", "-s", "--cl-platform",
                                 _usable_platform(), "--sweep", sweep)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import clgrid
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def using_clgrid_snippet() -> str:

@@ -38,7 +38,9 @@ import numpy as np
 import pytest
 
 pytest.importorskip("astropy")
-pytest.importorskip("reproject")
+# a submodule: without reproject installed, ``import reproject`` finds this
+# folder (tests/reproject/) as a namespace package instead of failing
+pytest.importorskip("reproject.interpolation")
 import dask.array as da  # noqa: E402
 from astropy.io import fits  # noqa: E402
 from astropy.nddata import NDData  # noqa: E402
