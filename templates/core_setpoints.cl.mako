@@ -123,7 +123,7 @@ __kernel void point_records(__global const unsigned int *sorted_index,
 // ---------------------------------------------------------------- tables
 // Positions of the tabulated-kernel Gridder in double, operations in a
 // fixed order with no contraction into fma (the roundings of plain float64
-// code, as tests/test_gridder_reference.py's): grid centre at (ny/2, nx/2),
+// code, as tests/gridder_reference.py's): grid centre at (ny/2, nx/2),
 // u along x (the last axis, the core's lanes), v along y (the core's rows);
 // k = rint((u * nx * cell + nx/2) * O), footprint start x0 = ceil(k/O - S/2)
 // in integer arithmetic, sub-pixel index f = x0 * O - k + (S O)/2, W plane

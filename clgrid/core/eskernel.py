@@ -21,7 +21,7 @@ The wanted term is ``m = 0``; the others alias into the image.  Their rms over
 :func:`aliasing_error` returns.  :data:`KERNEL_TABLE` lists, for each
 oversampling factor and support, the ``beta`` that minimises it (a scan in
 float64, :func:`optimal_beta`) and the error reached.  The table is produced by
-:func:`build_table`; ``tests/test_imaging_eskernel.py`` re-derives entries.
+:func:`build_table`; ``tests/imaging/test_imaging.py`` re-derives entries.
 """
 
 from __future__ import annotations

@@ -181,7 +181,7 @@ class PinnedResults:
     to ``max_slots``, after which a free slot too small is grown.  Four: a
     major cycle (docs/imaging.md) holds at most two predictions and two
     dirty images at once, so after the first two cycles no slot is grown
-    again (tests/test_imaging.py).  All pools of the process together hold
+    again (tests/imaging/test_imaging.py).  All pools of the process together hold
     at most :func:`pinned_results_budget` bytes; beyond it :meth:`take`
     returns None and the caller downloads the usual way.
     """
