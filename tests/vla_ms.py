@@ -3,12 +3,14 @@ copy holding a simulated point source at a known direction."""
 
 import shutil
 import tarfile
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-TARBALL = Path(__file__).parent / "data" / "vla_day2_TDEM0003_10s_norx_1src_1spw.ms.tar.gz"
+#: The copy clgrid ships (package data, as the examples read it): one file, not two.
+TARBALL_NAME = "vla_day2_TDEM0003_10s_norx_1src_1spw.ms.tar.gz"
 C = 299_792_458.0
 #: Simulated source: offset from the phase centre in arcsec (east, north), flux in Jy.
 SIM_OFFSET_ARCSEC = (12.0, -7.0)
@@ -16,7 +18,8 @@ SIM_FLUX_JY = 1.5
 
 
 def _unpack(folder: Path) -> Path:
-    with tarfile.open(TARBALL) as archive:
+    with resources.as_file(resources.files("clgrid") / "data" / TARBALL_NAME) as tarball, \
+            tarfile.open(tarball) as archive:
         archive.extractall(folder, filter="data")
     return next(folder.glob("*.ms"))
 
