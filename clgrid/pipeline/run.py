@@ -27,6 +27,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import signal
+import threading
 import warnings
 from typing import Callable, Iterable
 
@@ -533,6 +535,26 @@ class _Batches:
         if self.psf is not None:
             self.psf += self._grid(rows["uvw"], self._freq, rows["ones"], rows["wgt"])
         self.n_calls += 1
+        reclaim_signals()
+
+
+def reclaim_signals() -> None:
+    """Put Python's own SIGINT and SIGTERM handlers back in the process.
+
+    The CPU OpenCL runtimes (Intel's ``libintelocl.so``, PoCL's ``libpocl``)
+    install their LLVM's handlers for SIGINT, SIGTERM and SIGHUP when a
+    context is made (read back with ``sigaction``), so a Ctrl-C reaches
+    Python only through them; in one CI run it never did.  Re-setting each
+    signal's current Python handler (``SIG_IGN`` under ``nohup`` stays so)
+    makes Python take them first again.  Main thread only, as Python sets
+    handlers there alone.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(signum)
+        if handler is not None:   # None: set from C, not by Python; left alone
+            signal.signal(signum, handler)
 
 
 def _warn_bad_uvw(counts: dict, n_rows: int) -> None:

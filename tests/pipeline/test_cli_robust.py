@@ -228,6 +228,41 @@ def test_a_signal_during_gridding_ends_in_one_line(cl_env, vla_ms, tmp_path, sig
     assert main(argv + ["--quiet"]) == 0
 
 
+_HANDLER_CHECK = """
+import ctypes, signal, sys
+class Action(ctypes.Structure):   # glibc's struct sigaction: the handler first
+    _fields_ = [("handler", ctypes.c_void_p), ("rest", ctypes.c_byte * 256)]
+def c_handler(signum):
+    action = Action()
+    assert ctypes.CDLL(None).sigaction(signum, None, ctypes.byref(action)) == 0
+    return action.handler
+python_own = c_handler(signal.SIGINT)
+import clgrid.pipeline.run as run
+from clgrid.cli import main
+real, after_gridding = run._grid_chunks, []
+def gridding(*args, **kwargs):
+    sums = real(*args, **kwargs)
+    after_gridding.append(c_handler(signal.SIGINT) == python_own)
+    return sums
+run._grid_chunks = gridding
+code = main(sys.argv[1:])
+print(code, *after_gridding)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads glibc's sigaction")
+def test_ctrl_c_reaches_python_after_a_run(cl_env, vla_ms, tmp_path):
+    """The OpenCL runtimes put their own C handler on SIGINT when a context
+    is made (LLVM's); the command takes Python's back once it has gridded,
+    so a Ctrl-C from then on is Python's to act on."""
+    argv = ["image", str(vla_ms), str(tmp_path / "c.fits"), "--npix", "32", "--cell", "0.8",
+            "--quiet", "--device", _device_spec(cl_env)]
+    done = subprocess.run([sys.executable, "-c", _HANDLER_CHECK, *argv], capture_output=True,
+                          text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(CLGRID_ROOT)))
+    assert done.stdout.split() == ["0", "True"], done.stdout + done.stderr
+
+
 # -- 4.-6. what is printed ----------------------------------------------------------
 
 def test_the_peak_pixel_says_its_order(cl_env, sim_ms, tmp_path, capsys):
