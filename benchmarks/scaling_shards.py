@@ -10,7 +10,9 @@ benchmarks/scaling.py (116 M visibilities, 4096^2, epsilon 1e-5), w and no w.
 visibilities copied into its pinned staging memory (host threads only), sent
 from there (the DMA only), and both (PinnedStaging.upload), for each device
 alone and for all at once; ``--trace`` prints, for one call from host arrays,
-when each shard's row blocks were in pinned memory (ms from the call's start);
+when each shard's row blocks were in pinned memory and its FFT, correction,
+checks and download ran (ms from the call's start: ``Imager.trace``,
+:class:`clgrid.core.trace.StageTrace`);
 ``--dirty2vis`` times dirty2vis's parts per shard, alone and all at once: the
 device work (``dirty2vis_device``), the download of its visibilities into the
 shared output, both, and the whole ``MultiDeviceImager.dirty2vis``.
@@ -36,6 +38,7 @@ from benchmarks._common import timed_calls  # noqa: E402
 from benchmarks.scaling import imaging_observation  # noqa: E402
 from clgrid.gridders.checks import SPEED_OF_LIGHT_M_S  # noqa: E402
 from clgrid.scaleout.multidevice import MultiDeviceImager, _take  # noqa: E402
+from clgrid.core.trace import StageTrace  # noqa: E402
 from clgrid.device.hostio import PinnedStaging, copy_pool  # noqa: E402
 from clgrid.scaleout.partition import all_gpus_or_best, cpu_sub_devices  # noqa: E402
 
@@ -82,55 +85,18 @@ def transfers(imager: MultiDeviceImager, pieces: list[np.ndarray]) -> None:
               flush=True)
 
 
-def _stamped(stamps: list, started: list, owner, name: str, label: str) -> None:
-    """Wrap ``owner.name`` so that each call appends (label, begin, end) ms."""
-    original = getattr(owner, name)
-
-    def wrapped(*args, **kwargs):
-        begin = time.perf_counter()
-        result = original(*args, **kwargs)
-        stamps.append(f"{label} {1e3 * (begin - started[0]):.1f}-"
-                      f"{1e3 * (time.perf_counter() - started[0]):.1f}")
-        return result
-    setattr(owner, name, wrapped)
-
-
 def trace(imager: MultiDeviceImager, vis: np.ndarray) -> None:
     """When each shard's row blocks were in pinned memory and its later
-    steps ran during one call (ms from the call's start), and the longest
-    stalls of a thread that only sleeps 1 ms at a time (a stall there means
-    some thread held the GIL)."""
-    started = [0.0]
-    stamps: dict[int, list[str]] = {}
-    patched = []
-    for d, shard in enumerate(imager.shards):
-        log = stamps.setdefault(d, [])
-        uploader = shard.uploader
-        original = uploader.rows_to_device
-
-        def traced(arrays, blocks, log=log, original=original):
-            devices, ready = original(arrays, blocks)
-            if ready is None:
-                return devices, ready
-
-            def timed(index):
-                begin = time.perf_counter()
-                events = ready(index)
-                log.append(f"b{index} {1e3 * (begin - started[0]):.1f}-"
-                           f"{1e3 * (time.perf_counter() - started[0]):.1f}")
-                return events
-            return devices, timed
-        uploader.rows_to_device = traced
-        engine = shard.engine
-        for owner, name, label in ((engine.fft, "backward", "fft"),
-                                   (engine.corrector, "planes_to_dirty", "correct"),
-                                   (shard, "_check_finite", "finite"),
-                                   (shard, "_count", "count"),
-                                   (uploader, "to_host", "to_host")):
-            _stamped(log, started, owner, name, label)
-        patched.append(shard)
+    steps ran during one call (ms from the call's start; each shard's
+    :attr:`clgrid.imaging.imager.Imager.trace`), and the longest stalls of a
+    thread that only sleeps 1 ms at a time (a stall there means some thread
+    held the GIL)."""
+    traces = [StageTrace() for _ in imager.shards]
+    for shard, shard_trace in zip(imager.shards, traces):
+        shard.trace = shard_trace
     stalls: list[tuple[float, float]] = []
     running = [True]
+    started = time.perf_counter()
 
     def watch():
         last = time.perf_counter()
@@ -138,24 +104,21 @@ def trace(imager: MultiDeviceImager, vis: np.ndarray) -> None:
             time.sleep(0.001)
             now = time.perf_counter()
             if now - last > 0.004:
-                stalls.append((1e3 * (last - started[0]), 1e3 * (now - last)))
+                stalls.append((1e3 * (last - started), 1e3 * (now - last)))
             last = now
     watcher = threading.Thread(target=watch, daemon=True)
-    started[0] = time.perf_counter()
+    for shard_trace in traces:
+        shard_trace.restart()
+    started = time.perf_counter()
     watcher.start()
     imager.vis2dirty(vis)
-    total = 1e3 * (time.perf_counter() - started[0])
+    total = 1e3 * (time.perf_counter() - started)
     running[0] = False
     watcher.join()
-    for shard in patched:
-        for name in ("_check_finite", "_count"):
-            shard.__dict__.pop(name, None)
-        shard.uploader.__dict__.pop("to_host", None)
-        shard.uploader.__dict__.pop("rows_to_device", None)
-        shard.engine.fft.__dict__.pop("backward", None)
-        shard.engine.corrector.__dict__.pop("planes_to_dirty", None)
-    for d in sorted(stamps):
-        print(f"  shard{d} (ms): " + ", ".join(stamps[d]), flush=True)
+    for shard in imager.shards:
+        shard.trace = None
+    for d, shard_trace in enumerate(traces):
+        print(f"  shard{d} (ms): " + ", ".join(shard_trace.lines()), flush=True)
     print("  stalls of a 1 ms sleeper (start ms, length ms): " + ", ".join(
         f"{a:.1f}+{b:.1f}" for a, b in stalls[:20]), flush=True)
     print(f"  call {total:.1f} ms", flush=True)

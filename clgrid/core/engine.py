@@ -56,6 +56,7 @@ import pyopencl.tools as cl_tools
 
 from ..device.profiles import DeviceProfile
 from .plan import TileShape
+from .trace import StageTrace, stage
 from .transfer import Uploader, row_view
 
 
@@ -278,6 +279,8 @@ class Engine:
         if image is not None:
             self.n_pass = image.planes_per_pass(self.profile, self.plan_bytes)
             self.pruning = image.pruning(self.blocks, self.tiles)
+        #: Host times of the steps of later calls (:mod:`clgrid.core.trace`), or None.
+        self.trace: StageTrace | None = None
         self._pool = WorkspacePool(self)
         #: The workspace made with the plan, on ``queue``; the attributes
         #: ``spreader``, ``planes_d``, ``fft``... are its (see :meth:`lease`).
@@ -409,7 +412,8 @@ class Engine:
         ws = ws or self.primary
         for index, block in enumerate(plan.blocks):
             if ready is not None:
-                events = ready(index)
+                with stage(self.trace, f"b{index}"):
+                    events = ready(index)
                 if events:   # the block's spreading waits for its upload
                     cl.enqueue_barrier(ws.queue, wait_for=events)
             ws.spreader.spread(SpreadJob(
@@ -457,9 +461,11 @@ class Engine:
         ``prune=False`` for grids holding other engines' visibilities too (a
         multi-device sum), whose rows this engine's pruning does not know."""
         ws = ws or self.primary
-        ws.fft.backward(ws.planes_d, self.pruning if prune else None)
-        ws.corrector.planes_to_dirty(ws.planes_d, plane0, n_pass, dirty_d,
-                                     ws.fft.backward_scale, accumulate)
+        with stage(self.trace, "fft"):
+            ws.fft.backward(ws.planes_d, self.pruning if prune else None)
+        with stage(self.trace, "correct"):
+            ws.corrector.planes_to_dirty(ws.planes_d, plane0, n_pass, dirty_d,
+                                         ws.fft.backward_scale, accumulate)
 
     def grid_to_dirty(self, grids, pol: int, dirty_d: cla.Array,
                       ws: "Workspace | None" = None) -> None:

@@ -48,6 +48,7 @@ from ..core.strategies import imaging_engine
 from ..core.plan import (ROWS_IN_PARTS, GridLayout, ImageGeometry, check_allocation,
                          check_freq, check_uvw, precision_of)
 from ..core.setpoints import needs_float_float, positions_to_device
+from ..core.trace import StageTrace, stage
 from ..core.transfer import Uploader, device_array
 from ..device import plancache
 from ..device.profiles import DeviceProfile, context_of, resolve_queue
@@ -280,6 +281,18 @@ class Imager(Operation):
         else:
             self._empty_uploader = uploader
 
+    @property
+    def trace(self) -> StageTrace | None:
+        """Host times of the steps of later calls (:class:`clgrid.core.trace.StageTrace`:
+        block uploads waited for, FFT, correction, checks, counts, downloads),
+        or None (the default: nothing recorded)."""
+        return self.engine.trace if self.engine is not None else None
+
+    @trace.setter
+    def trace(self, trace: StageTrace | None) -> None:
+        if self.engine is not None:
+            self.engine.trace = trace
+
     @contextlib.contextmanager
     def _lease(self, queue: cl.CommandQueue | None):
         """The workspace of one call (:meth:`clgrid.core.engine.Engine.lease`); a stand-in
@@ -404,7 +417,9 @@ class Imager(Operation):
         whether any array was replaced."""
         replaced = False
         for name, array_d in checks:
-            if not _device_count(ws.queue, array_d, "nonfinite", ws.scratch):
+            with stage(self.trace, "finite"):
+                nonfinite = _device_count(ws.queue, array_d, "nonfinite", ws.scratch)
+            if not nonfinite:
                 continue
             used = _used_nonfinite(ws.queue, array_d, arrays["wgt"] if name == "vis" else None,
                                    arrays["mask"])
@@ -417,10 +432,11 @@ class Imager(Operation):
 
     def _count(self, ws, mask_d: cla.Array | None) -> None:
         n_invalid = self.engine.n_invalid
-        self.last_counts = {
-            "n_vis": self.n_rows * self.n_chan, "invalid_uvw": n_invalid,
-            "flagged": (_device_count(ws.queue, mask_d, "zero", ws.scratch)
-                        if mask_d is not None else 0)}
+        with stage(self.trace, "count"):
+            flagged = (_device_count(ws.queue, mask_d, "zero", ws.scratch)
+                       if mask_d is not None else 0)
+        self.last_counts = {"n_vis": self.n_rows * self.n_chan, "invalid_uvw": n_invalid,
+                            "flagged": flagged}
         if n_invalid:
             warnings.warn(f"{n_invalid} of {self.n_rows * self.n_chan} visibilities "
                           "have non-finite uvw and were left out", RuntimeWarning, stacklevel=3)
@@ -558,9 +574,12 @@ class Imager(Operation):
         C-contiguous, as many items), else copied into it, else a new array."""
         if (out is not None and out.dtype == array_d.dtype and out.flags.c_contiguous
                 and out.size == array_d.size):
-            ws.uploader.to_host(array_d, out=out.reshape(array_d.shape))
+            with stage(self.trace, "to_host"):
+                ws.uploader.to_host(array_d, out=out.reshape(array_d.shape))
             return out
-        result = ws.uploader.to_host(array_d).astype(dtype, copy=False).reshape(shape)
+        with stage(self.trace, "to_host"):
+            host = ws.uploader.to_host(array_d)
+        result = host.astype(dtype, copy=False).reshape(shape)
         if out is None:
             return result
         out[...] = result

@@ -57,6 +57,7 @@ import pyopencl.array as cla
 
 from ..device.guard import one_thread_at_a_time
 from ..device.hostio import copy_pool, gather_rows
+from ..core.trace import stage
 from ..core.plan import (FFT_COST_PER_CELL, GRID_COST_PER_TAP, GridLayout, ImageGeometry,
                          check_freq, check_uvw)
 from ..device import plancache
@@ -270,8 +271,9 @@ class MultiDeviceImager:
                                   and dirty.flags.c_contiguous and dirty.size == dirty_d.size)
                         result["image"] = (dirty.reshape(dirty_d.shape) if caller
                                            else np.empty(dirty_d.shape, dirty_d.dtype))
-                    shard.uploader.to_host(dirty_d, out=result["image"],
-                                            accumulate=result["written"])
+                    with stage(shard.trace, "to_host"):
+                        shard.uploader.to_host(dirty_d, out=result["image"],
+                                                accumulate=result["written"])
                     result["written"] = True
             finally:
                 done[d].set()
