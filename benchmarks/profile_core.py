@@ -30,7 +30,7 @@ import clgrid  # noqa: E402
 from clgrid.core.transfer import row_view  # noqa: E402
 from clgrid.core.tuning.timing import timed_calls  # noqa: E402
 from clgrid.core.plan import SPEED_OF_LIGHT, TileShape  # noqa: E402
-from clgrid.core.setpoints import SetPoints  # noqa: E402
+from clgrid.core.setpoints import EsPositions, SetPoints  # noqa: E402
 from clgrid.core.spread import Interpolator  # noqa: E402
 from clgrid.imaging.imager import Imager, _device_count  # noqa: E402
 from clgrid.io.simulate import simulate_observation  # noqa: E402
@@ -104,7 +104,7 @@ def main(argv=None) -> int:
           f"W {imager.kernel_choice.support} sigma {imager.kernel_choice.sigma} "
           f"grid {imager.nu} planes {imager.n_planes} passes {len(engine.passes())} "
           f"tiles {engine.tiles} row blocks {len(engine.blocks)}", flush=True)
-    setpoints = SetPoints(queue, imager.geometry, imager.layout, engine.tiles)
+    setpoints = SetPoints(queue, EsPositions(imager.geometry, imager.layout), engine.tiles)
     timed("set points (keys+sort+starts)", lambda: [
         setpoints(block.uvw_d, engine.freq_scale_d) for block in engine.blocks], queue,
         args.repeats)

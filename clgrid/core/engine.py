@@ -9,7 +9,8 @@ chosen in one place per path, :mod:`clgrid.core.strategies`:
 =============  ==============================  ==================================
 stage          imaging (ES kernel)             table gridders (GCF tables)
 =============  ==============================  ==================================
-points         ``setpoints.SetPoints``          ``table.TableSetPoints`` (by tile
+points         ``setpoints.SetPoints`` of       ``setpoints.SetPoints`` of
+               ``EsPositions``                  ``table.TablePositions`` (by tile
                                                 or, for the register spread, by
                                                 cell)
 spread         ``spread.Spreader``              ``table.TableSpreader`` (tiles) or

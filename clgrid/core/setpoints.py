@@ -1,5 +1,10 @@
 """Gridding core, stage "set points": visibilities binned into tiles on the device.
 
+One class, :class:`SetPoints`, for both kernel sources; what differs is its
+configuration (:class:`PositionSource`): :class:`EsPositions` (the imaging
+path, below) or :class:`clgrid.core.table.TablePositions` (the table
+gridders: table footprints, flags, the cell order of the register spread).
+
 For every visibility (row, channel) a kernel computes its bin: the spreading
 tile holding the first cell of its kernel footprint and, with w-stacking, the
 first w plane it touches (``templates/core_setpoints.cl.mako``).  clgrid's
@@ -17,11 +22,13 @@ On devices without fp64 the positions are computed in float-float pairs
 from __future__ import annotations
 
 import dataclasses
+from typing import Protocol
 
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 import pyopencl.cltypes as cltypes
+import pyopencl.tools as cl_tools
 
 from ..device.kernels import KernelTemplate, launch, real_dtype_name
 from ..device.profiles import DeviceProfile
@@ -79,85 +86,234 @@ def coordinate_scales(geometry: ImageGeometry, layout: GridLayout) -> tuple[floa
             s_w / layout.dw, layout.w0 / layout.dw)
 
 
+class PositionSource(Protocol):
+    """What set points bin, and how: the kernel source's part of set points.
+
+    :class:`EsPositions` (the imaging path: the ES kernel's footprints on
+    the periodic grid, w planes binned too) or
+    :class:`clgrid.core.table.TablePositions` (the table gridders: table
+    footprints, flagged and off-grid points left out, by tile or by cell).
+    It holds what differs -- the template parameters, the kernels' names and
+    arguments, the counters, the records kept per point and the result --
+    and :class:`SetPoints` runs the steps they share (keys, sort, bin
+    starts, records).
+    """
+
+    #: ``'tile'`` (bins of tiles, with bin starts) or ``'cell'`` (one stream
+    #: sorted by footprint start cell).
+    order: str
+    key_dtype: np.dtype
+    #: Counters the key kernel adds to (points left out, by reason).
+    n_counts: int
+    #: Names of the key and record kernels of ``core_setpoints.cl.mako``.
+    kernels: tuple[str, str]
+    #: Plans made per call (their scratch from a pool that keeps it).
+    per_call: bool
+    #: w bins per tile (1 without w-stacking).
+    n_wbins: int
+    #: What the bins depend on besides the tile (:attr:`SetPoints.binning`).
+    binned: object
+
+    def float_float(self, queue: cl.CommandQueue) -> bool:
+        """Whether positions go in float-float on this device."""
+
+    def params(self, tiles: TileShape, as_float_float: bool) -> dict:
+        """The template parameters of ``core_setpoints.cl.mako``."""
+
+    def extent(self, tiles: TileShape) -> tuple[int, int]:
+        """Rows and columns of the binned grid, whole tiles."""
+
+    def check_call(self, n_vis: int, flags_d: cla.Array | None) -> None:
+        """ValueError for a call these set points cannot bin."""
+
+    def key_args(self, stage: "SetPoints", flags_d: cla.Array | None, npol: int) -> tuple:
+        """The key kernel's arguments between ``n_vis`` and the keys."""
+
+    def record_args(self, stage: "SetPoints") -> tuple:
+        """The records kernel's arguments between ``nchan`` and the cells."""
+
+    def record_outputs(self, queue: cl.CommandQueue, n_valid: int, allocator) -> dict:
+        """Arrays of the records kernel's outputs after ``cells``, by the
+        :class:`PointSet` field each becomes."""
+
+    def result(self, points: PointSet, counts: np.ndarray, n_vis: int,
+               binning: tuple) -> object:
+        """What a call returns: the points, with the counters read."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EsPositions:
+    """Set points of the imaging path (:class:`PositionSource`): each
+    visibility's bin is the tile of its ES footprint's first cell on the
+    periodic grid of ``layout`` and its first w plane; points with a
+    non-finite uvw are counted and left out; each kept point's cells and
+    offsets are kept (``point_records``)."""
+
+    geometry: ImageGeometry
+    layout: GridLayout
+
+    order = "tile"
+    key_dtype = np.dtype(np.uint32)
+    n_counts = 1
+    kernels = ("bin_keys", "point_records")
+    per_call = False   # one plan per observation
+
+    def float_float(self, queue: cl.CommandQueue) -> bool:
+        return needs_float_float(queue, self.geometry)
+
+    def params(self, tiles: TileShape, as_float_float: bool) -> dict:
+        return {"support": self.layout.choice.support, "tile_u": tiles.tile_u,
+                "tile_v": tiles.lanes, "do_w": self.geometry.do_w,
+                "real": real_dtype_name(self.geometry.grid_real), "positions": "es",
+                "oversample": 1, "conjugate": False, "w_planes": 1, "key_order": "tile",
+                "float_float": as_float_float}
+
+    def extent(self, tiles: TileShape) -> tuple[int, int]:
+        return self.layout.nu, self.layout.nv
+
+    @property
+    def n_wbins(self) -> int:
+        return self.layout.n_wbins
+
+    def check_call(self, n_vis: int, flags_d: cla.Array | None) -> None:
+        if flags_d is not None:
+            raise ValueError("the ES set points bin every point: masks go to the spread")
+
+    def _scales(self, as_float_float: bool) -> tuple:
+        return position_args(coordinate_scales(self.geometry, self.layout), as_float_float)
+
+    def key_args(self, stage: "SetPoints", flags_d: cla.Array | None, npol: int) -> tuple:
+        return (np.int32(self.layout.nu), np.int32(self.layout.nv), np.int32(stage.ntiles_v),
+                *self._scales(stage.float_float), np.int32(self.layout.n_wbins))
+
+    def record_args(self, stage: "SetPoints") -> tuple:
+        return (np.int32(self.layout.nu), np.int32(self.layout.nv),
+                *self._scales(stage.float_float))
+
+    def record_outputs(self, queue: cl.CommandQueue, n_valid: int, allocator) -> dict:
+        """Each kept point's offsets past its cells (the spreaders' ``fracs``)."""
+        real4 = cltypes.float4 if self.geometry.grid_real == np.float32 else cltypes.double4
+        return {"fracs": cla.empty(queue, max(n_valid, 1), real4)}
+
+    @property
+    def binned(self) -> "EsPositions":
+        return self
+
+    def result(self, points: PointSet, counts: np.ndarray, n_vis: int,
+               binning: tuple) -> PointSet:
+        return points
+
+
 class SetPoints:
-    """Compile-once binning of one observation's visibilities on one device.
+    """Compile-once binning of visibilities on one device (the engine's
+    :class:`clgrid.core.engine.PointsStage`), for either kernel source.
 
     Parameters
     ----------
     queue
         Command queue of the device.
-    geometry, layout, tiles
-        From :mod:`clgrid.core.plan`.
+    source
+        What is binned and how (:class:`PositionSource`): :class:`EsPositions`
+        or :class:`clgrid.core.table.TablePositions`.
+    tiles
+        The spreading tile (from :mod:`clgrid.core.plan`): the bins are its tiles.
+    float_float
+        Positions in float-float, as on devices without fp64 (None: the
+        source decides by the device; tests force it).
     """
 
-    def __init__(self, queue: cl.CommandQueue, geometry: ImageGeometry, layout: GridLayout,
-                 tiles: TileShape):
-        self.queue = queue
-        self.sort = RadixSort(queue)
-        self.geometry, self.layout, self.tiles = geometry, layout, tiles
+    def __init__(self, queue: cl.CommandQueue, source: PositionSource, tiles: TileShape,
+                 float_float: bool | None = None):
+        self.queue, self.source, self.tiles = queue, source, tiles
+        self.order = source.order
         #: No fp64 on the device: uvw, freq / c and the scales as float-float.
-        self.float_float = needs_float_float(queue, geometry)
-        self.template = KernelTemplate(
-            queue, "core_setpoints.cl.mako",
-            {"support": layout.choice.support, "tile_u": tiles.tile_u,
-             "tile_v": tiles.lanes, "do_w": geometry.do_w,
-             "real": real_dtype_name(geometry.grid_real), "positions": "es",
-             "oversample": 1, "conjugate": False, "w_planes": 1, "key_order": "tile",
-             "float_float": self.float_float},
-            need_f64=not self.float_float)
-        self._keys = self.template.kernel("bin_keys")
-        self._starts = self.template.kernel("bin_starts")
-        self._records = self.template.kernel("point_records")
-        self.ntiles_u = layout.nu // tiles.tile_u
-        self.ntiles_v = layout.nv // tiles.lanes
-        self.n_bins = self.ntiles_u * self.ntiles_v * layout.n_wbins
+        self.float_float = (source.float_float(queue) if float_float is None
+                            else bool(float_float))
+        self.key_dtype = source.key_dtype
+        self.sort = RadixSort(queue, key_dtype=self.key_dtype)
+        template = KernelTemplate(queue, "core_setpoints.cl.mako",
+                                  source.params(tiles, self.float_float),
+                                  need_f64=not self.float_float)
+        keys, records = source.kernels
+        self._keys = template.kernel(keys)
+        self._starts = template.kernel("bin_starts")
+        self._records = template.kernel(records)
+        #: The binned grid's sides, whole tiles.
+        self.rows, self.cols = source.extent(tiles)
+        self.ntiles_u = self.rows // tiles.tile_u
+        self.ntiles_v = self.cols // tiles.lanes
+        self.n_bins = self.ntiles_u * self.ntiles_v * source.n_wbins
         if self.n_bins >= 2 ** 32 - 1:
             raise ValueError(f"{self.n_bins} bins do not fit 32-bit keys: "
                              "image fewer pixels or split the w range")
+        self._dummy_flags = cla.empty(queue, 1, np.uint8)
+        # Plans made per call draw their buffers from a pool that keeps them:
+        # a Gridder called again and again re-plans into memory already
+        # touched (fresh host pages cost the CPU runtimes about a third of
+        # the set points at 1 M visibilities).
+        self.allocator = (cl_tools.MemoryPool(cl_tools.ImmediateAllocator(queue))
+                          if source.per_call else None)
+
+    @property
+    def binning(self) -> tuple:
+        """What the points' bins depend on; equal for interchangeable set points."""
+        return (self.source.binned, self.tiles)
+
+    def upload(self, uvw_m: np.ndarray, freq_scale: np.ndarray) -> tuple[cla.Array, cla.Array]:
+        """``uvw_m`` (nrow, 3) and ``freq_scale`` (nchan,) on the device as
+        these set points read them: float64, or float-float pairs."""
+        return (positions_to_device(self.queue, uvw_m, self.float_float),
+                positions_to_device(self.queue, freq_scale, self.float_float))
 
     def __call__(self, uvw_d: cla.Array, freq_scale_d: cla.Array,
-                 flags_d: cla.Array | None = None, npol: int = 1) -> PointSet:
+                 flags_d: cla.Array | None = None, npol: int = 1):
         """Bin every (row, channel) of ``uvw_d`` (nrow, 3) metres and
-        ``freq_scale_d`` (nchan,) freq / c on the device (the engine's
-        :class:`clgrid.core.engine.PointsStage`; flags are the spread's
-        masks here, never set points')."""
-        if flags_d is not None:
-            raise ValueError("the ES set points bin every point: masks go to the spread")
-        queue = self.queue
+        ``freq_scale_d`` (nchan,) freq / c on the device; ``flags_d``: (nrow,
+        nchan, npol) uint8, nonzero = flagged, for sources that leave
+        flagged points out.  The source's result
+        (:meth:`PositionSource.result`)."""
+        queue, source, alloc = self.queue, self.source, self.allocator
         n_chan = freq_scale_d.shape[0]
         n_vis = uvw_d.shape[0] * n_chan
-        keys = cla.empty(queue, max(n_vis, 1), np.uint32)
-        n_invalid_d = cla.zeros(queue, 1, np.uint32)
-        n_invalid = 0
+        source.check_call(n_vis, flags_d)
+        counts_d = cla.zeros(queue, source.n_counts, np.uint32, allocator=alloc)
+        keys = cla.empty(queue, max(n_vis, 1), self.key_dtype, allocator=alloc)
         if n_vis:
             launch(self._keys, queue, (n_vis,), uvw_d.data, freq_scale_d.data,
-                   np.uint32(n_chan), np.uint32(n_vis), np.int32(self.layout.nu),
-                   np.int32(self.layout.nv), np.int32(self.ntiles_v), *self._scales(),
-                   np.int32(self.layout.n_wbins), keys.data, n_invalid_d.data, group=(256,))
-            n_invalid = int(n_invalid_d.get()[0])
-        # keys sort as min(key, n_bins): the invalid ones (INVALID_KEY) last
-        sorted_index, bin_start = sort_into_bins(queue, self.sort, self._starts, keys, n_vis,
-                                                 self.n_bins)
-        points = PointSet(sorted_index, bin_start, n_vis - n_invalid, n_invalid,
-                          self.ntiles_u, self.ntiles_v, bin_start.get())
+                   np.uint32(n_chan), np.uint32(n_vis), *source.key_args(self, flags_d, npol),
+                   keys.data, counts_d.data, group=(256,))
+        sorted_index, bin_start = self._sort(keys, n_vis)
+        counts = counts_d.get() if n_vis else np.zeros(source.n_counts, np.uint32)
+        n_valid = n_vis - int(counts.sum())
+        points = PointSet(sorted_index, bin_start, n_valid, n_vis - n_valid, self.ntiles_u,
+                          self.ntiles_v, bin_start.get() if self.order == "tile" else None)
         self._write_records(points, uvw_d, freq_scale_d)
-        return points
+        return source.result(points, counts, n_vis, self.binning)
+
+    def _sort(self, keys: cla.Array, n_vis: int) -> tuple[cla.Array, cla.Array]:
+        """Indices in key order and the bins' starts (the cell order has no
+        bins: one sorted stream)."""
+        if self.order == "cell":
+            sorted_index = sort_by_key(self.queue, self.sort, keys, n_vis,
+                                       self.source.n_cell_keys, self.allocator)[1]
+            return sorted_index, cla.zeros(self.queue, 1, np.uint32)
+        return sort_into_bins(self.queue, self.sort, self._starts, keys, n_vis, self.n_bins,
+                              self.allocator)
 
     def _write_records(self, points: PointSet, uvw_d: cla.Array,
                        freq_scale_d: cla.Array) -> None:
+        """Each kept point's cells, and what else the source keeps, in sorted order."""
         n_valid = points.n_valid
-        real4 = cltypes.float4 if self.geometry.grid_real == np.float32 else cltypes.double4
-        points.cells = cla.empty(self.queue, max(n_valid, 1), cltypes.int4)
-        points.fracs = cla.empty(self.queue, max(n_valid, 1), real4)
+        points.cells = cla.empty(self.queue, max(n_valid, 1), cltypes.int4,
+                                 allocator=self.allocator)
+        extra = self.source.record_outputs(self.queue, n_valid, self.allocator)
+        for name, array in extra.items():
+            setattr(points, name, array)
         if n_valid:
             launch(self._records, self.queue, (n_valid,), points.sorted_index.data,
                    np.uint32(n_valid), uvw_d.data, freq_scale_d.data,
-                   np.uint32(freq_scale_d.shape[0]), np.int32(self.layout.nu),
-                   np.int32(self.layout.nv), *self._scales(), points.cells.data,
-                   points.fracs.data, group=(256,))
-
-    def _scales(self) -> tuple:
-        return position_args(coordinate_scales(self.geometry, self.layout), self.float_float)
+                   np.uint32(freq_scale_d.shape[0]), *self.source.record_args(self),
+                   points.cells.data, *(array.data for array in extra.values()), group=(256,))
 
 
 def needs_float_float(queue: cl.CommandQueue, geometry: ImageGeometry) -> bool:
@@ -256,6 +412,6 @@ def round_up(n: int, multiple: int) -> int:
     return -(-int(n) // multiple) * multiple
 
 
-__all__ = ["PointSet", "SetPoints", "coordinate_scales", "float_float", "freq_scale",
+__all__ = ["EsPositions", "PointSet", "PositionSource", "SetPoints", "coordinate_scales", "float_float", "freq_scale",
            "needs_float_float", "position_args", "positions_to_device", "round_up",
            "sort_by_key", "sort_into_bins"]

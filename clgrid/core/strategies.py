@@ -24,9 +24,10 @@ from .plan import (GridLayout, ImageGeometry, TileShape, check_points_fit, plane
                    row_blocks)
 from .register import (RecordScan, RegisterInterpolator, RegisterParams, RegisterSpreader,
                        degrid_by_register)
-from .setpoints import SetPoints, freq_scale, needs_float_float, positions_to_device
+from .setpoints import (EsPositions, SetPoints, freq_scale, needs_float_float,
+                        positions_to_device)
 from .spread import Interpolator, Spreader
-from .table import (TableGrid, TableInterpolator, TableSetPoints, TableSpreader, check_tiles,
+from .table import (TableGrid, TableInterpolator, TablePositions, TableSpreader, check_tiles,
                     fit_staging, table_tiles)
 from .tuning.tiles import cached_tiles
 
@@ -83,7 +84,7 @@ def imaging_engine(queue: cl.CommandQueue, geometry: ImageGeometry, layout: Grid
     # refuse a plane or an image that cannot fit before the points' bins
     # (one per tile of the grid) take host and device memory
     planes_per_pass(profile, layout, image.grid_complex, uvw_d.nbytes, image.image_bytes)
-    set_points = SetPoints(queue, geometry, layout, tiles)
+    set_points = SetPoints(queue, EsPositions(geometry, layout), tiles)
     bounds = row_blocks(profile, uvw_d.shape[0], n_chan, vis_per_block)
     check_points_fit(profile, uvw_d.shape[0] * n_chan,
                      max(row_stop - row0 for row0, row_stop in bounds) * n_chan,
@@ -123,7 +124,7 @@ def table_engine(queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Arr
     profile = DeviceProfile.from_device(queue.device)
     if method == "register":
         # the tile only shapes the set points' (unused) bins in cell order
-        set_points = TableSetPoints(queue, grid, TileShape(8, 8), "cell")
+        set_points = SetPoints(queue, TablePositions(grid, "cell"), TileShape(8, 8))
         #: Runs of equal points (cell, table slice), cut once per plan.
         records = RecordScan(queue, grid)
         by_blocks = not spread and (register_params is not None or grid.gcf_read != "buffer"
@@ -142,7 +143,7 @@ def table_engine(queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Arr
         tiles = fit_staging(grid, tiles if tiles is not None
                             else table_tiles(profile, grid.support), profile)
         check_tiles(grid, tiles, profile)
-        set_points = TableSetPoints(queue, grid, tiles)
+        set_points = SetPoints(queue, TablePositions(grid), tiles)
         records = None
 
         def interpolator(q):

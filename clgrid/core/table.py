@@ -11,7 +11,8 @@ The same stages as the ES path, with the table gridder's conventions
 along x, positions rounded to ``1 / O`` cell, W plane ``rint(w / w_step)``,
 ``w < 0`` conjugated):
 
-* :class:`TableSetPoints` (``core_setpoints.cl.mako`` with
+* :class:`TablePositions`, the table's configuration of the shared
+  :class:`clgrid.core.setpoints.SetPoints` (``core_setpoints.cl.mako`` with
   ``positions="table"``): a bin key per visibility (``table_keys``: the tile
   of its footprint start; flagged, off-grid and non-finite points left out
   and counted on the device), clgrid's stable radix sort, bin starts, and
@@ -36,15 +37,12 @@ import dataclasses
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
-import pyopencl.tools as cl_tools
 
 from ..device.kernels import KernelTemplate, launch, real_dtype_name
 from ..device.profiles import DeviceProfile
-from ..device.radixsort import RadixSort
 from .eskernel import KernelChoice
 from .plan import GridLayout, TileShape, row_taps
-from .setpoints import (PointSet, position_args, positions_to_device, round_up, sort_by_key,
-                        sort_into_bins)
+from .setpoints import PointSet, position_args, round_up
 from .engine import InterpolateJob, SpreadJob
 from .transfer import row_view
 from .spread import WorkList, block_list, tile_words, work_list
@@ -359,8 +357,9 @@ class TablePoints:
     n_flagged: int
     n_offgrid: int
     n_nonfinite: int
-    #: (grid, tiles, order) of the :class:`TableSetPoints` that made them:
-    #: spreading them with another binning would read past the bins.
+    #: The :attr:`clgrid.core.setpoints.SetPoints.binning` of the set points
+    #: that made them: spreading them with another binning would read past
+    #: the bins.
     binning: tuple = ()
 
     @property
@@ -371,124 +370,109 @@ class TablePoints:
     n_valid = n_kept
 
 
-class TableSetPoints:
-    """Compile-once binning of table-gridder visibilities on one device:
-    ``order='tile'`` bins them by the tile of their footprint start (with
-    bin starts, for :class:`TableSpreader`), ``order='cell'`` sorts them by
-    the start cell itself, row-major, then by table slice (32-bit keys where
-    the (cell, slice) pairs fit, else 64-bit; for the register spread,
-    :mod:`clgrid.core.register`, which merges the equal points this makes
-    adjacent)."""
+@dataclasses.dataclass(frozen=True)
+class TablePositions:
+    """Set points of a table gridder (:class:`clgrid.core.setpoints.PositionSource`
+    of :class:`clgrid.core.setpoints.SetPoints`, ``core_setpoints.cl.mako``
+    with ``positions="table"``): ``order='tile'`` bins the visibilities by
+    the tile of their footprint start (with bin starts, for the tile spread),
+    ``order='cell'`` sorts them by the start cell itself, row-major, then by
+    table slice (32-bit keys where the (cell, slice) pairs fit, else 64-bit;
+    for the register spread, :mod:`clgrid.core.register`, which merges the
+    equal points this makes adjacent).  Flagged, off-grid and non-finite
+    points are counted and left out; each kept point's footprint start and
+    table index are kept (``table_records``).  ``wide_keys``: 64-bit keys
+    in the cell order whatever the grid (None: where needed; tests,
+    benchmarks)."""
 
-    def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tiles: TileShape,
-                 order: str = "tile", float_float: bool | None = None,
-                 wide_keys: bool | None = None):
-        if order not in KEY_ORDERS:
-            raise ValueError(f"order must be one of {KEY_ORDERS}, got {order!r}")
-        #: Sort keys of the cell order: (cell, table slice) pairs.
-        self.n_cell_keys = grid.nx * grid.ny * grid.w_planes * grid.oversample ** 2
-        if order == "cell" and self.n_cell_keys >= 2 ** 64 - 1:
-            raise ValueError(f"a {grid.ny} x {grid.nx} grid of {grid.w_planes} w planes has "
+    grid: TableGrid
+    order: str = "tile"
+    wide_keys: bool | None = None
+
+    n_counts = 3   # flagged, off the grid, not finite
+    kernels = ("table_keys", "table_records")
+    per_call = True   # a plan per call or Gridder.plan
+    n_wbins = 1
+
+    def __post_init__(self):
+        if self.order not in KEY_ORDERS:
+            raise ValueError(f"order must be one of {KEY_ORDERS}, got {self.order!r}")
+        if self.order == "cell" and self.n_cell_keys >= 2 ** 64 - 1:
+            g = self.grid
+            raise ValueError(f"a {g.ny} x {g.nx} grid of {g.w_planes} w planes has "
                              "too many (cell, slice) pairs for 64-bit sort keys")
-        self.queue, self.grid, self.tiles, self.order = queue, grid, tiles, order
-        #: Positions in float-float, as on devices without fp64 (None: decided
-        #: by the device).
-        self.float_float = (not DeviceProfile.from_device(queue.device).fp64
-                            if float_float is None else bool(float_float))
-        # 32-bit keys where the (cell, slice) pairs fit below the invalid key
-        # (a third less to move per radix pass than 64-bit ones); wide_keys
-        # forces 64-bit cell keys (tests, benchmarks)
-        if wide_keys is None:
-            wide_keys = order == "cell" and self.n_cell_keys >= 2 ** 32 - 1
-        if wide_keys and order != "cell":
+        if self.wide_keys and self.order != "cell":
             raise ValueError("wide_keys: the cell order's keys only")
-        self.key_dtype = np.dtype(np.uint64 if wide_keys else np.uint32)
-        self.sort = RadixSort(queue, key_dtype=self.key_dtype)
-        template = KernelTemplate(
-            queue, "core_setpoints.cl.mako",
-            {"support": grid.support, "tile_u": tiles.tile_u, "tile_v": tiles.lanes,
-             "do_w": False, "real": real_dtype_name(grid.real), "positions": "table",
-             "oversample": grid.oversample, "conjugate": grid.conjugate_negative_w,
-             "w_planes": grid.w_planes, "key_order": order,
-             "wide_keys": self.key_dtype == np.uint64,
-             "float_float": self.float_float}, need_f64=not self.float_float)
-        self._keys = template.kernel("table_keys")
-        self._starts = template.kernel("bin_starts")
-        self._records = template.kernel("table_records")
-        self.rows = round_up(grid.ny, tiles.tile_u)
-        self.cols = round_up(grid.nx, tiles.lanes)
-        self.ntiles_u = self.rows // tiles.tile_u
-        self.ntiles_v = self.cols // tiles.lanes
-        self.n_bins = self.ntiles_u * self.ntiles_v
-        self._dummy_flags = cla.empty(queue, 1, np.uint8)
-        # Buffers of a call come back to this pool when its points go: a
-        # Gridder called again and again re-plans into memory already
-        # touched (fresh host pages cost the CPU runtimes about a third of
-        # the set points at 1 M visibilities).
-        self.allocator = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(queue))
 
-    def _geometry_args(self) -> tuple:
+    @property
+    def n_cell_keys(self) -> int:
+        """Sort keys of the cell order: (cell, table slice) pairs."""
+        g = self.grid
+        return g.nx * g.ny * g.w_planes * g.oversample ** 2
+
+    @property
+    def key_dtype(self) -> np.dtype:
+        # 32-bit keys where the (cell, slice) pairs fit below the invalid key
+        # (a third less to move per radix pass than 64-bit ones)
+        wide = self.wide_keys
+        if wide is None:
+            wide = self.order == "cell" and self.n_cell_keys >= 2 ** 32 - 1
+        return np.dtype(np.uint64 if wide else np.uint32)
+
+    def float_float(self, queue: cl.CommandQueue) -> bool:
+        """Positions in float-float on devices without fp64."""
+        return not DeviceProfile.from_device(queue.device).fp64
+
+    def params(self, tiles: TileShape, as_float_float: bool) -> dict:
+        g = self.grid
+        return {"support": g.support, "tile_u": tiles.tile_u, "tile_v": tiles.lanes,
+                "do_w": False, "real": real_dtype_name(g.real), "positions": "table",
+                "oversample": g.oversample, "conjugate": g.conjugate_negative_w,
+                "w_planes": g.w_planes, "key_order": self.order,
+                "wide_keys": self.key_dtype == np.uint64, "float_float": as_float_float}
+
+    def extent(self, tiles: TileShape) -> tuple[int, int]:
+        """The grid padded to whole tiles (the table grid is not periodic)."""
+        return round_up(self.grid.ny, tiles.tile_u), round_up(self.grid.nx, tiles.lanes)
+
+    def check_call(self, n_vis: int, flags_d: cla.Array | None) -> None:
+        if n_vis >= 2 ** 31:
+            raise ValueError(f"{n_vis} visibilities: the core takes fewer than 2**31 "
+                             "per call; grid the rows in parts (out=)")
+
+    def _geometry_args(self, as_float_float: bool) -> tuple:
         g = self.grid
         w_step = g.w_step_lambda if g.w_planes > 1 else 1.0
-        if self.float_float:
+        if as_float_float:
             return (np.int32(g.nx), np.int32(g.ny), *position_args(
                 [g.nx * g.cell_size_rad, g.ny * g.cell_size_rad, 1.0 / w_step], True))
         return (np.int32(g.nx), np.int32(g.ny), *position_args([g.cell_size_rad, w_step], False))
 
-    def upload(self, uvw_m: np.ndarray, freq_scale: np.ndarray) -> tuple[cla.Array, cla.Array]:
-        """``uvw_m`` (nrow, 3) and ``freq_scale`` (nchan,) on the device as
-        these set points read them: float64, or float-float pairs."""
-        return (positions_to_device(self.queue, uvw_m, self.float_float),
-                positions_to_device(self.queue, freq_scale, self.float_float))
+    def key_args(self, stage, flags_d: cla.Array | None, npol: int) -> tuple:
+        return (*self._geometry_args(stage.float_float), np.int32(stage.ntiles_v),
+                (flags_d if flags_d is not None else stage._dummy_flags).data,
+                np.uint32(npol), np.int32(flags_d is not None))
 
-    def __call__(self, uvw_d: cla.Array, freq_scale_d: cla.Array,
-                 flags_d: cla.Array | None = None, npol: int = 1) -> TablePoints:
-        """Bin every (row, channel) of ``uvw_d`` (nrow, 3) float64 metres and
-        ``freq_scale_d`` (nchan,) freq / c; ``flags_d``: (nrow, nchan, npol)
-        uint8, nonzero = flagged (None: none)."""
-        queue = self.queue
-        n_chan = freq_scale_d.shape[0]
-        n_vis = uvw_d.shape[0] * n_chan
-        if n_vis >= 2 ** 31:
-            raise ValueError(f"{n_vis} visibilities: the core takes fewer than 2**31 "
-                             "per call; grid the rows in parts (out=)")
-        alloc = self.allocator
-        counts_d = cla.zeros(queue, 3, np.uint32, allocator=alloc)
-        keys = cla.empty(queue, max(n_vis, 1), self.key_dtype, allocator=alloc)
-        if n_vis:
-            launch(self._keys, queue, (n_vis,), uvw_d.data, freq_scale_d.data,
-                   np.uint32(n_chan), np.uint32(n_vis), *self._geometry_args(),
-                   np.int32(self.ntiles_v),
-                   (flags_d if flags_d is not None else self._dummy_flags).data,
-                   np.uint32(npol), np.int32(flags_d is not None), keys.data, counts_d.data,
-                   group=(256,))
-        if self.order == "cell":
-            sorted_index = sort_by_key(queue, self.sort, keys, n_vis, self.n_cell_keys,
-                                       alloc)[1]
-            bin_start = cla.zeros(queue, 1, np.uint32)   # no bins: one sorted stream
-        else:
-            sorted_index, bin_start = sort_into_bins(queue, self.sort, self._starts, keys,
-                                                     n_vis, self.n_bins, alloc)
-        n_flagged, n_offgrid, n_nonfinite = (int(c) for c in counts_d.get())
-        n_valid = n_vis - n_flagged - n_offgrid - n_nonfinite
-        cells = cla.empty(queue, max(n_valid, 1), cl.cltypes.int4, allocator=alloc)
-        if n_valid:
-            launch(self._records, queue, (n_valid,), sorted_index.data, np.uint32(n_valid),
-                   uvw_d.data, freq_scale_d.data, np.uint32(n_chan), *self._geometry_args(),
-                   cells.data, group=(256,))
-        points = PointSet(sorted_index, bin_start, n_valid, n_vis - n_valid, self.ntiles_u,
-                          self.ntiles_v, bin_start.get() if self.order == "tile" else None,
-                          cells=cells)
-        return TablePoints(points, n_vis, n_flagged, n_offgrid, n_nonfinite, self.binning)
+    def record_args(self, stage) -> tuple:
+        return self._geometry_args(stage.float_float)
+
+    def record_outputs(self, queue: cl.CommandQueue, n_valid: int, allocator) -> dict:
+        return {}   # the table index rides in the cells
 
     @property
-    def binning(self) -> tuple:
-        """What the points' bins depend on; equal for interchangeable set points
-        (how the table is read is not: a buffer's and an image's points are
-        the same, those of image-linear's finer positions are not, by their
-        oversampling)."""
-        return (dataclasses.replace(self.grid, gcf_read="buffer" if self.grid.steps == 1
-                                    else self.grid.gcf_read), self.tiles, self.order)
+    def binned(self) -> tuple:
+        """What the points' bins depend on besides the tile: equal for
+        interchangeable set points (how the table is read is not: a buffer's
+        and an image's points are the same, those of image-linear's finer
+        positions are not, by their oversampling)."""
+        grid = self.grid
+        return (dataclasses.replace(grid, gcf_read="buffer" if grid.steps == 1
+                                    else grid.gcf_read), self.order)
+
+    def result(self, points: PointSet, counts: np.ndarray, n_vis: int,
+               binning: tuple) -> "TablePoints":
+        n_flagged, n_offgrid, n_nonfinite = (int(c) for c in counts)
+        return TablePoints(points, n_vis, n_flagged, n_offgrid, n_nonfinite, binning)
 
 
 def _spread_params(grid: TableGrid, tiles: TileShape, vis_real: np.dtype, weighted: bool,
@@ -934,6 +918,6 @@ __all__ = ["GCF_READS", "LINEAR_STEPS", "gcf_image_fits", "gcf_image_params",
            "gcf_image_shape", "gcf_images", "gcf_texels", "linear_steps",
            "KEY_ORDERS", "MAX_TABLE_SUPPORT", "TABLE_CONJUGATE", "TableGrid",
            "default_record_kernels", "max_table_support",
-           "TableInterpolator", "TablePoints", "TableSetPoints", "TableSpreader", "TableValues",
+           "TableInterpolator", "TablePoints", "TablePositions", "TableSpreader", "TableValues",
            "check_table_job", "check_tiles", "fit_staging", "staging_bytes", "table_tiles",
            "vector_taps", "VECTOR_SLICE_TAPS", "VECTOR_TAPS"]

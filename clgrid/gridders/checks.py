@@ -2,7 +2,8 @@
 
 Conventions of :class:`clgrid.Gridder` and :class:`clgrid.Degridder` (the
 positions themselves are computed on the device by the core's set points,
-:class:`clgrid.core.table.TableSetPoints`; the rounding is that of
+:class:`clgrid.core.setpoints.SetPoints` with
+:class:`clgrid.core.table.TablePositions`; the rounding is that of
 :mod:`clgrid.gridders.gcf`):
 
 * ``w < 0``: ``(u, v, w)`` is negated and the visibility conjugated (the

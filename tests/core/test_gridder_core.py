@@ -147,8 +147,8 @@ def test_float_float_positions_match_double(cl_env):
     """Set points in float-float (devices without fp64) give the same cells,
     table indices and drops as in double, on a 65536-cell grid oversampled
     128 times (positions up to 2^23 steps: float alone would miss 1 in 6)."""
-    from clgrid.core.table import TableGrid, TableSetPoints
-    from clgrid.core.setpoints import float_float, freq_scale
+    from clgrid.core.table import TableGrid, TablePositions
+    from clgrid.core.setpoints import SetPoints, float_float, freq_scale
     _skip_without_fp64(cl_env)
     rng = np.random.default_rng(81)
     nx = ny = 65536
@@ -160,7 +160,8 @@ def test_float_float_positions_match_double(cl_env):
     scale = freq_scale(np.array([1.0e9, 1.5e9]))
     cells = {}
     for ff in (False, True):
-        set_points = TableSetPoints(cl_env.queue, grid, TileShape(8, 8), "cell", float_float=ff)
+        set_points = SetPoints(cl_env.queue, TablePositions(grid, "cell"), TileShape(8, 8),
+                               float_float=ff)
         points = set_points(*set_points.upload(uvw, scale))
         cells[ff] = (points.points.cells.get()[:points.n_kept],
                      (points.n_kept, points.n_offgrid, points.n_nonfinite))
@@ -887,16 +888,16 @@ def test_register_sort_keys_of_both_widths(cl_env, w_planes, key_dtype):
 def test_cell_order_keys_forced_wide_sort_alike(cl_env):
     """64-bit cell keys forced where 32 bits would do sort the points as the
     32-bit ones do (the same stable order)."""
-    from clgrid.core.setpoints import freq_scale
-    from clgrid.core.table import TableGrid, TableSetPoints
+    from clgrid.core.setpoints import SetPoints, freq_scale
+    from clgrid.core.table import TableGrid, TablePositions
     _skip_without_fp64(cl_env)
     rng = np.random.default_rng(5)
     uvw, cell = setup_case(rng, 64, 64, 200, 6, tracks=True)
     grid = TableGrid(64, 64, cell, 6, 4, 1, 0.0, True, True, True, np.dtype(np.float32))
     cells = []
     for wide_keys in (None, True):
-        set_points = TableSetPoints(cl_env.queue, grid, TileShape(8, 8), "cell",
-                                    wide_keys=wide_keys)
+        set_points = SetPoints(cl_env.queue, TablePositions(grid, "cell", wide_keys),
+                               TileShape(8, 8))
         assert set_points.key_dtype == (np.uint64 if wide_keys else np.uint32)
         points = set_points(*set_points.upload(uvw, freq_scale(FREQ_HZ)))
         assert points.n_kept > 100
