@@ -51,7 +51,8 @@ def parse_args(argv=None):
     parser.add_argument("--tiles", default=None,
                         help="spreading tile: TileShape's fields in order, comma-separated "
                              "('8,8,4096' a GPU tile; '16,16,2147483648,1,8,1,horner' a CPU "
-                             "vector tile of 8 planes a block); default the device's")
+                             "vector tile of 8 planes a block; '32,32,4096,groups=8,sums=fixed' "
+                             "by name); default the device's")
     parser.add_argument("--per-point-interp", action="store_true",
                         help="CPUs: interpolate point by point (interpolate_vector) instead "
                              "of from tile windows (interpolate_tiles)")
@@ -65,9 +66,17 @@ TIMES: dict[str, float] = {}
 
 
 def tile_shape(text: str) -> TileShape:
-    """A TileShape from its fields in order: integers, then words (kernel_eval)."""
-    return TileShape(*(int(part) if part.strip().lstrip("-").isdigit() else part.strip()
-                       for part in text.split(",")))
+    """A TileShape from its fields in order (integers, then words), or by
+    name: ``'8,8,4096'``, ``'32,32,4096,groups=8,sums=fixed'``."""
+    def value(part: str):
+        part = part.strip()
+        if part in ("True", "False"):
+            return part == "True"
+        return int(part) if part.lstrip("-").isdigit() else part
+    parts = [part for part in text.split(",") if part.strip()]
+    named = dict(part.split("=", 1) for part in parts if "=" in part)
+    return TileShape(*(value(part) for part in parts if "=" not in part),
+                     **{name.strip(): value(text) for name, text in named.items()})
 
 
 def timed(label: str, run, queue, repeats: int) -> float:

@@ -63,6 +63,11 @@
     vec = real + "2"
     vvec = vis_real + "2"
     float_float = context.get("float_float", False)
+    # the GPU kernel's tile sums: "registers" (lane columns, float batches into
+    # double totals) or "fixed" (64-bit fixed point in local memory, below)
+    sums = context.get("sums", "registers")
+    if sums not in ("registers", "fixed"):
+        raise ValueError(f"sums must be 'registers' or 'fixed', got {sums!r}")
     if float_float and (vector or real != "float"):
         raise ValueError("float_float: the GPU kernels of a float grid only")
     # uvw, freq / c and the facet shifts: doubles, or (hi, lo) float pairs
@@ -278,7 +283,176 @@ __kernel void gather_values(__global const int4 *cells, const unsigned int n_val
                             wgt, mask, shift_u, shift_v, phasors);
 }
 % endif
-% if not vector:
+% if not vector and sums == "fixed":
+<%
+    if real != "float" or float_float or kernel_source != "es":
+        raise ValueError("sums 'fixed': the ES kernel on a float grid of a device with fp64")
+%>\
+#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
+#define WG (LANES * GROUPS)
+#define CELLS (TILE_U * LANES)
+#define FOOTPRINT (SUPPORT * SUPPORT)
+
+// The largest |part| of the chunk's values (their float bits: for
+// non-negative floats the order of the bits is the order of the values, so
+// the maximum is exact whatever the order of the atomics) and the chunk's
+// point count: every cell of the tile sums at most count values times kernel
+// weights <= 1, so |sum| < 2^(e(max) + e(count)).
+inline int fixed_exponent(__global const int4 *cells, __global const ${vec} *values,
+                          __global const unsigned int *bin_start, const int tu,
+                          const int tv, const int ntiles_u, const int ntiles_v,
+                          const int n_wbins, const int wlo, const int whi,
+                          const unsigned int chunk_lo, const unsigned int chunk_hi,
+                          volatile __local unsigned int *s_max)
+{
+    const int tid = get_local_id(0);
+    unsigned int seen = 0, count = 0, largest = 0;
+    for (int sb = 0; sb < SOURCE_BINS; ++sb) {
+        const int bin = source_bin(sb, tu, tv, ntiles_u, ntiles_v, n_wbins);
+        if (bin < 0)
+            continue;
+        const uint2 range = chunk_range(bin_start, (unsigned int)bin, wlo, whi, chunk_lo,
+                                        chunk_hi, &seen);
+        count += range.y - range.x;
+        for (unsigned int k = range.x + tid; k < range.y; k += WG) {
+            const ${vec} value = values[k];
+            largest = max(largest, max(as_uint(fabs(value.x)), as_uint(fabs(value.y))));
+        }
+    }
+    atomic_max(s_max, largest);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    int e_max, e_count = 32 - (int)clz(count);
+    frexp(as_float(*s_max), &e_max);
+    // |sum| * 2^k < 2^62; k within float's exponents (a zero or tiny maximum)
+    return clamp(62 - e_max - e_count, -120, 120);
+}
+
+// GPUs, sums "fixed": a work-group of WG work-items per work item (tile,
+// plane, chunk), as `spread` below, but the tile's sums are 64-bit integers
+// in local memory: every contribution is rounded once to a multiple of
+// 2^-k (k from fixed_exponent, the same for the whole work item) and added
+// with an integer atomic.  Integer sums do not depend on their order, so the
+// work-items can share out the footprint cells of the staged points freely
+// (no lane idles on a column its point misses, as in `spread`) and the
+// result is still the same bits run after run.  The sum of the chunk's
+// contributions is exact; each contribution is the float product the
+// register kernel forms, so accuracy is that of double sums at least.
+// Per round: up to BATCH points are read, those reaching the tile staged
+// (in any order), their 2 W kernel values computed by W work-items each,
+// then their W x W cells shared out over the work-group.
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void spread(__global const int4 *cells, __global const ${real}4 *fracs,
+            __global const ${vec} *values, __global const unsigned int *bin_start,
+            __global ${vec} *planes, const int nu, const int nv,
+            const int ntiles_u, const int ntiles_v,
+            const int plane0, const int n_wbins,
+            __global const int4 *work, const unsigned int chunk_points,
+            __global ${total_t} *scratch, const int accumulate)
+{
+    const int4 item = work[get_group_id(0)];   // (tile, plane in pass, chunk, slot or -1)
+    const int tid = get_local_id(0);
+    const int plane = plane0 + item.y;
+    const unsigned int chunk_lo = (unsigned int)item.z * chunk_points;
+    const unsigned int chunk_hi = chunk_lo + chunk_points;
+    const int tu = item.x / ntiles_v, tv = item.x - (item.x / ntiles_v) * ntiles_v;
+    const int u0 = tu * TILE_U, v0 = tv * LANES;
+
+    __local long s_sum[2 * CELLS];             // (re, im) of cell r * LANES + c, times 2^k
+    __local unsigned int s_max, s_n;
+    __local int s_du[BATCH], s_dv[BATCH];      // footprint start - tile start
+    __local ${real}2 s_x[BATCH];                 // kernel argument of tap 0, u and v
+    __local ${vec} s_value[BATCH];
+    __local ${real} s_ku[BATCH][SUPPORT];
+    __local ${vec} s_kv[BATCH][SUPPORT];       // value x kernel in v
+    for (int c = tid; c < 2 * CELLS; c += WG)
+        s_sum[c] = 0;
+    if (tid == 0)
+        s_max = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+% if do_w:
+    const int wlo = max(plane - SUPPORT + 1, 0), whi = min(plane, n_wbins - 1);
+% else:
+    const int wlo = 0, whi = 0;
+% endif
+    const int k = fixed_exponent(cells, values, bin_start, tu, tv, ntiles_u, ntiles_v,
+                                 n_wbins, wlo, whi, chunk_lo, chunk_hi, &s_max);
+    const ${real} scale = ldexp((${real})1, k);
+
+    unsigned int seen = 0;
+    for (int sb = 0; sb < SOURCE_BINS; ++sb) {
+        const int bin = source_bin(sb, tu, tv, ntiles_u, ntiles_v, n_wbins);
+        if (bin < 0)
+            continue;
+        const uint2 range = chunk_range(bin_start, (unsigned int)bin, wlo, whi, chunk_lo,
+                                        chunk_hi, &seen);
+        for (unsigned int base = range.x; base < range.y; base += BATCH) {
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (tid == 0)
+                s_n = 0;
+            barrier(CLK_LOCAL_MEM_FENCE);
+            // (written `tid < BATCH && base + tid < range.y`, PyPI's PoCL 3.0 staged
+            // nothing where BATCH < WG: an all-zero grid; Intel and Oclgrind were right)
+            const unsigned int n_read = min((unsigned int)BATCH, range.y - base);
+            if ((unsigned int)tid < n_read) {
+                const unsigned int at = base + tid;
+                const int4 cell = cells[at];
+                const int du = tile_offset(cell.x, u0, nu, TILE_U);
+                const int dv = tile_offset(cell.y, v0, nv, LANES);
+                if (du > -SUPPORT && du < TILE_U && dv > -SUPPORT && dv < LANES) {
+                    const unsigned int slot = atomic_inc(&s_n);
+                    const ${real}4 t = fracs[at];
+                    ${vec} value = values[at];
+% if do_w:
+                    value *= es_kernel((${real})(plane - cell.z) - HALF_SUPPORT + t.z);
+% endif
+                    s_du[slot] = du;
+                    s_dv[slot] = dv;
+                    s_x[slot] = (${real}2)(t.x, t.y) - HALF_SUPPORT;
+                    s_value[slot] = value;
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            const int n_here = (int)s_n;
+            for (int i = tid; i < n_here * 2 * SUPPORT; i += WG) {
+                const int p = i / (2 * SUPPORT), a = i - p * (2 * SUPPORT);
+                if (a < SUPPORT)
+                    s_ku[p][a] = es_kernel(s_x[p].x + (${real})a);
+                else
+                    s_kv[p][a - SUPPORT] = s_value[p] * es_kernel(s_x[p].y + (${real})(a - SUPPORT));
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int i = tid; i < n_here * FOOTPRINT; i += WG) {
+                const int p = i / FOOTPRINT, c = i - p * FOOTPRINT;
+                const int a = c / SUPPORT, b = c - a * SUPPORT;
+                const int r = s_du[p] + a, col = s_dv[p] + b;
+                if (r >= 0 && r < TILE_U && col >= 0 && col < LANES) {
+                    const ${vec} x = s_kv[p][b] * s_ku[p][a] * scale;
+                    const int cell_at = 2 * (r * LANES + col);
+                    atom_add(&s_sum[cell_at], convert_long_rte(x.x));
+                    atom_add(&s_sum[cell_at + 1], convert_long_rte(x.y));
+                }
+            }
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const double unscale = ldexp(1.0, -k);
+    for (int c = tid; c < CELLS; c += WG) {
+        const int r = c / LANES, col = c - r * LANES;
+        double2 total = (double2)((double)s_sum[2 * c], (double)s_sum[2 * c + 1]) * unscale;
+        if (item.w < 0) {
+            __global ${vec} *out = planes + (size_t)item.y * nu * nv
+                                   + (size_t)(u0 + r) * nv + v0 + col;
+            if (accumulate)
+                total += convert_double2(*out);
+            *out = convert_${vec}(total);
+        } else {
+            scratch[(size_t)item.w * CELLS + c] = total;
+        }
+    }
+}
+
+% elif not vector:
 
 // GPUs: a work-group of GROUPS x LANES work-items per work item (tile,
 // plane, chunk); the points come from point_records (set points) and

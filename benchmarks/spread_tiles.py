@@ -1,0 +1,121 @@
+"""The imaging core's GPU spreading tiles side by side: one observation, each
+tile shape's spread (one pass), vis2dirty on device-resident visibilities and
+end to end from numpy, the image's difference from the first tile's and
+whether two runs give the same bits.
+
+    python benchmarks/spread_tiles.py --device nvidia --w both \\
+        --tiles 8,8,4096,groups=4 32,32,4096,groups=8,sums=fixed
+
+A tile is TileShape's fields in order or by name (as profile_core.py's
+``--tiles``); the first is the reference of the difference column.  Prints a
+table and, with ``--json``, writes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import pyopencl as cl  # noqa: E402
+import pyopencl.array as cla  # noqa: E402
+
+import clgrid  # noqa: E402
+from clgrid.core.plan import SPEED_OF_LIGHT  # noqa: E402
+from clgrid.core.tuning.timing import timed_calls  # noqa: E402
+from clgrid.imaging.imager import Imager  # noqa: E402
+from clgrid.io.simulate import simulate_observation  # noqa: E402
+from _common import print_table, write_json  # noqa: E402
+from profile_core import tile_shape  # noqa: E402
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--baselines", type=int, default=2016)
+    parser.add_argument("--hours", type=float, default=2.0)
+    parser.add_argument("--channels", type=int, default=64)
+    parser.add_argument("--npix", type=int, default=4096)
+    parser.add_argument("--epsilon", type=float, default=1e-5)
+    parser.add_argument("--w", choices=("no", "yes", "both"), default="both")
+    parser.add_argument("--tiles", nargs="+", default=["8,8,4096,groups=4",
+                                                       "32,32,4096,groups=8,sums=fixed"])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", default=None)
+    return parser.parse_args(argv)
+
+
+def observation(args) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """SKA-mid baselines, ``args.channels`` channels, unit-variance visibilities."""
+    uvw = simulate_observation("ska1_mid_meerkat_197", duration_h=args.hours, integration_s=8.0,
+                               declination_deg=-30.0, n_baselines=args.baselines)
+    freq = np.linspace(1.35e9, 1.45e9, args.channels)
+    cell = 1.0 / (3.0 * np.max(np.hypot(uvw[:, 0], uvw[:, 1])) * freq[-1] / SPEED_OF_LIGHT)
+    rng = np.random.default_rng(0)
+    vis = np.empty((uvw.shape[0], freq.size), np.complex64)
+    vis.real = rng.standard_normal(vis.shape, np.float32)
+    vis.imag = rng.standard_normal(vis.shape, np.float32)
+    return uvw, freq, vis, cell
+
+
+def best_ms(run, queue, repeats: int) -> float:
+    return round(min(timed_calls(run, queue, repeats)) * 1e3, 2)
+
+
+def one_tile(queue, args, text: str, do_w: bool, data, reference) -> tuple[dict, np.ndarray]:
+    """One tile's row and its image."""
+    uvw, freq, vis, cell = data
+    imager = Imager(queue, uvw=uvw, freq=freq, npix_x=args.npix, npix_y=args.npix,
+                    pixsize_x=cell, pixsize_y=cell, epsilon=args.epsilon, do_wgridding=do_w,
+                    tiles=tile_shape(text))
+    engine = imager.engine
+    vis_d = cla.to_device(queue, vis)
+    plane0, n_pass = engine.passes()[0]
+    row = {"w": "yes" if do_w else "no", "tiles": text, "W": imager.kernel_choice.support,
+           "planes": imager.n_planes,
+           "spread ms": best_ms(lambda: engine.grid_pass(vis_d, 1, 0, plane0, n_pass), queue,
+                                args.repeats),
+           "vis2dirty device ms": best_ms(lambda: imager.vis2dirty_device(vis_d), queue,
+                                          args.repeats),
+           "vis2dirty e2e ms": best_ms(lambda: imager.vis2dirty(vis), queue, args.repeats)}
+    first = imager.vis2dirty(vis)
+    row["same bits twice"] = bool(np.array_equal(first, imager.vis2dirty(vis)))
+    row["rel diff to first tile"] = (0.0 if reference is None else float(
+        np.linalg.norm(first - reference) / np.linalg.norm(reference)))
+    print(row, flush=True)
+    del imager, engine, vis_d
+    gc.collect()
+    return row, first
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    queue = cl.CommandQueue(clgrid.create_context(args.device))
+    start = time.perf_counter()
+    data = observation(args)
+    print(f"device {queue.device.name.strip()}; {data[2].size / 1e6:.1f} M vis, "
+          f"{args.npix}^2, eps {args.epsilon} (simulated in "
+          f"{time.perf_counter() - start:.1f} s)", flush=True)
+    rows = []
+    for do_w in {"no": [False], "yes": [True], "both": [False, True]}[args.w]:
+        reference = None
+        for text in args.tiles:
+            row, image = one_tile(queue, args, text, do_w, data, reference)
+            reference = image if reference is None else reference
+            rows.append(row)
+    print_table(rows)
+    write_json(args.json, "spread_tiles", rows,
+               device=clgrid.DeviceProfile.from_device(queue.device).summary(),
+               arguments=vars(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
