@@ -4,7 +4,9 @@
 every path: ``clgrid.vis2dirty`` / ``dirty2vis`` / ``Imager`` (``clgrid
 image``, several devices, Dask) and the table ``Gridder`` / ``Degridder``.
 The stages are strategy objects (:class:`Stages`, their protocols below),
-chosen in one place per path, :mod:`clgrid.core.strategies`:
+chosen in one place per path, :mod:`clgrid.core.strategies`; both paths
+run the same stage classes, configured by their kernel source (the ES
+kernel, or the GCF tables of :mod:`clgrid.core.table`):
 
 =============  ==============================  ==================================
 stage          imaging (ES kernel)             table gridders (GCF tables)
@@ -13,11 +15,13 @@ points         ``setpoints.SetPoints`` of       ``setpoints.SetPoints`` of
                ``EsPositions``                  ``table.TablePositions`` (by tile
                                                 or, for the register spread, by
                                                 cell)
-spread         ``spread.Spreader``              ``table.TableSpreader`` (tiles) or
+spread         ``spread.Spreader`` of           ``spread.Spreader`` of
+               ``EsKernel``                     ``table.TableKernel`` (tiles) or
                                                 ``register.RegisterSpreader``
-interpolate    ``spread.Interpolator``          ``table.TableInterpolator`` (a
-                                                point, a record or register
-                                                blocks at a time)
+interpolate    ``spread.Interpolator`` of       ``spread.Interpolator`` of
+               ``EsKernel``                     ``table.TableKernel`` (a point,
+                                                a record or register blocks at
+                                                a time)
 records        none                             ``register.RecordScan`` (register)
 image          ``image.ImageStage`` (FFT +      none: the caller's grid is the
                correction of w planes)          target

@@ -15,12 +15,14 @@ grid point of every footprint is one complex multiply-add per polarisation,
 with no search over tiles: the spread for supports wider than the tiles
 take, and the default on devices with native float atomics.  Atomics add
 in a varying order, so the last bits of the grid vary run to run (the tile
-spread, :class:`TableSpreader`, is the deterministic one).
+spread, :class:`clgrid.core.spread.Spreader` of a
+:class:`clgrid.core.table.TableKernel`, is the deterministic one).
 
 :class:`RegisterSpreader` is a spread strategy of the one engine
 (:class:`clgrid.core.engine.Engine`), :class:`RecordScan` its records stage
 and :class:`RegisterInterpolator` the degridding a
-:class:`clgrid.core.table.TableInterpolator` runs by register blocks: chosen
+:class:`clgrid.core.spread.Interpolator` of a :class:`clgrid.core.table.TableKernel`
+runs by register blocks: chosen
 by :func:`clgrid.core.strategies.table_engine`.
 """
 
@@ -430,7 +432,7 @@ class RegisterSpreader:
 
     def spread(self, job: SpreadJob) -> None:
         """The engine's call (:class:`clgrid.core.engine.SpreadStage`): as
-        :class:`clgrid.core.table.TableSpreader`'s."""
+        the tile spread's (:class:`clgrid.core.table.TableKernel`)."""
         check_table_job(job)
         self(job.points, job.vis_d, job.wgt_d, job.mask_d, job.planes_d, job.accumulate)
 

@@ -1,10 +1,17 @@
 """Gridding core, stages "spread" and "interpolate": points <-> uv grid planes.
 
-Both run on the bins of :mod:`clgrid.core.setpoints` and evaluate the ES
-kernel on the fly; they are the imaging path's spread and interpolate
-strategies of the one engine (:class:`clgrid.core.engine.Engine`, which
-calls ``spread(job)`` / ``interpolate(job)`` once per row block; chosen by
-:func:`clgrid.core.strategies.imaging_engine`).
+Both run on the bins of :mod:`clgrid.core.setpoints`, for either kernel
+source (:class:`KernelSource`, their configuration): :class:`EsKernel`, the
+ES kernel evaluated on the fly (the imaging path,
+:func:`clgrid.core.strategies.imaging_engine`), or
+:class:`clgrid.core.table.TableKernel`, the GCF tables of the table
+gridders (:func:`clgrid.core.strategies.table_engine`).  The source holds
+what differs -- template parameters, extra kernel arguments, how values are
+gathered, the table's padded planes and its degridding by records -- and
+the stages the tiles, work lists and launches they share.  They are spread
+and interpolate strategies of the one engine
+(:class:`clgrid.core.engine.Engine`, which calls ``spread(job)`` /
+``interpolate(job)`` once per row block).
 
 * :class:`Spreader` (``templates/core_spread.cl.mako``): output-owned tiles.
   A work-group owns one tile of one w plane and reads the points of the bins
@@ -22,9 +29,11 @@ calls ``spread(job)`` / ``interpolate(job)`` once per row block; chosen by
   uv centre into chunks on GPUs, whose partial tiles ``fold_chunks`` adds in
   a fixed order; :func:`block_list` does the same for CPUs
   (``fold_vector_chunks``), its items in :func:`balanced_order`.
-* :class:`Interpolator` (``templates/core_interp.cl.mako``): one work-item
-  per visibility in bin order, gathering its footprint from the planes of a
-  pass; adds into its own output element.  On CPUs (vector tiles,
+* :class:`Interpolator` (``templates/core_interp.cl.mako``): with the ES
+  kernel one work-item per visibility in bin order, gathering its footprint
+  from the planes of a pass; adds into its own output element (the table
+  source's kernels -- a point, a record, a work-group a record, rows as
+  vectors, register blocks -- are :class:`clgrid.core.table.TableKernel`'s).  On CPUs (vector tiles,
   ``interpolate_vector``) a work-item takes 64 points from their records
   (:attr:`clgrid.core.setpoints.PointSet.cells`, shared with the spreaders), a
   footprint row one contiguous vector load (PoCL 3, 720 k points: 35 -> 8 ms;
@@ -35,6 +44,8 @@ calls ``spread(job)`` / ``interpolate(job)`` once per row block; chosen by
 from __future__ import annotations
 
 import dataclasses
+import functools
+from typing import Callable, Protocol
 
 import numpy as np
 import pyopencl as cl
@@ -85,32 +96,208 @@ def _shift_args(geometry: ImageGeometry, as_float_float: bool) -> tuple:
                          as_float_float)
 
 
+@dataclasses.dataclass
+class SpreadPart:
+    """One launch of the spread: the values of one polarisation into planes
+    ``plane0 ..`` of ``planes_d``, as the work list numbers them; ``flags``:
+    the kernel's build (weighted, masked, kept phases).  ``values_d``: the
+    gathered values (``spread``); ``vector_head``/``phase_args``: the
+    arguments of ``spread_vector`` before the planes and after the grid's
+    geometry (it reads the points' values itself)."""
+
+    points: PointSet
+    work: "WorkList"
+    planes_d: cla.Array
+    plane0: int
+    n_pass: int
+    accumulate: bool
+    flags: tuple[bool, bool, bool] = (False, False, False)
+    values_d: cla.Array | None = None
+    vector_head: tuple = ()
+    phase_args: tuple = ()
+
+
+class KernelSource(Protocol):
+    """Where the stages take the kernel's weights from, and what else that
+    changes: the configuration of :class:`Spreader` and :class:`Interpolator`.
+    :class:`EsKernel` (the ES kernel on the fly, w planes, facet phases: the
+    imaging path) or :class:`clgrid.core.table.TableKernel` (the GCF tables
+    of the table gridders: their weights as extra kernel arguments, every
+    polarisation gathered at once, grids padded to whole tiles, degridding
+    by points or records).  It holds the template parameters, the extra
+    arguments, the value gathering and which interpolation kernels run; the
+    stages hold the kernels, tiles, work lists and the spread's launches."""
+
+    #: The spread's vis precision where the kernel does not read visibilities.
+    vis_real: np.dtype
+    grid_complex: np.dtype
+    #: Extra arguments of the ``spread`` kernel (the tables).
+    kernel_args: tuple
+    #: w-stacking (w planes as the plane axis; else one plane a polarisation).
+    do_w: bool
+
+    def float_float(self, queue: cl.CommandQueue) -> bool:
+        """Positions and sums in float-float on this device (no fp64)."""
+
+    def grid_layout(self, tiles: TileShape) -> GridLayout:
+        """The planes the stage grids into, as the work lists see them."""
+
+    def params(self, tiles: TileShape, weighted: bool, masked: bool, as_float_float: bool,
+               kept_phases: bool, vis_real: np.dtype | None) -> dict:
+        """Template parameters of the kernel source (beside the tile's)."""
+
+    def kernel_params(self, name: str) -> dict:
+        """Template parameters of kernel ``name`` alone."""
+
+    def spread_state(self, stage: "Spreader") -> object:
+        """What a spread stage keeps for this source (None: nothing)."""
+
+    def work_cache(self, stage: "Spreader", points: PointSet) -> dict:
+        """Where the work lists over ``points`` are kept."""
+
+    def spread_parts(self, stage: "Spreader", job: SpreadJob) -> tuple[list, Callable | None]:
+        """A job's launches and what finishes it after them (None: nothing)."""
+
+    def record_kernels(self, profile: DeviceProfile, record_group: int | None,
+                       record_vector: bool | None) -> tuple[int, bool]:
+        """An interpolator's (record group, records as vectors), checked."""
+
+    def interpolate_params(self, stage: "Interpolator") -> dict:
+        """Template parameters of an interpolator's kernels (beside the source's)."""
+
+    def interpolate(self, stage: "Interpolator", job: InterpolateJob) -> None:
+        """A job's launches of the interpolator's kernels."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EsKernel:
+    """The imaging path's kernel source (:class:`KernelSource`): the ES
+    kernel of ``layout`` evaluated on the fly over the w planes, facet
+    phases where the image is shifted, one polarisation a job."""
+
+    geometry: ImageGeometry
+    layout: GridLayout
+
+    kernel_args = ()
+
+    @property
+    def vis_real(self) -> np.dtype:
+        return self.geometry.vis_real
+
+    @property
+    def grid_complex(self) -> np.dtype:
+        return np.dtype(np.complex64 if self.geometry.grid_real == np.float32
+                        else np.complex128)
+
+    @property
+    def do_w(self) -> bool:
+        return self.geometry.do_w
+
+    def float_float(self, queue: cl.CommandQueue) -> bool:
+        return needs_float_float(queue, self.geometry)
+
+    def grid_layout(self, tiles: TileShape) -> GridLayout:
+        return self.layout
+
+    def kernel_params(self, name: str) -> dict:
+        return {}
+
+    def spread_state(self, stage: "Spreader") -> None:
+        return None
+
+    def record_kernels(self, profile: DeviceProfile, record_group: int | None,
+                       record_vector: bool | None) -> tuple[int, bool]:
+        if record_group or record_vector:
+            raise ValueError("the ES kernel interpolates points, not records")
+        return 0, False
+
+    def interpolate_params(self, stage: "Interpolator") -> dict:
+        tiles = stage.tiles
+        return {"vector": tiles.vector, "points_per_item": stage.points_per_item,
+                "record_group": 0, "record_vector": False, "records_per_item": 1,
+                "win_planes": stage.window_planes, "tile_u": tiles.tile_u,
+                "lanes": tiles.lanes, "window_min_points": stage.WINDOW_MIN_POINTS}
+
+    def interpolate(self, stage: "Interpolator", job: InterpolateJob) -> None:
+        """The job's polarisation from its pass's planes (:meth:`Interpolator.__call__`)."""
+        stage(job.points, job.uvw_d, job.freq_scale_d, job.out_d, job.npol, job.pol,
+              job.planes_d, job.plane0, job.n_pass, job.wgt_d, job.mask_d,
+              accumulate=job.accumulate)
+
+    def work_cache(self, stage: "Spreader", points: PointSet) -> dict:
+        """The stage's own (its work lists hold scratch the kernels write)."""
+        return stage.work_of(points)
+
+    def params(self, tiles: TileShape, weighted: bool, masked: bool, as_float_float: bool,
+               kept_phases: bool, vis_real: np.dtype | None) -> dict:
+        choice = self.layout.choice
+        kernel_eval = tiles.kernel_eval_for(choice)
+        horner = (horner_coefficients(choice.support, choice.beta).tolist()
+                  if kernel_eval == "horner" else [])
+        return {**_common_params(self.geometry, self.layout, weighted, masked, as_float_float,
+                                 kept_phases), "kernel_eval": kernel_eval, "horner": horner}
+
+    def spread_parts(self, stage: "Spreader", job: SpreadJob) -> tuple[list, None]:
+        """One launch of the job's polarisation: its values gathered on GPUs
+        (``gather_values``), read by ``spread_vector`` itself on CPUs."""
+        points = job.points
+        work = stage.work(points, job.plane0, job.n_pass, job.accumulate)
+        if work.n_items == 0:
+            return [], None
+        phasors = stage.phasors(points, job.uvw_d, job.freq_scale_d)
+        flags = (job.wgt_d is not None, job.mask_d is not None, phasors is not None)
+        part = SpreadPart(points, work, job.planes_d, job.plane0, job.n_pass, job.accumulate,
+                          flags)
+        if stage.tiles.vector:
+            part.vector_head = (
+                points.cells.data, points.fracs.data, points.bin_start.data, job.uvw_d.data,
+                job.freq_scale_d.data, np.uint32(job.freq_scale_d.shape[0]), job.vis_d.data,
+                np.uint32(job.npol), np.uint32(job.pol), *stage._weights(job.wgt_d, job.mask_d))
+            part.phase_args = stage._phase_args(phasors)
+        else:
+            part.values_d = stage.gather(points, job.uvw_d, job.freq_scale_d, job.vis_d,
+                                         job.npol, job.pol, job.wgt_d, job.mask_d, phasors)
+        return [part], None
+
+
 class _Stage:
-    """Kernels of one template, built per (weighted, masked) on first use."""
+    """Kernels of one template for one kernel source, built on first use."""
 
     template_name = ""
     kernel_name = ""
 
-    def __init__(self, queue: cl.CommandQueue, geometry: ImageGeometry, layout: GridLayout,
-                 tiles: TileShape):
+    def __init__(self, queue: cl.CommandQueue, source: KernelSource, tiles: TileShape):
         self.queue = queue
-        self.geometry, self.layout, self.tiles = geometry, layout, tiles
+        self.source, self.tiles = source, tiles
+        self.layout = source.grid_layout(tiles)
         self._kernels: dict = {}
         # work lists and kept phasors of each point set, this stage's own:
         # they hold scratch (halos, chunk totals) the kernels write, so two
         # workspaces (two concurrent calls) must not share them
         self._work: dict[int, tuple[PointSet, dict]] = {}
-        self._dummy_real = cla.empty(queue, 1, geometry.vis_real)
+        self._dummy_real = cla.empty(queue, 1, source.vis_real)
         self._dummy_mask = cla.empty(queue, 1, np.uint8)
         #: No fp64 on the device: float-float positions and phases,
         #: compensated float sums (lane tiles only: TileShape.check_device).
-        self.float_float = needs_float_float(queue, geometry)
-        self.scales = position_args(coordinate_scales(geometry, layout), self.float_float)
-        self.shifts = _shift_args(geometry, self.float_float)
-        self._grid_complex = np.dtype(np.complex64 if geometry.grid_real == np.float32
-                                      else np.complex128)
+        self.float_float = source.float_float(queue)
+        self._grid_complex = source.grid_complex
         self._dummy_phasors = cla.empty(queue, 1, self._grid_complex)
         self._profile = DeviceProfile.from_device(queue.device)
+
+    @property
+    def geometry(self) -> ImageGeometry:
+        """The image of the ES kernel source."""
+        return self.source.geometry
+
+    @functools.cached_property
+    def scales(self) -> tuple:
+        """The ES positions' scales, as the kernels take them."""
+        return position_args(coordinate_scales(self.geometry, self.layout), self.float_float)
+
+    @functools.cached_property
+    def shifts(self) -> tuple:
+        """The facet phase's arguments (:func:`_shift_args`)."""
+        return _shift_args(self.geometry, self.float_float)
 
     def work_of(self, points: PointSet) -> dict:
         """This stage's cache of work lists over ``points`` (see ``_work``)."""
@@ -125,22 +312,27 @@ class _Stage:
         return self.tiles.kernel_eval_for(self.layout.choice)
 
     def _extra_params(self) -> dict:
-        choice = self.layout.choice
-        horner = (horner_coefficients(choice.support, choice.beta).tolist()
-                  if self.kernel_eval == "horner" else [])
-        return {"kernel_eval": self.kernel_eval, "horner": horner}
+        return {}
 
     def kernel(self, weighted: bool, masked: bool, kept_phases: bool = False) -> cl.Kernel:
-        key = (weighted, masked, kept_phases)
+        return self.built(self.kernel_name, weighted, masked, kept_phases)
+
+    def built(self, name: str, weighted: bool = False, masked: bool = False,
+              kept_phases: bool = False, vis_real: np.dtype | None = None) -> cl.Kernel:
+        """Kernel ``name`` of the template, built once per (weighted, masked,
+        kept phases, visibility precision: None the source's)."""
+        key = (name, weighted, masked, kept_phases, vis_real)
         if key not in self._kernels:
-            self._kernels[key] = self._template(*key).kernel(self.kernel_name)
+            self._kernels[key] = self._template(weighted, masked, kept_phases, vis_real,
+                                                name).kernel(name)
         return self._kernels[key]
 
-    def _template(self, weighted: bool, masked: bool,
-                  kept_phases: bool = False) -> KernelTemplate:
-        params = _common_params(self.geometry, self.layout, weighted, masked, self.float_float,
-                                kept_phases)
+    def _template(self, weighted: bool, masked: bool, kept_phases: bool = False,
+                  vis_real: np.dtype | None = None, name: str = "") -> KernelTemplate:
+        params = self.source.params(self.tiles, weighted, masked, self.float_float,
+                                    kept_phases, vis_real)
         params.update(self._extra_params())
+        params.update(self.source.kernel_params(name))
         return KernelTemplate(self.queue, self.template_name, params,
                               need_f64=not self.float_float)
 
@@ -154,14 +346,11 @@ class _Stage:
         work = self.work_of(points)
         if "facet_phasors" not in work:
             phasors = cla.empty(self.queue, max(n_vis, 1), self._grid_complex)
-            if "facet_phasors" not in self._kernels:
-                self._kernels["facet_phasors"] = self._template(False, False, True).kernel(
-                    "facet_phasors")
             if n_vis:
                 launch(
-                    self._kernels["facet_phasors"], self.queue, (n_vis,), uvw_d.data,
-                    freq_scale_d.data, np.uint32(freq_scale_d.shape[0]), np.uint32(n_vis),
-                    *self.shifts, phasors.data)
+                    self.built("facet_phasors", kept_phases=True), self.queue, (n_vis,),
+                    uvw_d.data, freq_scale_d.data, np.uint32(freq_scale_d.shape[0]),
+                    np.uint32(n_vis), *self.shifts, phasors.data)
             work["facet_phasors"] = phasors
         return work["facet_phasors"]
 
@@ -432,14 +621,20 @@ def tile_words(tiles: TileShape) -> str:
 
 
 class Spreader(_Stage):
-    """Visibilities -> the uv grid planes of one pass (see the module notes)."""
+    """Visibilities -> the uv grid planes of one pass, for either kernel
+    source (:class:`KernelSource`; see the module notes): the source gives
+    each job's launches (:class:`SpreadPart`), this stage runs them on its
+    tiles."""
 
     template_name = "core_spread.cl.mako"
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, queue: cl.CommandQueue, source: KernelSource, tiles: TileShape):
+        super().__init__(queue, source, tiles)
         self._dummy_scratch = cla.empty(self.queue, 1, np.complex128)
         self._values: cla.Array | None = None   # gather's output, reused
+        #: The source's own per-stage state (the table's: its value
+        #: gathering, vector taps and padded planes), or None.
+        self.state = source.spread_state(self)
 
     def _extra_params(self) -> dict:
         return {**super()._extra_params(), "tile_u": self.tiles.tile_u,
@@ -452,7 +647,7 @@ class Spreader(_Stage):
     @property
     def plane_block(self) -> int:
         """w planes per spread_vector item (1 without w-stacking)."""
-        return self.tiles.plane_block if self.geometry.do_w else 1
+        return self.tiles.plane_block if self.source.do_w else 1
 
     @property
     def kernel_name(self) -> str:
@@ -460,9 +655,10 @@ class Spreader(_Stage):
 
     def work(self, points: PointSet, plane0: int, n_pass: int,
              accumulate: bool = False) -> WorkList:
-        """The pass's work list, built on first use (geometry only)."""
+        """The pass's work list, built on first use (geometry only), kept
+        where the source keeps them (this stage's own by default)."""
         key = (plane0, n_pass, accumulate)
-        work = self.work_of(points)
+        work = self.source.work_cache(self, points)
         if key not in work:
             if self.tiles.vector and accumulate:
                 raise ValueError("spread_vector grids all rows in one block (no accumulate)")
@@ -479,95 +675,89 @@ class Spreader(_Stage):
         return tile_words(self.tiles)
 
     def spread(self, job: SpreadJob) -> None:
-        """One row block's spread for the engine (:class:`clgrid.core.engine.SpreadStage`)."""
-        self(job.points, job.uvw_d, job.freq_scale_d, job.vis_d, job.npol, job.pol,
-             job.planes_d, job.plane0, job.n_pass, job.wgt_d, job.mask_d,
-             accumulate=job.accumulate)
+        """One row block's spread for the engine (:class:`clgrid.core.engine.SpreadStage`):
+        the source's launches, then its finish."""
+        parts, finish = self.source.spread_parts(self, job)
+        for part in parts:
+            if self.tiles.vector:
+                self._spread_vector(part)
+            else:
+                self._spread_tiles(part)
+        if finish is not None:
+            finish()
 
-    def __call__(self, points: PointSet, uvw_d: cla.Array, freq_scale_d: cla.Array,
-                 vis_d: cla.Array, npol: int, pol: int, planes_d: cla.Array,
-                 plane0: int, n_pass: int, wgt_d: cla.Array | None = None,
-                 mask_d: cla.Array | None = None,
-                 accumulate: bool = False) -> cl.Event | None:
-        """Write planes ``plane0 .. plane0 + n_pass - 1`` of polarisation ``pol``
-        into ``planes_d`` ((>= n_pass, nu, nv) complex); ``accumulate``: add
-        to them instead (a later row block)."""
-        lanes = self.tiles.lanes
-        work = self.work(points, plane0, n_pass, accumulate)
-        if work.n_items == 0:
-            return None
-        phasors = self.phasors(points, uvw_d, freq_scale_d)
-        kernel = self.kernel(wgt_d is not None, mask_d is not None, phasors is not None)
-        if self.tiles.vector:
-            kernel(self.queue, (work.n_items,), (1,), points.cells.data, points.fracs.data,
-                   points.bin_start.data, uvw_d.data, freq_scale_d.data,
-                   np.uint32(freq_scale_d.shape[0]), vis_d.data, np.uint32(npol),
-                   np.uint32(pol), *self._weights(wgt_d, mask_d), planes_d.data,
-                   np.int32(self.layout.nu), np.int32(self.layout.nv),
-                   np.int32(points.ntiles_u), np.int32(points.ntiles_v),
-                   np.int32(plane0), np.int32(self.layout.n_wbins),
-                   *self._phase_args(phasors), *work.vector_args(self._dummy_scratch))
-            work.fold_vector_chunks(self._named_kernel("fold_vector_chunks"), self.queue,
-                                    planes_d, self.layout.nu, self.layout.nv, points.ntiles_v)
-            n_tiles = points.ntiles_u * points.ntiles_v
-            return launch(
-                self._named_kernel("add_halos"), self.queue, (n_tiles, n_pass), work.folds.data, np.int32(work.n_folds),
-                work.scratch.data, planes_d.data, np.int32(self.layout.nu),
-                np.int32(self.layout.nv), np.int32(points.ntiles_u),
-                np.int32(points.ntiles_v))
+    def _spread_tiles(self, part: SpreadPart) -> None:
+        """GPUs (and CPUs without the vector tile): ``spread`` over the part's
+        work list, then ``fold_chunks`` of the split items."""
+        lanes, work, layout, points = self.tiles.lanes, part.work, self.layout, part.points
         scratch = work.scratch if work.scratch is not None else self._dummy_scratch
-        values = self.gather(points, uvw_d, freq_scale_d, vis_d, npol, pol, wgt_d, mask_d,
-                             phasors)
         group_size = lanes * self.tiles.groups
-        event = kernel(
+        # the table sources read no offsets: their cells stand in for them
+        fracs = points.fracs if points.fracs is not None else points.cells
+        self.kernel(*part.flags)(
             self.queue, (work.n_items * group_size,), (group_size,),
-            points.cells.data, points.fracs.data, values.data, points.bin_start.data,
-            planes_d.data, np.int32(self.layout.nu), np.int32(self.layout.nv),
+            points.cells.data, fracs.data, part.values_d.data, points.bin_start.data,
+            part.planes_d.data, np.int32(layout.nu), np.int32(layout.nv),
             np.int32(points.ntiles_u), np.int32(points.ntiles_v),
-            np.int32(plane0), np.int32(self.layout.n_wbins), work.items.data,
+            np.int32(part.plane0), np.int32(layout.n_wbins), work.items.data,
             np.uint32(work.chunk_points), scratch.data,
-            np.int32(accumulate))
+            np.int32(part.accumulate), *self.source.kernel_args)
         if work.n_folds:
-            fold = self._fold_kernel()
-            event = fold(self.queue, (work.n_folds * lanes,), (lanes,), work.folds.data,
-                         work.scratch.data, planes_d.data, np.int32(self.layout.nu),
-                         np.int32(self.layout.nv), np.int32(points.ntiles_v),
-                         np.int32(accumulate))
-        return event
+            self.built("fold_chunks")(
+                self.queue, (work.n_folds * lanes,), (lanes,), work.folds.data,
+                work.scratch.data, part.planes_d.data, np.int32(layout.nu),
+                np.int32(layout.nv), np.int32(points.ntiles_v), np.int32(part.accumulate))
+
+    def _spread_vector(self, part: SpreadPart) -> None:
+        """CPUs: each tile grids its own points once into a private tile with
+        a halo (``spread_vector``), split tiles' chunks are added
+        (``fold_vector_chunks``), then ``add_halos`` adds the halos to the
+        neighbouring tiles in a fixed order; whole planes are written."""
+        work, layout, points = part.work, self.layout, part.points
+        geometry = (np.int32(layout.nu), np.int32(layout.nv), np.int32(points.ntiles_u),
+                    np.int32(points.ntiles_v))
+        self.kernel(*part.flags)(
+            self.queue, (work.n_items,), (1,), *part.vector_head, part.planes_d.data,
+            *geometry, np.int32(part.plane0), np.int32(layout.n_wbins), *part.phase_args,
+            *work.vector_args(self._dummy_scratch))
+        work.fold_vector_chunks(self.built("fold_vector_chunks"), self.queue, part.planes_d,
+                                layout.nu, layout.nv, points.ntiles_v)
+        launch(self.built("add_halos"), self.queue,
+               (points.ntiles_u * points.ntiles_v, part.n_pass), work.folds.data,
+               np.int32(work.n_folds), work.scratch.data, part.planes_d.data, *geometry)
 
     def gather(self, points: PointSet, uvw_d: cla.Array, freq_scale_d: cla.Array,
                vis_d: cla.Array, npol: int, pol: int, wgt_d: cla.Array | None,
                mask_d: cla.Array | None, phasors: cla.Array | None = None) -> cla.Array:
-        """The valid points' values (visibility x weight x mask x facet
-        phase, from ``phasors`` where kept) in sorted order, for ``spread``
-        (kernel ``gather_values``)."""
+        """The ES source's valid points' values (visibility x weight x mask x
+        facet phase, from ``phasors`` where kept) in sorted order, for
+        ``spread`` (kernel ``gather_values``)."""
         n_valid = points.n_valid
         if self._values is None or self._values.size < n_valid:
             self._values = cla.empty(self.queue, max(n_valid, 1), self._grid_complex)
-        key = ("gather", wgt_d is not None, mask_d is not None, phasors is not None)
-        if key not in self._kernels:
-            self._kernels[key] = self._template(*key[1:]).kernel("gather_values")
         if n_valid:
             launch(
-                self._kernels[key], self.queue, (n_valid,), points.cells.data,
+                self.built("gather_values", wgt_d is not None, mask_d is not None,
+                           phasors is not None), self.queue, (n_valid,), points.cells.data,
                 np.uint32(n_valid), uvw_d.data, freq_scale_d.data,
                 np.uint32(freq_scale_d.shape[0]), vis_d.data, np.uint32(npol), np.uint32(pol),
                 *self._weights(wgt_d, mask_d), *self._phase_args(phasors), self._values.data,
                 group=(256,))
         return self._values
 
-    def _named_kernel(self, name: str) -> cl.Kernel:
-        """A kernel of the template that reads no visibilities (one build)."""
-        if name not in self._kernels:
-            self._kernels[name] = self._template(False, False).kernel(name)
-        return self._kernels[name]
-
-    def _fold_kernel(self) -> cl.Kernel:
-        return self._named_kernel("fold_chunks")
-
 
 class Interpolator(_Stage):
-    """The planes of one pass -> visibilities, added into ``out_d``."""
+    """The planes of one pass -> visibilities, for either kernel source: the
+    source's launches (:meth:`KernelSource.interpolate`) of this stage's
+    kernels of ``core_interp.cl.mako``.  The ES kernel (:class:`EsKernel`)
+    adds into ``out_d`` a visibility a work-item (GPUs) or, on CPUs, 64
+    points or a tile's points a work-item (:attr:`kernel_name`); the GCF
+    tables (:class:`clgrid.core.table.TableKernel`) write every polarisation
+    a kept point a work-item, or with ``records`` (points sorted by cell) a
+    record of equal points a work-item, a work-group of ``record_group``, a
+    work-item of rows as vectors (``record_vector``) or by register blocks
+    (``register``; defaults from the device:
+    :func:`clgrid.core.table.default_record_kernels`)."""
 
     template_name = "core_interp.cl.mako"
     #: interpolate_vector: points per work-item
@@ -580,6 +770,23 @@ class Interpolator(_Stage):
     #: None: interpolate_tiles on CPUs wherever its window fits; False: never
     #: (interpolate_vector; tests and benchmarks compare the two)
     tiled: bool | None = None
+
+    def __init__(self, queue: cl.CommandQueue, source: KernelSource,
+                 tiles: TileShape | None = None, *, record_group: int | None = None,
+                 record_vector: bool | None = None, records=None, register=None):
+        # the table sources degrid points or records, not tiles
+        super().__init__(queue, source, tiles if tiles is not None else TileShape(8, 8))
+        #: The points' records (:class:`clgrid.core.register.RecordScan`,
+        #: points sorted by cell): one footprint a record; None: one a point.
+        self.records = records
+        #: Records degridded by register blocks instead
+        #: (:class:`clgrid.core.register.RegisterInterpolator`), or None.
+        self.register = register
+        #: Work-items per record (0: one a record) and CPUs' records by rows
+        #: as vectors (up to W 64): the source's choice for the device.
+        self.record_group, self.record_vector = source.record_kernels(
+            self._profile, record_group, record_vector)
+        self._taps: list[cla.Array] | None = None   # vector taps, made on first use
 
     @property
     def window_planes(self) -> int:
@@ -607,11 +814,7 @@ class Interpolator(_Stage):
         return "interpolate_tiles" if self.window_planes else "interpolate_vector"
 
     def _extra_params(self) -> dict:
-        return {**super()._extra_params(), "vector": self.tiles.vector,
-                "points_per_item": self.points_per_item, "record_group": 0,
-                "record_vector": False, "records_per_item": 1,
-                "win_planes": self.window_planes, "tile_u": self.tiles.tile_u,
-                "lanes": self.tiles.lanes, "window_min_points": self.WINDOW_MIN_POINTS}
+        return {**super()._extra_params(), **self.source.interpolate_params(self)}
 
     def tile_items(self, points: PointSet) -> cla.Array | None:
         """``interpolate_tiles``' work items, (tile, first point, end) int4,
@@ -637,17 +840,16 @@ class Interpolator(_Stage):
 
     def interpolate(self, job: InterpolateJob) -> None:
         """One row block's interpolation for the engine
-        (:class:`clgrid.core.engine.InterpolateStage`)."""
-        self(job.points, job.uvw_d, job.freq_scale_d, job.out_d, job.npol, job.pol,
-             job.planes_d, job.plane0, job.n_pass, job.wgt_d, job.mask_d,
-             accumulate=job.accumulate)
+        (:class:`clgrid.core.engine.InterpolateStage`): the source's launches."""
+        self.source.interpolate(self, job)
 
     def __call__(self, points: PointSet, uvw_d: cla.Array, freq_scale_d: cla.Array,
                  out_d: cla.Array, npol: int, pol: int, planes_d: cla.Array,
                  plane0: int, n_pass: int, wgt_d: cla.Array | None = None,
                  mask_d: cla.Array | None = None, accumulate: bool = True) -> cl.Event | None:
-        """Add the interpolated visibilities of planes ``plane0 ..`` into
-        ``out_d`` (overwrite the points' entries with ``accumulate=False``)."""
+        """The ES kernel's launch: add the interpolated visibilities of planes
+        ``plane0 ..`` into ``out_d`` (overwrite the points' entries with
+        ``accumulate=False``)."""
         if points.n_valid == 0:
             return None
         phasors = self.phasors(points, uvw_d, freq_scale_d)

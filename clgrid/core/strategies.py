@@ -26,9 +26,9 @@ from .register import (RecordScan, RegisterInterpolator, RegisterParams, Registe
                        degrid_by_register)
 from .setpoints import (EsPositions, SetPoints, freq_scale, needs_float_float,
                         positions_to_device)
-from .spread import Interpolator, Spreader
-from .table import (TableGrid, TableInterpolator, TablePositions, TableSpreader, check_tiles,
-                    fit_staging, table_tiles)
+from .spread import EsKernel, Interpolator, Spreader
+from .table import (TableGrid, TableKernel, TablePositions, check_tiles, fit_staging,
+                    table_tiles)
 from .tuning.tiles import cached_tiles
 
 #: The table gridders' spreads: output-owned tiles (no float atomics) or
@@ -90,9 +90,10 @@ def imaging_engine(queue: cl.CommandQueue, geometry: ImageGeometry, layout: Grid
     check_points_fit(profile, uvw_d.shape[0] * n_chan,
                      max(row_stop - row0 for row0, row_stop in bounds) * n_chan,
                      geometry.grid_real)
+    kernel = EsKernel(geometry, layout)
     stages = Stages(points=set_points,
-                    spread=lambda q: Spreader(q, geometry, layout, tiles),
-                    interpolate=lambda q: Interpolator(q, geometry, layout, tiles),
+                    spread=lambda q: Spreader(q, kernel, tiles),
+                    interpolate=lambda q: Interpolator(q, kernel, tiles),
                     image=image, tiles=tiles)
     return Engine(queue, stages, uvw_d, freq_scale_d, bounds)
 
@@ -123,6 +124,8 @@ def table_engine(queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Arr
                          "kernels: method 'register'")
     grid.check()
     profile = DeviceProfile.from_device(queue.device)
+    #: The shared stages' configuration: the tables as the kernel source.
+    kernel = TableKernel(grid, tuple(tables_d))
     if method == "register":
         # the tile only shapes the set points' (unused) bins in cell order
         set_points = SetPoints(queue, TablePositions(grid, "cell"), TileShape(8, 8))
@@ -133,7 +136,7 @@ def table_engine(queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Arr
                                                           grid.separable))
 
         def interpolator(q):
-            return TableInterpolator(q, grid, tables_d, records=records, register=(
+            return Interpolator(q, kernel, records=records, register=(
                 RegisterInterpolator(q, grid, tables_d, npol, register_params)
                 if by_blocks else None))
 
@@ -148,10 +151,10 @@ def table_engine(queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Arr
         records = None
 
         def interpolator(q):
-            return TableInterpolator(q, grid, tables_d)
+            return Interpolator(q, kernel)
 
         def spreader(q):
-            return TableSpreader(q, grid, tiles, tables_d, set_points.rows, set_points.cols)
+            return Spreader(q, kernel, tiles)
     return Engine(queue, Stages(points=set_points, spread=spreader if spread else None,
                                 interpolate=interpolator, records=records,
                                 tiles=tiles if method == "tiles" else None))

@@ -1,12 +1,11 @@
-"""Gridding core with tabulated kernels: set points, spread and interpolation
-for the oversampled GCF tables of :class:`clgrid.Gridder` and
+"""Gridding core with tabulated kernels: the configuration of the shared
+stages for the oversampled GCF tables of :class:`clgrid.Gridder` and
 :class:`clgrid.Degridder` (separable tables and full W-projection tables).
 
-Its classes are stage strategies of the one engine
-(:class:`clgrid.core.engine.Engine`: ``spread(job)`` / ``interpolate(job)``),
-chosen by :func:`clgrid.core.strategies.table_engine`.
-
-The same stages as the ES path, with the table gridder's conventions
+The table gridders run the ES path's stage classes -- set points, spread,
+interpolate -- configured by this module's kernel sources, chosen by
+:func:`clgrid.core.strategies.table_engine` for the one engine
+(:class:`clgrid.core.engine.Engine`), with the table gridder's conventions
 (:mod:`clgrid.gridders.gcf`: grid centre at ``[ny // 2, nx // 2]``, u
 along x, positions rounded to ``1 / O`` cell, W plane ``rint(w / w_step)``,
 ``w < 0`` conjugated):
@@ -18,11 +17,12 @@ along x, positions rounded to ``1 / O`` cell, W plane ``rint(w / w_step)``,
   and counted on the device), clgrid's stable radix sort, bin starts, and
   each kept point's footprint start and table index in sorted order
   (``table_records``).  No host pass over the visibilities.
-* :class:`TableSpreader` (``core_spread.cl.mako``, kernel ``spread`` with
-  ``kernel_source="table"`` or ``"table_full"``): output-owned tiles, the
-  weights read from the tables instead of the ES kernel; no atomics, the
-  same bits every run.  Polarisations share the positions: one gather and
-  one spread launch each.
+* :class:`TableKernel`, the table's configuration of the shared
+  :class:`clgrid.core.spread.Spreader` (``core_spread.cl.mako``, kernel
+  ``spread`` with ``kernel_source="table"`` or ``"table_full"``):
+  output-owned tiles, the weights read from the tables instead of the ES
+  kernel; no atomics, the same bits every run.  Polarisations share the
+  positions: one gather and one spread launch each.
 
 The table grid is not periodic: points whose footprint leaves it are
 dropped (counted), so no footprint wraps; the core's tiles need grid sides
@@ -33,19 +33,21 @@ copied (or added) into the caller's grid (``crop_planes``) when they differ.
 from __future__ import annotations
 
 import dataclasses
+import functools
+from typing import Callable
 
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..device.kernels import KernelTemplate, launch, real_dtype_name
+from ..device.kernels import launch, real_dtype_name
 from ..device.profiles import DeviceProfile
 from .eskernel import KernelChoice
 from .plan import GridLayout, TileShape, row_taps
 from .setpoints import PointSet, position_args, round_up
 from .engine import InterpolateJob, SpreadJob
 from .transfer import row_view
-from .spread import WorkList, block_list, tile_words, work_list
+from .spread import SpreadPart, WorkList
 
 #: Widest table for which the tile spread is the default where float atomics
 #: are native (a 32 x 32 tile reading only its nearest neighbours' bins: W <= 33;
@@ -475,54 +477,15 @@ class TablePositions:
         return TablePoints(points, n_vis, n_flagged, n_offgrid, n_nonfinite, binning)
 
 
-def _spread_params(grid: TableGrid, tiles: TileShape, vis_real: np.dtype, weighted: bool,
-                   masked: bool, float_float: bool = False) -> dict:
-    """Parameters of ``core_spread.cl.mako`` for a table grid (``float_float``:
-    a device without fp64, the tiles' totals compensated floats)."""
-    return {"real": real_dtype_name(grid.real), "vis_real": real_dtype_name(vis_real),
-            "support": grid.support, "beta": 0.0, "do_w": False, "shifted": False,
-            "weighted": weighted, "masked": masked, "with_f64": not float_float,
-            "float_float": float_float,
-            "kernel_source": grid.vector_source if tiles.vector else grid.kernel_source,
-            "oversample": grid.oversample,
-            "table_real": grid.table_real, "tile_u": tiles.tile_u, "lanes": tiles.lanes,
-            "vector": tiles.vector, "groups": tiles.groups, "batch": tiles.staged,
-            "plane_block": 1,
-            "reach": tiles.reach(grid.support),
-            "row_taps": row_taps(grid.support), "kernel_eval": "exp", "horner": []}
-
-
-class _SpreadKernels:
-    """Kernels of ``core_spread.cl.mako`` for one table grid and tile, built on
-    first use per (name, visibility precision, weighted, masked)."""
-
-    def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tiles: TileShape):
-        self.queue, self.grid, self.tiles = queue, grid, tiles
-        #: No fp64 on the device: the tiles' totals in compensated float.
-        self.float_float = not DeviceProfile.from_device(queue.device).fp64
-        self._kernels: dict = {}
-
-    def __call__(self, name: str, vis_real=None, weighted: bool = False,
-                 masked: bool = False) -> cl.Kernel:
-        vis_real = np.dtype(vis_real if vis_real is not None else self.grid.real)
-        key = (name, vis_real, weighted, masked)
-        if key not in self._kernels:
-            template = KernelTemplate(
-                self.queue, "core_spread.cl.mako",
-                _spread_params(self.grid, self.tiles, vis_real, weighted, masked,
-                               self.float_float),
-                need_f64=not self.float_float)
-            self._kernels[key] = template.kernel(name)
-        return self._kernels[key]
-
-
 class TableValues:
     """Every polarisation's values in the points' sorted order (kernel
     ``gather_table_values``): what the tile spread adds (the register spread
     sums them per record instead, :mod:`clgrid.core.register`)."""
 
-    def __init__(self, queue: cl.CommandQueue, grid: TableGrid, kernels: _SpreadKernels):
+    def __init__(self, queue: cl.CommandQueue, grid: TableGrid,
+                 kernels: Callable[[str, np.dtype, bool, bool], cl.Kernel]):
         self.queue, self.grid = queue, grid
+        #: ``kernels(name, vis_real, weighted, masked)``: the spread stage's builds.
         self.kernels = kernels
         self._dummy_real = cla.empty(queue, 1, grid.real)
         self._dummy_flags = cla.empty(queue, 1, np.uint8)
@@ -590,43 +553,141 @@ def vector_taps(queue: cl.CommandQueue, grid: TableGrid,
     return taps
 
 
-class TableSpreader:
-    """Visibilities -> the (npol, ny, nx) grid of a table gridder, on the
-    core's output-owned tiles (kernel ``spread`` with table weights)."""
+@dataclasses.dataclass
+class TableSpreadState:
+    """What a spread stage keeps for a table source: its value gathering,
+    the CPU vector kernel's taps and the padded planes (made when needed)."""
 
-    def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tiles: TileShape,
-                 tables_d: list[cla.Array], rows: int, cols: int):
-        self.queue, self.grid, self.tiles = queue, grid, tiles
-        self.tables_d = tables_d
-        self.rows, self.cols = rows, cols
-        self.padded = (rows, cols) != (grid.ny, grid.nx)
-        # work_list's view of this grid: one plane, one w bin, the table's support
-        self.layout = GridLayout(KernelChoice(grid.support, 0.0, 1.0, 0.0), rows, cols,
-                                 (0.0, 0.0), 1, 1.0, 0.0)
-        self._kernels = _SpreadKernels(queue, grid, tiles)
-        self.gather = TableValues(queue, grid, self._kernels)
-        self._dummy_scratch = cla.empty(queue, 1, np.complex128)
-        self._planes: cla.Array | None = None   # padded planes, when padding is needed
-        self._taps = vector_taps(queue, grid, tables_d) if tiles.vector else []
+    gather: TableValues
+    taps: list
+    padded: bool
+    planes: cla.Array | None = None
 
-    def kernel(self, name: str, vis_real=None, weighted: bool = False,
-               masked: bool = False) -> cl.Kernel:
-        return self._kernels(name, vis_real, weighted, masked)
 
-    def work(self, table_points: TablePoints, pol: int, accumulate: bool) -> WorkList:
+@dataclasses.dataclass(frozen=True, eq=False)
+class TableKernel:
+    """The table gridders' kernel source (:class:`clgrid.core.spread.KernelSource`,
+    the configuration of the shared :class:`clgrid.core.spread.Spreader`):
+    the weights read from the GCF tables ``tables_d`` -- the ``spread``
+    kernel's extra arguments (``kernel_source="table"`` or ``"table_full"``),
+    on CPUs each point's rows as vector taps (:func:`vector_taps`) -- every
+    polarisation's values gathered at once (``gather_table_values``: weight,
+    flags, conjugation, the NaN check), each polarisation its own plane of
+    the caller's (npol, ny, nx) grid, which is padded up to whole tiles and
+    copied (or added) back (``crop_planes``) where the sides differ, or where
+    the vector tile (which writes whole planes) adds to it."""
+
+    grid: TableGrid
+    tables_d: tuple
+
+    do_w = False
+
+    @property
+    def vis_real(self) -> np.dtype:
+        return self.grid.real
+
+    @property
+    def grid_complex(self) -> np.dtype:
+        return self.grid.complex_dtype
+
+    @property
+    def kernel_args(self) -> tuple:
+        return tuple(table.data for table in self.tables_d)
+
+    def float_float(self, queue: cl.CommandQueue) -> bool:
+        """No fp64 on the device: the tiles' totals in compensated float."""
+        return not DeviceProfile.from_device(queue.device).fp64
+
+    def grid_layout(self, tiles: TileShape) -> GridLayout:
+        """The work lists' view of the grid: one plane, one w bin, the
+        table's support, sides padded to whole tiles (as the set points bin)."""
+        g = self.grid
+        return GridLayout(KernelChoice(g.support, 0.0, 1.0, 0.0), round_up(g.ny, tiles.tile_u),
+                          round_up(g.nx, tiles.lanes), (0.0, 0.0), 1, 1.0, 0.0)
+
+    def params(self, tiles: TileShape, weighted: bool, masked: bool, as_float_float: bool,
+               kept_phases: bool, vis_real: np.dtype | None) -> dict:
+        g = self.grid
+        return {"real": real_dtype_name(g.real),
+                "vis_real": real_dtype_name(vis_real if vis_real is not None else g.real),
+                "support": g.support, "beta": 0.0, "do_w": False, "shifted": False,
+                "weighted": weighted, "masked": masked, "with_f64": not as_float_float,
+                "float_float": as_float_float,
+                "kernel_source": g.vector_source if tiles.vector else g.kernel_source,
+                "oversample": g.oversample, "table_real": g.table_real,
+                "row_taps": row_taps(g.support), "kernel_eval": "exp", "horner": []}
+
+    def kernel_params(self, name: str) -> dict:
+        """The records-as-vectors kernel reads complex separable tables as
+        full slices (:func:`vector_taps`): built on its own."""
+        if name == "interpolate_table_records_vector":
+            return {"kernel_source": self.grid.vector_source, "record_vector": True}
+        return {}
+
+    def spread_state(self, stage) -> TableSpreadState:
+        def kernels(name: str, vis_real, weighted: bool, masked: bool) -> cl.Kernel:
+            return stage.built(name, weighted, masked, False, np.dtype(vis_real))
+        layout, g = stage.layout, self.grid
+        return TableSpreadState(
+            TableValues(stage.queue, g, kernels),
+            vector_taps(stage.queue, g, list(self.tables_d)) if stage.tiles.vector else [],
+            (layout.nu, layout.nv) != (g.ny, g.nx))
+
+    def work_cache(self, stage, points: PointSet) -> dict:
+        """The points' own: a table plan lives for one call (or one
+        ``Gridder.plan``) of a gridder used by one thread at a time, and a
+        stage's cache would keep every call's points."""
+        return points.work
+
+    def spread_parts(self, stage, job: SpreadJob) -> tuple[list, Callable | None]:
+        """Every polarisation's launch into its own plane, after one
+        gathering of all their values; then the crop of padded planes."""
+        check_table_job(job)
+        state, points = stage.state, job.points.points
+        npol = job.vis_d.shape[-1]
+        values = state.gather(job.points, job.vis_d, job.wgt_d, job.mask_d)
+        # the vector tile writes whole planes: adding to a grid goes through planes
+        through = state.padded or (stage.tiles.vector and job.accumulate)
+        planes = self._planes(stage, npol) if through else job.planes_d
+        accumulate = job.accumulate and not through
+        parts = []
+        for pol in range(npol):
+            if stage.tiles.vector:
+                parts.append(SpreadPart(
+                    points, stage.work(points, 0, 1), row_view(planes, pol, pol + 1), 0, 1,
+                    False, vector_head=(points.cells.data, values[pol].data,
+                                        points.bin_start.data, *(t.data for t in state.taps)),
+                    phase_args=(np.float64(0), np.float64(0),   # no facet phase
+                                stage._dummy_scratch.data)))
+                continue
+            work = self._work(stage, points, pol, accumulate)
+            if work.n_items:
+                parts.append(SpreadPart(points, work, planes, 0, 1, accumulate,
+                                        values_d=values[pol]))
+        if not through:
+            return parts, None
+        return parts, functools.partial(self._crop, stage, planes, job.planes_d, npol,
+                                        job.accumulate)
+
+    def _planes(self, stage, npol: int) -> cla.Array:
+        """The stage's padded planes of ``npol`` polarisations, reused."""
+        state, layout = stage.state, stage.layout
+        shape = (npol, layout.nu, layout.nv)
+        if state.planes is None or state.planes.shape != shape:
+            state.planes = cla.empty(stage.queue, shape, self.grid.complex_dtype)
+        return state.planes
+
+    @staticmethod
+    def _work(stage, points: PointSet, pol: int, accumulate: bool) -> WorkList:
         """The work list of polarisation ``pol`` (its plane index in the items),
         kept with the points: the first one is planned from the bins, the
         others from one host copy of it."""
-        work = table_points.points.work
-        key = (pol, accumulate)
+        base = stage.work(points, 0, 1, accumulate)
+        if pol == 0:
+            return base
+        work = points.work
+        key = ("pol", pol, accumulate)
         if key not in work:
-            base = work.get((0, accumulate))
-            if base is None:
-                base = work_list(self.queue, table_points.points, self.layout, self.tiles, 0, 1,
-                                 accumulate)
-                work[(0, accumulate)] = base
-            if pol == 0:
-                return base
             host_key = ("host", accumulate)
             if host_key not in work:
                 work[host_key] = tuple(
@@ -638,107 +699,108 @@ class TableSpreader:
             if folds is not None:
                 folds[:, 1] = pol
             work[key] = WorkList(
-                cla.to_device(self.queue, items) if items is not None else None,
-                cla.to_device(self.queue, folds) if folds is not None else None,
+                cla.to_device(stage.queue, items) if items is not None else None,
+                cla.to_device(stage.queue, folds) if folds is not None else None,
                 base.scratch, base.n_items, base.n_folds, chunk_points=base.chunk_points)
         return work[key]
 
+    def _crop(self, stage, planes: cla.Array, grid_d: cla.Array, npol: int,
+              accumulate: bool) -> None:
+        """The planes' corner copied (or added) into the caller's grid."""
+        g, layout = self.grid, stage.layout
+        launch(stage.built("crop_planes"), stage.queue, (g.nx, g.ny, npol), planes.data,
+               np.int32(layout.nu), np.int32(layout.nv), grid_d.data, np.int32(g.ny),
+               np.int32(g.nx), np.int32(accumulate))
+
+    # ------------------------------------------------------------ interpolation
+    def record_kernels(self, profile: DeviceProfile, record_group: int | None,
+                       record_vector: bool | None) -> tuple[int, bool]:
+        """(work-items a record, records by rows as vectors): the device's
+        choice (:func:`default_record_kernels`) where not given."""
+        default_group, default_vector = default_record_kernels(profile, self.grid.support)
+        if record_group is None:
+            record_group = default_group
+        if record_group < 0 or record_group & (record_group - 1):
+            raise ValueError(f"record_group must be 0 or a power of two, got {record_group}")
+        if record_vector is None:   # CPUs whose compiler builds the vector kernels
+            record_vector = default_vector and not record_group
+        return (int(record_group),
+                bool(record_vector and self.grid.support <= RECORD_VECTOR_MAX_SUPPORT))
+
+    def interpolate_params(self, stage) -> dict:
+        return {"vector": False, "points_per_item": 1, "record_group": stage.record_group,
+                "record_vector": False, "records_per_item": RECORDS_PER_ITEM}
+
     @property
-    def launch_geometry(self) -> str:
-        """The spread's launch geometry, in words."""
-        return tile_words(self.tiles)
+    def _tables(self) -> list[cla.Array]:
+        """(table_u, table_v), or the full table twice."""
+        return list(self.tables_d) if len(self.tables_d) == 2 else list(self.tables_d) * 2
 
-    def spread(self, job: SpreadJob) -> None:
-        """The engine's call (:class:`clgrid.core.engine.SpreadStage`): every
-        polarisation of the job's points into the (npol, ny, nx) grid
-        ``job.planes_d``, the job's mask the flags."""
+    @property
+    def table_args(self) -> tuple:
+        """The interpolation kernels' (table_a, table_b): (table_v, table_u) of
+        separable tables (rows, then columns), the full table twice."""
+        return tuple(self._tables[::-1] if self.grid.separable else self._tables)
+
+    def interpolate(self, stage, job: InterpolateJob) -> None:
+        """Every polarisation of the job's points from the (npol, ny, nx)
+        grid ``job.planes_d`` into the zeroed ``job.out_d``, the job's mask
+        the flags: a point a work-item, or a record where the stage has
+        records (the kernel :attr:`Interpolator.record_group`,
+        ``record_vector`` and ``register`` pick)."""
         check_table_job(job)
-        self(job.points, job.vis_d, job.wgt_d, job.mask_d, job.planes_d, job.accumulate)
-
-    def __call__(self, table_points: TablePoints, vis_d: cla.Array, wgt_d: cla.Array | None,
-                 flags_d: cla.Array | None, grid_d: cla.Array, accumulate: bool) -> None:
-        """Grid ``vis_d`` ((nrow, nchan, npol) complex) into ``grid_d``
-        ((npol, ny, nx) complex): overwrite it, or add to it (``accumulate``)."""
-        npol = vis_d.shape[-1]
-        values = self.gather(table_points, vis_d, wgt_d, flags_d)
-        if self.tiles.vector:
-            self._spread_vector(table_points, values, grid_d, accumulate)
+        if job.accumulate:
+            raise ValueError("the table interpolation writes its visibilities (no accumulate)")
+        table_points = job.points
+        if table_points.n_kept == 0:
             return
-        if self.padded:
-            shape = (npol, self.rows, self.cols)
-            if self._planes is None or self._planes.shape != shape:
-                self._planes = cla.empty(self.queue, shape, self.grid.complex_dtype)
-            planes, spread_accumulate = self._planes, False
-        else:
-            planes, spread_accumulate = grid_d, accumulate
-        points = table_points.points
-        spread = self.kernel("spread")
-        group_size = self.tiles.lanes * self.tiles.groups
-        for pol in range(npol):
-            work = self.work(table_points, pol, spread_accumulate)
-            if work.n_items == 0:
-                continue
-            scratch = work.scratch if work.scratch is not None else self._dummy_scratch
-            spread(self.queue, (work.n_items * group_size,), (group_size,),
-                   points.cells.data, points.cells.data, values[pol].data,
-                   points.bin_start.data, planes.data, np.int32(self.rows),
-                   np.int32(self.cols), np.int32(points.ntiles_u), np.int32(points.ntiles_v),
-                   np.int32(0), np.int32(1), work.items.data,
-                   np.uint32(work.chunk_points), scratch.data,
-                   np.int32(spread_accumulate), *(t.data for t in self.tables_d))
-            if work.n_folds:
-                self.kernel("fold_chunks")(
-                    self.queue, (work.n_folds * self.tiles.lanes,), (self.tiles.lanes,),
-                    work.folds.data, work.scratch.data, planes.data, np.int32(self.rows),
-                    np.int32(self.cols), np.int32(points.ntiles_v),
-                    np.int32(spread_accumulate))
-        if self.padded:
-            g = self.grid
-            launch(self.kernel("crop_planes"), self.queue, (g.nx, g.ny, npol), planes.data,
-                   np.int32(self.rows), np.int32(self.cols), grid_d.data, np.int32(g.ny),
-                   np.int32(g.nx), np.int32(accumulate))
+        records = stage.records(table_points) if stage.records is not None else None
+        wgt_d, flags_d, npol = job.wgt_d, job.mask_d, job.npol
+        g, cells = self.grid, table_points.points.cells
+        common = (job.planes_d.data, np.int32(g.nx), np.int32(g.ny), np.uint32(npol),
+                  *(t.data for t in self.table_args), *stage._weights(wgt_d, flags_d),
+                  job.out_d.data)
+        weighted, masked = wgt_d is not None, flags_d is not None
+        if records is not None and stage.register is not None:
+            self._by_register(stage, records, job, cells)
+        elif records is None:
+            launch(stage.built("interpolate_table", weighted, masked), stage.queue,
+                   (table_points.n_kept,), cells.data, np.uint32(table_points.n_kept), *common)
+        elif records.n_records and stage.record_vector:
+            stage.built("interpolate_table_records_vector", weighted, masked)(
+                stage.queue, (-(-records.n_records // RECORDS_PER_ITEM),), (1,), cells.data,
+                records.cells.data, records.start.data, np.uint32(records.n_records),
+                *common[:6], *(t.data for t in self._vector_taps(stage)), *common[6:])
+        elif records.n_records and stage.record_group:
+            group = stage.record_group
+            stage.built("interpolate_table_records_group", weighted, masked)(
+                stage.queue, (records.n_records * group,), (group,), cells.data,
+                records.cells.data, records.start.data, np.uint32(records.n_records), *common)
+        elif records.n_records:
+            launch(stage.built("interpolate_table_records", weighted, masked), stage.queue,
+                   (records.n_records,), cells.data, records.cells.data, records.start.data,
+                   np.uint32(records.n_records), *common)
 
+    def _vector_taps(self, stage) -> list[cla.Array]:
+        """The vector kernel's taps, made once, when records are first
+        degridded that way (a Gridder's interpolator never is)."""
+        if stage._taps is None:
+            stage._taps = vector_taps(stage.queue, self.grid, self._tables)
+        return stage._taps
 
-    def _spread_vector(self, table_points: TablePoints, values: list[cla.Array],
-                       grid_d: cla.Array, accumulate: bool) -> None:
-        """CPUs: each tile grids its own points once into a private tile with
-        a halo (``spread_vector``), ``add_halos`` adds the halos to the
-        neighbouring tiles in a fixed order; it writes whole planes, so an
-        accumulating or padded grid goes through the padded planes."""
-        npol = len(values)
-        points = table_points.points
-        direct = not (self.padded or accumulate)
-        if direct:
-            planes = grid_d
-        else:
-            shape = (npol, self.rows, self.cols)
-            if self._planes is None or self._planes.shape != shape:
-                self._planes = cla.empty(self.queue, shape, self.grid.complex_dtype)
-            planes = self._planes
-        if ("vector",) not in points.work:
-            points.work[("vector",)] = block_list(self.queue, points, self.layout, self.tiles,
-                                                  1, 0, 1, self.grid.complex_dtype)
-        work = points.work[("vector",)]
-        spread, add_halos = self.kernel("spread_vector"), self.kernel("add_halos")
-        geometry = (np.int32(self.rows), np.int32(self.cols), np.int32(points.ntiles_u),
-                    np.int32(points.ntiles_v))
-        for pol in range(npol):
-            plane = row_view(planes, pol, pol + 1)
-            spread(self.queue, (work.n_items,), (1,), points.cells.data, values[pol].data,
-                   points.bin_start.data, *(t.data for t in self._taps), plane.data,
-                   *geometry, np.int32(0), np.int32(1),
-                   np.float64(0), np.float64(0), self._dummy_scratch.data,   # no facet phase
-                   *work.vector_args(self._dummy_scratch))
-            work.fold_vector_chunks(self.kernel("fold_vector_chunks"), self.queue, plane,
-                                    self.rows, self.cols, points.ntiles_v)
-            launch(add_halos, self.queue, (points.ntiles_u * points.ntiles_v, 1),
-                   work.folds.data, np.int32(work.n_folds), work.scratch.data, plane.data,
-                   *geometry)
-        if not direct:
-            g = self.grid
-            launch(self.kernel("crop_planes"), self.queue, (g.nx, g.ny, npol), planes.data,
-                   np.int32(self.rows), np.int32(self.cols), grid_d.data, np.int32(g.ny),
-                   np.int32(g.nx), np.int32(accumulate))
+    @staticmethod
+    def _by_register(stage, records, job: InterpolateJob, cells: cla.Array) -> None:
+        """Records by register blocks: partial sums, then their fixed-order
+        totals given to the points (``sum_record_partials``), slice by slice."""
+        register = stage.register
+        finish = stage.built("sum_record_partials", job.wgt_d is not None,
+                             job.mask_d is not None)
+        for first, count in register.slices(records.n_records):
+            partials = register.partials(records, first, count, job.planes_d)
+            launch(finish, stage.queue, (count,), cells.data, records.start.data,
+                   np.uint32(first), np.uint32(count), np.uint32(register.n_chunks),
+                   partials.data, np.uint32(job.npol), *stage._weights(job.wgt_d, job.mask_d),
+                   job.out_d.data)
 
 
 def check_table_job(job) -> None:
@@ -773,151 +835,11 @@ def default_record_kernels(profile: DeviceProfile, support: int) -> tuple[int, b
     return group, vector
 
 
-class TableInterpolator:
-    """The (npol, ny, nx) grid of a table gridder -> visibilities: the adjoint
-    of :class:`TableSpreader` (``core_interp.cl.mako``, kernel
-    ``interpolate_table``), one work-item per kept point in sorted order, or
-    per record of equal points (``interpolate_table_records``; on GPUs from
-    support :data:`RECORD_GROUP_MIN_SUPPORT` a work-group per record,
-    ``record_group`` work-items, which tests force on any device)."""
-
-    def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Array],
-                 record_group: int | None = None, record_vector: bool | None = None,
-                 register=None, records=None):
-        self.queue, self.grid = queue, grid
-        #: The points' records (:class:`clgrid.core.register.RecordScan`,
-        #: points sorted by cell): the engine's calls degrid one footprint a
-        #: record; None: one a point.
-        self.records = records
-        #: Records degridded by register blocks instead
-        #: (:class:`clgrid.core.register.RegisterInterpolator`), or None.
-        self.register = register
-        profile = DeviceProfile.from_device(queue.device)
-        #: No fp64 on the device: the table kernels alone, with no double.
-        self.float_float = not profile.fp64
-        default_group, default_vector = default_record_kernels(profile, grid.support)
-        if record_group is None:   # the device's choice
-            record_group = default_group
-        if record_group < 0 or record_group & (record_group - 1):
-            raise ValueError(f"record_group must be 0 or a power of two, got {record_group}")
-        #: Work-items per record in degridding by records (0: one a record).
-        self.record_group = int(record_group)
-        if record_vector is None:   # CPUs whose compiler builds the vector kernels
-            record_vector = default_vector and not self.record_group
-        #: CPUs: records by rows as vectors (interpolate_table_records_vector),
-        #: up to W 64.
-        self.record_vector = bool(record_vector and grid.support <= RECORD_VECTOR_MAX_SUPPORT)
-        self._taps: list[cla.Array] | None = None   # vector_taps, made on first use
-        self.tables_d = tables_d if len(tables_d) == 2 else tables_d * 2
-        #: The kernels' (table_a, table_b): (table_v, table_u) of separable
-        #: tables (rows, then columns), the full table twice.
-        self._table_args = self.tables_d[::-1] if grid.separable else self.tables_d
-        self._kernels: dict = {}
-        self._dummy_real = cla.empty(queue, 1, grid.real)
-        self._dummy_flags = cla.empty(queue, 1, np.uint8)
-
-    def _vector_taps(self) -> list[cla.Array]:
-        """The vector kernel's taps, made once, when records are first
-        degridded that way (a Gridder's interpolator never is)."""
-        if self._taps is None:
-            self._taps = vector_taps(self.queue, self.grid, self.tables_d)
-        return self._taps
-
-    def kernel(self, weighted: bool, masked: bool,
-               name: str = "interpolate_table") -> cl.Kernel:
-        key = (weighted, masked, name)
-        if key not in self._kernels:
-            g = self.grid
-            # the vector kernel reads complex separable tables as full slices
-            # (vector_taps), so it is built on its own
-            as_vectors = name == "interpolate_table_records_vector"
-            params = {"real": real_dtype_name(g.real), "vis_real": real_dtype_name(g.real),
-                      "support": g.support, "beta": 0.0,
-                      "row_taps": row_taps(g.support), "do_w": False, "shifted": False,
-                      "weighted": weighted, "masked": masked,
-                      "with_f64": not self.float_float, "float_float": self.float_float,
-                      "kernel_source": g.vector_source if as_vectors else g.kernel_source,
-                      "oversample": g.oversample,
-                      "table_real": g.table_real, "vector": False, "kernel_eval": "exp",
-                      "horner": [], "points_per_item": 1, "record_group": self.record_group,
-                      "record_vector": as_vectors,
-                      "records_per_item": RECORDS_PER_ITEM}
-            template = KernelTemplate(self.queue, "core_interp.cl.mako", params,
-                                      need_f64=not self.float_float)
-            self._kernels[key] = template.kernel(name)
-        return self._kernels[key]
-
-    def interpolate(self, job: InterpolateJob) -> None:
-        """The engine's call (:class:`clgrid.core.engine.InterpolateStage`):
-        every polarisation of the job's points from the (npol, ny, nx) grid
-        ``job.planes_d`` into the zeroed ``job.out_d``, the job's mask the
-        flags; a record at a time where the stages cut records."""
-        check_table_job(job)
-        if job.accumulate:
-            raise ValueError("the table interpolation writes its visibilities (no accumulate)")
-        records = self.records(job.points) if self.records is not None else None
-        self(job.points, job.planes_d, job.npol, job.wgt_d, job.mask_d, records, job.out_d)
-
-    def __call__(self, table_points: TablePoints, grid_d: cla.Array, npol: int,
-                 wgt_d: cla.Array | None = None, flags_d: cla.Array | None = None,
-                 records=None, out_d: cla.Array | None = None) -> cla.Array:
-        """(n_vis, npol) visibilities; zero where left out or flagged.  With
-        ``records`` (:class:`clgrid.core.register.Records` of these points,
-        sorted by cell): one footprint per record (``interpolate_table_records``).
-        ``out_d``: zeros of at least (n_vis, npol) to write them into."""
-        if out_d is None:
-            out_d = cla.zeros(self.queue, (max(table_points.n_vis, 1), npol),
-                              self.grid.complex_dtype)
-        if table_points.n_kept == 0:
-            return out_d
-        g = self.grid
-        common = (grid_d.data, np.int32(g.nx), np.int32(g.ny), np.uint32(npol),
-                  *(t.data for t in self._table_args),
-                  (wgt_d if wgt_d is not None else self._dummy_real).data,
-                  (flags_d if flags_d is not None else self._dummy_flags).data, out_d.data)
-        cells = table_points.points.cells
-        if records is not None and self.register is not None:
-            self._by_register(records, grid_d, npol, wgt_d, flags_d, out_d, cells)
-        elif records is None:
-            launch(self.kernel(wgt_d is not None, flags_d is not None), self.queue,
-                   (table_points.n_kept,), cells.data, np.uint32(table_points.n_kept), *common)
-        elif records.n_records and self.record_vector:
-            self.kernel(wgt_d is not None, flags_d is not None,
-                        "interpolate_table_records_vector")(
-                self.queue, (-(-records.n_records // RECORDS_PER_ITEM),), (1,), cells.data,
-                records.cells.data, records.start.data, np.uint32(records.n_records),
-                *common[:6], *(t.data for t in self._vector_taps()), *common[6:])
-        elif records.n_records and self.record_group:
-            group = self.record_group
-            self.kernel(wgt_d is not None, flags_d is not None,
-                        "interpolate_table_records_group")(
-                self.queue, (records.n_records * group,), (group,), cells.data,
-                records.cells.data, records.start.data, np.uint32(records.n_records), *common)
-        elif records.n_records:
-            launch(self.kernel(wgt_d is not None, flags_d is not None,
-                               "interpolate_table_records"), self.queue, (records.n_records,),
-                   cells.data, records.cells.data, records.start.data,
-                   np.uint32(records.n_records), *common)
-        return out_d
-
-    def _by_register(self, records, grid_d: cla.Array, npol: int, wgt_d, flags_d,
-                     out_d: cla.Array, cells: cla.Array) -> None:
-        """Records by register blocks: partial sums, then their fixed-order
-        totals given to the points (``sum_record_partials``), slice by slice."""
-        finish = self.kernel(wgt_d is not None, flags_d is not None, "sum_record_partials")
-        for first, count in self.register.slices(records.n_records):
-            partials = self.register.partials(records, first, count, grid_d)
-            launch(finish, self.queue, (count,), cells.data, records.start.data,
-                   np.uint32(first), np.uint32(count), np.uint32(self.register.n_chunks),
-                   partials.data, np.uint32(npol),
-                   (wgt_d if wgt_d is not None else self._dummy_real).data,
-                   (flags_d if flags_d is not None else self._dummy_flags).data, out_d.data)
-
-
 __all__ = ["GCF_READS", "LINEAR_STEPS", "gcf_image_fits", "gcf_image_params",
            "gcf_image_shape", "gcf_images", "gcf_texels", "linear_steps",
            "KEY_ORDERS", "MAX_TABLE_SUPPORT", "TABLE_CONJUGATE", "TableGrid",
            "default_record_kernels", "max_table_support",
-           "TableInterpolator", "TablePoints", "TablePositions", "TableSpreader", "TableValues",
+           "TableKernel", "TablePoints", "TablePositions", "TableSpreadState",
+           "TableValues",
            "check_table_job", "check_tiles", "fit_staging", "staging_bytes", "table_tiles",
            "vector_taps", "VECTOR_SLICE_TAPS", "VECTOR_TAPS"]

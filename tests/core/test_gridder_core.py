@@ -75,7 +75,7 @@ def test_separable_matches_reference(cl_env, tiles, size, npol, precision):
     plan = gridder.plan(uvw, FREQ_HZ, flags)
     result = gridder.grid_plan(plan, vis.astype(gridder.complex_dtype), weights)
     if tiles.endswith("chunks"):   # dense tiles were split and folded
-        assert plan.points.points.work[("vector",)].chunk_folds is not None
+        assert gridder.engine.spreader.work(plan.points.points, 0, 1).chunk_folds is not None
     reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell, weights, flags)
     assert result.shape == (npol, ny, nx) and result.dtype == gridder.complex_dtype
     assert relative_error(result, reference) < _tolerance(precision)
@@ -260,7 +260,7 @@ def test_degrid_random_complex_user_tables(cl_env, separable):
     """The core Degridder with random complex tables, different on u and v:
     every interpolation kernel (per point, per record, a work-group per
     record, rows as vectors) against the float64 reference."""
-    from clgrid.core.table import TableInterpolator
+    from clgrid.core.spread import Interpolator
     from gridder_reference import degrid_reference
     _skip_without_fp64(cl_env)
     rng, uvw, cell, gcf, nx, ny = random_user_tables_case(separable)
@@ -276,9 +276,9 @@ def test_degrid_random_complex_user_tables(cl_env, separable):
     for group, as_vectors in variants:
         degridder = clgrid.Degridder(cl_env.queue, gcf, nx, ny, cell, npol=2)
         core = degridder.engine
-        core.primary.interpolator = TableInterpolator(
-            cl_env.queue, degridder.table_grid, core.interpolator.tables_d[:2], group,
-            as_vectors, records=core.interpolator.records)
+        core.primary.interpolator = Interpolator(
+            cl_env.queue, core.interpolator.source, record_group=group,
+            record_vector=as_vectors, records=core.interpolator.records)
         result = degridder(grid.astype(np.complex64), uvw, FREQ_HZ, weights)
         assert relative_error(result, reference) < 1e-5, (group, as_vectors)
     with pytest.raises(ValueError, match="give one of them"):
@@ -589,12 +589,12 @@ for gcf in (separable_gcf(3, 2), w_projection_gcf(3, 2, 2, 60.0, 20 * cell), com
     by_record = clgrid.Degridder(queue, gcf, 20, 18, cell, npol=2)
     assert np.allclose(by_record(grid, uvw, [1e8], weights, flags),
                        degridder(grid, uvw, [1e8], weights, flags), atol=1e-5)
-    from clgrid.core.table import TableInterpolator
+    from clgrid.core.spread import Interpolator
     for group, as_vectors in ((4, False), (0, True)):   # the GPUs' and the CPUs' kernels
         forced = clgrid.Degridder(queue, gcf, 20, 18, cell, npol=2)
-        forced.engine.primary.interpolator = TableInterpolator(
-            queue, forced.table_grid, forced.engine.interpolator.tables_d[:2], group,
-            as_vectors, records=forced.engine.interpolator.records)
+        forced.engine.primary.interpolator = Interpolator(
+            queue, forced.engine.interpolator.source, record_group=group,
+            record_vector=as_vectors, records=forced.engine.interpolator.records)
         assert np.allclose(forced(grid, uvw, [1e8], weights, flags),
                            degridder(grid, uvw, [1e8], weights, flags), atol=1e-5)
     for params in ({"block_u": 1, "block_v": 1, "wg_size": 8, "batch": 3,
@@ -627,8 +627,8 @@ vector = Gridder(queue, wide, 64, 64, cell, npol=2,
                  tiles=TileShape(32, 32, vector=True))(*args)
 assert np.abs(lanes).max() > 0 and np.allclose(vector, lanes, atol=1e-5)
 by_rows = clgrid.Degridder(queue, wide, 64, 64, cell, npol=2)
-by_rows.engine.primary.interpolator = TableInterpolator(
-    queue, by_rows.table_grid, by_rows.engine.interpolator.tables_d[:2], 0, True,
+by_rows.engine.primary.interpolator = Interpolator(
+    queue, by_rows.engine.interpolator.source, record_group=0, record_vector=True,
     records=by_rows.engine.interpolator.records)
 assert by_rows.engine.interpolator.record_vector
 scalar = clgrid.Degridder(queue, wide, 64, 64, cell, npol=2, tiles=TileShape(32, 32))
@@ -702,7 +702,7 @@ def test_degridder_core_matches_reference_and_is_adjoint(cl_env, kind, npol, pre
     polarisations split), on any device."""
     from gridder_reference import degrid_reference
     from clgrid.core import register
-    from clgrid.core.table import TableInterpolator
+    from clgrid.core.spread import Interpolator
     _skip_without_fp64(cl_env)
     rng = np.random.default_rng(21 + npol)
     nx, ny = 58, 46
@@ -725,14 +725,14 @@ def test_degridder_core_matches_reference_and_is_adjoint(cl_env, kind, npol, pre
     elif record_group == "vector":      # the CPUs' kernel, forced on every device
         cl_env.require_vector_tiles()
         core = degridder.engine
-        core.primary.interpolator = TableInterpolator(
-            cl_env.queue, degridder.table_grid, core.interpolator.tables_d[:2], 0, True,
+        core.primary.interpolator = Interpolator(
+            cl_env.queue, core.interpolator.source, record_group=0, record_vector=True,
             records=core.interpolator.records)
         assert core.interpolator.record_vector
     elif record_group is not None:
         core = degridder.engine
-        core.primary.interpolator = TableInterpolator(
-            cl_env.queue, degridder.table_grid, core.interpolator.tables_d[:2], record_group,
+        core.primary.interpolator = Interpolator(
+            cl_env.queue, core.interpolator.source, record_group=record_group,
             records=core.interpolator.records)
         assert core.interpolator.record_group == record_group
     with warnings.catch_warnings():
