@@ -141,10 +141,11 @@ def _rel(a, b) -> float:
 def _stage_times(imager, vis_d, queue, repeats) -> tuple[float, float]:
     """Device seconds of the spread and the FFT of the first v2d pass."""
     engine = imager.engine
-    plane0, n_pass = engine.passes()[0]
-    spread = median_seconds(lambda: engine.grid_pass(vis_d, 1, 0, plane0, n_pass), queue,
+    plane0, n_pass = engine.image.passes()[0]
+    spread = median_seconds(lambda: engine.image.grid_pass(vis_d, 1, 0, plane0, n_pass), queue,
                             repeats)
-    fft = median_seconds(lambda: engine.fft.backward(engine.planes_d), queue, repeats)
+    fft = median_seconds(lambda: engine.primary.fft.backward(engine.primary.planes_d), queue,
+                         repeats)
     return spread, fft
 
 
@@ -210,7 +211,7 @@ def run_case(case, queue, epsilon, do_w, repeats) -> dict:
     image_d = cla.to_device(queue, image)
     row = {"case": case["name"], "npix": case["npix"], "nvis": vis.size, "epsilon": epsilon,
            "w": do_w, "W": imager.kernel_choice.support, "sigma": imager.kernel_choice.sigma,
-           "planes": imager.n_planes, "passes": len(imager.engine.passes()),
+           "planes": imager.n_planes, "passes": len(imager.engine.image.passes()),
            "plan": round(plan_s, 3),
            "v2d dev": round(median_seconds(lambda: imager.vis2dirty_device(vis_d), queue,
                                            repeats), 4),

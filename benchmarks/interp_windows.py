@@ -44,13 +44,13 @@ def interpolation_ms(queue, n_points: int, tiled, min_points: int, repeats: int)
     imager = Imager(queue, uvw=uvw_m, freq=freq_hz, npix_x=2048, npix_y=2048,
                     pixsize_x=cell_rad, pixsize_y=cell_rad, epsilon=1e-5, do_wgridding=True)
     engine = imager.engine
-    plane0, n_pass = engine.passes()[0]
+    plane0, n_pass = engine.image.passes()[0]
     out_d = cla.zeros(queue, (n_points, 1, 1), np.complex64)
 
     def run():
         for block in engine.blocks:
-            engine.interpolator(block.points, block.uvw_d, engine.freq_scale_d, out_d, 1, 0,
-                                engine.planes_d, plane0, n_pass)
+            engine.interpolator(block.points, block.uvw_d, engine.plan.freq_scale_d, out_d, 1,
+                                0, engine.primary.planes_d, plane0, n_pass)
 
     return median_seconds(run, queue, repeats) * 1e3
 

@@ -109,13 +109,14 @@ def main(argv=None) -> int:
                     tiles=tile_shape(args.tiles) if args.tiles else None)
     queue.finish()
     engine = imager.engine
+    image, primary, freq_scale_d = engine.image, engine.primary, engine.plan.freq_scale_d
     print(f"plan (first, with builds)    {(time.perf_counter() - start) * 1e3:10.2f} ms; "
           f"W {imager.kernel_choice.support} sigma {imager.kernel_choice.sigma} "
-          f"grid {imager.nu} planes {imager.n_planes} passes {len(engine.passes())} "
+          f"grid {imager.nu} planes {imager.n_planes} passes {len(image.passes())} "
           f"tiles {engine.tiles} row blocks {len(engine.blocks)}", flush=True)
     setpoints = SetPoints(queue, EsPositions(imager.geometry, imager.layout), engine.tiles)
     timed("set points (keys+sort+starts)", lambda: [
-        setpoints(block.uvw_d, engine.freq_scale_d) for block in engine.blocks], queue,
+        setpoints(block.uvw_d, freq_scale_d) for block in engine.blocks], queue,
         args.repeats)
     vis_d = cla.to_device(queue, vis)
     timed("upload pageable", lambda: cla.to_device(queue, vis), queue, args.repeats)
@@ -126,24 +127,24 @@ def main(argv=None) -> int:
     timed("non-finite count",
           lambda: _device_count(queue, vis_d, "nonfinite", engine.primary.scratch), queue,
           args.repeats)
-    plane0, n_pass = engine.passes()[0]
+    plane0, n_pass = image.passes()[0]
     timed(f"spread (one pass, {n_pass} planes)",
-          lambda: engine.grid_pass(vis_d, 1, 0, plane0, n_pass), queue, args.repeats)
-    timed("fft (one pass)", lambda: engine.fft.backward(engine.planes_d), queue, args.repeats)
+          lambda: image.grid_pass(vis_d, 1, 0, plane0, n_pass), queue, args.repeats)
+    timed("fft (one pass)", lambda: primary.fft.backward(primary.planes_d), queue, args.repeats)
     image_d = cla.zeros(queue, (args.npix, args.npix), np.float32)
-    timed("correct (one pass)", lambda: engine.corrector.planes_to_dirty(
-        engine.planes_d, plane0, n_pass, image_d, 1.0), queue, args.repeats)
+    timed("correct (one pass)", lambda: primary.corrector.planes_to_dirty(
+        primary.planes_d, plane0, n_pass, image_d, 1.0), queue, args.repeats)
     out_d = cla.zeros(queue, vis.shape + (1,), np.complex64)
     timed("interpolate (one pass)", lambda: [engine.interpolator(
-        block.points, block.uvw_d, engine.freq_scale_d, row_view(out_d, block.first, block.stop),
-        1, 0, engine.planes_d, plane0, n_pass) for block in engine.blocks], queue, args.repeats)
+        block.points, block.uvw_d, freq_scale_d, row_view(out_d, block.first, block.stop),
+        1, 0, primary.planes_d, plane0, n_pass) for block in engine.blocks], queue, args.repeats)
     timed("interpolate (first pass)", lambda: [engine.interpolator(
-        block.points, block.uvw_d, engine.freq_scale_d, row_view(out_d, block.first, block.stop),
-        1, 0, engine.planes_d, plane0, n_pass, accumulate=False) for block in engine.blocks],
+        block.points, block.uvw_d, freq_scale_d, row_view(out_d, block.first, block.stop),
+        1, 0, primary.planes_d, plane0, n_pass, accumulate=False) for block in engine.blocks],
         queue, args.repeats)
-    timed("dirty to planes", lambda: engine.corrector.dirty_to_planes(
-        image_d, plane0, n_pass, engine.planes_d), queue, args.repeats)
-    timed("fft forward (pruned)", lambda: engine.fft.forward(engine.planes_d, engine.pruning),
+    timed("dirty to planes", lambda: primary.corrector.dirty_to_planes(
+        image_d, plane0, n_pass, primary.planes_d), queue, args.repeats)
+    timed("fft forward (pruned)", lambda: primary.fft.forward(primary.planes_d, image.pruning),
           queue, args.repeats)
     timed("vis2dirty device-resident", lambda: imager.vis2dirty_device(vis_d), queue,
           args.repeats)

@@ -77,11 +77,11 @@ def one_tile(queue, args, text: str, do_w: bool, data, reference) -> tuple[dict,
                     tiles=tile_shape(text))
     engine = imager.engine
     vis_d = cla.to_device(queue, vis)
-    plane0, n_pass = engine.passes()[0]
+    plane0, n_pass = engine.image.passes()[0]
     row = {"w": "yes" if do_w else "no", "tiles": text, "W": imager.kernel_choice.support,
            "planes": imager.n_planes,
-           "spread ms": best_ms(lambda: engine.grid_pass(vis_d, 1, 0, plane0, n_pass), queue,
-                                args.repeats),
+           "spread ms": best_ms(lambda: engine.image.grid_pass(vis_d, 1, 0, plane0, n_pass),
+                                queue, args.repeats),
            "vis2dirty device ms": best_ms(lambda: imager.vis2dirty_device(vis_d), queue,
                                           args.repeats),
            "vis2dirty e2e ms": best_ms(lambda: imager.vis2dirty(vis), queue, args.repeats)}

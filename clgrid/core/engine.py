@@ -32,13 +32,11 @@ the imaging path, made at construction in row blocks; one per call, or per
 ``Gridder.plan``, for the table path); the spread and interpolation run
 over the plan's row blocks in order (the first block writes, later ones
 add), each through the stage's ``spread`` / ``interpolate`` method with one
-typed job (:class:`SpreadJob`, :class:`InterpolateJob`).  With an image
-stage, per polarisation and per pass of w planes that fits the device (all
-planes at once where memory allows)::
-
-    vis2dirty:  spread (all planes of the pass) -> batched backward FFT
-                -> planes_to_dirty (phase screens, correction, fixed order)
-    dirty2vis:  dirty_to_planes -> batched forward FFT -> interpolate (+=)
+typed job (:class:`SpreadJob`, :class:`InterpolateJob`).  The engine knows
+no path: the imaging path's passes of w planes through FFT and correction
+(``vis2dirty``, ``dirty2vis``, and for grids summed elsewhere ``grid_pass``
+/ ``grid_to_dirty``) are its image stage's (:class:`clgrid.core.image.ImageStage`,
+``engine.image``), driving :meth:`Engine.spread` and :meth:`Engine.interpolate`.
 
 Per-call scratch (the stages' kernel objects, planes, FFT plans, staging)
 lives in a :class:`Workspace`; :meth:`Engine.lease` hands one out per call,
@@ -54,7 +52,6 @@ import os
 import threading
 from typing import Callable, Protocol
 
-import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 import pyopencl.tools as cl_tools
@@ -104,6 +101,11 @@ class Plan:
     def n_kept(self) -> int:
         """Points binned (the others left out)."""
         return sum(b.points.n_valid for b in self.blocks)
+
+    @property
+    def n_invalid(self) -> int:
+        """Points left out (the ES set points: uvw not finite)."""
+        return sum(b.points.n_invalid for b in self.blocks)
 
     @property
     def n_offgrid(self) -> int:
@@ -206,20 +208,18 @@ class ImageScratch(Protocol):
 
 
 class ImageStage(Protocol):
-    """W planes <-> image (FFT and correction), sized from the plan
-    (:class:`clgrid.core.image.ImageStage`)."""
+    """W planes <-> image (FFT and correction), sized from the engine's plan
+    (:class:`clgrid.core.image.ImageStage`, which also drives the imaging
+    path's calls through the engine)."""
 
-    geometry: object
-    layout: object
-    grid_complex: np.dtype
-    plane_range: tuple[int, int]
-    fft_backend: str | None
+    #: Device bytes of the engine's plan as the stage counts it (once bound).
+    plan_bytes: int
 
-    def planes_per_pass(self, profile: DeviceProfile, plan_bytes: int) -> int: ...
+    def bind(self, engine: "Engine") -> None:
+        """Plan the passes of ``engine``'s observation (before its workspaces)."""
 
-    def pruning(self, blocks: list[RowBlock], tiles: TileShape): ...
-
-    def scratch(self, queue: cl.CommandQueue, n_pass: int) -> ImageScratch: ...
+    def scratch(self, queue: cl.CommandQueue) -> ImageScratch:
+        """A workspace's planes, FFT plan and correction."""
 
 
 #: A stage with per-call state (OpenCL kernel arguments are per kernel
@@ -276,19 +276,15 @@ class Engine:
         #: The observation (image stage): its uvw and plan, made once; else None.
         self.uvw_d = uvw_d
         self.plan: Plan | None = None
-        self.n_pass = 0
-        self.pruning = None
-        image = stages.image
         if uvw_d is not None:
             self.plan = self.make_plan(uvw_d, freq_scale_d, bounds)
-        if image is not None:
-            self.n_pass = image.planes_per_pass(self.profile, self.plan_bytes)
-            self.pruning = image.pruning(self.blocks, self.tiles)
+        if stages.image is not None:   # its passes, before the workspaces' planes
+            stages.image.bind(self)
         #: Host times of the steps of later calls (:mod:`clgrid.core.trace`), or None.
         self.trace: StageTrace | None = None
         self._pool = WorkspacePool(self)
         #: The workspace made with the plan, on ``queue``; the attributes
-        #: ``spreader``, ``planes_d``, ``fft``... are its (see :meth:`lease`).
+        #: ``spreader`` and ``interpolator`` are its (see :meth:`lease`).
         self.primary = self._pool.primary
 
     # ---------------------------------------------------------- set points
@@ -326,43 +322,11 @@ class Engine:
         return self.plan.blocks if self.plan is not None else []
 
     @property
-    def freq_scale_d(self) -> cla.Array:
-        return self.plan.freq_scale_d
-
-    @property
-    def n_chan(self) -> int:
-        return self.plan.n_chan
-
-    @property
-    def n_vis(self) -> int:
-        return self.plan.n_rows * self.plan.n_chan
-
-    @property
-    def n_invalid(self) -> int:
-        """Visibilities with non-finite uvw, left out."""
-        return sum(b.points.n_invalid for b in self.blocks)
-
-    @property
-    def plan_bytes(self) -> int:
-        """Device memory of the observation's plan (uvw, bins, records),
-        shared by all calls."""
-        if self.plan is None:
-            return 0
-        return self.uvw_d.nbytes + sum(self._block_bytes(b) for b in self.blocks)
-
-    def _block_bytes(self, block: RowBlock) -> int:
-        """Device bytes of a block's bins, its records and (GPU, counted per
-        block to be safe) its gathered values."""
-        points = block.points
-        grid_complex = self.image.grid_complex
-        return (points.sorted_index.nbytes * 2 + points.bin_start.nbytes + points.cells.nbytes
-                + points.fracs.nbytes + points.n_valid * grid_complex.itemsize)
-
-    @property
     def device_bytes(self) -> int:
-        """Device memory this engine keeps between calls: the plan and every
-        workspace made so far."""
-        return self.plan_bytes + self._pool.device_bytes
+        """Device memory this engine keeps between calls: the observation's
+        plan (as its image stage counts it) and every workspace made so far."""
+        plan_bytes = self.stages.image.plan_bytes if self.stages.image is not None else 0
+        return plan_bytes + self._pool.device_bytes
 
     @property
     def image(self) -> ImageStage:
@@ -372,18 +336,6 @@ class Engine:
             raise ValueError("this engine has no image stage (a table gridder's): "
                              "spread into a grid with Engine.spread")
         return self.stages.image
-
-    # the image stage's plan
-    geometry = property(lambda self: self.image.geometry)
-    layout = property(lambda self: self.image.layout)
-    grid_complex = property(lambda self: self.image.grid_complex)
-    plane_range = property(lambda self: self.image.plane_range)
-    fft_backend = property(lambda self: self.image.fft_backend)
-
-    def passes(self) -> list[tuple[int, int]]:
-        """(first plane, plane count) of every pass, in order."""
-        first, stop = self.plane_range
-        return [(p, min(self.n_pass, stop - p)) for p in range(first, stop, self.n_pass)]
 
     def lease(self, queue: cl.CommandQueue | None = None) -> "Lease":
         """A workspace of this plan for one call (``with engine.lease(q) as ws``).
@@ -400,9 +352,6 @@ class Engine:
     # the primary workspace's stages, for single-threaded callers
     spreader = property(lambda self: self.primary.spreader)
     interpolator = property(lambda self: self.primary.interpolator)
-    corrector = property(lambda self: self.primary.corrector)
-    planes_d = property(lambda self: self.primary.planes_d)
-    fft = property(lambda self: self.primary.fft)
 
     # ---------------------------------------------------------- the stages, driven
     def spread(self, plan: Plan, vis_d: cla.Array, npol: int, pol: int | None,
@@ -444,98 +393,6 @@ class Engine:
             if block_done is not None:
                 block_done(block)
 
-    # ---------------------------------------------------------- imaging
-    def grid_pass(self, vis_d: cla.Array, npol: int, pol: int, plane0: int, n_pass: int,
-                  wgt_d: cla.Array | None = None, mask_d: cla.Array | None = None,
-                  ready: Ready | None = None, ws: "Workspace | None" = None) -> cla.Array:
-        """Spread one polarisation into planes ``plane0 ..`` (no FFT); returns
-        the planes buffer of workspace ``ws`` (default the primary; its
-        first ``n_pass`` planes are valid).  ``vis_d``, ``wgt_d``,
-        ``mask_d``: (row, chan, ...) device arrays; ``ready``: see
-        :data:`Ready` (default: the data is on the device already)."""
-        ws = ws or self.primary
-        self.spread(self.plan, vis_d, npol, pol, ws.planes_d, plane0, n_pass, wgt_d, mask_d,
-                    ready=ready, ws=ws)
-        return ws.planes_d
-
-    def planes_to_dirty(self, plane0: int, n_pass: int, dirty_d: cla.Array,
-                        prune: bool = True, accumulate: bool = True,
-                        ws: "Workspace | None" = None) -> None:
-        """Backward FFT of the planes buffer and its corrected sum added into
-        ``dirty_d`` (written over it with ``accumulate=False``).
-        ``prune=False`` for grids holding other engines' visibilities too (a
-        multi-device sum), whose rows this engine's pruning does not know."""
-        ws = ws or self.primary
-        with stage(self.trace, "fft"):
-            ws.fft.backward(ws.planes_d, self.pruning if prune else None)
-        with stage(self.trace, "correct"):
-            ws.corrector.planes_to_dirty(ws.planes_d, plane0, n_pass, dirty_d,
-                                         ws.fft.backward_scale, accumulate)
-
-    def grid_to_dirty(self, grids, pol: int, dirty_d: cla.Array,
-                      ws: "Workspace | None" = None) -> None:
-        """Backward FFT and correction of ``grids[pol]`` written over ``dirty_d``
-        (no w-gridding).  ``grids``: (npol, nu, nv) uv grids, numpy or a device
-        array on this engine's context, holding other engines' visibilities
-        too (a sum over devices or Dask chunks): transformed unpruned."""
-        ws = ws or self.primary
-        if isinstance(grids, cla.Array):
-            plane_bytes = self.layout.nu * self.layout.nv * self.grid_complex.itemsize
-            cl.enqueue_copy(ws.queue, ws.planes_d.data, grids.data, byte_count=plane_bytes,
-                            src_offset=pol * plane_bytes)
-        else:
-            ws.planes_d.set(np.ascontiguousarray(grids[pol], self.grid_complex)
-                            .reshape(ws.planes_d.shape), queue=ws.queue)
-        self.planes_to_dirty(0, 1, dirty_d, prune=False, accumulate=False, ws=ws)
-
-    def vis2dirty(self, vis_d: cla.Array, npol: int, pol: int,
-                  wgt_d: cla.Array | None = None, mask_d: cla.Array | None = None,
-                  ready: Ready | None = None, ws: "Workspace | None" = None) -> cla.Array:
-        """(npix_x, npix_y) dirty image of polarisation ``pol`` on the device,
-        in grid precision, made in workspace ``ws`` (default the primary).
-        ``vis_d``: complex, (row, chan[, pol]); ``ready``: see :data:`Ready`
-        (only the first pass waits)."""
-        g = self.geometry
-        ws = ws or self.primary
-        dirty_d = cla.empty(ws.queue, (g.npix_x, g.npix_y), g.grid_real)
-        for index, (plane0, n_pass) in enumerate(self.passes()):
-            self.grid_pass(vis_d, npol, pol, plane0, n_pass, wgt_d, mask_d, ready, ws)
-            ready = None
-            self.planes_to_dirty(plane0, n_pass, dirty_d, accumulate=index > 0, ws=ws)
-        return dirty_d
-
-    def dirty2vis(self, images_d: list[cla.Array], wgt_d: cla.Array | None = None,
-                  mask_d: cla.Array | None = None,
-                  block_done: Callable[[cla.Array, RowBlock, cl.Event], None] | None = None,
-                  ws: "Workspace | None" = None) -> cla.Array:
-        """(n_vis, npol) visibilities of npol (npix_x, npix_y) device images
-        (grid precision).  ``block_done(out_d, block, event)`` is called as
-        soon as a block's rows of the (n_rows, n_chan, npol) result ``out_d``
-        are final (its last interpolation is enqueued; the event marks its
-        end), so that their download can overlap the blocks after it."""
-        npol = len(images_d)
-        ws = ws or self.primary
-        shape = (self.plan.n_rows, self.n_chan, npol)
-        dtype = np.dtype(np.complex64 if self.geometry.vis_real == np.float32
-                         else np.complex128)
-        # The first pass writes every valid point, so zeros are needed only for
-        # invalid ones, and where the output is cut into row blocks (see row_view).
-        fresh = self.n_invalid == 0 and len(self.blocks) == 1
-        out_d = (cla.empty if fresh else cla.zeros)(ws.queue, shape, dtype)
-        passes = self.passes()
-        for pol, image_d in enumerate(images_d):
-            for index, (plane0, n_pass) in enumerate(passes):
-                ws.corrector.dirty_to_planes(image_d, plane0, n_pass, ws.planes_d)
-                ws.fft.forward(ws.planes_d, self.pruning)
-                final = pol == npol - 1 and index == len(passes) - 1
-                done = None
-                if final and block_done is not None:
-                    def done(block, ws=ws):
-                        block_done(out_d, block, cl.enqueue_marker(ws.queue))
-                self.interpolate(self.plan, out_d, npol, pol, ws.planes_d, plane0, n_pass,
-                                 wgt_d, mask_d, accumulate=index > 0, block_done=done, ws=ws)
-        return out_d.reshape(self.n_vis, npol)
-
 
 # ------------------------------------------------------------------ scratch
 class Workspace:
@@ -553,7 +410,7 @@ class Workspace:
                              else None)
         self.corrector = self.planes_d = self.fft = None
         if stages.image is not None:
-            image = stages.image.scratch(queue, engine.n_pass)
+            image = stages.image.scratch(queue)
             self.corrector, self.planes_d, self.fft = image.corrector, image.planes_d, image.fft
         self.uploader = Uploader(queue)
         #: Scratch of the count reductions (a pool that keeps its buffers).

@@ -4,7 +4,8 @@
 Romein (2012)'s work distribution with Merry (2016)'s thread coarsening, on
 the core's device set points: the points are sorted by footprint start
 cell and table slice (:class:`clgrid.core.setpoints.SetPoints` of
-:class:`clgrid.core.table.TablePositions` with ``order='cell'``), each run of equal ones is one *record* (a device cut,
+:class:`clgrid.core.table.TablePositions` with ``order='cell'``), each run
+of equal ones is one *record* (a device cut,
 :class:`RecordScan`, once per set of points; the values summed per call by
 ``gather_records``, ``templates/core_records.cl.mako``: Muscat and Merry's
 compression, made on the device), and a work-group streams a contiguous

@@ -431,7 +431,7 @@ class Imager(Operation):
         return replaced
 
     def _count(self, ws, mask_d: cla.Array | None) -> None:
-        n_invalid = self.engine.n_invalid
+        n_invalid = self.engine.plan.n_invalid
         with stage(self.trace, "count"):
             flagged = (_device_count(ws.queue, mask_d, "zero", ws.scratch)
                        if mask_d is not None else 0)
@@ -482,8 +482,8 @@ class Imager(Operation):
         dirty_d = None
         images = []   # freed once the queue is done (see _device_count)
         for pol in range(npol):
-            image_d = self.engine.vis2dirty(arrays["vis"], npol, pol, arrays["wgt"],
-                                            arrays["mask"], ready, ws=ws)
+            image_d = self.engine.image.vis2dirty(arrays["vis"], npol, pol, arrays["wgt"],
+                                                  arrays["mask"], ready, ws=ws)
             ready = None
             if npol == 1:   # the engine's image is the result: no copy
                 return image_d.reshape((1,) + image_d.shape)
@@ -533,8 +533,9 @@ class Imager(Operation):
             ws.uploader.settle()
             arrays, ready, checks = self._inputs(ws, vis, *self._check_weights(wgt, mask))
             shape = (npol, self.nu, self.nv)
-            grids = (cla.empty(ws.queue, shape, self.engine.grid_complex) if on_device
-                     else np.empty(shape, self.engine.grid_complex))
+            grid_complex = self.engine.image.grid_complex
+            grids = (cla.empty(ws.queue, shape, grid_complex) if on_device
+                     else np.empty(shape, grid_complex))
             self._spread_into(ws, arrays, npol, ready, grids)
             if checks and self._check_finite(ws, checks, arrays):
                 # NaN/Inf in unused visibilities came with the row blocks: again without them
@@ -546,8 +547,8 @@ class Imager(Operation):
     def _spread_into(self, ws, arrays: dict, npol: int, ready, grids) -> None:
         """Each polarisation's one plane (no w) into ``grids``."""
         for pol in range(npol):
-            planes_d = self.engine.grid_pass(arrays["vis"], npol, pol, 0, 1, arrays["wgt"],
-                                             arrays["mask"], ready, ws)
+            planes_d = self.engine.image.grid_pass(arrays["vis"], npol, pol, 0, 1,
+                                                   arrays["wgt"], arrays["mask"], ready, ws)
             ready = None
             plane_bytes = grids[0].nbytes
             if isinstance(grids, cla.Array):
@@ -564,7 +565,7 @@ class Imager(Operation):
         with self.engine.lease() as ws:
             for pol in range(grids.shape[0]):
                 image = cla.empty(ws.queue, (self.npix_x, self.npix_y), self.grid_real)
-                self.engine.grid_to_dirty(grids, pol, image, ws=ws)
+                self.engine.image.grid_to_dirty(grids, pol, image, ws=ws)
                 images[pol] = image.get(queue=ws.queue)
         return images
 
@@ -638,7 +639,8 @@ class Imager(Operation):
             def block_done(out_d, block, event):
                 downloads.append(ws.uploader.rows_to_pinned(
                     out_d, into, block.first, block.stop, [event]))
-        out_d = self.engine.dirty2vis(planes, arrays["wgt"], arrays["mask"], block_done, ws=ws)
+        out_d = self.engine.image.dirty2vis(planes, arrays["wgt"], arrays["mask"], block_done,
+                                            ws=ws)
         ws.uploader.settle()
         return out_d.reshape(self.n_rows, self.n_chan, npol)
 

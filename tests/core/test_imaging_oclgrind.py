@@ -121,7 +121,8 @@ SCRIPT = textwrap.dedent("""
     for tiles in (None, TileShape(8, 16, 2 ** 31, True, 2)):
         kept = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-4, do_wgridding=True,
                       fft_backend="numpy", tiles=tiles, **shifted)
-        assert kept.engine.corrector.cache_screens and len(kept.engine.passes()) > 1
+        assert (kept.engine.primary.corrector.cache_screens
+                and len(kept.engine.image.passes()) > 1)
         dirty = kept.vis2dirty(vis)
         assert "facet_phasors" in kept.engine.spreader.work_of(kept.engine.blocks[0].points)
         error = np.linalg.norm(dirty - reference) / np.linalg.norm(reference)

@@ -144,7 +144,8 @@ def test_imager_repeats_without_recompiling(cl_env, monkeypatch):
     monkeypatch.setattr(kernels.KernelTemplate, "__init__",
                         lambda self, *a, **k: builds.append(a) or original(self, *a, **k))
     first = imager.vis2dirty(vis)       # builds the unweighted spreader once
-    programs = (imager.engine.corrector.template.program, dict(imager.engine.spreader._kernels))
+    programs = (imager.engine.primary.corrector.template.program,
+                dict(imager.engine.spreader._kernels))
     index_buffer = imager.engine.blocks[0].points.sorted_index.data
     builds.clear()
     model = imager.dirty2vis(first)
@@ -155,7 +156,7 @@ def test_imager_repeats_without_recompiling(cl_env, monkeypatch):
     assert np.array_equal(third, first)
     assert not np.array_equal(first, second)
     assert builds == []
-    assert (imager.engine.corrector.template.program,
+    assert (imager.engine.primary.corrector.template.program,
             dict(imager.engine.spreader._kernels)) == programs
     assert imager.engine.blocks[0].points.sorted_index.data == index_buffer
 
@@ -237,7 +238,7 @@ def test_every_tile_shape_matches_the_direct_transform(cl_env, tiles, precision,
     assert np.linalg.norm(predicted - expected) / np.linalg.norm(expected) <= epsilon
     if len(tiles) in (3, 6) and tiles[2] < 100 and not do_w:
         assert imager.engine.spreader.work(imager.engine.blocks[0].points,
-                                           *imager.engine.passes()[0]).n_folds > 0
+                                           *imager.engine.image.passes()[0]).n_folds > 0
 
 
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
@@ -538,8 +539,8 @@ def test_w_planes_in_several_passes_match_the_direct_transform(cl_env, monkeypat
     uvw, freq, vis = _observation(n_rows=120, seed=21)
     imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-6, do_wgridding=True,
                     precision="double", **GEOMETRY)
-    assert len(imager.engine.passes()) > 1
-    assert imager.engine.corrector.cache_screens == kept_screens
+    assert len(imager.engine.image.passes()) > 1
+    assert imager.engine.primary.corrector.cache_screens == kept_screens
     reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=True, **GEOMETRY)
     dirty = imager.vis2dirty(vis)
     assert _rel_rms(dirty, reference) <= 1e-6
@@ -550,7 +551,8 @@ def test_w_planes_in_several_passes_match_the_direct_transform(cl_env, monkeypat
     predicted = imager.dirty2vis(image)
     assert np.linalg.norm(predicted - expected) / np.linalg.norm(expected) <= 1e-6
     if kept_screens:     # one kept screen per pass
-        assert len(imager.engine.corrector._screens) == len(imager.engine.passes())
+        assert (len(imager.engine.primary.corrector._screens)
+                == len(imager.engine.image.passes()))
 
 
 @pytest.mark.parametrize("epsilon", [1e-4, 1e-7], ids=["vector-rows", "scalar-rows"])
@@ -700,14 +702,14 @@ def test_facet_phases_kept_on_cpus_where_they_fit(cl_env):
     uvw, freq, _ = _observation(n_rows=20, seed=33)
     imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-5,
                     **dict(GEOMETRY, center_x=0.01))
-    geometry = imager.engine.geometry
+    geometry = imager.engine.image.geometry
     cpu = fake(device_type="cpu")
     assert keeps_facet_phases(cpu, geometry, 10 ** 6, False)
     assert not keeps_facet_phases(cpu, geometry, 10 ** 6, True)         # float-float phases
     assert not keeps_facet_phases(fake(), geometry, 10 ** 6, False)     # a GPU
     assert not keeps_facet_phases(cpu, geometry, 10 ** 12, False)       # too many
     centred = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-5, **GEOMETRY)
-    assert not keeps_facet_phases(cpu, centred.engine.geometry, 10 ** 6, False)
+    assert not keeps_facet_phases(cpu, centred.engine.image.geometry, 10 ** 6, False)
 
 
 def test_kept_screens_only_on_pocl_cpus_and_where_they_fit(cl_env):
@@ -716,7 +718,7 @@ def test_kept_screens_only_on_pocl_cpus_and_where_they_fit(cl_env):
     uvw, freq, _ = _observation(n_rows=20, seed=24)
     imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-5, do_wgridding=True,
                     **GEOMETRY)
-    geometry, layout = imager.engine.geometry, imager.engine.layout
+    geometry, layout = imager.engine.image.geometry, imager.engine.image.layout
     pocl_cpu = fake(device_type="cpu", platform_name="Portable Computing Language")
     assert pocl_cpu.platform_key == "pocl"
     assert keeps_screens(pocl_cpu, geometry, layout, False)
@@ -724,7 +726,7 @@ def test_kept_screens_only_on_pocl_cpus_and_where_they_fit(cl_env):
     assert not keeps_screens(fake(), geometry, layout, False)             # a GPU
     assert not keeps_screens(dataclasses.replace(pocl_cpu, global_mem_bytes=2 ** 16),
                              geometry, layout, False)                     # too little memory
-    assert imager.engine.corrector.cache_screens == (cl_env.profile.platform_key == "pocl"
+    assert imager.engine.primary.corrector.cache_screens == (cl_env.profile.platform_key == "pocl"
                                                      and cl_env.profile.device_type == "cpu")
 
 
@@ -732,7 +734,7 @@ def test_all_w_planes_in_one_pass_when_they_fit_whatever_the_row_count(cl_env):
     uvw, freq, _ = _observation(n_rows=3, seed=23)
     imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-6, do_wgridding=True,
                     precision="double", **GEOMETRY)
-    assert imager.n_planes > 3 and imager.engine.passes() == [(0, imager.n_planes)]
+    assert imager.n_planes > 3 and imager.engine.image.passes() == [(0, imager.n_planes)]
 
 
 def test_pinned_staging_uploads_a_strided_window_at_a_byte_offset(cl_env):
