@@ -485,11 +485,6 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
 % if kernel_source == "table_full":
     __local ${vec} s_value[BATCH];    // the point's value
     __local int s_slice[BATCH];       // start of its S x S slice of the table
-% elif kernel_source == "es":
-    // a point's kernel weights at the tile's rows and columns, zero where its
-    // footprint misses them: the lanes add without a test or a gap
-    __local ${real} s_ku[BATCH][TILE_U];
-    __local ${vec} s_kv[BATCH][LANES];     // value x weight
 % else:
     __local ${ku_type} s_ku[BATCH][SUPPORT];
     __local ${vec} s_kv[BATCH][SUPPORT];
@@ -551,38 +546,21 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
                     s_slice[tid] = (cell.z & TABLE_INDEX_MASK) * SUPPORT * SUPPORT;
                 }
 % else:
-                // rows and columns of the tile the footprint misses hold zeros
-                // (a point that misses the tile: all), whose products add
-                // nothing: the same sums as skipping them
-                const ${real}4 t = touches ? fracs[base + tid] : (${real}4)(0);
-                const ${real} xu = t.x - HALF_SUPPORT, xv = t.y - HALF_SUPPORT;
-                ${vec} value = touches ? values[base + tid] : (${vec})(0);
+                if (touches) {
+                    const ${real}4 t = fracs[base + tid];
+                    const ${real} xu = t.x - HALF_SUPPORT, xv = t.y - HALF_SUPPORT;
+                    ${vec} value = values[base + tid];
 % if do_w:
-                value *= es_kernel((${real})(plane - cell.z) - HALF_SUPPORT + t.z);
+                    value *= es_kernel((${real})(plane - cell.z) - HALF_SUPPORT + t.z);
 % endif
-                #pragma unroll
-                for (int r = 0; r < TILE_U; ++r) {
-                    const int a = r - du;
-                    s_ku[tid][r] = (touches && a >= 0 && a < SUPPORT)
-                                   ? es_kernel(xu + (${real})a) : (${real})0;
-                }
-                #pragma unroll
-                for (int c = 0; c < LANES; ++c) {
-                    const int b = c - dv;
-                    s_kv[tid][c] = (touches && b >= 0 && b < SUPPORT)
-                                   ? value * es_kernel(xv + (${real})b) : (${vec})(0);
+                    for (int a = 0; a < SUPPORT; ++a) {
+                        s_ku[tid][a] = es_kernel(xu + (${real})a);
+                        s_kv[tid][a] = value * es_kernel(xv + (${real})a);
+                    }
                 }
 % endif
             }
             barrier(CLK_LOCAL_MEM_FENCE);
-% if kernel_source == "es":
-            for (int p = group; p < n_here; p += GROUPS) {
-                const ${vec} kv = s_kv[p][lane];
-                #pragma unroll
-                for (int r = 0; r < TILE_U; ++r)
-                    acc[r] += s_ku[p][r] * kv;
-            }
-% else:
             for (int p = group; p < n_here; p += GROUPS) {
                 const int b = lane - s_dv[p];
                 if (b < 0 || b >= SUPPORT)
@@ -614,7 +592,6 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
                 }
 % endif
             }
-% endif
             for (int r = 0; r < TILE_U; ++r) {
                 ${add_total("total[r]", "acc[r]")};
                 acc[r] = (${vec})(0, 0);
