@@ -51,7 +51,7 @@ def parse_args(argv=None):
     parser.add_argument("--tiles", default=None,
                         help="spreading tile: TileShape's fields in order, comma-separated "
                              "('8,8,4096' a GPU tile; '16,16,2147483648,1,8,1,horner' a CPU "
-                             "vector tile of 8 planes a block; '32,32,4096,groups=8,sums=fixed' "
+                             "vector tile of 8 planes a block; '8,8,4096,groups=4' "
                              "by name); default the device's")
     parser.add_argument("--per-point-interp", action="store_true",
                         help="CPUs: interpolate point by point (interpolate_vector) instead "
@@ -67,7 +67,7 @@ TIMES: dict[str, float] = {}
 
 def tile_shape(text: str) -> TileShape:
     """A TileShape from its fields in order (integers, then words), or by
-    name: ``'8,8,4096'``, ``'32,32,4096,groups=8,sums=fixed'``."""
+    name: ``'8,8,4096'``, ``'8,8,4096,groups=4'``."""
     def value(part: str):
         part = part.strip()
         if part in ("True", "False"):

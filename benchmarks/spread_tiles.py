@@ -4,7 +4,7 @@ end to end from numpy, the image's difference from the first tile's and
 whether two runs give the same bits.
 
     python benchmarks/spread_tiles.py --device nvidia --w both \\
-        --tiles 8,8,4096,groups=4 32,32,4096,groups=8,sums=fixed
+        --tiles 8,8,4096,groups=4 8,16,2048,groups=2 16,16,2048,groups=2
 
 A tile is TileShape's fields in order or by name (as profile_core.py's
 ``--tiles``); the first is the reference of the difference column.  Prints a
@@ -46,7 +46,7 @@ def parse_args(argv=None):
     parser.add_argument("--epsilon", type=float, default=1e-5)
     parser.add_argument("--w", choices=("no", "yes", "both"), default="both")
     parser.add_argument("--tiles", nargs="+", default=["8,8,4096,groups=4",
-                                                       "32,32,4096,groups=8,sums=fixed"])
+                                                       "8,16,2048,groups=2"])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", default=None)
     return parser.parse_args(argv)

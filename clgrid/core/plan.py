@@ -32,8 +32,6 @@ SPEED_OF_LIGHT = 299792458.0
 MIN_EPSILON = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 2e-13}
 #: Grid sizes are multiples of this, so that every device's tiles divide them.
 GRID_MULTIPLE = 32
-#: How the GPU spreading kernel keeps its tile's sums (:attr:`TileShape.sums`).
-TILE_SUMS = ("registers", "fixed")
 # Relative costs of one grid cell of FFT work and one kernel tap, used only to
 # rank kernel choices.
 FFT_COST_PER_CELL = 1.0
@@ -458,14 +456,7 @@ class TileShape:
     kernel's W taps of a point, ``'exp'`` (the formula, as a LANES vector) or
     ``'horner'`` (ducc0's piecewise polynomials, one Horner vector of
     degree W + 2; used only where :func:`clgrid.core.eskernel.horner_suits`
-    the kernel, see :meth:`kernel_eval_for`);
-    ``sums`` (GPU kernel, ES path, float grids): ``'registers'`` (each lane
-    keeps its column of the tile in registers and adds every point in turn,
-    a batch in float, then a double total) or ``'fixed'`` (the tile in local
-    memory as 64-bit fixed-point sums that the work-items add to with integer
-    atomics, sharing out the points' footprint cells: no lane waits on a
-    column its point misses, and integer sums are the same bits in any
-    order; see :meth:`fixed_local_bytes`)."""
+    the kernel, see :meth:`kernel_eval_for`)."""
 
     tile_u: int
     lanes: int
@@ -475,39 +466,12 @@ class TileShape:
     groups: int = 1
     kernel_eval: str = "exp"
     batch: int = 0
-    sums: str = "registers"
 
     @property
     def staged(self) -> int:
         """Points the GPU kernel stages at a time (:attr:`batch` or one a
         work-item)."""
         return self.batch or self.lanes * self.groups
-
-    def check_sums(self, profile: DeviceProfile, support: int, grid_real: object,
-                   float_float: bool) -> None:
-        """ValueError where ``sums='fixed'`` cannot run: it grids float32
-        planes from fp64 positions, and its work-group (``lanes x groups``
-        work-items, :meth:`fixed_local_bytes`) must fit the device."""
-        if self.sums != "fixed":
-            return
-        self.check_device(profile)
-        if np.dtype(grid_real) != np.float32 or float_float:
-            raise ValueError("sums='fixed' grids single precision on a device with fp64; "
-                             "use sums='registers'")
-        if self.lanes * self.groups > profile.max_work_group_size:
-            raise ValueError(f"{self.lanes * self.groups} work-items a group, the device "
-                             f"allows {profile.max_work_group_size}")
-        need = self.fixed_local_bytes(support)
-        if need > profile.local_mem_bytes:
-            raise ValueError(f"a sums='fixed' tile {self.tile_u}x{self.lanes} staging "
-                             f"{self.staged} points needs {need} bytes of local memory, the "
-                             f"device has {profile.local_mem_bytes}: stage fewer (batch)")
-
-    def fixed_local_bytes(self, support: int) -> int:
-        """Local memory of a ``sums='fixed'`` work-group: the tile's 64-bit
-        (re, im) sums and, per staged point, its footprint start, kernel
-        arguments, value, W u weights and W v weights times the value."""
-        return 16 * self.tile_u * self.lanes + self.staged * (24 + 12 * int(support)) + 8
 
     def reach(self, support: int) -> int:
         """Lower neighbour tiles per axis whose bins hold points that can
@@ -555,11 +519,6 @@ class TileShape:
                              f"got {self.kernel_eval!r}")
         if self.kernel_eval != "exp" and not self.vector:
             raise ValueError("kernel_eval 'horner' needs a vector tile")
-        if self.sums not in TILE_SUMS:
-            raise ValueError(f"sums must be one of {TILE_SUMS}, got {self.sums!r}")
-        if self.sums == "fixed" and (self.vector or wide):
-            raise ValueError("sums 'fixed' is for the imaging core's GPU kernel (no vector "
-                             "tile, no table)")
 
     def _check_fields(self) -> None:
         """Types and ranges (a tile from a cache file or a dict may hold
@@ -568,7 +527,7 @@ class TileShape:
             value = getattr(self, field.name)
             if field.name == "vector":
                 ok = isinstance(value, (bool, np.bool_))
-            elif field.name in ("kernel_eval", "sums"):
+            elif field.name == "kernel_eval":
                 ok = isinstance(value, str)
             else:
                 ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
@@ -608,10 +567,6 @@ class TileShape:
         if self.vector and not profile.fp64:
             raise ValueError(f"{profile.device_name!r} has no fp64, which the vector (CPU) "
                              "tiles total in: use a tile with vector=False")
-        if self.sums == "fixed" and not (profile.fp64 and "cl_khr_int64_base_atomics"
-                                         in profile.extensions):
-            raise ValueError(f"{profile.device_name!r} lacks fp64 or 64-bit integer atomics, "
-                             "which sums='fixed' adds with: use sums='registers'")
 
     def kernel_eval_for(self, choice: KernelChoice) -> str:
         """The evaluation ``spread_vector`` uses for ``choice``: Horner only

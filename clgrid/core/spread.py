@@ -640,7 +640,6 @@ class Spreader(_Stage):
         return {**super()._extra_params(), "tile_u": self.tiles.tile_u,
                 "lanes": self.tiles.lanes, "vector": self.tiles.vector,
                 "groups": self.tiles.groups, "batch": self.tiles.staged,
-                "sums": self.tiles.sums,
                 "reach": self.tiles.reach(self.layout.choice.support),
                 "plane_block": self.plane_block}
 

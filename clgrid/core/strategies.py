@@ -75,7 +75,6 @@ def imaging_engine(queue: cl.CommandQueue, geometry: ImageGeometry, layout: Grid
         or TileShape.for_device(profile, support)
     tiles.check(support)
     tiles.check_device(profile)
-    tiles.check_sums(profile, support, geometry.grid_real, float_float)
     freq_scale_d = positions_to_device(queue, freq_scale(freq_hz), float_float)
     n_chan = len(freq_hz)
     first, stop = planes if planes is not None else (0, layout.n_planes)

@@ -1,8 +1,6 @@
 """vis2dirty / dirty2vis / Imager against a float64 direct Fourier transform,
 against ducc0, as each other's adjoint, and on bad input."""
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -207,13 +205,10 @@ def test_bad_input_gives_clear_errors(cl_env):
     ((16, 16, 2 ** 31, True), "double", 1e-9),
     ((8, 16, 2 ** 31, True, 3), "single", 1e-4),
     ((16, 16, 2 ** 31, True, 5), "double", 1e-9),
-    ((8, 8, 2048, False, 1, 4), "single", 1e-4), ((16, 16, 9, False, 1, 2), "double", 1e-9),
-    ((32, 32, 2048, False, 1, 8, "exp", 0, "fixed"), "single", 1e-5),
-    ((16, 32, 9, False, 1, 4, "exp", 7, "fixed"), "single", 1e-5)],
+    ((8, 8, 2048, False, 1, 4), "single", 1e-4), ((16, 16, 9, False, 1, 2), "double", 1e-9)],
     ids=["gpu-8x32", "gpu-16x32-chunks16", "lanes-16x16", "lanes-32x16-chunks7",
          "vector-16x16", "vector-8x16-blocks3", "vector-16x16-blocks5",
-         "gpu-8x8-groups4", "gpu-16x16-groups2-chunks9",
-         "fixed-32x32-groups8", "fixed-16x32-chunks9-batch7"])
+         "gpu-8x8-groups4", "gpu-16x16-groups2-chunks9"])
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
 @pytest.mark.sweep
 def test_every_tile_shape_matches_the_direct_transform(cl_env, tiles, precision, epsilon, do_w):
@@ -239,46 +234,6 @@ def test_every_tile_shape_matches_the_direct_transform(cl_env, tiles, precision,
     if len(tiles) in (3, 6) and tiles[2] < 100 and not do_w:
         assert imager.engine.spreader.work(imager.engine.blocks[0].points,
                                            *imager.engine.image.passes()[0]).n_folds > 0
-
-
-@pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
-def test_fixed_point_tile_sums_are_the_same_bits_however_the_work_is_shared(cl_env, do_w):
-    """sums='fixed' adds 64-bit integers, exact in any order: the image is
-    the same bits whatever the staging batch or the lanes per point, and it
-    agrees with the register sums (float batches into double totals) to
-    float rounding, and with the direct transform to epsilon."""
-    from clgrid.core.plan import TileShape
-    queue = _queue(cl_env)
-    uvw, freq, vis = _observation(n_rows=150, seed=5)
-    vis = vis.astype(np.complex64)
-    images = {}
-    for name, tiles in {"batch-all": TileShape(32, 32, groups=8, sums="fixed"),
-                        "batch-5": TileShape(32, 32, groups=8, batch=5, sums="fixed"),
-                        "groups-2": TileShape(32, 32, groups=2, sums="fixed"),
-                        "registers": TileShape(8, 8, groups=4)}.items():
-        imager = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-5, do_wgridding=do_w,
-                        precision="single", tiles=tiles, **GEOMETRY)
-        images[name] = imager.vis2dirty(vis)
-    assert np.array_equal(images["batch-all"], images["batch-5"])
-    assert np.array_equal(images["batch-all"], images["groups-2"])
-    assert _rel_rms(images["batch-all"], images["registers"]) < 1e-6
-    reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=do_w, **GEOMETRY)
-    assert _rel_rms(images["batch-all"], reference) <= 1e-5
-
-
-def test_fixed_point_tile_sums_refuse_what_they_cannot_grid(cl_env):
-    from clgrid.core.plan import TileShape
-    queue = _queue(cl_env)
-    uvw, freq, _ = _observation(n_rows=20)
-    with pytest.raises(ValueError, match="sums='fixed' grids single precision"):
-        Imager(queue, uvw=uvw, freq=freq, epsilon=1e-9, precision="double",
-               tiles=TileShape(16, 16, groups=2, sums="fixed"), **GEOMETRY)
-    with pytest.raises(ValueError, match="sums must be one of"):
-        Imager(queue, uvw=uvw, freq=freq, epsilon=1e-4, precision="single",
-               tiles=TileShape(16, 16, sums="int"), **GEOMETRY)
-    with pytest.raises(ValueError, match="bytes of local memory"):
-        TileShape(32, 32, groups=8, batch=256, sums="fixed").check_sums(
-            dataclasses.replace(cl_env.profile, local_mem_bytes=32768), 8, np.float32, False)
 
 
 def test_a_tile_too_small_for_the_kernel_is_refused(cl_env):
