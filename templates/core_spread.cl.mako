@@ -278,6 +278,22 @@ __kernel void gather_values(__global const int4 *cells, const unsigned int n_val
                             wgt, mask, shift_u, shift_v, phasors);
 }
 % endif
+<%def name="prefetch()">\
+// (the batch after next_base's in bin next_sb, or the next bin's first)
+    while (next_sb < SOURCE_BINS && next_base >= ranges[next_sb].y) {
+        ++next_sb;
+        next_base = next_sb < SOURCE_BINS ? ranges[next_sb].x : 0u;
+    }
+    if (next_sb < SOURCE_BINS && next_base + tid < ranges[next_sb].y
+            && tid < BATCH) {
+        const unsigned int at = next_base + tid;
+        next_cell = cells[at];
+        next_value = values[at];
+% if kernel_source == "es":
+        next_t = fracs[at];
+% endif
+    }
+</%def>
 % if not vector:
 
 // GPUs: a work-group of GROUPS x LANES work-items per work item (tile,
@@ -303,7 +319,6 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
     // this chunk's share of the points of the source bins, counted in bin order
     const unsigned int chunk_lo = (unsigned int)item.z * chunk_points;
     const unsigned int chunk_hi = chunk_lo + chunk_points;
-    unsigned int seen = 0;
     const int tu = tile / ntiles_v, tv = tile - (tile / ntiles_v) * ntiles_v;
     const int u0 = tu * TILE_U, v0 = tv * LANES;
 
@@ -328,17 +343,41 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
 % else:
     const int wlo = 0, whi = 0;
 % endif
+    // this chunk's part of every source bin: [x, y) of the sort (empty for a
+    // bin an axis of fewer tiles would repeat)
+    uint2 ranges[SOURCE_BINS];
+    unsigned int seen = 0;
     for (int sb = 0; sb < SOURCE_BINS; ++sb) {
         const int bin = source_bin(sb, tu, tv, ntiles_u, ntiles_v, n_wbins);
-        if (bin < 0)
-            continue;
-        const uint2 range = chunk_range(bin_start, (unsigned int)bin, wlo, whi, chunk_lo,
-                                        chunk_hi, &seen);
+        ranges[sb] = bin < 0 ? (uint2)(0, 0)
+                             : chunk_range(bin_start, (unsigned int)bin, wlo, whi, chunk_lo,
+                                           chunk_hi, &seen);
+    }
+    // A work-item's point of the next batch is read into registers before
+    // the lanes add the current one, so that its loads wait while they add
+    // (the loads were a third of the spread's time on an H100, RESULTS.md).
+    int4 next_cell = (int4)(0);
+    ${vec} next_value = (${vec})(0, 0);
+% if kernel_source == "es":
+    ${real}4 next_t = (${real}4)(0);
+% endif
+    int next_sb = 0;
+    unsigned int next_base = ranges[0].x;
+    ${prefetch()}
+    for (int sb = 0; sb < SOURCE_BINS; ++sb) {
+        const uint2 range = ranges[sb];
         for (unsigned int base = range.x; base < range.y; base += BATCH) {
             const int n_here = (int)min((unsigned int)BATCH, range.y - base);
+            const int4 cell = next_cell;
+            const ${vec} point_value = next_value;
+% if kernel_source == "es":
+            const ${real}4 t = next_t;
+% endif
+            next_sb = sb;
+            next_base = base + BATCH;
+            ${prefetch()}
             barrier(CLK_LOCAL_MEM_FENCE);
             if (tid < n_here) {
-                const int4 cell = cells[base + tid];
                 const int du = tile_offset(cell.x, u0, nu, TILE_U);
                 const int dv = tile_offset(cell.y, v0, nv, LANES);
                 const bool touches = du > -SUPPORT && du < TILE_U && dv > -SUPPORT && dv < LANES;
@@ -355,7 +394,7 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
                         + (size_t)(w_plane * OVERSAMPLE + fy) * SUPPORT;
                     __global const ${vec} *kernel_u = table_u
                         + (size_t)(w_plane * OVERSAMPLE + fx) * SUPPORT;
-                    const ${vec} value = values[base + tid];
+                    const ${vec} value = point_value;
                     for (int a = 0; a < SUPPORT; ++a) {
 %   if table_real:
                         s_ku[tid][a] = kernel_v[a].x;
@@ -368,14 +407,13 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
                 }
 % elif kernel_source == "table_full":
                 if (touches) {
-                    s_value[tid] = values[base + tid];
+                    s_value[tid] = point_value;
                     s_slice[tid] = (cell.z & TABLE_INDEX_MASK) * SUPPORT * SUPPORT;
                 }
 % else:
                 if (touches) {
-                    const ${real}4 t = fracs[base + tid];
                     const ${real} xu = t.x - HALF_SUPPORT, xv = t.y - HALF_SUPPORT;
-                    ${vec} value = values[base + tid];
+                    ${vec} value = point_value;
 % if do_w:
                     value *= es_kernel((${real})(plane - cell.z) - HALF_SUPPORT + t.z);
 % endif
