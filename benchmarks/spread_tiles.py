@@ -28,21 +28,21 @@ import pyopencl as cl  # noqa: E402
 import pyopencl.array as cla  # noqa: E402
 
 import clgrid  # noqa: E402
-from clgrid.core.plan import SPEED_OF_LIGHT  # noqa: E402
 from clgrid.core.tuning.timing import timed_calls  # noqa: E402
 from clgrid.imaging.imager import Imager  # noqa: E402
-from clgrid.io.simulate import simulate_observation  # noqa: E402
 from _common import print_table, write_json  # noqa: E402
+from imaging import ska_mid_case  # noqa: E402
 from profile_core import tile_shape  # noqa: E402
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default=None)
-    parser.add_argument("--baselines", type=int, default=2016)
-    parser.add_argument("--hours", type=float, default=2.0)
-    parser.add_argument("--channels", type=int, default=64)
-    parser.add_argument("--npix", type=int, default=4096)
+    parser.add_argument("--quick", action="store_true",
+                        help="imaging.py's quick SKA-mid case (200 baselines, 0.25 h, 512^2)")
+    for name, kind in (("--baselines", int), ("--hours", float), ("--channels", int),
+                       ("--npix", int)):
+        parser.add_argument(name, type=kind, default=None, help="as imaging.py's")
     parser.add_argument("--epsilon", type=float, default=1e-5)
     parser.add_argument("--w", choices=("no", "yes", "both"), default="both")
     parser.add_argument("--tiles", nargs="+", default=["8,8,4096,groups=4",
@@ -53,16 +53,14 @@ def parse_args(argv=None):
 
 
 def observation(args) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """SKA-mid baselines, ``args.channels`` channels, unit-variance visibilities."""
-    uvw = simulate_observation("ska1_mid_meerkat_197", duration_h=args.hours, integration_s=8.0,
-                               declination_deg=-30.0, n_baselines=args.baselines)
-    freq = np.linspace(1.35e9, 1.45e9, args.channels)
-    cell = 1.0 / (3.0 * np.max(np.hypot(uvw[:, 0], uvw[:, 1])) * freq[-1] / SPEED_OF_LIGHT)
+    """imaging.py's SKA-mid case with unit-variance complex64 visibilities."""
+    case = ska_mid_case(args)
+    args.npix = case["npix"]
     rng = np.random.default_rng(0)
-    vis = np.empty((uvw.shape[0], freq.size), np.complex64)
+    vis = np.empty((case["uvw"].shape[0], case["freq"].size), np.complex64)
     vis.real = rng.standard_normal(vis.shape, np.float32)
     vis.imag = rng.standard_normal(vis.shape, np.float32)
-    return uvw, freq, vis, cell
+    return case["uvw"], case["freq"], vis, case["cell"]
 
 
 def best_ms(run, queue, repeats: int) -> float:
