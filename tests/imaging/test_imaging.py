@@ -1,6 +1,8 @@
 """vis2dirty / dirty2vis / Imager against a float64 direct Fourier transform,
 against ducc0, as each other's adjoint, and on bad input."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -690,6 +692,22 @@ def test_all_w_planes_in_one_pass_when_they_fit_whatever_the_row_count(cl_env):
     imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-6, do_wgridding=True,
                     precision="double", **GEOMETRY)
     assert imager.n_planes > 3 and imager.engine.image.passes() == [(0, imager.n_planes)]
+
+
+def test_a_cpu_pass_holds_at_most_cpu_plane_bytes_of_w_planes():
+    """On a CPU the device memory is the caller's host memory: a pass takes
+    CPU_PLANE_BYTES of planes (at least two), a GPU all that fit its share."""
+    from clgrid.core.eskernel import KernelChoice
+    from clgrid.core.plan import CPU_PLANE_BYTES, GridLayout, planes_per_pass
+    from fake_profiles import fake
+    choice = KernelChoice(support=7, beta=2.3, sigma=2.0, error_1d=1e-5)
+    layout = GridLayout(choice, 1024, 1024, (-1.0, 1.0), 400, 0.01, -1.0)   # 16 MiB planes
+    cpu = fake(device_type="cpu", global_mem_bytes=64 << 30, max_alloc_bytes=16 << 30)
+    per_pass = planes_per_pass(cpu, layout, np.complex128)
+    assert per_pass * 16 * 2 ** 20 <= CPU_PLANE_BYTES and per_pass >= CPU_PLANE_BYTES // 2 ** 25
+    assert planes_per_pass(fake(), layout, np.complex128) == 400
+    huge = GridLayout(choice, 8192, 8192, (-1.0, 1.0), 40, 0.01, -1.0)       # 1 GiB planes
+    assert planes_per_pass(cpu, huge, np.complex128) == 2
 
 
 def test_pinned_staging_uploads_a_strided_window_at_a_byte_offset(cl_env):
