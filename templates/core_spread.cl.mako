@@ -87,6 +87,9 @@ inline float4 kahan_add(const float4 total, const float2 value)
 inline float2 kahan_value(const float4 total) { return total.xy - total.zw; }
 % endif
 <%include file="facet_phase.cl.mako"/>
+% if context.get("kernel_eval", "exp") == "horner" and not vector:
+<%include file="es_horner.cl.mako"/>
+% endif
 <%def name="add_total(total, value)">${total} = ${"kahan_add(" + total + ", " + value + ")" if float_float else total + " + convert_double2(" + value + ")"}</%def>
 <%def name="total_value(total)">${("kahan_value(" + total + ")") if float_float else ("convert_" + vec + "(" + total + ")")}</%def>
 #define TILE_U ${tile_u}
@@ -417,10 +420,20 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
 % if do_w:
                     value *= es_kernel((${real})(plane - cell.z) - HALF_SUPPORT + t.z);
 % endif
+% if context.get("kernel_eval", "exp") == "horner":
+                    ${real} taps_u[SUPPORT], taps_v[SUPPORT];
+                    kernel_taps(t.x, taps_u);
+                    kernel_taps(t.y, taps_v);
+                    for (int a = 0; a < SUPPORT; ++a) {
+                        s_ku[tid][a] = taps_u[a];
+                        s_kv[tid][a] = value * taps_v[a];
+                    }
+% else:
                     for (int a = 0; a < SUPPORT; ++a) {
                         s_ku[tid][a] = es_kernel(xu + (${real})a);
                         s_kv[tid][a] = value * es_kernel(xv + (${real})a);
                     }
+% endif
                 }
 % endif
             }

@@ -24,8 +24,8 @@ import os
 import numpy as np
 
 from ..device.profiles import DeviceProfile
-from .eskernel import (KERNEL_EVALS, SIGMA_MAX, SIGMA_MIN, KernelChoice, candidate_kernels,
-                       horner_suits)
+from .eskernel import (KERNEL_EVALS, KERNEL_TABLE, SIGMA_MAX, SIGMA_MIN, KernelChoice,
+                       candidate_kernels, horner_suits)
 
 SPEED_OF_LIGHT = 299792458.0
 #: Smallest epsilon per precision (ducc0 refuses smaller ones too).
@@ -524,8 +524,8 @@ class TileShape:
         if self.kernel_eval not in KERNEL_EVALS:
             raise ValueError(f"kernel_eval must be one of {KERNEL_EVALS}, "
                              f"got {self.kernel_eval!r}")
-        if self.kernel_eval != "exp" and not self.vector:
-            raise ValueError("kernel_eval 'horner' needs a vector tile")
+        if self.kernel_eval != "exp" and wide:
+            raise ValueError("kernel_eval 'horner' is for the ES kernel, not tables")
 
     def _check_fields(self) -> None:
         """Types and ranges (a tile from a cache file or a dict may hold
@@ -586,8 +586,10 @@ class TileShape:
     def for_device(cls, profile: DeviceProfile, support: int) -> "TileShape":
         if profile.device_type == "gpu":
             # H200, 116 M points, W 7 (benchmarks/RESULTS.md): spread 41 ms with
-            # 8 x 32 tiles, 25 ms with 8 x 8 tiles in 4 groups of 8 lanes
-            return cls(8, 8, 4096, groups=4) if support <= 9 else cls(16, 32, 2048)
+            # 8 x 32 tiles, 25 ms with 8 x 8 tiles in 4 groups of 8 lanes; H100,
+            # the taps by Horner's rule: 25.1 -> 21.4 ms, with w 142.7 -> 117.0 ms
+            return (cls(8, 8, 4096, groups=4, kernel_eval="horner") if support <= 9
+                    else cls(16, 32, 2048))
         if not (profile.vector_kernels and profile.fp64):
             return cls(8, 8) if support <= 9 else cls(16, 16)
         # Horner: measured faster than exp on the Intel CPU runtime
@@ -611,7 +613,10 @@ def explain_imaging(profile: DeviceProfile, support: int = 7) -> dict:
     tiles = TileShape.for_device(profile, support)
     shape = (f"{tiles.tile_u}x{tiles.lanes} " + ("vector" if tiles.vector else
                                                   f"lanes, {tiles.groups} group(s)")
-             + (f", {tiles.plane_block} w planes a block" if tiles.vector else ""))
+             + (f", {tiles.plane_block} w planes a block" if tiles.vector else "")
+             + (", Horner taps" if tiles.kernel_eval == "horner" and any(
+                 horner_suits(support, beta) for (_, width), (beta, _) in KERNEL_TABLE.items()
+                 if width == support) else ""))
     if profile.fp64:
         return dict(row, tile=shape, positions="double", precisions="single, double")
     return dict(row, tile=shape, positions="float-float (no fp64), Kahan-summed tiles",

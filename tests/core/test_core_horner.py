@@ -70,8 +70,9 @@ def test_edge_taps_use_square_root_variables():
 def test_kernel_eval_is_validated():
     with pytest.raises(ValueError, match="kernel_eval must be one of"):
         TileShape(16, 16, vector=True, kernel_eval="table").check(7)
-    with pytest.raises(ValueError, match="needs a vector tile"):
-        TileShape(8, 32, kernel_eval="horner").check(7)
+    TileShape(8, 32, kernel_eval="horner").check(7)           # the GPU kernel's lanes too
+    with pytest.raises(ValueError, match="not tables"):
+        TileShape(8, 32, kernel_eval="horner").check(7, wide=True)
     with pytest.raises(ValueError, match="at most 8 kernel taps"):
         TileShape(16, 8, vector=True).check(9)
 
@@ -91,22 +92,24 @@ GEOMETRY = {"npix_x": 48, "npix_y": 40, "pixsize_x": 5e-3, "pixsize_y": 6e-3}
 @pytest.mark.parametrize("epsilon,precision", [(1e-4, "single"), (1e-5, "single"),
                                                (1e-7, "double"), (1e-10, "double")])
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
-@pytest.mark.parametrize("tile", [(16, 16, 3), (32, 32, 2)], ids=["16x16", "32x32"])
+@pytest.mark.parametrize("tile", [dict(tile_u=16, lanes=16, vector=True, plane_block=3),
+                                  dict(tile_u=32, lanes=32, vector=True, plane_block=2),
+                                  dict(tile_u=16, lanes=16, chunk_points=48, groups=2)],
+                         ids=["16x16", "32x32", "gpu-lanes-16x16-chunks"])
 @pytest.mark.sweep
 def test_horner_gridding_matches_the_direct_transform(cl_env, epsilon, precision, do_w, tile):
     """Both directions with the Horner taps (forced, on any device) within
     epsilon of the direct transform, and adjoint to float rounding; tiles of
-    one vector of columns and of two."""
+    one vector of columns and of two, and the GPU kernel's lanes."""
     if not cl_env.profile.fp64:
         pytest.skip("device has no fp64")
-    cl_env.require_vector_tiles()
+    if tile.get("vector"):
+        cl_env.require_vector_tiles()
     uvw, freq, vis = _observation()
     complex_type = np.complex64 if precision == "single" else np.complex128
     real_type = np.float32 if precision == "single" else np.float64
     imager = Imager(cl_env.queue, uvw=uvw, freq=freq, epsilon=epsilon, do_wgridding=do_w,
-                    precision=precision,
-                    tiles=TileShape(tile[0], tile[1], vector=True, plane_block=tile[2],
-                                    kernel_eval="horner"),
+                    precision=precision, tiles=TileShape(**tile, kernel_eval="horner"),
                     **GEOMETRY)
     assert imager.engine.spreader.kernel_eval == "horner"
     assert imager.engine.interpolator.kernel_eval == "horner"

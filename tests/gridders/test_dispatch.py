@@ -254,13 +254,13 @@ def test_explain_imaging_rows():
     positions in single precision only where there is no fp64."""
     from clgrid.core.plan import explain_imaging
     row = explain_imaging(fake())
-    assert row["tile"] == "8x8 lanes, 4 group(s)" and row["positions"] == "double"
+    assert row["tile"] == "8x8 lanes, 4 group(s), Horner taps" and row["positions"] == "double"
     assert row["precisions"] == "single, double"
     row = explain_imaging(fake(fp64=False))
     assert row["positions"].startswith("float-float") and row["precisions"] == "single"
     cpu = fake(device_type="cpu")                       # not PoCL 3.0: vector kernels
-    assert explain_imaging(cpu)["tile"] == "16x16 vector, 7 w planes a block"
-    assert explain_imaging(cpu, 12)["tile"] == "16x16 vector, 4 w planes a block"
+    assert explain_imaging(cpu)["tile"] == "16x16 vector, 7 w planes a block, Horner taps"
+    assert explain_imaging(cpu, 12)["tile"] == "16x16 vector, 4 w planes a block, Horner taps"
     assert explain_imaging(dataclasses.replace(cpu, fp64=False))["tile"] == \
         "8x8 lanes, 1 group(s)"                          # the vector tile totals in double
     assert explain_imaging(fake(build_problem="unknown target CPU"))["tile"] == "-"

@@ -39,8 +39,9 @@ def tile_candidates(profile: DeviceProfile, support: int, do_w: bool = False
     point, more private memory; benchmarks/RESULTS.md, "Plane blocks")."""
     default = TileShape.for_device(profile, support)
     if profile.device_type == "gpu":
-        shapes = [TileShape(8, 8, chunk, groups=groups) for groups in (2, 4, 8)
-                  for chunk in (2048, 4096)]
+        shapes = [TileShape(8, 8, chunk, groups=groups, kernel_eval=kernel_eval)
+                  for groups in (2, 4, 8) for chunk in (2048, 4096)
+                  for kernel_eval in ("exp", "horner")]
         shapes += [TileShape(8, 16, 2048, groups=2), TileShape(8, 32, 2048),
                    TileShape(16, 16, 2048, groups=2), TileShape(16, 32, 2048)]
     else:
