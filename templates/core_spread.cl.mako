@@ -417,7 +417,10 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
                 if (touches) {
                     const ${real} xu = t.x - HALF_SUPPORT, xv = t.y - HALF_SUPPORT;
                     ${vec} value = point_value;
-% if do_w:
+% if do_w and context.get("kernel_eval", "exp") == "horner":
+                    // the w weight as the interpolation's kernel_taps has it (adjoint)
+                    value *= kernel_tap(t.z, plane - cell.z);
+% elif do_w:
                     value *= es_kernel((${real})(plane - cell.z) - HALF_SUPPORT + t.z);
 % endif
 % if context.get("kernel_eval", "exp") == "horner":

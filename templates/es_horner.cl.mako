@@ -28,3 +28,20 @@ inline void kernel_taps(const ${real} t, ${real} *taps)
     taps[${tap}] = ${horner_expression(tap)};
 %   endfor
 }
+
+// Tap a alone of kernel_taps (the same operations, so the same value): the
+// w weight of a point in one plane.
+__constant ${real} HORNER_COEFFICIENTS[${len(horner)}][${support}] = {
+%   for row in horner:
+    {${", ".join(literal(value) for value in row)}},
+%   endfor
+};
+inline ${real} kernel_tap(const ${real} t, const int a)
+{
+    const ${real} root = sqrt(fmax(a == 0 ? t : (${real})1 - t, (${real})0));
+    const ${real} x = fma(a == 0 || a == ${support - 1} ? root : t, (${real})2, (${real})-1);
+    ${real} value = HORNER_COEFFICIENTS[0][a];
+    for (int row = 1; row < ${len(horner)}; ++row)
+        value = fma(value, x, HORNER_COEFFICIENTS[row][a]);
+    return value;
+}

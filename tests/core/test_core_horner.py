@@ -90,7 +90,8 @@ GEOMETRY = {"npix_x": 48, "npix_y": 40, "pixsize_x": 5e-3, "pixsize_y": 6e-3}
 
 
 @pytest.mark.parametrize("epsilon,precision", [(1e-4, "single"), (1e-5, "single"),
-                                               (1e-7, "double"), (1e-10, "double")])
+                                               (1e-4, "double"), (1e-7, "double"),
+                                               (1e-10, "double")])
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
 @pytest.mark.parametrize("tile", [dict(tile_u=16, lanes=16, vector=True, plane_block=3),
                                   dict(tile_u=32, lanes=32, vector=True, plane_block=2),
