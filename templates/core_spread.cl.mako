@@ -44,9 +44,10 @@
 ##             one vector per axis and a footprint row two vector FMAs;
 ##             plane_block (int): w planes one spread_vector item grids;
 ##             row_taps (int): spread_vector's taps a row (clgrid.core.plan.row_taps);
-##             kernel_eval ("exp" | "horner"): how spread_vector evaluates a
-##             point's taps; horner: (degree + 1, W) polynomial coefficients
-##             (eskernel.horner_coefficients; unused with "exp");
+##             kernel_eval ("exp" | "horner"): how spread_vector and the GPU
+##             kernel (es source) evaluate a point's taps; horner: (degree + 1,
+##             W) polynomial coefficients (eskernel.horner_coefficients, the GPU
+##             kernel's through es_horner.cl.mako; unused with "exp");
 ##             with_f64 (bool, for complex.cl.mako: True but with float_float);
 ##             float_float (bool, default False): a device without fp64: the
 ##             GPU kernels of a float grid only, no double anywhere, the
@@ -357,8 +358,8 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
                                            chunk_hi, &seen);
     }
     // A work-item's point of the next batch is read into registers before
-    // the lanes add the current one, so that its loads wait while they add
-    // (the loads were a third of the spread's time on an H100, RESULTS.md).
+    // the current one is staged and added, so that its loads wait meanwhile
+    // (3% off the spread on an H100, benchmarks/RESULTS.md).
     int4 next_cell = (int4)(0);
     ${vec} next_value = (${vec})(0, 0);
 % if kernel_source == "es":
