@@ -3,9 +3,11 @@
 Two measurements on one device, each beside its non-deterministic twin:
 
 1. ``Gridder`` (table gridding on the gridding core, separable ES GCF, 8x
-   oversampled): ``deterministic=True`` (the tile spread: output-owned
-   tiles, no float atomics) beside ``method='register'`` (Romein/Merry
-   register accumulation, float atomics at flushes; the ratios' base).
+   oversampled): ``deterministic=True`` (on GPUs the register spread with
+   64-bit fixed-point flushes, elsewhere as ``clgrid.choose_method`` says)
+   and ``method='tiles'`` (output-owned tiles, no float atomics) beside
+   ``method='register'`` (Romein/Merry register accumulation, float atomics
+   at flushes; the ratios' base).
    ``default`` says which of the two a Gridder with neither (``method=None``)
    runs on the device.  Device-only (set points made once, the
    visibilities on the device, ``Gridder.grid_plan``; the set points are
@@ -46,6 +48,7 @@ import pyopencl as cl  # noqa: E402
 import pyopencl.array as cla  # noqa: E402
 
 import clgrid  # noqa: E402
+from clgrid.core.register import RegisterParams  # noqa: E402
 from clgrid.gcf import separable_gcf  # noqa: E402
 from clgrid.imaging.weighting import ImageWeighting  # noqa: E402
 from clgrid.io.simulate import simulate_observation  # noqa: E402
@@ -67,6 +70,9 @@ def parse_args(argv=None):
     parser.add_argument("--dumps", type=int, default=None,
                         help="time dumps of the simulated track (default 120 quick, 60 full)")
     parser.add_argument("--npix", type=int, default=None)
+    parser.add_argument("--fixed-params", nargs="+", default=(), metavar="UxV:WG:POLS",
+                        help="also time deterministic=True with these register geometries "
+                             "(block_u x block_v : work-group size : pol_block), e.g. 4x4:64:2")
     parser.add_argument("--wgridding", action=argparse.BooleanOptionalAction, default=True,
                         help="vis2dirty with the w term (default on); --no-wgridding where "
                              "the device FFT of many w planes would dominate")
@@ -112,8 +118,23 @@ def interleaved_medians(calls: dict, queue, repeats: int) -> dict:
     return {name: float(np.median(values)) for name, values in times.items()}
 
 
-def gridder_rows(context, queue, uvw, freq, npix, npol, support, repeats) -> list[dict]:
-    """Gridder: the register spread (float atomics) and deterministic=True (tiles)."""
+def fixed_configs(specs) -> list[tuple[str, dict]]:
+    """deterministic=True with the register geometries of ``--fixed-params``."""
+    configs = []
+    for spec in specs:
+        block, wg, pols = spec.split(":")
+        block_u, block_v = (int(n) for n in block.split("x"))
+        params = RegisterParams(block_u, block_v, int(wg), 64, 2048, int(pols))
+        configs.append((f"deterministic=True {spec}",
+                        dict(deterministic=True, register_params=params)))
+    return configs
+
+
+def gridder_rows(context, queue, uvw, freq, npix, npol, support, repeats,
+                 fixed_params=()) -> list[dict]:
+    """Gridder: the register spread (float atomics, the ratios' base),
+    deterministic=True (the register spread with fixed-point flushes where it
+    is the faster spread, else the tiles) and the tile spread."""
     rng = np.random.default_rng(1)
     nvis = uvw.shape[0] * freq.size
     vis = (rng.standard_normal((uvw.shape[0], freq.size, npol))
@@ -124,13 +145,14 @@ def gridder_rows(context, queue, uvw, freq, npix, npol, support, repeats) -> lis
     profile = clgrid.DeviceProfile.from_device(queue.device)
     default = clgrid.choose_method(profile, support, npol, np.float32, separable=True).method
     configs = [("register, deterministic=False", dict(method="register")),
-               ("deterministic=True (tiles)", dict(deterministic=True))]
+               ("deterministic=True", dict(deterministic=True)),
+               ("tiles (method='tiles')", dict(method="tiles"))] + fixed_configs(fixed_params)
     prepared, set_points_s, notes = {}, {}, []
     for name, options in configs:
         progress(f"Gridder support {support}: build {name}")
         try:
             gridder = clgrid.Gridder(queue, gcf, npix, npix, cell, npol=npol, **options)
-        except ValueError as error:   # deterministic=True beyond the tile spread's support
+        except ValueError as error:   # tiles whose staging does not fit
             notes.append({"part": "Gridder", "support": support, "config": name,
                           "note": str(error)})
             continue
@@ -162,6 +184,7 @@ def gridder_rows(context, queue, uvw, freq, npix, npol, support, repeats) -> lis
             "part": "Gridder", "support": support, "config": name,
             "method": gridder.method, "default": gridder.method == default,
             "deterministic": gridder.deterministic, "atomics": gridder.atomic_path,
+            "geometry": gridder.engine.launch_geometry,
             "nvis": nvis, "npix": npix, "npol": npol,
             "device_s": device_s[name], "end_to_end_s": end_to_end_s[name],
             "set_points_s": set_points_s[name],
@@ -274,7 +297,7 @@ def main(argv=None) -> int:
         save()
     for support in args.supports or size["supports"]:
         rows += gridder_rows(context, queue, uvw, freq, size["npix"], size["npol"], support,
-                             args.repeats)
+                             args.repeats, args.fixed_params)
         show([r for r in rows if r.get("support") == support])
         save()
     return 0

@@ -116,9 +116,10 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-peer", action="store_true", help="skip ducc0's row")
     parser.add_argument("--core-methods", nargs="+", default=["tiles", "register"],
-                        choices=("tiles", "register"),
+                        choices=("tiles", "register", "deterministic"),
                         help="the Gridder's spreads to time (method=; tiles: support <= 33 "
-                             "on GPUs, 64 on CPUs)")
+                             "on GPUs, 64 on CPUs; deterministic: deterministic=True, the "
+                             "register spread's fixed-point flushes where it picks them)")
     parser.add_argument("--register", "--params", dest="register", nargs="+",
                         default=["auto"],
                         help="register spread geometries: 'auto' (the tuning cache of "
@@ -195,10 +196,10 @@ def run_support(args, context, table, support, uvw, freq_hz, nx, cell, w_max):
                     print(f"# {table} support {support}: no {read} row ({why})")
                     continue
             for geometry in args.register:
-                for path in (args.atomics or [None]):
+                for path in ([None] if method == "deterministic" else args.atomics or [None]):
                     row = dict(table=table, **core_row(
                         args, context, gcf, support, uvw, freq_hz, nx, cell, budget,
-                        "register", register_geometry(geometry), path, read))
+                        method, register_geometry(geometry), path, read))
                     if read is not None:
                         row["rel_error"] = accuracy(args, context, gcf, table, uvw, freq_hz,
                                                     nx, cell, read)
@@ -334,9 +335,14 @@ def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method
     """Gridder(method=method) on the first rows, device-only."""
     per_row = support * support * args.npol * freq_hz.size
     n_rows = int(min(uvw.shape[0], max(1, budget // per_row)))
+    deterministic = method == "deterministic"
     extra = (dict(register_params=register, atomics=atomics, gcf_read=gcf_read)
-             if method == "register" else {})
-    gridder = Gridder(context, gcf, nx, nx, cell, npol=args.npol, method=method, **extra)
+             if method == "register" else
+             dict(deterministic=True, register_params=register, gcf_read=gcf_read)
+             if deterministic else {})
+    gridder = Gridder(context, gcf, nx, nx, cell, npol=args.npol,
+                      method=None if deterministic else method, **extra)
+    method = gridder.method
     queue = gridder.queue
     gridder.plan(uvw[:n_rows], freq_hz)                     # warm-up (builds)
     queue.finish()
@@ -355,8 +361,10 @@ def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method
     if method == "register":
         spread = gridder.engine.spreader
         counting = Gridder(context, gcf, nx, nx, cell, npol=args.npol, method="register",
-                           register_params=spread.params, atomics=atomics, count_flushes=True,
-                           gcf_read=gridder.gcf_read)
+                           register_params=spread.params, count_flushes=True,
+                           gcf_read=gridder.gcf_read,
+                           **(dict(deterministic=True) if deterministic
+                              else dict(atomics=atomics)))
         counting.grid_plan(counting.plan(uvw[:n_rows], freq_hz), vis_d, return_device=True)
         block_points = spread.params.block_u * spread.params.block_v
         flush_fraction = (counting.last_stats["flushes"] * block_points
@@ -369,7 +377,8 @@ def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method
         queue.finish()
         gather_ms = (time.perf_counter() - begin) * 1e3
     updates = records * support * support * args.npol
-    row = {"support": support, "method": method, "gcf_read": gridder.gcf_read,
+    row = {"support": support, "method": method, "deterministic": gridder.deterministic,
+           "gcf_read": gridder.gcf_read,
            "atomics": gridder.atomic_path,
            "params": gridder.engine.launch_geometry,
            "records": records, "vis": plan.n_kept, "time_s": best,

@@ -18,6 +18,9 @@
 ##   group when the box has fewer blocks than the group has work-items),
 ##   batch (records staged in local memory per stream and pass),
 ##   count_flushes (bool: count block flushes into flush_count, statistics),
+##   fixed_point (bool: flushes add 64-bit fixed point with integer atomics
+##   into a (npol, ny, nx, 2) long grid, so the grid's bits do not depend on
+##   the order the flushes arrive in; float only: fixed_to_grid converts),
 ##   gcf_read ("buffer" | "image" | "image-linear": the tables as images
 ##   read through a sampler, gcf_image.cl.mako with its parameters
 ##   table_oversample, steps, coord_shift, image_planes; float only).
@@ -40,6 +43,12 @@
         raise ValueError("pol_block must divide npol")
     n_pol_groups = npol // pol_block
     per_stream = wg_size // n_sub
+    if fixed_point and real != "float":
+        raise ValueError("fixed_point sums take float grids")
+    grid_type = "long" if fixed_point else real
+    fixed_arg = ", fixed_scales" if fixed_point else ""
+    fixed_params = (",\n                     __global const float *fixed_bound, const float table_bound"
+                    if fixed_point else "")
 %>
 <%include file="atomics.cl.mako"/>
 <%include file="complex.cl.mako"/>
@@ -61,18 +70,26 @@
 #define TABLE_INDEX_MASK ((1 << 30) - 1)
 
 ${shared.helpers()}\
+% if fixed_point:
+<%include file="fixed_point.cl.mako"/>
+% endif
 
-inline void flush_block(volatile __global ${real} *grid, const int u, const int v,
+inline void flush_block(volatile __global ${grid_type} *grid, const int u, const int v,
                         const int nx, const int ny, const int pol0,
-                        ${vec} acc[${block_v}][${block_u}][POL_BLOCK])
+                        ${vec} acc[${block_v}][${block_u}][POL_BLOCK]${", const float2 fixed_scales" if fixed_point else ""})
 {
 % for b in range(block_v):
 %   for a in range(block_u):
     // box positions past the grid edge only ever hold zeros
     if (u + ${a} < nx && v + ${b} < ny) {
 %     for p in range(pol_block):
+% if fixed_point:
+        fixed_add_c64(grid + 2 * ((size_t)((pol0 + ${p}) * ny + v + ${b}) * nx + u + ${a}),
+                      acc[${b}][${a}][${p}], fixed_scales);
+% else:
         ${catomic}(grid + 2 * ((size_t)((pol0 + ${p}) * ny + v + ${b}) * nx + u + ${a}),
                    acc[${b}][${a}][${p}]);
+% endif
 %     endfor
     }
 %     for p in range(pol_block):
@@ -121,7 +138,7 @@ ${shared.separable_buffer_weights()}\
 % endif
                 if (pu != cur_u || pv != cur_v) {
                     if (cur_u >= 0) {
-                        flush_block(grid, cur_u, cur_v, nx, ny, pol0, acc);
+                        flush_block(grid, cur_u, cur_v, nx, ny, pol0, acc${fixed_arg});
 % if count_flushes:
                         ++flushes;
 % endif
@@ -172,8 +189,8 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void spread_register(__global const int4 *cells, const unsigned int n_records,
                      const unsigned int records_per_group, __global const ${vec} *values,
 ${shared.table_arguments(21)}\
-                     volatile __global ${real} *grid, const int nx, const int ny,
-                     volatile __global unsigned int *flush_count)
+                     volatile __global ${grid_type} *grid, const int nx, const int ny,
+                     volatile __global unsigned int *flush_count${fixed_params})
 {
     __local int4 l_cell[N_SUB][BATCH];   // (x0, y0, table offsets) of each record
     __local int4 l_box[N_SUB][BATCH];    // (box start, bin offset) along x, then y
@@ -196,6 +213,9 @@ ${shared.table_arguments(21)}\
     const unsigned int stream_len = (group_end - group_first + N_SUB - 1) / N_SUB;
     const unsigned int longest = min(stream_len, group_end - group_first);
 
+% if fixed_point:
+    const float2 fixed_scales = fixed_scale(fixed_exponent(*fixed_bound, table_bound));
+% endif
     int cur_u = -1, cur_v = -1;
     unsigned int flushes = 0;   // block flushes (count_flushes: statistics)
     ${vec} acc[${block_v}][${block_u}][POL_BLOCK];
@@ -229,7 +249,7 @@ ${add_record()}
         }
     }
     if (active && cur_u >= 0)
-        flush_block(grid, cur_u, cur_v, nx, ny, pol0, acc);
+        flush_block(grid, cur_u, cur_v, nx, ny, pol0, acc${fixed_arg});
 % if count_flushes:
     if (active && cur_u >= 0)
         ++flushes;

@@ -133,7 +133,9 @@ def default_register_params(profile: DeviceProfile, support: int, npol: int,
     simulated track (1.92 M visibilities, 1024^2, 2026-11-25, one
     polarisation): separable 4 x 4 23 / 36 / 72 ms against 1 x 1's 34 / 91
     / 292 ms, full 2 x 2 13 / 19 / 42 ms against 17 / 36 / 124 ms
-    (benchmarks/RESULTS.md, "CPU register geometry")."""
+    (benchmarks/RESULTS.md, "CPU register geometry").  Fixed-point flushes
+    take the same geometry: no other measured faster with them (H100,
+    2026-11-27, RESULTS.md "deterministic=True by fixed-point register flushes")."""
     limit = int(profile.max_work_group_size)
     if profile.device_type != "gpu":
         if separable and npol == 1:
@@ -363,6 +365,17 @@ class RegisterSpreader:
     count_flushes
         Count the block flushes (statistics, for benchmarks): after a call,
         :attr:`last_flushes` holds how many blocks were flushed.
+    fixed_point
+        Flushes add 64-bit fixed point with integer atomics
+        (``templates/fixed_point.cl.mako``) into a scratch grid converted
+        to the float grid after: integer sums do not depend on the order
+        the flushes arrive in, so the grid is the same bits every call (the
+        records, their streams and each work-item's order are fixed).  The
+        scale is a power of two from a bound on every value added (the sum
+        of ``|re| + |im|`` of the records' values times the table's largest
+        modulus, summed on the device in a fixed order): resolution 2^-60 of
+        that bound.  float32 grids and ``cl_khr_int64_base_atomics`` only
+        (:func:`fixed_point_possible`).
 
     Attributes
     ----------
@@ -373,7 +386,7 @@ class RegisterSpreader:
 
     def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Array],
                  npol: int, params: RegisterParams | None = None, atomics: str | None = None,
-                 count_flushes: bool = False):
+                 count_flushes: bool = False, fixed_point: bool = False):
         self.queue, self.grid = queue, grid
         self.table_real = bool(grid.separable and grid.table_real)
         profile = DeviceProfile.from_device(queue.device)
@@ -381,6 +394,12 @@ class RegisterSpreader:
         self.params = params or default_register_params(profile, grid.support, self.npol,
                                                         grid.separable, self.table_real)
         self.params.validate(self.npol)
+        if fixed_point:
+            possible, why = fixed_point_possible(profile, grid.real)
+            if not possible:
+                raise ValueError(f"fixed-point sums impossible here: {why}")
+        #: Flushes in 64-bit fixed point (the same bits every call).
+        self.fixed_point = bool(fixed_point)
         bin_u, bin_v = self.params.bins(grid.support)
         self.tables_d = tables_d
         #: What the kernel reads (:func:`table_arguments`: buffers or images).
@@ -403,7 +422,8 @@ class RegisterSpreader:
                 "block_v": self.params.block_v, "pol_block": pols,
                 "bin_u": bin_u, "bin_v": bin_v,
                 "wg_size": wg, "n_sub": n_sub, "batch": batch,
-                "count_flushes": bool(count_flushes),
+                "count_flushes": bool(count_flushes), "fixed_point": self.fixed_point,
+                "bound_group": FixedPointSums.group_for(profile),
                 "with_f64": grid.real == np.float64, **gcf_template_params(grid)},
                 atomics=atomics, need_f64=grid.real == np.float64)
             self.kernel = template.kernel("spread_register")
@@ -422,14 +442,17 @@ class RegisterSpreader:
         #: Blocks flushed by the last call (with ``count_flushes``), else None.
         self.last_flushes: int | None = None
         self.gather = RecordGather(queue, grid, self.npol)
+        if self.fixed_point:
+            self._fixed = FixedPointSums(queue, template, tables_d, grid.separable)
 
     @property
     def launch_geometry(self) -> str:
         """The spread's launch geometry, in words."""
         p = self.params
         pols = f" pol{p.pol_block}" if p.pol_block else ""
+        fixed = " fixed64" if self.fixed_point else ""
         return (f"register {p.block_u}x{p.block_v}{pols} wg{self.wg_size} sub{self.n_sub} "
-                f"b{self.batch} rpg{p.points_per_group}")
+                f"b{self.batch} rpg{p.points_per_group}{fixed}")
 
     def spread(self, job: SpreadJob) -> None:
         """The engine's call (:class:`clgrid.core.engine.SpreadStage`): as
@@ -446,20 +469,101 @@ class RegisterSpreader:
         (``accumulate``)."""
         records = self.records(table_points)
         values = self.gather(table_points, records, vis_d, wgt_d, flags_d)
-        if not accumulate:
-            grid_d.fill(0)
         if records.n_records == 0:
+            if not accumulate:
+                grid_d.fill(0)
             return
         per_group = self.params.points_per_group
         n_groups = -(-records.n_records // per_group)
         g = self.grid
+        if self.fixed_point:
+            target, extra = self._fixed.start(values, records.n_records * self.npol,
+                                              grid_d.shape)
+        else:
+            if not accumulate:
+                grid_d.fill(0)
+            target, extra = grid_d, ()
         self.kernel(self.queue, (n_groups * self.wg_size, self.box_groups),
                     (self.wg_size, 1), records.cells.data, np.uint32(records.n_records),
                     np.uint32(per_group), values.data, *self._kernel_tables,
-                    grid_d.data, np.int32(g.nx), np.int32(g.ny), self._flush_count.data)
+                    target.data, np.int32(g.nx), np.int32(g.ny), self._flush_count.data,
+                    *extra)
+        if self.fixed_point:
+            self._fixed.finish(grid_d, accumulate)
         if self.count_flushes:
             self.last_flushes = int(self._flush_count.get()[0])
             self._flush_count.fill(0)
+
+
+def fixed_point_possible(profile: DeviceProfile, real) -> tuple[bool, str]:
+    """Whether the register spread can add in fixed point here, and if not
+    why: float32 grids (64 bits hold a float's 24-bit mantissa with 2^36 of
+    range to spare, not a double's) and 64-bit integer atomics."""
+    if np.dtype(real) != np.float32:
+        return False, "64-bit fixed point resolves a float32 grid, not a float64 one"
+    if "cl_khr_int64_base_atomics" not in profile.extensions:
+        return False, f"{profile.device_name!r} has no 64-bit integer atomics"
+    return True, ""
+
+
+class FixedPointSums:
+    """The fixed-point scratch of one :class:`RegisterSpreader` (per
+    workspace, so per call): the (npol, ny, nx, 2) long grid the flushes add
+    into, the bound on the values (``templates/fixed_point.cl.mako``) and
+    the conversion into the caller's float grid."""
+
+    #: Work-groups of the bound's first pass (a fixed number: a fixed order).
+    BOUND_GROUPS = 128
+
+    @staticmethod
+    def group_for(profile: DeviceProfile) -> int:
+        """Work-items of a bound group: 256, or the device's largest power of two."""
+        group = 256
+        while group > int(profile.max_work_group_size):
+            group //= 2
+        return group
+
+    def __init__(self, queue: cl.CommandQueue, template: KernelTemplate,
+                 tables_d: list[cla.Array], separable: bool):
+        self.queue = queue
+        self._partials = template.kernel("bound_partials")
+        self._total = template.kernel("bound_total")
+        self._convert = template.kernel("fixed_to_grid")
+        moduli = [float(np.abs(t.get()).max()) if t.size else 0.0 for t in tables_d]
+        #: The largest weight modulus a table gives (separable: the product).
+        self.table_bound = np.float32(np.prod(moduli) if separable else max(moduli))
+        self._group = self.group_for(DeviceProfile.from_device(queue.device))
+        self._partials_d = cla.empty(queue, self.BOUND_GROUPS, np.float32)
+        self._bound_d = cla.empty(queue, 1, np.float32)
+        self._fixed_d: cla.Array | None = None
+        #: Whether the long grid may hold sums (zeroed before the next spread).
+        self._dirty = True
+
+    def start(self, values: cla.Array, n_values: int, shape: tuple) -> tuple:
+        """The zeroed long grid and the spread kernel's extra arguments."""
+        group = self._group
+        self._partials(self.queue, (self.BOUND_GROUPS * group,), (group,), values.data,
+                       np.uint32(n_values), self._partials_d.data)
+        self._total(self.queue, (1,), (1,), self._partials_d.data,
+                    np.uint32(self.BOUND_GROUPS), self._bound_d.data)
+        fixed_shape = tuple(shape) + (2,)
+        if self._fixed_d is None or self._fixed_d.shape != fixed_shape:
+            self._fixed_d = cla.empty(self.queue, fixed_shape, np.int64)
+            self._dirty = True
+        if self._dirty:   # new, or a call stopped between the spread and finish
+            self._fixed_d.fill(0)
+        self._dirty = True
+        return self._fixed_d, (self._bound_d.data, self.table_bound)
+
+    def finish(self, grid_d: cla.Array, accumulate: bool) -> None:
+        """``grid_d`` = (or +=) the long grid over the scale; the long grid
+        left zeroed for the next call (:meth:`start` fills it only when
+        that did not happen)."""
+        n_complex = self._fixed_d.size // 2
+        launch(self._convert, self.queue, (n_complex,), self._fixed_d.data,
+               np.uint32(n_complex), self._bound_d.data, self.table_bound,
+               np.int32(bool(accumulate)), grid_d.data)
+        self._dirty = False
 
 
 #: GPUs: from this support on, records are degridded by register blocks

@@ -100,7 +100,8 @@ def imaging_engine(queue: cl.CommandQueue, geometry: ImageGeometry, layout: Grid
 def table_engine(queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Array], *,
                  method: str = "tiles", npol: int = 1, tiles: TileShape | None = None,
                  register_params: RegisterParams | None = None, atomics: str | None = None,
-                 count_flushes: bool = False, spread: bool = True) -> Engine:
+                 count_flushes: bool = False, fixed_point: bool = False,
+                 spread: bool = True) -> Engine:
     """The engine of one table gridder (``Gridder``, or with ``spread=False``
     a ``Degridder``: set points and interpolation only).
 
@@ -109,7 +110,8 @@ def table_engine(queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Arr
     batch fitted to the local memory) or ``'register'`` (points sorted by
     cell and merged into records; Romein/Merry register accumulation,
     float atomics at flushes, with ``register_params``, ``atomics`` and
-    ``count_flushes``; :mod:`clgrid.core.register`).  ``grid.gcf_read``
+    ``count_flushes``; :mod:`clgrid.core.register`; ``fixed_point``: its
+    flushes in 64-bit fixed point, the same bits every run).  ``grid.gcf_read``
     (:data:`clgrid.core.table.GCF_READS`): how the register kernels read
     the table; an image needs ``method='register'`` (a Degridder then
     degrids by register blocks).  A Degridder of the cell order degrids
@@ -141,7 +143,7 @@ def table_engine(queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Arr
 
         def spreader(q):
             return RegisterSpreader(q, grid, tables_d, npol, register_params, atomics,
-                                    count_flushes)
+                                    count_flushes, fixed_point)
     else:
         tiles = fit_staging(grid, tiles if tiles is not None
                             else table_tiles(profile, grid.support), profile)

@@ -11,15 +11,19 @@ pass over the visibilities, and one of two spreads (``method``):
     point at a time at the least: ``TileShape.batch``); the
     default up to 33 (64 on CPUs whose compiler builds the vector tile,
     ``spread_vector``), where a tile reads only its nearest neighbours'
-    bins; wider tables (``deterministic=True``) read more of them and grid
-    far slower than the register spread.  Without fp64 the positions are
+    bins; wider tables read more of them and grid far slower than the
+    register spread.  Without fp64 the positions are
     float-float and the tiles' sums compensated floats.
 ``'register'``
     Romein (2012)/Merry (2016) register accumulation over points sorted by
     cell, with float atomics where a work-item's block moves
     (``templates/core_spread_register.cl.mako``, :mod:`clgrid.core.register`):
     any support, the fastest where float atomics are native (GPUs); the
-    last bits vary run to run.
+    last bits vary run to run.  With ``deterministic=True`` (float32 grids,
+    devices with 64-bit integer atomics) its flushes add 64-bit fixed point
+    instead (:attr:`Choice.fixed_point`, ``templates/fixed_point.cl.mako``):
+    integer sums in any order, the same bits every run, wherever the
+    register spread is the faster of the two.
 
 :func:`choose` is a pure function of a :class:`~clgrid.device.profiles.DeviceProfile`
 (real or fake) and the gridder's configuration, so that the choice can be
@@ -34,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..core.plan import TileShape
+from ..core.register import fixed_point_possible
 from ..core.table import (GCF_READS, TableGrid, cpu_vector_tiles, fit_staging,
                           gcf_image_fits, max_table_support, staging_bytes, table_tiles)
 
@@ -48,11 +53,19 @@ class Choice:
     method: str
     tiles: TileShape | None = None
     reasons: tuple[str, ...] = ()
+    #: The register spread's flushes in 64-bit fixed point (deterministic).
+    fixed_point: bool = False
+
+    @property
+    def deterministic(self) -> bool:
+        """Whether this spread gives the same bits every call."""
+        return self.method == "tiles" or self.fixed_point
 
     def describe(self) -> str:
         """One line: spread, geometry and why."""
         geometry = f" {self.tiles}" if self.tiles is not None else ""
-        return f"{self.method}{geometry}: " + "; ".join(self.reasons)
+        fixed = " fixed-point" if self.fixed_point else ""
+        return f"{self.method}{fixed}{geometry}: " + "; ".join(self.reasons)
 
 
 def _has_native_atomics(profile) -> bool:
@@ -112,8 +125,11 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
     support, npol, precision, separable
         The gridder's configuration.
     deterministic
-        Bitwise-reproducible grids wanted: the tile spread (at any support
-        whose staging fits the local memory), or an error where it cannot run.
+        Bitwise-reproducible grids wanted: the register spread with
+        fixed-point flushes where the register spread is the faster and
+        :func:`clgrid.core.register.fixed_point_possible` (float32, 64-bit
+        integer atomics), else the tile spread (at any support whose
+        staging fits the local memory), or an error where neither can run.
     method
         ``'tiles'`` or ``'register'`` to force; None: :func:`method_for`,
         falling back to ``'register'`` where the tiles do not fit.
@@ -122,23 +138,33 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
     ------
     ValueError
         Unknown method; float64 on a device without fp64; ``'register'``
-        with ``deterministic=True``; the tile spread forced (or
-        ``deterministic=True``) where it cannot run.
+        with ``deterministic=True`` where fixed point is impossible; the
+        tile spread forced (or ``deterministic=True``) where it cannot run.
     """
     if method not in (None,) + METHODS:
         raise ValueError(f"method must be one of {METHODS} or None, got {method!r}")
     if np.dtype(precision) == np.float64 and not profile.fp64:
         raise ValueError(f"{profile.device_name!r} has no double precision (fp64): "
                          "use precision=float32")
-    if deterministic and method == "register":
-        raise ValueError("deterministic=True needs the tile spread: method 'register' adds "
-                         "with float atomics in a varying order")
+    fixed_ok, fixed_why = fixed_point_possible(profile, precision)
+    if deterministic and method == "register" and not fixed_ok:
+        raise ValueError(f"deterministic=True with method 'register' needs fixed-point sums: "
+                         f"{fixed_why}")
     tiles_ok, tiles_why = tiles_possible(profile, support, precision, separable)
     reasons = []
+    fastest = method_for(profile, support, npol=npol)
+    if fastest == "tiles" and not tiles_ok:
+        fastest = "register"
     if method is not None:
         reasons.append("forced by method=")
+    elif deterministic and fastest == "register" and fixed_ok:
+        method = "register"
+        reasons.append("deterministic=True: register accumulation (the faster spread here) "
+                       "with 64-bit fixed-point flushes, integer sums in any order")
     elif deterministic:
         method = "tiles"
+        if fastest == "register":
+            reasons.append(f"no fixed-point register sums ({fixed_why})")
         reasons.append("deterministic=True: output-owned tiles, no float atomics" + (
             f" (support {support}: each tile reads its bins and "
             f"{table_tiles(profile, support).reach(support)} neighbours' per axis, slower than "
@@ -165,7 +191,7 @@ def choose(profile, support: int, npol: int = 1, precision: Any = np.float32, *,
         raise ValueError(f"{need} the tile spread, impossible on {profile.device_name!r}: "
                          f"{tiles_why}")
     return Choice(method, table_tiles(profile, support) if method == "tiles" else None,
-                  tuple(reasons))
+                  tuple(reasons), fixed_point=bool(deterministic) and method == "register")
 
 
 def choose_gcf_read(profile, support: int, oversample: int, w_planes: int = 1,
@@ -217,7 +243,7 @@ def choose_gcf_read(profile, support: int, oversample: int, w_planes: int = 1,
         if method != "register":
             raise ValueError(f"gcf_read={gcf_read!r} reads the table in the register kernels; "
                              "this one runs the tile kernels (method='tiles', deterministic=True "
-                             "or a Degridder's tiles=): use gcf_read='buffer'")
+                             "where the tiles run, or a Degridder's tiles=): use gcf_read='buffer'")
         if not fits:
             raise ValueError(f"gcf_read={gcf_read!r} impossible on {profile.device_name!r}: "
                              f"{why}")
@@ -253,11 +279,12 @@ def explain(profile, support: int = 32, npol: int = 4, precision: Any = np.float
            "device": f"{profile.platform_key}: {profile.device_name}"}
     if not profile.usable:
         return dict(row, method="-", geometry="-", why=f"unusable: {profile.build_problem}",
-                    gcf_read="-", degrid="-")
+                    gcf_read="-", degrid="-", deterministic="-")
     try:
         choice = choose(profile, support, npol, precision)
     except ValueError as error:
-        return dict(row, method="-", geometry="-", why=str(error), gcf_read="-", degrid="-")
+        return dict(row, method="-", geometry="-", why=str(error), gcf_read="-", degrid="-",
+                    deterministic="-")
     if choice.method == "register":
         from ..core.register import default_register_params
         geometry = default_register_params(profile, support, npol, True)
@@ -272,7 +299,20 @@ def explain(profile, support: int = 32, npol: int = 4, precision: Any = np.float
         gcf_read = f"separable {reads[0][0]}, full {reads[1][0]} ({reads[1][1]})"
     return dict(row, method=choice.method, geometry=_short(geometry),
                 why="; ".join(choice.reasons), gcf_read=gcf_read,
-                degrid=degrid_choice(profile, support, npol))
+                degrid=degrid_choice(profile, support, npol),
+                deterministic=deterministic_choice(profile, support, npol, precision))
+
+
+def deterministic_choice(profile, support: int, npol: int, precision: Any = np.float32) -> str:
+    """What ``Gridder(deterministic=True)`` runs, in words."""
+    try:
+        choice = choose(profile, support, npol, precision, deterministic=True)
+    except ValueError as error:
+        return f"impossible: {error}"
+    if choice.fixed_point:
+        return "register, 64-bit fixed-point flushes"
+    from ..core.spread import tile_words
+    return f"tiles, {tile_words(choice.tiles)}"
 
 
 def degrid_choice(profile, support: int, npol: int) -> str:
@@ -298,6 +338,6 @@ def _short(params) -> str:
     return " ".join(f"{k}={v}" for k, v in dataclasses.asdict(params).items())
 
 
-__all__ = ["Choice", "EXPLAIN_OVERSAMPLE", "EXPLAIN_W_PLANES", "METHODS", "choose", "choose_gcf_read", "cpu_vector_tile", "degrid_choice", "explain",
+__all__ = ["Choice", "EXPLAIN_OVERSAMPLE", "EXPLAIN_W_PLANES", "METHODS", "choose", "choose_gcf_read", "cpu_vector_tile", "degrid_choice", "deterministic_choice", "explain",
            "method_for",
            "tiles_possible"]

@@ -203,18 +203,24 @@ class Gridder(_TableOperation):
         tiles' sums compensated.
     deterministic
         True: bitwise-identical grids call after call (same device and
-        driver): the tile spread (above support 33, 64 on CPUs with the
-        vector tile, each tile reads more neighbours' bins and grids several
-        times slower than the register spread), or ValueError where its
-        staging does not fit the local memory even one point at a time.
-        None (default) or False:
+        driver).  Where the register spread is the faster (GPUs with native
+        float atomics, supports wider than the tiles take) and the grid is
+        float32 on a device with 64-bit integer atomics: the register spread
+        with its flushes added in 64-bit fixed point (integer sums, in any
+        order the same; 0.85-1.27x the float atomics' device time on an H100,
+        docs/determinism.md).  Elsewhere the tile spread (above support 33,
+        64 on CPUs with the vector tile, each tile reads more neighbours'
+        bins and grids several times slower than the register spread), or
+        ValueError where its staging does not fit the local memory even one
+        point at a time.  None (default) or False:
         whichever spread is the faster (:attr:`deterministic` says whether
         the grids are reproducible).
     method
         The spread: ``'tiles'`` (output-owned tiles, no float atomics; the
         default up to support 33, 64 on CPUs with the vector tile) or ``'register'``
         (Romein/Merry register accumulation, float atomics at flushes, any
-        support, :mod:`clgrid.core.register`); None:
+        support, :mod:`clgrid.core.register`; fixed-point flushes with
+        ``deterministic=True``); None (``'tiles'`` where ``tiles=`` is given):
         :func:`clgrid.gridders.dispatch.choose` (register accumulation on
         GPUs with native float atomics and wherever the support is wider
         than the tiles take, tiles elsewhere).  The choice and its reasons
@@ -244,12 +250,11 @@ class Gridder(_TableOperation):
         table's oversampling steps, positions set 16 times finer: Romein
         2012; far more accurate than the table's own steps, fewer equal
         points merged); images need the register spread (asked for
-        without ``method=``, it runs) and float32.  None
+        without ``method=``, it runs; with ``deterministic=True`` its
+        fixed-point flushes) and float32.  None
         (default): :func:`clgrid.gridders.dispatch.choose_gcf_read`
-        (``'image'`` for full W-projection tables on GPUs whose images hold
-        them, else ``'buffer'``;
-        with ``register_params='auto'`` the faster of the two as ``clgrid
-        tune`` measured it, where cached).
+        (``'buffer'``; with ``register_params='auto'`` ``'image'`` where
+        ``clgrid tune`` measured it the faster and cached it).
         The choice and its reason: :attr:`gcf_read`, :attr:`gcf_read_reason`.
     """
 
@@ -264,7 +269,9 @@ class Gridder(_TableOperation):
             raise TypeError(f"deterministic must be True, False or None, got {deterministic!r}")
         from ..core.strategies import table_engine
         from .dispatch import choose, choose_gcf_read
-        if gcf_read not in (None, "buffer") and method is None and not deterministic:
+        if method is None and tiles is not None:
+            method = "tiles"      # a tile asks for the tile spread
+        if gcf_read not in (None, "buffer") and method is None:
             method = "register"   # only the register kernels read images
         self.choice = choose(self.profile, gcf.support, npol, self.real_dtype,
                              separable=gcf.separable, deterministic=bool(deterministic),
@@ -285,18 +292,22 @@ class Gridder(_TableOperation):
                                        or register_params is not None):
             raise ValueError("atomics=, count_flushes= and register_params= shape the register "
                              "spread; this gridder runs the tile spread (no float atomics)")
+        if self.choice.fixed_point and atomics is not None:
+            raise ValueError("atomics= picks the float atomics; deterministic=True adds the "
+                             "register spread's flushes in 64-bit fixed point")
         if self.method == "register" and tiles is not None:
             raise ValueError("tiles= shapes the tile spread; this gridder runs the register "
                              "spread")
         #: Whether grids are bitwise-reproducible call after call.
-        self.deterministic = self.method == "tiles"
+        self.deterministic = self.choice.deterministic
         self.table_grid = self._table_grid(self.gcf_read)
         self.engine = table_engine(
             self.queue, self.table_grid, self._tables, method=self.method, npol=self.npol,
             tiles=params_of(tiles, TileShape, "tiles") or self.choice.tiles,
             register_params=self._register_params(register_params), atomics=atomics,
-            count_flushes=count_flushes)
-        self.atomic_path = (self.engine.spreader.atomic_path if self.method == "register"
+            count_flushes=count_flushes, fixed_point=self.choice.fixed_point)
+        self.atomic_path = ("fixed64" if self.choice.fixed_point else
+                            self.engine.spreader.atomic_path if self.method == "register"
                             else "none")
 
     def _register_params(self, register_params):

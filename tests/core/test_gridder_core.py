@@ -411,8 +411,8 @@ def test_bad_input_errors(cl_env):
                 tiles=TileShape(64, 64, vector=True))     # a vector tile's halo: one tile
     wide = Gridder(cl_env.queue, separable_gcf(too_wide, 2), 160, 160, cell)
     assert wide.choice.method == "register" and not wide.deterministic
-    with pytest.raises(ValueError, match="deterministic=True needs the tile spread"):
-        Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell,
+    with pytest.raises(ValueError, match="fixed-point sums: .*resolves a float32 grid"):
+        Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell, precision=np.float64,
                 method="register", deterministic=True)
     with pytest.raises(ValueError, match="tiles= shapes the tile spread"):
         Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell,
@@ -422,8 +422,10 @@ def test_bad_input_errors(cl_env):
     with pytest.raises(ValueError, match="shape the register spread"):
         Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell, method="tiles",
                 atomics="cas")
-    assert Gridder(cl_env.queue, separable_gcf(too_wide, 2), 160, 160, cell,
+    assert Gridder(cl_env.queue, separable_gcf(too_wide, 2), 160, 160, cell, method="tiles",
                    deterministic=True).method == "tiles"          # more neighbours' bins
+    assert Gridder(cl_env.queue, separable_gcf(too_wide, 2), 160, 160, cell,
+                   deterministic=True).deterministic    # tiles, or fixed-point register sums
     with pytest.raises(ValueError, match="block_u and block_v must be in"):
         Gridder(cl_env.queue, separable_gcf(6, 4), 64, 64, cell,
                 method="register", register_params={"block_u": 3})
@@ -456,14 +458,16 @@ def test_deterministic_runs_the_tiles(cl_env):
 def test_dispatcher_on_fake_profiles():
     from fake_profiles import fake
     from clgrid.gridders.dispatch import choose, method_for
-    gpu = fake()
+    # deterministic=True on a GPU without 64-bit integer atomics: the tiles
+    # (with them: the register spread's fixed-point flushes, test_dispatch.py)
+    gpu = fake(extensions=frozenset())
     choice = choose(gpu, 8, 4, deterministic=True)
     assert choice.method == "tiles" and "deterministic" in choice.reasons[-1]
     assert choice.tiles == TileShape(8, 8, 4096, groups=4)
     assert choose(gpu, 16, 1, deterministic=True).tiles == TileShape(16, 32, 2048)
     # too wide a kernel for the local memory: refused, with the reason
-    for profile, support, why in ((fake(local_mem_bytes=2048), 128, "local memory"),
-                                  (fake(local_mem_bytes=2048), 8, "local memory")):
+    small = fake(local_mem_bytes=2048, extensions=frozenset())
+    for profile, support, why in ((small, 128, "local memory"), (small, 8, "local memory")):
         with pytest.raises(ValueError, match=f"deterministic=True needs the tile spread, "
                            f"impossible.*{why}"):
             choose(profile, support, 1, deterministic=True)
@@ -475,7 +479,8 @@ def test_dispatcher_on_fake_profiles():
         for support in (8, 16, 48, 64):
             assert choose(cpu, support, npol, deterministic=True).method == "tiles"
             assert choose(cpu, support, npol).method == "tiles"   # no atomics
-    assert choose(cpu, 65, 1, deterministic=True).tiles == TileShape(32, 32)
+    assert choose(cpu, 65, 1, deterministic=True, method="tiles").tiles == TileShape(32, 32)
+    assert choose(cpu, 65, 1, deterministic=True).fixed_point
     assert choose(cpu, 65, 1).method == "register"
     assert "wider than the tiles take" in choose(cpu, 65, 1).reasons[-1]
     # register accumulation where float atomics are native, tiles where determinism
@@ -485,7 +490,7 @@ def test_dispatcher_on_fake_profiles():
     assert choose(gpu, 48, 4).method == "register"
     cas = fake(atomic_f32="cas")
     assert method_for(cas, 8) == "tiles" and method_for(cas, 48) == "register"
-    with pytest.raises(ValueError, match="method 'register' adds with float atomics"):
+    with pytest.raises(ValueError, match="method 'register' needs fixed-point sums"):
         choose(gpu, 8, 1, deterministic=True, method="register")
     from clgrid.core.table import table_tiles
     assert table_tiles(cpu, 16) == TileShape(16, 16, vector=True)
@@ -503,7 +508,9 @@ def test_dispatcher_on_fake_profiles():
     assert choose(old_pocl, 34, 1, method="tiles").tiles == TileShape(32, 32)
     # no fp64: the core all the same (positions in float-float, compensated sums)
     assert choose(fake(fp64=False), 8, 1).method == "register"
-    assert choose(fake(fp64=False), 8, 1, deterministic=True).method == "tiles"
+    assert choose(fake(fp64=False, extensions=frozenset()), 8, 1,
+                  deterministic=True).method == "tiles"
+    assert choose(fake(fp64=False), 8, 1, deterministic=True).fixed_point
     with pytest.raises(ValueError, match="no double precision"):
         choose(fake(fp64=False), 8, 1, np.float64)
 

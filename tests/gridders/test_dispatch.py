@@ -112,7 +112,9 @@ def test_cpu_without_the_vector_tile_takes_lane_tiles():
             _check_geometry(choice, profile, support)
         assert choose(profile, 34, 4).method == "register"     # the faster there
         assert tiles_possible(profile, 34) == (True, "")         # 32 x 32, two neighbours
-        assert choose(profile, 34, 4, deterministic=True).tiles == TileShape(32, 32)
+        assert choose(profile, 34, 4, deterministic=True, method="tiles").tiles == \
+            TileShape(32, 32)
+        assert choose(profile, 34, 4, deterministic=True).fixed_point   # the faster there
 
 
 def test_tiny_local_memory_falls_back_to_register():
@@ -136,8 +138,10 @@ def test_tiny_local_memory_falls_back_to_register():
                for reason in choice.reasons)
     with pytest.raises(ValueError, match="method 'tiles' needs the tile spread, impossible"):
         choose(profile, 8, 4, method="tiles")
+    # deterministic: the register spread's fixed-point flushes, or nothing
+    assert choose(profile, 8, 4, deterministic=True).fixed_point
     with pytest.raises(ValueError, match="deterministic=True needs the tile spread"):
-        choose(profile, 8, 4, deterministic=True)
+        choose(dataclasses.replace(profile, extensions=frozenset()), 8, 4, deterministic=True)
     # a narrower table needs less: 8 + 4 * 16 = 72 B a point fits
     assert tiles_possible(profile, 4) == (True, "")
     assert choose(profile, 4, 4).method == "tiles"
@@ -192,14 +196,34 @@ def test_forced_method_and_describe():
 
 
 def test_deterministic_choice():
+    """deterministic=True: the register spread with fixed-point flushes where
+    it is the faster spread and the device has 64-bit integer atomics, the
+    tile spread elsewhere (float64 grids, no int64 atomics, CPUs' vector
+    tile)."""
     assert choose(BASE, 8, 4).method == "register"
     choice = choose(BASE, 8, 4, deterministic=True)
-    assert choice.method == "tiles" and "deterministic=True" in choice.reasons[-1]
+    assert choice.method == "register" and choice.fixed_point and choice.deterministic
+    assert "64-bit fixed-point flushes" in choice.reasons[-1]
+    assert choice.describe().startswith("register fixed-point: deterministic=True")
+    assert not choose(BASE, 8, 4).fixed_point and not choose(BASE, 8, 4).deterministic
+    assert choose(BASE, 8, 4, deterministic=True, method="register").fixed_point
     assert method_for(BASE, 8, deterministic=True) == "tiles"
-    with pytest.raises(ValueError, match="deterministic=True needs the tile spread: method "
-                                         "'register'"):
-        choose(BASE, 8, 4, deterministic=True, method="register")
-    assert choose(BASE, 8, 4, deterministic=True, method="tiles").method == "tiles"
+    forced = choose(BASE, 8, 4, deterministic=True, method="tiles")
+    assert forced.method == "tiles" and not forced.fixed_point and forced.deterministic
+    # float64 grids and devices without 64-bit integer atomics: the tiles
+    for profile, precision, why in (
+            (BASE, np.float64, "resolves a float32 grid, not a float64 one"),
+            (fake(extensions=frozenset()), np.float32, "has no 64-bit integer atomics")):
+        choice = choose(profile, 8, 4, precision, deterministic=True)
+        assert choice.method == "tiles" and not choice.fixed_point
+        assert why in choice.reasons[0] and "deterministic=True" in choice.reasons[-1]
+        with pytest.raises(ValueError, match="deterministic=True with method 'register' needs "
+                                             "fixed-point sums: .*" + why):
+            choose(profile, 8, 4, precision, deterministic=True, method="register")
+    # CPUs: the vector tile (the faster there) up to W 64, fixed point above
+    cpu = fake(device_type="cpu", atomic_f32="native-cl")
+    assert choose(cpu, 48, 1, deterministic=True).method == "tiles"
+    assert choose(cpu, 72, 1, deterministic=True).fixed_point
 
 
 def test_no_fp64_gives_a_clear_error():
@@ -236,6 +260,8 @@ def test_explain_rows():
     assert row["degrid"] == "register blocks 4x4, 2 pol, groups of 128, gcf buffer"
     assert row["gcf_read"].startswith("buffer (gpu: the buffer's reads measured faster")
     assert explain(fake(), 16, 4)["degrid"] == "a work-group of 128 a record"
+    assert explain(fake(), 16, 4)["deterministic"] == "register, 64-bit fixed-point flushes"
+    assert explain(fake(extensions=frozenset()), 8, 4)["deterministic"] == "tiles, tile 8x8 g4"
     row = explain(fake(fp64=False), 32, 4, np.float64)
     assert row["method"] == "-" and "double precision" in row["why"]
     row = explain(fake(build_problem="unknown target CPU"), 32, 4)
@@ -245,7 +271,8 @@ def test_explain_rows():
     assert row["geometry"].startswith("block_u=4 block_v=4 wg_size=64")
     row = explain(fake(atomic_f32="cas"), 16, 4)
     assert row["method"] == "tiles" and "without native float atomics" in row["why"]
-    assert set(row) == {"id", "device", "method", "geometry", "why", "gcf_read", "degrid"}
+    assert set(row) == {"id", "device", "method", "geometry", "why", "gcf_read", "degrid",
+                        "deterministic"}
     assert set(explain(fake(build_problem="unknown target CPU"), 32, 4)) == set(row)
 
 
@@ -277,7 +304,7 @@ def test_cli_devices_explain(capsys):
     assert "Gridder's spread (and Degridder's records) for support 16, npol 4" in out
     header = out.split("Gridder's spread")[1].splitlines()[1]
     assert header.split() == ["id", "device", "method", "geometry", "why", "gcf_read",
-                              "degrid"]
+                              "degrid", "deterministic"]
     assert "tiles" in out or "register" in out
     imaging = out.split("vis2dirty / dirty2vis (the imaging core)")[1].splitlines()[1]
     assert imaging.split() == ["id", "device", "tile", "positions", "precisions", "dirty2vis"]

@@ -125,7 +125,7 @@ def test_dispatcher_picks_the_read_path_from_device_queries():
 @pytest.mark.parametrize("bad, match", [
     (dict(gcf_read="texture"), "gcf_read must be one of"),
     (dict(gcf_read="image", precision=np.float64), "float32"),
-    (dict(gcf_read="image", deterministic=True), "tile kernels"),
+    (dict(gcf_read="image", deterministic=True, method="tiles"), "tile kernels"),
     (dict(gcf_read="image-linear", method="tiles"), "tile kernels"),
 ])
 def test_gridder_refuses_bad_gcf_read_in_one_line(cl_env, bad, match):
@@ -183,6 +183,30 @@ def test_image_gives_the_buffer_weights(cl_env, kind, npol):
     expected = degrid_reference(reference, uvw, FREQ_HZ, gcf, nx, nx, cell)
     assert _relative(predicted["image"], expected) < 2e-6
     assert _relative(predicted["image"], predicted["buffer"]) < 2e-6
+
+
+@pytest.mark.parametrize("kind", ["separable", "full"])
+def test_image_reads_with_fixed_point_sums_repeat_bitwise(cl_env, kind):
+    """deterministic=True with gcf_read='image': the register spread reads the
+    image and adds its flushes in 64-bit fixed point: the same bits call
+    after call, the buffer's grid to float rounding."""
+    from clgrid.core.register import fixed_point_possible
+    _require_images(cl_env)
+    possible, why = fixed_point_possible(cl_env.profile, np.float32)
+    if not possible:
+        pytest.skip(f"no fixed-point register sums here: {why}")
+    rng = np.random.default_rng(5)
+    nx = 64
+    uvw, cell = _case(rng, nx, 200, 8, w_max_lambda=40.0)
+    gcf = _table(kind, 8, 4, nx * cell)
+    vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 2)).astype(np.complex64)
+    gridder = clgrid.Gridder(cl_env.queue, gcf, nx, nx, cell, npol=2, gcf_read="image",
+                             deterministic=True)
+    assert gridder.method == "register" and gridder.atomic_path == "fixed64"
+    first = gridder(uvw, FREQ_HZ, vis)
+    assert np.array_equal(first, gridder(uvw, FREQ_HZ, vis))
+    buffer = clgrid.Gridder(cl_env.queue, gcf, nx, nx, cell, npol=2, method="register")
+    assert _relative(first, buffer(uvw, FREQ_HZ, vis)) < 1e-6
 
 
 def _exact_es_grid(uvw, freq_hz, vis, support, beta, nx, cell, phase=0.0):

@@ -147,6 +147,11 @@ assert np.allclose(split(uvw, [1e8], vis), grid, atol=1e-5)
 by_blocks = Degridder(queue, gcf, 16, 16, cell, npol=2,
                       register_params=RegisterParams(2, 1, 8, 4, 8, 1))(grid, uvw, [1e8])
 assert np.allclose(by_blocks, degridded, atol=1e-5)
+# fixed-point flushes (deterministic=True): the bound, the integer atomics, the conversion
+fixed = Gridder(queue, gcf, 16, 16, cell, npol=2, method="register", deterministic=True,
+                register_params=RegisterParams(2, 1, 8, 4, 8))
+first = fixed(uvw, [1e8], vis)
+assert np.allclose(first, grid, atol=1e-5) and np.array_equal(first, fixed(uvw, [1e8], vis))
 print("done")
 """
 

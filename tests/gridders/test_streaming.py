@@ -92,7 +92,7 @@ def test_deterministic_gridder_streams_identical_bits(cl_env):
 
     def streamed():
         gridder = Gridder(cl_env.queue, gcf, nx, nx, cell, npol=2, deterministic=True)
-        assert gridder.method == "tiles" and gridder.deterministic
+        assert gridder.deterministic
         streamer = StreamingGridder(gridder, chunk_records=333)
         return streamer, streamer(uvw, FREQ_HZ, vis, weights, flags)
 

@@ -8,6 +8,8 @@ in slot order, planes summed in order): no float atomics anywhere.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -157,8 +159,11 @@ def test_gridder_deterministic_repeats_bitwise_and_matches_reference(cl_env, geo
                               tiles=tiles)
 
     gridder, grid = _repeat_bitwise(make, lambda g: g(uvw, freq, vis, weights))
-    assert gridder.method == "tiles" and gridder.deterministic
-    assert gridder.atomic_path == "none"
+    # the dispatcher's pick: tiles, or register accumulation with fixed-point flushes
+    assert gridder.deterministic and gridder.choice.deterministic
+    assert gridder.method == ("tiles" if tiles is not None or not gridder.choice.fixed_point
+                              else "register")
+    assert gridder.atomic_path == ("fixed64" if gridder.choice.fixed_point else "none")
     if tiles is not None:
         assert gridder.engine.tiles == clgrid.TileShape(**tiles)
     reference = grid_reference(uvw, freq, vis, gcf, nx, nx, cell, weights)
@@ -181,9 +186,102 @@ def test_gridder_deterministic_full_w_table(cl_env):
         return clgrid.Gridder(cl_env.queue, gcf, nx, nx, cell, npol=2, deterministic=True)
 
     gridder, grid = _repeat_bitwise(make, lambda g: g(uvw, freq, vis))
-    assert gridder.method == "tiles"
+    assert gridder.deterministic
     reference = grid_reference(uvw, freq, vis, gcf, nx, nx, cell)
     assert np.max(np.abs(grid - reference)) < 1e-5 * np.max(np.abs(reference))
+
+
+FIXED_POINT_CASES = {   # table, support, npol
+    "separable-4pol": ("separable", 8, 4),
+    "complex-separable": ("complex-separable", 12, 2),
+    "full-w": ("full", 8, 1),
+    "wide": ("separable", 40, 1),
+}
+
+
+def _require_fixed_point(cl_env) -> None:
+    from clgrid.core.register import fixed_point_possible
+    possible, why = fixed_point_possible(cl_env.profile, np.float32)
+    if not possible:
+        pytest.skip(f"no fixed-point register sums here: {why}")
+
+
+def _fixed_case(table: str, support: int, npol: int, seed: int = 5):
+    from clgrid.gcf import separable_gcf, w_projection_gcf
+    from gridder_reference import C, random_vis
+    uvw, freq, _, weights, nx, cell = _table_observation(seed=seed, nrow=600,
+                                                         w_max_m=300.0)
+    if table == "full":
+        gcf = w_projection_gcf(support, 4, 5, 300.0 * freq.max() / C, nx * cell)
+    else:
+        gcf = separable_gcf(support, 4)
+        if table == "complex-separable":
+            ramp = np.exp(0.3j * np.arange(support))
+            gcf = dataclasses.replace(gcf, table_u=gcf.table_u * ramp, table_v=gcf.table_v)
+    vis = random_vis(np.random.default_rng(seed), (uvw.shape[0], freq.size, npol))
+    return uvw, freq, vis.astype(np.complex64), weights[..., :1], nx, cell, gcf
+
+
+@pytest.mark.filterwarnings("ignore:.*visibilities off the grid")   # W 40 on 96^2
+@pytest.mark.parametrize("case", list(FIXED_POINT_CASES))
+def test_fixed_point_register_sums_repeat_bitwise_and_match_the_reference(cl_env, case):
+    """The register spread with 64-bit fixed-point flushes (deterministic=True,
+    method='register'): the same bits call after call and from a fresh
+    object, the float64 reference to float32 rounding, and the float atomics'
+    grid to the same."""
+    from gridder_reference import grid_reference, relative_error
+    _require_fixed_point(cl_env)
+    uvw, freq, vis, weights, nx, cell, gcf = _fixed_case(*FIXED_POINT_CASES[case])
+    npol = vis.shape[-1]
+
+    def make():
+        return clgrid.Gridder(cl_env.queue, gcf, nx, nx, cell, npol=npol, method="register",
+                              deterministic=True)
+
+    gridder, grid = _repeat_bitwise(make, lambda g: g(uvw, freq, vis, weights))
+    assert gridder.deterministic and gridder.atomic_path == "fixed64"
+    assert "fixed64" in gridder.engine.launch_geometry
+    reference = grid_reference(uvw, freq, vis, gcf, nx, nx, cell, weights)
+    assert relative_error(grid, reference) < 1e-5
+    floats = clgrid.Gridder(cl_env.queue, gcf, nx, nx, cell, npol=npol, method="register")
+    assert relative_error(floats(uvw, freq, vis, weights), grid) < 1e-5
+
+
+@pytest.mark.parametrize("scale", [1e-26, 1.0, 1e25])
+def test_fixed_point_sums_hold_their_accuracy_at_any_scale(cl_env, scale):
+    """The fixed-point scale follows the data (a power of two from the
+    values' bound): visibilities in SI units (1e-26) or huge ones grid as
+    accurately as unit ones; zeros and fully flagged data give zeros."""
+    from gridder_reference import grid_reference, relative_error
+    _require_fixed_point(cl_env)
+    uvw, freq, vis, _, nx, cell, gcf = _fixed_case("separable", 8, 2, seed=9)
+    gridder = clgrid.Gridder(cl_env.queue, gcf, nx, nx, cell, npol=2, method="register",
+                             deterministic=True)
+    scaled = (vis * np.float32(scale)).astype(np.complex64)
+    reference = grid_reference(uvw, freq, scaled.astype(np.complex128), gcf, nx, nx, cell)
+    assert relative_error(gridder(uvw, freq, scaled), reference) < 1e-5
+    assert not np.any(gridder(uvw, freq, np.zeros_like(scaled)))
+    flags = np.ones(scaled.shape, bool)
+    assert not np.any(gridder(uvw, freq, scaled, flags=flags))
+    # and the next call after those still starts from a zeroed fixed-point grid
+    assert relative_error(gridder(uvw, freq, scaled), reference) < 1e-5
+
+
+def test_fixed_point_sums_accumulate_into_out(cl_env):
+    """out= adds the converted grid to what it holds, bitwise-repeatably."""
+    _require_fixed_point(cl_env)
+    uvw, freq, vis, weights, nx, cell, gcf = _fixed_case("separable", 6, 2, seed=13)
+    gridder = clgrid.Gridder(cl_env.queue, gcf, nx, nx, cell, npol=2, method="register",
+                             deterministic=True)
+    plan = gridder.plan(uvw, freq)
+    first = gridder.grid_plan(plan, vis, weights)
+    twice = []
+    for _ in range(2):
+        out = gridder.zeros()
+        gridder.grid_plan(plan, vis, weights, out=out, return_device=True)
+        twice.append(gridder.grid_plan(plan, vis, weights, out=out))
+    assert np.array_equal(twice[0], twice[1])
+    assert np.max(np.abs(twice[0] - 2 * first)) < 1e-6 * np.max(np.abs(first))
 
 
 def test_gridder_deterministic_plan_reuse_repeats_bitwise(cl_env):
@@ -207,6 +305,7 @@ def test_gridder_deterministic_plan_reuse_repeats_bitwise(cl_env):
 
 
 def test_gridder_deterministic_default_and_conflicts(cl_env):
+    from clgrid.core.register import fixed_point_possible
     from clgrid.gcf import separable_gcf
     from clgrid.gridders.dispatch import choose
     gcf = separable_gcf(6, 4)
@@ -217,14 +316,27 @@ def test_gridder_deterministic_default_and_conflicts(cl_env):
     assert default.deterministic == (cl_env.profile.device_type == "cpu"
                                      or cl_env.profile.atomic_f32 == "cas")
     assert not clgrid.Gridder(cl_env.queue, gcf, 64, 64, 1e-3, method="register").deterministic
-    with pytest.raises(ValueError, match="deterministic=True needs the tile spread: method "
-                                         "'register'"):
-        clgrid.Gridder(cl_env.queue, gcf, 64, 64, 1e-3, deterministic=True, method="register")
-    for conflict in (dict(atomics="cas"), dict(count_flushes=True),
-                     dict(register_params={"wg_size": 64})):
-        with pytest.raises(ValueError, match="shape the register spread"):
+    fixed_ok, why = fixed_point_possible(cl_env.profile, np.float32)
+    if fixed_ok:   # register accumulation asked for: its fixed-point flushes
+        forced = clgrid.Gridder(cl_env.queue, gcf, 64, 64, 1e-3, deterministic=True,
+                                method="register", count_flushes=True,
+                                register_params={"wg_size": 64})
+        assert forced.deterministic and forced.atomic_path == "fixed64"
+        with pytest.raises(ValueError, match="atomics= picks the float atomics"):
+            clgrid.Gridder(cl_env.queue, gcf, 64, 64, 1e-3, deterministic=True,
+                           method="register", atomics="cas")
+    else:
+        with pytest.raises(ValueError, match="deterministic=True with method 'register' needs "
+                                             "fixed-point sums"):
+            clgrid.Gridder(cl_env.queue, gcf, 64, 64, 1e-3, deterministic=True,
+                           method="register")
+    picked = clgrid.Gridder(cl_env.queue, gcf, 64, 64, 1e-3, deterministic=True)
+    conflicts = (dict(atomics="cas"), dict(count_flushes=True),
+                 dict(register_params={"wg_size": 64}))
+    for conflict in conflicts if picked.method == "tiles" else conflicts[:1]:
+        with pytest.raises(ValueError, match="shape the register spread|picks the float"):
             clgrid.Gridder(cl_env.queue, gcf, 64, 64, 1e-3, deterministic=True, **conflict)
-    # the tuning cache's register geometry does not apply to the tiles: ignored
+    # the tuning cache's register geometry: the register spread's (ignored by the tiles)
     assert clgrid.Gridder(cl_env.queue, gcf, 64, 64, 1e-3, deterministic=True,
                           register_params="auto").deterministic
     with pytest.raises(TypeError, match="deterministic"):
@@ -253,7 +365,6 @@ def test_gridder_deterministic_beyond_the_nearest_neighbours(cl_env, table):
     else:
         gcf = separable_gcf(support, 2)
         if table == "complex-separable":
-            import dataclasses
             ramp = np.exp(0.3j * np.arange(support))
             gcf = dataclasses.replace(gcf, table_u=gcf.table_u * ramp, table_v=gcf.table_v)
     vis = random_vis(rng, (uvw.shape[0], freq.size, 2))
@@ -262,7 +373,7 @@ def test_gridder_deterministic_beyond_the_nearest_neighbours(cl_env, table):
         clgrid.TileShape(16, 32, 96), clgrid.TileShape(8, 8, 64, groups=4)]
     for tiles in shapes:
         gridder = clgrid.Gridder(cl_env.queue, gcf, nx, ny, cell, npol=2, deterministic=True,
-                                 tiles=tiles)
+                                 method="tiles", tiles=tiles)
         assert gridder.method == "tiles" and gridder.deterministic
         assert gridder.engine.tiles.reach(support) > 1
         first = gridder(uvw, freq, vis.astype(np.complex64))
@@ -278,7 +389,7 @@ def test_gridder_deterministic_beyond_the_nearest_neighbours(cl_env, table):
         gcf = separable_gcf(support, 2)
         reference = grid_reference(uvw, freq, vis, gcf, nx, ny, cell * 0.5)
         gridder = clgrid.Gridder(cl_env.queue, gcf, nx, ny, cell * 0.5, npol=2,
-                                 deterministic=True)
+                                 deterministic=True, method="tiles")
         assert gridder.engine.tiles == clgrid.TileShape(32, 32)
         assert relative_error(gridder(uvw, freq, vis.astype(np.complex64)), reference) < 1e-5
 
@@ -309,16 +420,38 @@ def test_gridder_deterministic_stages_fewer_points_where_local_memory_is_short(c
     assert np.array_equal(first, gridder(uvw, freq, vis.astype(np.complex64)))
 
 
-def test_dispatcher_picks_tiles_for_determinism_on_fake_profiles():
-    from fake_profiles import POCL, fake
+def test_dispatcher_picks_fixed_point_register_sums_for_determinism_on_fake_profiles():
+    """GPUs with native float atomics and 64-bit integer atomics (an H100):
+    the register spread with fixed-point flushes, at every support; CPUs
+    above the vector tile too; float64 grids keep the tiles."""
+    from fake_profiles import fake
     from clgrid.gridders.dispatch import choose
     gpu = fake()
+    for support in (8, 33, 34, 128):
+        choice = choose(gpu, support, 4, deterministic=True)
+        assert choice.method == "register" and choice.fixed_point and choice.tiles is None
+    assert choose(gpu, 8, 4, separable=False, deterministic=True).fixed_point
+    # no local memory for tiles: the register spread, reproducible all the same
+    assert choose(fake(local_mem_bytes=2048), 128, 4, deterministic=True).fixed_point
+    assert choose(gpu, 8, 4, np.float64, deterministic=True).method == "tiles"
+    cpu = fake(device_type="cpu", atomic_f32="cas")
+    assert choose(cpu, 64, 1, deterministic=True).tiles == clgrid.TileShape(64, 64,
+                                                                            vector=True)
+    assert choose(cpu, 65, 1, deterministic=True).fixed_point
+
+
+def test_dispatcher_picks_tiles_for_determinism_without_int64_atomics():
+    from fake_profiles import POCL, fake
+    from clgrid.gridders.dispatch import choose
+    gpu = fake(extensions=frozenset({"cl_khr_fp64"}))
     assert choose(gpu, 8, 4).method == "register"            # native atomics: register
     choice = choose(gpu, 8, 4, deterministic=True)
     assert choice.method == "tiles" and "deterministic" in choice.reasons[-1]
+    assert "no 64-bit integer atomics" in choice.reasons[0]
     assert choose(gpu, 33, 4, deterministic=True).tiles == clgrid.TileShape(32, 32, 2048)
     # without fp64 too (float-float positions, compensated sums)
-    assert choose(fake(fp64=False), 8, 4, deterministic=True).method == "tiles"
+    assert choose(fake(fp64=False, extensions=frozenset()), 8, 4,
+                  deterministic=True).method == "tiles"
     # wider: 32 x 32 tiles reading more neighbours' bins, while the staging fits
     wide = choose(gpu, 34, 4, deterministic=True)
     assert wide.tiles == clgrid.TileShape(32, 32, 2048) and wide.tiles.reach(34) == 2
@@ -326,19 +459,20 @@ def test_dispatcher_picks_tiles_for_determinism_on_fake_profiles():
     assert choose(gpu, 128, 4, separable=False, deterministic=True).tiles.reach(128) == 4
     # separable W 128: 2056 B a point staged, 16 at a time in 48 KiB, none in 2 KiB
     assert choose(gpu, 128, 4, deterministic=True).method == "tiles"
+    small = dataclasses.replace(gpu, local_mem_bytes=2048)
     with pytest.raises(ValueError, match="deterministic=True needs the tile spread, impossible "
                                          "on 'fake': its 32x32 tile needs 2056 B of local "
                                          "memory staging 1 points"):
-        choose(fake(local_mem_bytes=2048), 128, 4, deterministic=True)
-    cpu = fake(device_type="cpu", atomic_f32="cas")
-    assert choose(cpu, 64, 1, deterministic=True).tiles == clgrid.TileShape(64, 64,
-                                                                            vector=True)
+        choose(small, 128, 4, deterministic=True)
+    cpu = fake(device_type="cpu", atomic_f32="cas", extensions=frozenset())
     assert choose(cpu, 65, 1, deterministic=True).tiles == clgrid.TileShape(32, 32)
-    old_pocl = fake(device_type="cpu", platform_name=POCL, driver_version="3.0-rc2")
+    old_pocl = fake(device_type="cpu", platform_name=POCL, driver_version="3.0-rc2",
+                    extensions=frozenset())
     assert choose(old_pocl, 34, 1, deterministic=True).tiles == clgrid.TileShape(32, 32)
     with pytest.raises(ValueError, match="deterministic=True needs the tile spread"):
-        choose(fake(local_mem_bytes=2048), 8, 4, deterministic=True)
-    with pytest.raises(ValueError, match="deterministic"):
+        choose(small, 8, 4, deterministic=True)
+    with pytest.raises(ValueError, match="deterministic=True with method 'register' needs "
+                                         "fixed-point sums"):
         choose(gpu, 8, 4, method="register", deterministic=True)
 
 
