@@ -267,30 +267,17 @@ def test_fixed_point_sums_hold_their_accuracy_at_any_scale(cl_env, scale):
     assert relative_error(gridder(uvw, freq, scaled), reference) < 1e-5
 
 
-def test_fixed_point_sums_accumulate_into_out(cl_env):
-    """out= adds the converted grid to what it holds, bitwise-repeatably."""
-    _require_fixed_point(cl_env)
-    uvw, freq, vis, weights, nx, cell, gcf = _fixed_case("separable", 6, 2, seed=13)
-    gridder = clgrid.Gridder(cl_env.queue, gcf, nx, nx, cell, npol=2, method="register",
-                             deterministic=True)
-    plan = gridder.plan(uvw, freq)
-    first = gridder.grid_plan(plan, vis, weights)
-    twice = []
-    for _ in range(2):
-        out = gridder.zeros()
-        gridder.grid_plan(plan, vis, weights, out=out, return_device=True)
-        twice.append(gridder.grid_plan(plan, vis, weights, out=out))
-    assert np.array_equal(twice[0], twice[1])
-    assert np.max(np.abs(twice[0] - 2 * first)) < 1e-6 * np.max(np.abs(first))
-
-
-def test_gridder_deterministic_plan_reuse_repeats_bitwise(cl_env):
+@pytest.mark.parametrize("method", [None, "register"])
+def test_gridder_deterministic_plan_reuse_repeats_bitwise(cl_env, method):
     """grid_plan with one plan (major cycles) and accumulation into out=
-    repeat bitwise too."""
+    repeat bitwise too (the dispatcher's pick, and the register spread's
+    fixed-point flushes, whose conversion adds into out=)."""
     from clgrid.gcf import separable_gcf
+    if method == "register":
+        _require_fixed_point(cl_env)
     uvw, freq, vis, weights, nx, cell = _table_observation(seed=13)
     gridder = clgrid.Gridder(cl_env.queue, separable_gcf(6, 8), nx, nx, cell, npol=2,
-                             deterministic=True)
+                             deterministic=True, method=method)
     plan = gridder.plan(uvw, freq)
     first = gridder.grid_plan(plan, vis, weights)
     assert np.array_equal(first, gridder(uvw, freq, vis, weights))
