@@ -546,6 +546,14 @@ class FixedPointSums:
                        np.uint32(n_values), self._partials_d.data)
         self._total(self.queue, (1,), (1,), self._partials_d.data,
                     np.uint32(self.BOUND_GROUPS), self._bound_d.data)
+        # a few bytes back (the records' gather has just waited for the device
+        # too): a sum beyond float32 has no fixed-point scale, and would
+        # saturate silently
+        bound = float(self._bound_d.get()[0]) * float(self.table_bound)
+        if not np.isfinite(bound):
+            raise ValueError("the visibilities' total magnitude exceeds float32's range, so "
+                             "fixed-point sums have no scale: scale the data down or use "
+                             "precision=float64")
         fixed_shape = tuple(shape) + (2,)
         if self._fixed_d is None or self._fixed_d.shape != fixed_shape:
             self._fixed_d = cla.empty(self.queue, fixed_shape, np.int64)

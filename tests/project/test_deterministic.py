@@ -265,6 +265,9 @@ def test_fixed_point_sums_hold_their_accuracy_at_any_scale(cl_env, scale):
     assert not np.any(gridder(uvw, freq, scaled, flags=flags))
     # and the next call after those still starts from a zeroed fixed-point grid
     assert relative_error(gridder(uvw, freq, scaled), reference) < 1e-5
+    # a total beyond float32's range has no scale: refused, never saturated
+    with pytest.raises(ValueError, match="exceeds float32's range"):
+        gridder(uvw, freq, (vis * np.float32(1e36)).astype(np.complex64))
 
 
 @pytest.mark.parametrize("method", [None, "register"])
