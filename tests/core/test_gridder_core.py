@@ -202,14 +202,18 @@ def test_core_without_fp64(cl_env, without_fp64, table):
         predicted = degridder(grid.astype(np.complex64), uvw, FREQ_HZ, weights)
         assert relative_error(predicted, degrid_reference(grid, uvw, FREQ_HZ, gcf, nx, ny,
                                                            cell, weights)) < 1e-5, options
-    deterministic = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=2,
-                            deterministic=True)
-    assert deterministic.choice.method == "tiles"
-    assert not deterministic.choice.tiles.vector                 # its totals are double
-    once = deterministic(uvw, FREQ_HZ, vis.astype(np.complex64), weights, flags)
-    assert relative_error(once, reference) < 1e-5
-    assert np.array_equal(once, deterministic(uvw, FREQ_HZ, vis.astype(np.complex64),
-                                              weights, flags))
+    # deterministic: the tiles (compensated float totals), and the dispatcher's
+    # pick (on GPUs with int64 atomics the register spread's fixed-point flushes)
+    for method in ("tiles", None):
+        deterministic = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=2,
+                                deterministic=True, method=method)
+        assert deterministic.deterministic
+        if method == "tiles":
+            assert not deterministic.choice.tiles.vector         # its totals are double
+        once = deterministic(uvw, FREQ_HZ, vis.astype(np.complex64), weights, flags)
+        assert relative_error(once, reference) < 1e-5
+        assert np.array_equal(once, deterministic(uvw, FREQ_HZ, vis.astype(np.complex64),
+                                                  weights, flags))
     for tiles in TILES.values():
         if tiles is not None:
             forced = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=2,
@@ -447,12 +451,19 @@ def test_bad_input_errors(cl_env):
         gridder.grid_plan(object(), vis)
 
 
-def test_deterministic_runs_the_tiles(cl_env):
+def test_deterministic_runs_the_tiles_or_fixed_point_register_sums(cl_env):
+    """deterministic=True: the tile spread where it is the faster (CPUs) or no
+    fixed-point sums can run, else the register spread's fixed-point flushes."""
+    from clgrid.core.register import fixed_point_possible
+    from clgrid.gridders.dispatch import method_for
     for npol, gcf in ((1, separable_gcf(6, 4)), (4, separable_gcf(6, 4)),
                       (4, w_projection_gcf(8, 4, 3, 100.0, 0.05))):
         gridder = Gridder(cl_env.queue, gcf, 64, 64, 1e-3, npol=npol, deterministic=True)
-        assert gridder.method == "tiles" and gridder.deterministic
-        assert gridder.atomic_path == "none"
+        assert gridder.deterministic
+        fixed = (method_for(cl_env.profile, gcf.support, npol=npol) == "register"
+                 and fixed_point_possible(cl_env.profile, np.float32)[0])
+        assert gridder.method == ("register" if fixed else "tiles")
+        assert gridder.atomic_path == ("fixed64" if fixed else "none")
 
 
 def test_dispatcher_on_fake_profiles():
