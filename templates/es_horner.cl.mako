@@ -3,7 +3,6 @@
 ## Parameters: real ("float" | "double"), support (int W), horner ((degree + 1)
 ## rows of W coefficients, highest power first: eskernel.horner_coefficients).
 <%
-    suffix = "f" if real == "float" else ""
     def literal(value):
         return ("%.9e" % value + "f") if real == "float" else "%.17e" % value
     def horner_expression(tap):

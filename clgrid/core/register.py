@@ -376,6 +376,10 @@ class RegisterSpreader:
         modulus, summed on the device in a fixed order): resolution 2^-60 of
         that bound.  float32 grids and ``cl_khr_int64_base_atomics`` only
         (:func:`fixed_point_possible`).
+    fixed_table_bound
+        :func:`table_bound` of ``tables_d``, where the caller has it (an
+        engine makes a spreader per workspace: one download of the tables
+        for all); None: computed here.
 
     Attributes
     ----------
@@ -386,7 +390,8 @@ class RegisterSpreader:
 
     def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Array],
                  npol: int, params: RegisterParams | None = None, atomics: str | None = None,
-                 count_flushes: bool = False, fixed_point: bool = False):
+                 count_flushes: bool = False, fixed_point: bool = False,
+                 fixed_table_bound: float | None = None):
         self.queue, self.grid = queue, grid
         self.table_real = bool(grid.separable and grid.table_real)
         profile = DeviceProfile.from_device(queue.device)
@@ -443,7 +448,9 @@ class RegisterSpreader:
         self.last_flushes: int | None = None
         self.gather = RecordGather(queue, grid, self.npol)
         if self.fixed_point:
-            self._fixed = FixedPointSums(queue, template, tables_d, grid.separable)
+            bound = (fixed_table_bound if fixed_table_bound is not None
+                     else table_bound(tables_d, grid.separable))
+            self._fixed = FixedPointSums(queue, template, bound)
 
     @property
     def launch_geometry(self) -> str:
@@ -495,6 +502,14 @@ class RegisterSpreader:
             self._flush_count.fill(0)
 
 
+def table_bound(tables_d: list[cla.Array], separable: bool) -> float:
+    """The largest weight modulus a GCF table gives (separable: the product
+    of the two tables' largest moduli): with the records' values, the bound
+    of fixed-point sums.  One download of the tables: once per gridder."""
+    moduli = [float(np.abs(t.get()).max()) if t.size else 0.0 for t in tables_d]
+    return float(np.prod(moduli)) if separable else max(moduli)
+
+
 def fixed_point_possible(profile: DeviceProfile, real) -> tuple[bool, str]:
     """Whether the register spread can add in fixed point here, and if not
     why: float32 grids (64 bits hold a float's 24-bit mantissa with 2^36 of
@@ -523,15 +538,13 @@ class FixedPointSums:
             group //= 2
         return group
 
-    def __init__(self, queue: cl.CommandQueue, template: KernelTemplate,
-                 tables_d: list[cla.Array], separable: bool):
+    def __init__(self, queue: cl.CommandQueue, template: KernelTemplate, table_bound: float):
         self.queue = queue
         self._partials = template.kernel("bound_partials")
         self._total = template.kernel("bound_total")
         self._convert = template.kernel("fixed_to_grid")
-        moduli = [float(np.abs(t.get()).max()) if t.size else 0.0 for t in tables_d]
-        #: The largest weight modulus a table gives (separable: the product).
-        self.table_bound = np.float32(np.prod(moduli) if separable else max(moduli))
+        #: The largest weight modulus the table gives (:func:`table_bound`).
+        self.table_bound = np.float32(table_bound)
         self._group = self.group_for(DeviceProfile.from_device(queue.device))
         self._partials_d = cla.empty(queue, self.BOUND_GROUPS, np.float32)
         self._bound_d = cla.empty(queue, 1, np.float32)

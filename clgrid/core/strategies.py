@@ -23,7 +23,7 @@ from .image import ImageStage
 from .plan import (GridLayout, ImageGeometry, TileShape, check_points_fit, planes_per_pass,
                    row_blocks)
 from .register import (RecordScan, RegisterInterpolator, RegisterParams, RegisterSpreader,
-                       degrid_by_register)
+                       degrid_by_register, table_bound)
 from .setpoints import (EsPositions, SetPoints, freq_scale, needs_float_float,
                         positions_to_device)
 from .spread import EsKernel, Interpolator, Spreader
@@ -141,9 +141,12 @@ def table_engine(queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Arr
                 RegisterInterpolator(q, grid, tables_d, npol, register_params)
                 if by_blocks else None))
 
+        # the fixed-point scale's table factor: once, not per workspace
+        bound = table_bound(tables_d, grid.separable) if fixed_point and spread else None
+
         def spreader(q):
             return RegisterSpreader(q, grid, tables_d, npol, register_params, atomics,
-                                    count_flushes, fixed_point)
+                                    count_flushes, fixed_point, bound)
     else:
         tiles = fit_staging(grid, tiles if tiles is not None
                             else table_tiles(profile, grid.support), profile)
