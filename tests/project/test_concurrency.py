@@ -129,12 +129,19 @@ def test_threads_sharing_one_imager_get_their_own_images(cl_env):
     assert len(pool._free) == pool.count   # every lease came back
 
 
-def test_threads_sharing_one_gridder_are_refused_or_right(cl_env):
+@pytest.mark.parametrize("method", [None, "register"])
+def test_threads_sharing_one_gridder_are_refused_or_right(cl_env, method):
     """A Gridder holds per-call scratch: a second thread entering it gets a
-    clear ConcurrentUseError, every grid that is returned is its own."""
+    clear ConcurrentUseError, every grid that is returned is its own (the
+    dispatcher's deterministic spread, and the register spread's fixed-point
+    flushes with their long grid and bound)."""
+    from clgrid.core.register import fixed_point_possible
+    if method == "register" and not fixed_point_possible(cl_env.profile, np.float32)[0]:
+        pytest.skip("no fixed-point register sums on this device")
     gcf = clgrid.gcf.separable_gcf(6)
     # deterministic: the GPUs' float-atomic spread adds in any order
-    gridder = clgrid.Gridder(cl_env.queue, gcf, 64, 64, 2e-4, deterministic=True)
+    gridder = clgrid.Gridder(cl_env.queue, gcf, 64, 64, 2e-4, deterministic=True,
+                             method=method)
     uvw, freq = _observation(n_rows=2000, seed=2)
     visibilities = [_vis((uvw.shape[0], freq.size, 1), 300 + k) for k in range(2 * N_THREADS)]
     alone = [gridder(uvw, freq, v) for v in visibilities]
@@ -216,6 +223,45 @@ def test_repeated_calls_keep_memory_flat_and_reuse_one_plan(cl_env, default_devi
     assert len(plancache.plans) == 1
     assert len(profiles._default_contexts) == contexts
     # before the plan cache, each such call leaked ~5 MiB (1 GiB over 200)
+    assert grown < 24 * 2 ** 20, f"RSS grew {grown / 2 ** 20:.1f} MiB over 200 calls"
+
+
+def test_threads_with_their_own_fixed_point_gridders_on_one_queue(cl_env):
+    """8 threads, each with its own deterministic register Gridder (fixed-point
+    flushes), all on one shared queue: each grid is the one-thread grid, bitwise."""
+    from clgrid.core.register import fixed_point_possible
+    if not fixed_point_possible(cl_env.profile, np.float32)[0]:
+        pytest.skip("no fixed-point register sums on this device")
+    gcf = clgrid.gcf.separable_gcf(6)
+    uvw, freq = _observation(n_rows=1000, seed=3)
+    visibilities = [_vis((uvw.shape[0], freq.size, 1), 400 + k) for k in range(N_THREADS)]
+
+    def make():
+        return clgrid.Gridder(cl_env.queue, gcf, 64, 64, 2e-4, deterministic=True,
+                              method="register")
+
+    alone = [make()(uvw, freq, v) for v in visibilities]
+    results = _in_threads(lambda k: make()(uvw, freq, visibilities[k]), N_THREADS)
+    assert all(np.array_equal(r, a) for r, a in zip(results, alone))
+
+
+def test_repeated_fixed_point_gridder_calls_keep_memory_flat(cl_env):
+    """200 calls of one deterministic register Gridder: the long grid and the
+    bound are the workspace's, made once; RSS flat."""
+    from clgrid.core.register import fixed_point_possible
+    if not fixed_point_possible(cl_env.profile, np.float32)[0]:
+        pytest.skip("no fixed-point register sums on this device")
+    gridder = clgrid.Gridder(cl_env.queue, clgrid.gcf.separable_gcf(6), 64, 64, 2e-4,
+                             deterministic=True, method="register")
+    uvw, freq = _observation(n_rows=200, seed=6)
+    vis = _vis((uvw.shape[0], freq.size, 1), 11)
+    first = gridder(uvw, freq, vis)
+    for _ in range(20):   # warm-up
+        gridder(uvw, freq, vis)
+    before = _rss_bytes()
+    for _ in range(200):
+        assert np.array_equal(gridder(uvw, freq, vis), first)
+    grown = _rss_bytes() - before
     assert grown < 24 * 2 ** 20, f"RSS grew {grown / 2 ** 20:.1f} MiB over 200 calls"
 
 
