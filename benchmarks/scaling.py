@@ -79,6 +79,9 @@ def parse_args(argv=None):
     parser.add_argument("--defaults-only", action="store_true",
                         help="vis2dirty: only the devices' default partition and reduction, "
                              "w and no w")
+    parser.add_argument("--cases", nargs="+", default=None,
+                        help="vis2dirty: only these w:partition:reduce cases, e.g. "
+                             "w:time:images w:w-planes:images no-w:time:images")
     parser.add_argument("--gpa-budget", type=float, default=4e12,
                         help="grid-point additions per support (the rows are gridded "
                              "repeatedly up to it)")
@@ -92,6 +95,15 @@ def resolve_devices(specs: list[str]) -> list:
         parent = best_cpu()
         return cpu_sub_devices(int(parent.max_compute_units), parent)
     return [clgrid.select_device(spec) for spec in specs]
+
+
+def parse_case(text: str) -> tuple:
+    """``w:w-planes:images`` -> (True, 'w-planes', 'images'); ``default`` as
+    the partition takes the devices' default."""
+    w, partition, reduce = text.split(":")
+    if w not in ("w", "no-w"):
+        raise SystemExit(f"--cases: {text!r} must start with w: or no-w:")
+    return w == "w", None if partition == "default" else partition, reduce
 
 
 def best_of(run, repeats: int) -> float:
@@ -233,6 +245,8 @@ def vis2dirty_rows(args, devices, counts) -> list[dict]:
              (True, "time", "images"), (True, "w-planes", "images"))
     if args.defaults_only:
         cases = ((False, None, "images"), (True, None, "images"))   # the devices' defaults
+    if args.cases:
+        cases = tuple(parse_case(case) for case in args.cases)
     for do_w, partition, reduce in cases:
         t_one = None
         for n in counts:

@@ -179,7 +179,7 @@ class MultiDeviceImager:
         blocks = partition_planes(rows_per_plane, n_dev,
                                   GRID_COST_PER_TAP * len(self.freq_hz) * support ** 3,
                                   FFT_COST_PER_CELL * nu * nv * math.log2(nu * nv))
-        shard_rows = [np.flatnonzero((first < stop) & (last >= start)) for start, stop in blocks]
+        shard_rows = [_touching_or_all(first, last, start, stop) for start, stop in blocks]
         return blocks, shard_rows
 
     def _make_shard(self, index: int, fft_backend):
@@ -246,40 +246,54 @@ class MultiDeviceImager:
         return _into(dirty, image[0] if vis.ndim == 2 else image)
 
     def _images_summed(self, piece, dirty=None) -> np.ndarray:
-        """The shards' dirty images, summed as they come down: the first
-        download writes the result, each later one adds its image to it
-        straight from its pinned staging (no pass of its own over the
-        images).  Downloads take turns; with more than two shards in shard
-        order (each waits for the one before), so the bits never depend on
-        which device finishes first (two addends commute exactly).  A
-        ``dirty`` of the image's dtype and C-contiguous is the result."""
+        """The shards' dirty images, summed as they come down
+        (:meth:`_summed_in_turns`).  A ``dirty`` of the image's dtype and
+        C-contiguous is the result."""
+        def target(dirty_d):
+            caller = (dirty is not None and dirty.dtype == dirty_d.dtype
+                      and dirty.flags.c_contiguous and dirty.size == dirty_d.size)
+            return (dirty.reshape(dirty_d.shape) if caller
+                    else np.empty(dirty_d.shape, dirty_d.dtype))
+
+        image = self._summed_in_turns(lambda d: self.shards[d].vis2dirty_device(*piece(d)),
+                                      target)
+        return image.astype(self._first_shard().vis_real, copy=False)
+
+    def _summed_in_turns(self, compute, target, after=None) -> np.ndarray:
+        """``compute(d)`` (a device array) on every shard's thread, summed
+        into ``target(first device array)`` as they come down: the first
+        download writes it, each later one adds to it straight from its
+        pinned staging (no pass of its own over the result).  Downloads take
+        turns; with more than two shards in shard order (each waits for the
+        one before), so the bits never depend on which device finishes first
+        (two addends commute exactly).  ``after(d)``: on the device's thread
+        once its part is down."""
         active = [d for d, shard in enumerate(self.shards) if shard is not None]
         in_order = len(active) > 2
         done = {d: threading.Event() for d in active}
-        result: dict = {"image": None, "written": False}
+        result: dict = {"sum": None, "written": False}
 
-        def grid(d):
+        def add(d):
             try:
                 shard = self.shards[d]
-                dirty_d = shard.vis2dirty_device(*piece(d))
+                part_d = compute(d)
                 position = active.index(d)
                 if in_order and position:
                     done[active[position - 1]].wait()
                 with self._sum_lock:
-                    if result["image"] is None:
-                        caller = (dirty is not None and dirty.dtype == dirty_d.dtype
-                                  and dirty.flags.c_contiguous and dirty.size == dirty_d.size)
-                        result["image"] = (dirty.reshape(dirty_d.shape) if caller
-                                           else np.empty(dirty_d.shape, dirty_d.dtype))
+                    if result["sum"] is None:
+                        result["sum"] = target(part_d)
                     with stage(shard.trace, "to_host"):
-                        shard.uploader.to_host(dirty_d, out=result["image"],
-                                                accumulate=result["written"])
+                        shard.uploader.to_host(part_d, out=result["sum"],
+                                               accumulate=result["written"])
                     result["written"] = True
+                if after is not None:
+                    after(d)
             finally:
                 done[d].set()
 
-        self._map(lambda d: grid(d) if d in done else None)
-        return result["image"].astype(self._first_shard().vis_real, copy=False)
+        self._map(lambda d: add(d) if d in done else None)
+        return result["sum"]
 
     def _first_shard(self) -> Imager:
         return next(shard for shard in self.shards if shard is not None)
@@ -301,7 +315,22 @@ class MultiDeviceImager:
         if vis is not None and tuple(vis.shape) != result_shape:
             raise ValueError(f"vis must have shape {result_shape}, got {vis.shape}")
         planes = self.partition == "w-planes"   # shards share rows: their parts add up
-        if vis is not None and vis.dtype == shard.vis_complex and vis.flags.c_contiguous:
+        caller = vis is not None and vis.dtype == shard.vis_complex and vis.flags.c_contiguous
+        if planes and all(shard is None or rows.size == self.n_rows
+                          for shard, rows in zip(self.shards, self.shard_rows)):
+            # every shard predicts every row from its planes: the parts are
+            # summed as they come down, as vis2dirty's images are
+            def part(d):
+                return self.shards[d].dirty2vis_device(dirty, wgt, mask)
+
+            def target(vis_d):
+                return (vis.reshape(vis_d.shape) if caller
+                        else shard.uploader.empty_host(vis_d.shape, vis_d.dtype))
+
+            out = self._summed_in_turns(part, target,
+                                        lambda d: self.shards[d].release_planes())
+            return _into(vis, out[:, :, 0] if dirty.ndim == 2 else out, "vis")
+        if caller:
             out = vis.reshape(shape + (npol,))
             if planes:
                 out[...] = 0
@@ -344,6 +373,22 @@ def _into(out: np.ndarray | None, result: np.ndarray, name: str = "dirty") -> np
     if not np.shares_memory(out, result):
         out[...] = result
     return out
+
+
+#: A plane block whose rows are at least this share of all rows takes every
+#: row, as a view: the host gather of the touching rows (a copy of most of
+#: the visibilities in every call) costs more than sending the few others,
+#: whose points no pass of the block reads.
+ALL_ROWS_SHARE = 0.5
+
+
+def _touching_or_all(first: np.ndarray, last: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """Rows whose planes ``first .. last`` meet the block ``start .. stop - 1``,
+    or every row where they are at least :data:`ALL_ROWS_SHARE` of them."""
+    touching = np.flatnonzero((first < stop) & (last >= start))
+    if touching.size and touching.size >= ALL_ROWS_SHARE * first.size:
+        return np.arange(first.size)
+    return touching
 
 
 def _is_block(rows: np.ndarray) -> bool:
