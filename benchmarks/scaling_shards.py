@@ -166,6 +166,10 @@ def main(argv=None) -> int:
     parser.add_argument("--trace", action="store_true",
                         help="print each shard's block upload times for one call")
     parser.add_argument("--w-only", action="store_true", help="only the w-stacking case")
+    parser.add_argument("--pinned", action="store_true",
+                        help="also time the call with the visibilities in pinned memory")
+    parser.add_argument("--partition", default=None,
+                        help="the imager's partition (default: the devices' own)")
     parser.add_argument("--dirty2vis", action="store_true",
                         help="time dirty2vis's parts per shard instead of vis2dirty")
     args = parser.parse_args(argv)
@@ -181,7 +185,10 @@ def main(argv=None) -> int:
     for do_w in (True,) if args.w_only else (True, False):
         imager = MultiDeviceImager(devices, uvw=uvw, freq=freq, npix_x=npix, npix_y=npix,
                                    pixsize_x=cell, pixsize_y=cell, epsilon=1e-5,
-                                   do_wgridding=do_w)
+                                   do_wgridding=do_w,
+                                   partition=args.partition if do_w else None)
+        print(f"w={do_w}: partition {imager.partition}, rows per shard "
+              f"{[rows.size for rows in imager.shard_rows]}", flush=True)
         shards = imager.shards
         pieces = [_take(vis, rows) for rows in imager.shard_rows]
         if args.transfers and do_w:
@@ -205,6 +212,16 @@ def main(argv=None) -> int:
             print(f"w={do_w} {name}: " + ", ".join(
                 f"shard{d} alone {t:.1f} ms" for d, t in enumerate(alone))
                 + f", all at once {both:.1f} ms", flush=True)
+        print(f"w={do_w} MultiDeviceImager.vis2dirty, numpy visibilities "
+              f"{best_ms(lambda: imager.vis2dirty(vis)):.1f} ms", flush=True)
+        if args.pinned:
+            # the visibilities already in pinned memory (as Imager.uploader.empty_host
+            # hands out): every shard's blocks go up in one DMA each, no staging copy
+            pinned = shards[0].uploader.empty_host(vis.shape, vis.dtype)
+            pinned[...] = vis
+            print(f"w={do_w} MultiDeviceImager.vis2dirty, pinned visibilities "
+                  f"{best_ms(lambda: imager.vis2dirty(pinned)):.1f} ms", flush=True)
+            del pinned
         if args.trace:
             imager.vis2dirty(vis)
             print(f"w={do_w} one call, traced:", flush=True)

@@ -633,9 +633,11 @@ def row_blocks(profile: DeviceProfile, n_rows: int, n_chan: int,
     """(first row, stop row) of each block of visibilities the core grids in
     turn.  GPUs take blocks of about ``vis_per_block`` (default
     :data:`VIS_PER_BLOCK`) so copies overlap spreading; CPUs, whose device
-    memory is host memory, take all rows at once.  Block starts are multiples
-    of the rows that keep every per-row array's sub-buffer aligned to the
-    device's base address alignment."""
+    memory is host memory, take all rows at once.  The first blocks are an
+    eighth, a quarter and half of that: nothing overlaps the first block's
+    upload, so the device starts sooner.  Block starts are multiples of the
+    rows that keep every per-row array's sub-buffer aligned to the device's
+    base address alignment."""
     if vis_per_block is None:
         vis_per_block = VIS_PER_BLOCK if profile.device_type == "gpu" else 0
     if n_rows == 0 or vis_per_block <= 0 or n_rows * n_chan <= vis_per_block:
@@ -643,7 +645,12 @@ def row_blocks(profile: DeviceProfile, n_rows: int, n_chan: int,
     align = max(1, profile.base_align_bytes)   # a one-byte-per-visibility mask needs it
     rows = max(1, vis_per_block // max(n_chan, 1))
     rows = -(-rows // align) * align
-    return [(first, min(first + rows, n_rows)) for first in range(0, n_rows, rows)]
+    size = max(align, -(-(rows // 8) // align) * align)
+    blocks, first = [], 0
+    while first < n_rows:
+        blocks.append((first, min(first + size, n_rows)))
+        first, size = first + size, min(2 * size, rows)
+    return blocks
 
 
 def mib(nbytes: int) -> str:

@@ -18,8 +18,12 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pyopencl as cl
 
-#: Bytes per chunk: small enough to overlap, large enough for full DMA speed.
+#: Bytes per chunk at most: small enough to overlap, large enough for full
+#: DMA speed.
 CHUNK_BYTES = 8 << 20
+#: Bytes per chunk at least, where a copy is cut into one chunk a copy
+#: thread: below this a chunk's fixed costs (a task, a DMA command) show.
+MIN_CHUNK_BYTES = 1 << 20
 
 _pool: ThreadPoolExecutor | None = None
 
@@ -76,8 +80,16 @@ class _Pinned:
 
 
 def _row_chunks(first: int, stop: int, row_bytes: int) -> list[tuple[int, int]]:
-    """Rows ``first .. stop - 1`` in chunks of about :data:`CHUNK_BYTES`."""
-    rows = max(1, CHUNK_BYTES // max(row_bytes, 1))
+    """Rows ``first .. stop - 1`` in chunks of at most :data:`CHUNK_BYTES`
+    (not below :data:`MIN_CHUNK_BYTES`), as many as a whole number of rounds
+    of the copy threads: a 64 MiB row block in 8 MiB chunks kept 8 of 16
+    threads busy, and 128 MiB in 8 MiB chunks made 17 of them, the last
+    copied alone in a second round."""
+    row_bytes = max(row_bytes, 1)
+    total, threads = (stop - first) * row_bytes, copy_threads()
+    rounds = -(-total // (threads * CHUNK_BYTES))
+    chunk = min(CHUNK_BYTES, max(-(-total // (rounds * threads)), MIN_CHUNK_BYTES))
+    rows = max(1, chunk // row_bytes)
     return [(start, min(start + rows, stop)) for start in range(first, stop, rows)]
 
 
@@ -376,5 +388,5 @@ class LentHostMemory:
         self._used = 0
 
 
-__all__ = ["CHUNK_BYTES", "LentHostMemory", "PinnedResults", "PinnedStaging", "copy_pool",
+__all__ = ["CHUNK_BYTES", "LentHostMemory", "MIN_CHUNK_BYTES", "PinnedResults", "PinnedStaging", "copy_pool",
            "copy_rows", "gather_rows", "pinned_results_budget"]

@@ -22,21 +22,27 @@ How the work is split
   so whatever is summed crosses the host; benchmarks/scaling.py times all
   three.
 * With w-gridding (W-stacking) every w plane needs its own FFT, and the
-  split depends on what costs more.  ``partition='w-planes'`` (the default
-  on CPUs, whose FFTs cost as much as their spreading): the planes are
-  partitioned into contiguous blocks of equal cost (gridding taps plus one
-  FFT each), each device grids, transforms and corrects only its planes (the
-  rows whose w touches them), and the partial images are summed; each plane
-  is transformed once in total, as on one device.  Rows (``'time'`` or
-  ``'baseline'``, the default on GPUs, where an 8192^2 FFT takes 1 ms against
-  18 ms of spreading per plane on the SKA-mid benchmark): every device grids
-  its rows into all planes and the images are summed; the FFTs are repeated
-  on every device, but no row is sent to or spread on two devices (with
-  W ~ 7 kernel planes a row touches most planes, so plane blocks share most
-  rows).
+  split depends on what costs more.  ``partition='w-planes'``: the planes
+  are partitioned into contiguous blocks of equal cost (gridding taps plus
+  one FFT each), each device grids, transforms and corrects only its planes
+  (the rows whose w touches them: every row, as a view of the caller's
+  array, where they are at least half of them, since with W ~ 7 kernel
+  planes a row touches most planes and a gathered copy costs more than
+  the bus), and the partial images are summed; each plane is transformed
+  once in total, as on one device.  Rows (``'time'`` or ``'baseline'``):
+  every device grids its rows into all planes and the images are summed;
+  the FFTs and each plane's fixed costs are repeated on every device, but
+  no row is sent to two devices.
 
-``dirty2vis`` is split the same way; the partial visibilities of rows that
-two plane blocks share are added.
+``dirty2vis`` is split the same way; with plane blocks every device predicts
+the rows its planes reach and the parts are summed on the host (as they come
+down, in shard order, where every block takes every row).  Which partition
+an imager takes unless told (:func:`clgrid.scaleout.partition.default_partition`):
+rows without w; with w, plane blocks on CPUs (their FFTs cost as much as
+their spreading) and rows on GPUs; the functional calls
+(``clgrid.vis2dirty(devices=...)``) take the faster for each call, plane
+blocks for vis2dirty and rows for dirty2vis on GPUs (2 x H100, SKA-mid, w:
+98 against 110 ms, and 47 against 77 ms).
 
 The cutting (device lists, layouts, partitions) is in
 :mod:`clgrid.scaleout.partition`; this module runs the pieces and adds them.
@@ -63,7 +69,7 @@ from ..core.plan import (FFT_COST_PER_CELL, GRID_COST_PER_TAP, GridLayout, Image
 from ..device import plancache
 from ..device.profiles import context_of
 from ..imaging.imager import Imager, fingerprint, plan_needs
-from .partition import (REDUCTIONS, balance, partition_planes, partition_rows,
+from .partition import (REDUCTIONS, balance, default_partition, partition_planes, partition_rows,
                         plane_span_of_rows, resolve_queues)
 
 
@@ -85,7 +91,8 @@ class MultiDeviceImager:
     partition
         ``'time'`` (contiguous row blocks), ``'baseline'`` (whole baselines,
         needs ``baseline_ids``) or, with w-gridding, ``'w-planes'``.
-        Default: ``'time'``, but ``'w-planes'`` with w-gridding on CPUs.
+        Default: ``'time'``, but ``'w-planes'`` with w-gridding on CPUs
+        (:func:`clgrid.scaleout.partition.default_partition`).
     baseline_ids
         One id per row, for ``partition='baseline'``.
     reduce
@@ -164,9 +171,9 @@ class MultiDeviceImager:
 
     # ---------------------------------------------------------- construction
     def _default_partition(self) -> str:
-        """Rows, but w planes for w-gridding on CPUs (see the module notes)."""
-        on_cpus = all(queue.device.type & cl.device_type.CPU for queue in self.queues)
-        return "w-planes" if self.do_w and on_cpus else "time"
+        """Rows, but w planes for w-gridding on CPUs (see the module notes
+        and :func:`clgrid.scaleout.partition.default_partition`)."""
+        return default_partition("both", self.do_w, _on_cpus(self.queues))
 
     def _plane_partition(self, n_dev):
         first, last = plane_span_of_rows(self.geometry, self.layout, self.uvw_m, self.freq_hz)
@@ -434,6 +441,10 @@ def clear_cache() -> None:
     gc.collect()  # free device objects while pyopencl is still whole
 
 
+def _on_cpus(queues: list[cl.CommandQueue]) -> bool:
+    return all(queue.device.type & cl.device_type.CPU for queue in queues)
+
+
 def _device_key(queues: list[cl.CommandQueue]) -> tuple:
     return tuple((context_of(q).int_ptr, q.device.int_ptr) for q in queues)
 
@@ -447,28 +458,34 @@ def _bytes_by_device(imager: MultiDeviceImager) -> dict[int, int]:
     return held
 
 
-def cached_multi_imager(devices, uvw, freq, geometry: ImageGeometry) -> MultiDeviceImager:
-    """One :class:`MultiDeviceImager` per (devices, uvw, freq, geometry), in
-    the process's plan cache (:mod:`clgrid.device.plancache`) beside the
-    one-device imagers: making one drops the least recently used plans of
-    its devices until it fits, so a one-GPU call's w planes do not stay
-    beside the shards' on the same card."""
+def cached_multi_imager(devices, uvw, freq, geometry: ImageGeometry,
+                        call: str = "both") -> MultiDeviceImager:
+    """One :class:`MultiDeviceImager` per (devices, uvw, freq, geometry,
+    partition), in the process's plan cache (:mod:`clgrid.device.plancache`)
+    beside the one-device imagers: making one drops the least recently used
+    plans of its devices until it fits, so a one-GPU call's w planes do not
+    stay beside the shards' on the same card.  ``call``: the partition is
+    the fastest for it (:func:`clgrid.scaleout.partition.default_partition`:
+    with w on GPUs vis2dirty's plane blocks, dirty2vis's rows)."""
     uvw, freq = check_uvw(uvw), check_freq(freq)
     queues = resolve_queues(devices)
+    partition = default_partition(call, geometry.do_w, _on_cpus(queues))
     # a strided sample, then an exact comparison (valid=): hashing the whole
     # uvw cost 30-45 ms a call on an H100 host (116 M visibilities)
-    key = ("multi", _device_key(queues), fingerprint(uvw), freq.tobytes(), geometry)
+    key = ("multi", _device_key(queues), fingerprint(uvw), freq.tobytes(), geometry, partition)
 
     def needs() -> dict[int, tuple[int, int]]:
         layout = GridLayout.of_rows(geometry, uvw, freq)
         wanted: dict[int, tuple[int, int]] = {}
+        shares = 1 if partition == "w-planes" else len(queues)   # plane blocks: every row
         for queue in queues:
-            wanted.update(plan_needs(queue, layout, uvw.shape[0] * freq.shape[0] // len(queues),
+            wanted.update(plan_needs(queue, layout, uvw.shape[0] * freq.shape[0] // shares,
                                      geometry.vis_real.itemsize))
         return wanted
 
     imager = plancache.plans.get_or_build(
-        key, lambda: MultiDeviceImager(queues, uvw=uvw, freq=freq, geometry=geometry),
+        key, lambda: MultiDeviceImager(queues, uvw=uvw, freq=freq, geometry=geometry,
+                                       partition=partition),
         _bytes_by_device, needs, close=MultiDeviceImager.close,
         valid=lambda imager: np.array_equal(imager.uvw_m, uvw))
     return imager
@@ -478,7 +495,7 @@ def vis2dirty(devices, geometry: ImageGeometry, *, uvw, freq, vis, wgt=None, mas
               dirty=None) -> np.ndarray:
     """:func:`clgrid.imaging.imager.vis2dirty_with` on several devices: the
     cached :class:`MultiDeviceImager`'s :meth:`~MultiDeviceImager.vis2dirty`."""
-    imager = cached_multi_imager(devices, uvw, freq, geometry)
+    imager = cached_multi_imager(devices, uvw, freq, geometry, "vis2dirty")
     with imager.call_lock:   # shared by every thread: they take turns
         return imager.vis2dirty(vis, wgt, mask, dirty)
 
@@ -486,7 +503,7 @@ def vis2dirty(devices, geometry: ImageGeometry, *, uvw, freq, vis, wgt=None, mas
 def dirty2vis(devices, geometry: ImageGeometry, *, uvw, freq, dirty, wgt=None, mask=None,
               vis=None) -> np.ndarray:
     """:func:`clgrid.imaging.imager.dirty2vis_with` on several devices."""
-    imager = cached_multi_imager(devices, uvw, freq, geometry)
+    imager = cached_multi_imager(devices, uvw, freq, geometry, "dirty2vis")
     with imager.call_lock:
         return imager.dirty2vis(dirty, wgt, mask, vis)
 

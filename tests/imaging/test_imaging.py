@@ -726,6 +726,27 @@ def test_pinned_staging_uploads_a_strided_window_at_a_byte_offset(cl_env):
     assert np.array_equal(back.reshape(window.shape), window)
 
 
+@pytest.mark.parametrize("n_rows, row_bytes", [(1 << 14, 4096), (3, 1 << 20), (999, 8),
+                                             (5, 64 << 20), (2 ** 24 // 64, 512)])
+def test_copies_are_cut_into_a_chunk_for_every_copy_thread(monkeypatch, n_rows, row_bytes):
+    """A row block's host copy is cut into whole rounds of the copy threads
+    (a 64 MiB block in 8 MiB chunks kept half of 16 threads idle; 128 MiB
+    made 17 chunks, the last copied alone), chunks stay within 1-8 MiB where
+    rows allow, and every row is in exactly one chunk, in order."""
+    from clgrid.device import hostio
+    monkeypatch.setenv("CLGRID_COPY_THREADS", "16")
+    chunks = hostio._row_chunks(7, 7 + n_rows, row_bytes)
+    assert chunks[0][0] == 7 and chunks[-1][1] == 7 + n_rows
+    assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(chunks, chunks[1:]))
+    sizes = np.array([(b - a) * row_bytes for a, b in chunks[:-1]])
+    total = n_rows * row_bytes
+    if total >= 16 * hostio.MIN_CHUNK_BYTES and row_bytes <= hostio.MIN_CHUNK_BYTES:
+        assert len(chunks) % 16 == 0 or len(chunks) % 16 == 15   # rows round the sizes
+    if row_bytes <= hostio.MIN_CHUNK_BYTES // 2:
+        assert np.all(sizes >= hostio.MIN_CHUNK_BYTES // 2)
+    assert np.all(sizes <= max(hostio.CHUNK_BYTES, row_bytes))
+
+
 def test_pinned_staging_downloads_and_adds_in_chunks(cl_env, monkeypatch):
     """PinnedStaging.download (the multi-device image sum): written, then
     added from the staging memory, chunk by chunk, at a byte offset: exactly
