@@ -634,12 +634,10 @@ def row_blocks(profile: DeviceProfile, n_rows: int, n_chan: int,
     turn.  GPUs take blocks of about ``vis_per_block`` (default
     :data:`VIS_PER_BLOCK`) so copies overlap spreading; CPUs, whose device
     memory is host memory, take all rows at once.  The first blocks are an
-    eighth, a quarter and half of that, and the last ones half, a quarter and
-    an eighth: nothing overlaps the first block's upload or the last block's
-    spreading, so the device starts sooner and finishes sooner after the
-    last copy.  Block starts are multiples of the rows that keep every
-    per-row array's sub-buffer aligned to the device's base address
-    alignment."""
+    eighth, a quarter and half of that: nothing overlaps the first block's
+    upload, so the device starts sooner.  Block starts are multiples of the
+    rows that keep every per-row array's sub-buffer aligned to the device's
+    base address alignment."""
     if vis_per_block is None:
         vis_per_block = VIS_PER_BLOCK if profile.device_type == "gpu" else 0
     if n_rows == 0 or vis_per_block <= 0 or n_rows * n_chan <= vis_per_block:
@@ -647,18 +645,12 @@ def row_blocks(profile: DeviceProfile, n_rows: int, n_chan: int,
     align = max(1, profile.base_align_bytes)   # a one-byte-per-visibility mask needs it
     rows = max(1, vis_per_block // max(n_chan, 1))
     rows = -(-rows // align) * align
-    ramp = [size for size in (-(-(rows // d) // align) * align for d in (8, 4, 2))
-            if align <= size < rows]
-    middle = n_rows - 2 * sum(ramp)
-    if middle < rows:   # too few rows to ramp at both ends
-        ramp, middle = [], n_rows
-    sizes = ramp + [rows] * (middle // rows)
-    if middle % rows >= align:
-        sizes.append(middle % rows // align * align)
-    sizes += ramp[::-1]
-    sizes[-1] += n_rows - sum(sizes)   # fewer rows than the alignment: the last block
-    bounds = np.cumsum([0] + sizes)
-    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+    size = max(align, -(-(rows // 8) // align) * align)
+    blocks, first = [], 0
+    while first < n_rows:
+        blocks.append((first, min(first + size, n_rows)))
+        first, size = first + size, min(2 * size, rows)
+    return blocks
 
 
 def mib(nbytes: int) -> str:

@@ -25,7 +25,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..device.hostio import LentHostMemory, PinnedResults, PinnedStaging, feed_pool
+from ..device.hostio import LentHostMemory, PinnedResults, PinnedStaging
 
 # Below this, staging costs more than it saves.
 _MIN_PINNED_BYTES = 8 * 2 ** 20
@@ -95,28 +95,13 @@ class Uploader:
                 self._row_stagings[name] = PinnedStaging(self.queue.context, self._copy_queue)
             sources.append((self._row_stagings[name], host, devices[name], np.dtype(dtype)))
 
-        def copy_block(index: int) -> list:
+        def ready(index: int) -> list:
             first, stop = blocks[index]
             events = [self._rows_direct(host, device, first, stop)
                       if self._direct(host, dtype)
                       else staging.upload_rows(host, device.data, first, stop, dtype)
                       for staging, host, device, dtype in sources]
             return [event for event in events if event is not None]
-
-        # Each block's host copy runs on a feeder thread and the next one
-        # starts as soon as the caller takes a block: the copy threads no
-        # longer wait while the caller launches the block's kernels (0.6 ms
-        # a block on an H100 host).  In order, one block at a time: the
-        # first sizes the staging memory.
-        copies = {0: feed_pool().submit(copy_block, 0)}
-
-        def ready(index: int) -> list:
-            if index not in copies:
-                copies[index] = feed_pool().submit(copy_block, index)
-            events = copies.pop(index).result()
-            if index + 1 < len(blocks):
-                copies[index + 1] = feed_pool().submit(copy_block, index + 1)
-            return events
 
         return devices, ready
 

@@ -12,7 +12,6 @@ big-endian FITS array viewed as bytes) are handled by the host copy.
 from __future__ import annotations
 
 import os
-import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
@@ -37,19 +36,6 @@ def copy_pool() -> ThreadPoolExecutor:
     if _pool is None:
         _pool = ThreadPoolExecutor(max_workers=copy_threads(), thread_name_prefix="clgrid-copy")
     return _pool
-
-
-_feeders: ThreadPoolExecutor | None = None
-
-
-def feed_pool() -> ThreadPoolExecutor:
-    """Threads that run one row block's staged upload each (waiting on the
-    copy threads, so never on :func:`copy_pool` itself): a call's next
-    block is copied while its caller launches the kernels of the last."""
-    global _feeders
-    if _feeders is None:
-        _feeders = ThreadPoolExecutor(max_workers=8, thread_name_prefix="clgrid-feed")
-    return _feeders
 
 
 def copy_threads() -> int:
@@ -119,10 +105,6 @@ class PinnedStaging:
         self.queue = queue
         self._up = _Pinned(context, queue)
         self._down = _Pinned(context, queue)
-        # held while host threads copy into the upload memory: a call whose
-        # blocks were read ahead (clgrid.core.transfer.Uploader.rows_to_device)
-        # and that stopped early must not have its memory regrown under them
-        self._copying = threading.Lock()
 
     def upload(self, array: np.ndarray, target: cl.Buffer, offset: int = 0) -> None:
         """Copy ``array`` (any strides; its last axis a row) into ``target``
@@ -142,12 +124,7 @@ class PinnedStaging:
         ``first == 0`` (it waits until the staging memory's earlier copies are
         done).  Returns once the rows are in pinned memory, with the event of
         their last device copy (enqueued, flushed), or None for no rows."""
-        with self._copying:
-            return self._upload_rows(array, target, first, stop, np.dtype(dtype or array.dtype),
-                                     offset)
-
-    def _upload_rows(self, array: np.ndarray, target: cl.Buffer, first: int, stop: int,
-                     dtype: np.dtype, offset: int) -> cl.Event | None:
+        dtype = np.dtype(dtype or array.dtype)
         row_bytes = int(np.prod(array.shape[1:], dtype=np.int64)) * dtype.itemsize
         if first == 0:
             self._up.view(array.shape[0] * row_bytes)
@@ -411,5 +388,5 @@ class LentHostMemory:
         self._used = 0
 
 
-__all__ = ["CHUNK_BYTES", "LentHostMemory", "MIN_CHUNK_BYTES", "PinnedResults", "PinnedStaging", "copy_pool", "feed_pool",
+__all__ = ["CHUNK_BYTES", "LentHostMemory", "MIN_CHUNK_BYTES", "PinnedResults", "PinnedStaging", "copy_pool",
            "copy_rows", "gather_rows", "pinned_results_budget"]
