@@ -244,7 +244,7 @@ def vis2dirty_rows(args, devices, counts) -> list[dict]:
     cases = ((False, "time", "images"), (False, "time", "device"), (False, "baseline", "images"),
              (True, "time", "images"), (True, "w-planes", "images"))
     if args.defaults_only:
-        cases = ((False, None, "images"), (True, None, "images"))   # the devices' defaults
+        cases = ((False, None, "auto"), (True, None, "auto"))   # the devices' defaults
     if args.cases:
         cases = tuple(parse_case(case) for case in args.cases)
     for do_w, partition, reduce in cases:
@@ -258,7 +258,7 @@ def vis2dirty_rows(args, devices, counts) -> list[dict]:
             phases = imager.last_timings
             # dirty2vis once per partition (the reduction does not enter it)
             predict_s = (best_of(lambda: imager.dirty2vis(model), args.repeats)
-                         if reduce == "images" else None)
+                         if reduce in ("images", "auto") else None)
             imager.close()
             t_one = t_one or seconds
             if predict_s is not None:
@@ -269,7 +269,9 @@ def vis2dirty_rows(args, devices, counts) -> list[dict]:
                          "Mvis/s": round(vis.size / seconds / 1e6, 2),
                          "efficiency": round(t_one / (n * seconds), 3),
                          "partition": imager.partition,
-                         "reduce": reduce,
+                         "reduce": imager.reduce,
+                         "reduce model s": {k: round(v, 4) for k, v in
+                                            imager.reduction_seconds.items()} or None,
                          "balance": round(imager.load_balance, 3),
                          **{k: round(v, 4) for k, v in phases.items()},
                          "dirty2vis s": None if predict_s is None else round(predict_s, 4),

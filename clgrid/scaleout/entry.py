@@ -141,7 +141,7 @@ class Imager(_one_device.Imager):
                 geometry: ImageGeometry | None = None, fft_backend: str | None = None,
                 layout=None, planes: tuple[int, int] | None = None, tiles=None,
                 vis_per_block: int | None = None, contexts=None, partition: str | None = None,
-                baseline_ids=None, reduce: str = "images", deterministic: bool = True):
+                baseline_ids=None, reduce: str | None = None, deterministic: bool = True):
         check_deterministic(deterministic)
         if contexts is None:
             return super().__new__(cls)

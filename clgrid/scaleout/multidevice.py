@@ -69,7 +69,8 @@ from ..core.plan import (FFT_COST_PER_CELL, GRID_COST_PER_TAP, GridLayout, Image
 from ..device import plancache
 from ..device.profiles import context_of
 from ..imaging.imager import Imager, fingerprint, plan_needs
-from .partition import (REDUCTIONS, balance, default_partition, partition_planes, partition_rows,
+from .partition import (REDUCTIONS, ReduceCosts, balance, choose_reduction, default_partition,
+                        partition_planes, partition_rows, reduction_seconds,
                         plane_span_of_rows, resolve_queues)
 
 
@@ -97,8 +98,12 @@ class MultiDeviceImager:
         One id per row, for ``partition='baseline'``.
     reduce
         What is summed without w-gridding: ``'images'`` (each device's dirty
-        image, default), or each device's grid on the first device
-        (``'device'``) or on the host (``'host'``).
+        image), or each device's grid on the first device (``'device'``) or
+        on the host (``'host'``).  Default (None or ``'auto'``): images or
+        grids on the host, whichever :func:`clgrid.scaleout.partition.reduction_seconds`
+        finds faster from each device's FFT and grid download as measured
+        here once per device and grid (:func:`reduce_costs`); chosen when
+        the imager is made, so every call sums the same way.
     npix_x, npix_y, pixsize_x, pixsize_y, epsilon, do_wgridding, precision
         As for :class:`Imager`.
     flip_u, flip_v, flip_w, divide_by_n, sigma_min, sigma_max, center_x, center_y
@@ -128,7 +133,7 @@ class MultiDeviceImager:
     """
 
     def __init__(self, devices, *, uvw, freq, partition: str | None = None, baseline_ids=None,
-                 reduce: str = "images", npix_x: int | None = None, npix_y: int | None = None,
+                 reduce: str | None = None, npix_x: int | None = None, npix_y: int | None = None,
                  pixsize_x: float | None = None, pixsize_y: float | None = None,
                  epsilon: float | None = None, do_wgridding: bool = False,
                  precision: str = "single", flip_u: bool = False, flip_v: bool = False,
@@ -137,9 +142,11 @@ class MultiDeviceImager:
                  sigma_max: float = ImageGeometry.sigma_max, center_x: float = 0.0,
                  center_y: float = 0.0, double_precision_accumulation: bool = False,
                  geometry: ImageGeometry | None = None, fft_backend: str | None = None):
-        if reduce not in REDUCTIONS:
-            raise ValueError(f"reduce must be one of {REDUCTIONS}, got {reduce!r}")
+        if reduce not in REDUCTIONS + ("auto", None):
+            raise ValueError(f"reduce must be one of {REDUCTIONS} or 'auto', got {reduce!r}")
         self.reduce = reduce
+        #: The measured model's seconds of each reduction (reduce='auto', no w).
+        self.reduction_seconds: dict[str, float] = {}
         self.last_timings: dict[str, float] = {}
         self.queues = resolve_queues(devices)
         self.uvw_m = check_uvw(uvw)
@@ -168,6 +175,8 @@ class MultiDeviceImager:
         #: Held by the functional API's calls, which share a cached imager.
         self.call_lock = threading.Lock()
         self.shards = self._map(lambda d: self._make_shard(d, fft_backend))
+        if self.reduce in ("auto", None):
+            self.reduce = self._measured_reduction()
 
     # ---------------------------------------------------------- construction
     def _default_partition(self) -> str:
@@ -188,6 +197,18 @@ class MultiDeviceImager:
                                   FFT_COST_PER_CELL * nu * nv * math.log2(nu * nv))
         shard_rows = [_touching_or_all(first, last, start, stop) for start, stop in blocks]
         return blocks, shard_rows
+
+    def _measured_reduction(self) -> str:
+        """Images with w (each plane has its own FFT) or on one device; else
+        the faster of images and grids summed on the host, from each
+        device's measured costs (:func:`reduce_costs`)."""
+        active = [d for d, shard in enumerate(self.shards) if shard is not None]
+        if self.do_w or len(active) < 2:
+            return "images"
+        costs = self._map(lambda d: reduce_costs(self.shards[d]) if d in active else None)
+        costs = [c for c in costs if c is not None]
+        self.reduction_seconds = reduction_seconds(costs)
+        return choose_reduction(costs)
 
     def _make_shard(self, index: int, fft_backend):
         rows = self.shard_rows[index]
@@ -371,6 +392,48 @@ class MultiDeviceImager:
         return _into(vis, out[:, :, 0] if dirty.ndim == 2 else out, "vis")
 
 
+_measured: dict[tuple, ReduceCosts] = {}
+_measured_lock = threading.Lock()
+
+
+def reduce_costs(shard: Imager) -> ReduceCosts:
+    """What the reductions' costs depend on for ``shard``'s device, measured
+    once per device, grid and image shape in this process: one FFT of its
+    grid (the second of two, on zeros) and one download of the grid to the
+    host (the second of two), and numpy adding a grid-sized array."""
+    image = shard.engine.image
+    key = (shard.queue.device.int_ptr, shard.nu, shard.nv, image.grid_complex.str,
+           shard.npix_x, shard.npix_y)
+    with _measured_lock:
+        if key in _measured:
+            return _measured[key]
+    with shard.engine.lease() as ws:
+        grid_d = ws.planes_d[:1]
+        grid_d.fill(0)
+        fft_s = _second_of_two(lambda: ws.fft.forward(grid_d), ws.queue)
+        host = ws.uploader.to_host(grid_d)
+        grid_down_s = _second_of_two(lambda: ws.uploader.to_host(grid_d, out=host), ws.queue)
+    started = time.perf_counter()
+    np.add(host, host, out=host)
+    add_s = max(time.perf_counter() - started, 1e-9)
+    costs = ReduceCosts(fft_s=fft_s, grid_down_s=grid_down_s, grid_bytes=host.nbytes,
+                        image_bytes=shard.npix_x * shard.npix_y * image.grid_complex.itemsize // 2,
+                        host_add_bytes_s=host.nbytes / add_s)
+    with _measured_lock:
+        _measured[key] = costs
+    return costs
+
+
+def _second_of_two(step, queue: cl.CommandQueue) -> float:
+    """Seconds of ``step`` (then ``queue`` done) the second time."""
+    step()
+    queue.finish()
+    started = time.perf_counter()
+    step()
+    queue.finish()
+    return time.perf_counter() - started
+
+
 def _into(out: np.ndarray | None, result: np.ndarray, name: str = "dirty") -> np.ndarray:
     """``result`` in the caller's ``out`` (copied unless it already is)."""
     if out is None:
@@ -508,4 +571,4 @@ def dirty2vis(devices, geometry: ImageGeometry, *, uvw, freq, dirty, wgt=None, m
         return imager.dirty2vis(dirty, wgt, mask, vis)
 
 
-__all__ = ["MultiDeviceImager", "cached_multi_imager", "clear_cache", "dirty2vis", "vis2dirty"]
+__all__ = ["MultiDeviceImager", "cached_multi_imager", "reduce_costs", "clear_cache", "dirty2vis", "vis2dirty"]

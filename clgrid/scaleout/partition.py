@@ -11,6 +11,7 @@ cost.  Used by :mod:`clgrid.scaleout.multidevice` and :mod:`clgrid.scaleout.dask
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Sequence
 
 import numpy as np
@@ -23,6 +24,51 @@ from ..device.profiles import (DeviceProfile, all_devices, create_context, resol
 
 PARTITIONS = ("time", "baseline")
 REDUCTIONS = ("images", "device", "host")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReduceCosts:
+    """Measured seconds one device of a job without w takes for the steps
+    the two reductions differ in: its grid's FFT (``fft_s``, one plane)
+    and its grid's download to the host (``grid_down_s``); plus the bytes
+    of a grid and of an image, and the host's rate of adding arrays
+    (``host_add_bytes_s``)."""
+
+    fft_s: float
+    grid_down_s: float
+    grid_bytes: int
+    image_bytes: int
+    host_add_bytes_s: float
+
+    @property
+    def image_down_s(self) -> float:
+        return self.grid_down_s * self.image_bytes / max(self.grid_bytes, 1)
+
+
+def reduction_seconds(costs: Sequence[ReduceCosts]) -> dict[str, float]:
+    """The critical path of each reduction of a job without w over the
+    devices of ``costs`` (the first runs the one FFT where grids are
+    summed), past the spreading, which both share: ``'images'``: every
+    device its own FFT and correction, then the images summed on the host as
+    they come down; ``'host'``: every grid down, summed on the host, up to
+    the first device, one FFT and one image down."""
+    first = costs[0]
+    images = (max(c.fft_s + c.image_down_s for c in costs)
+              + sum(c.image_bytes for c in costs[1:]) / first.host_add_bytes_s)
+    grids = (max(c.grid_down_s for c in costs)
+             + sum(c.grid_bytes for c in costs[1:]) / first.host_add_bytes_s
+             + first.grid_down_s + first.fft_s + first.image_down_s)
+    return {"images": images, "host": grids}
+
+
+def choose_reduction(costs: Sequence[ReduceCosts]) -> str:
+    """The reduction of the smaller :func:`reduction_seconds` (images on a
+    tie: no grid crosses the host).  Like devices always sum images (each
+    FFT runs beside the others); summed grids win where one device's FFT
+    costs more than another's FFT plus moving the grids (a CPU beside a
+    GPU)."""
+    seconds = reduction_seconds(costs)
+    return "host" if seconds["host"] < seconds["images"] else "images"
 
 
 # ------------------------------------------------------------------ devices
@@ -196,4 +242,4 @@ def balance(loads: Sequence[float]) -> float:
     return float(loads.mean() / loads.max()) if loads.size and loads.max() > 0 else 1.0
 
 
-__all__ = ["Layout", "PARTITIONS", "REDUCTIONS", "all_gpus_or_best", "balance", "best_cpu", "build_layout", "cpu_sub_devices", "default_partition", "partition_planes", "partition_rows", "plane_span_of_rows", "resolve_devices", "resolve_queues"]
+__all__ = ["Layout", "PARTITIONS", "REDUCTIONS", "ReduceCosts", "choose_reduction", "reduction_seconds", "all_gpus_or_best", "balance", "best_cpu", "build_layout", "cpu_sub_devices", "default_partition", "partition_planes", "partition_rows", "plane_span_of_rows", "resolve_devices", "resolve_queues"]

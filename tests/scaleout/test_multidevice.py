@@ -356,6 +356,53 @@ def test_default_partition_is_the_faster_for_each_call(call, do_w, on_cpus, expe
         partition.default_partition("grid", do_w, on_cpus)
 
 
+def _costs(fft_s, grid_down_s, grid_bytes=8 << 20, image_bytes=1 << 20, add=4e9):
+    return partition.ReduceCosts(fft_s=fft_s, grid_down_s=grid_down_s, grid_bytes=grid_bytes,
+                                 image_bytes=image_bytes, host_add_bytes_s=add)
+
+
+def test_reduction_model_sums_images_on_like_devices_and_grids_past_a_slow_fft():
+    """Two like GPUs (FFT 1 ms, grid down 10 ms): images (each FFT beside the
+    other, 1/8 of the bytes); a GPU first and a CPU whose FFT takes 2 s:
+    summed grids (one FFT on the GPU); a tie: images."""
+    gpus = [_costs(1e-3, 10e-3)] * 2
+    seconds = partition.reduction_seconds(gpus)
+    assert seconds["images"] == pytest.approx(1e-3 + 10e-3 / 8 + (1 << 20) / 4e9)
+    assert seconds["host"] == pytest.approx(10e-3 + (8 << 20) / 4e9 + 10e-3 + 1e-3 + 10e-3 / 8)
+    assert partition.choose_reduction(gpus) == "images"
+    assert partition.choose_reduction([_costs(1e-3, 10e-3), _costs(2.0, 1e-3)]) == "host"
+    tie = [_costs(0.0, 0.0, grid_bytes=0, image_bytes=0)] * 3
+    assert partition.choose_reduction(tie) == "images"
+
+
+def test_reduction_is_measured_once_per_device_and_fixed_per_imager(cl_env):
+    """reduce='auto' (the default) without w measures each device's FFT and
+    grid download once per device and grid, picks the faster reduction when
+    the imager is made, and images equal the single device's either way."""
+    from clgrid.scaleout import multidevice
+    uvw, freq, vis, _ = _observation(n_times=3)
+    vis = vis.astype(np.complex64)
+    devices = _two_devices(cl_env)
+    imager = MultiDeviceImager(devices, uvw=uvw, freq=freq, epsilon=1e-5, **GEOMETRY)
+    try:
+        assert imager.reduce in ("images", "host")
+        seconds = imager.reduction_seconds
+        assert set(seconds) == {"images", "host"} and all(t >= 0 for t in seconds.values())
+        assert imager.reduce == min(("images", "host"), key=lambda r: (seconds[r], r != "images"))
+        keys = list(multidevice._measured)
+        again = MultiDeviceImager(devices, uvw=uvw, freq=freq, epsilon=1e-5, reduce="auto",
+                                  **GEOMETRY)
+        assert list(multidevice._measured) == keys and again.reduce == imager.reduce
+        again.close()
+        single = vis2dirty(uvw=uvw, freq=freq, vis=vis, epsilon=1e-5, queue=cl_env.queue,
+                           **GEOMETRY)
+        assert _peak_error(imager.vis2dirty(vis), single) <= ROUNDING
+    finally:
+        imager.close()
+    with pytest.raises(ValueError, match="reduce must be one of"):
+        MultiDeviceImager(devices, uvw=uvw, freq=freq, epsilon=1e-5, reduce="grids", **GEOMETRY)
+
+
 def test_functional_calls_cache_one_imager_per_partition(cl_env):
     """clgrid.vis2dirty(devices=...) and dirty2vis each get the imager of
     their partition from the plan cache (two on CPUs only where they differ)."""
