@@ -38,11 +38,8 @@ How the work is split
 the rows its planes reach and the parts are summed on the host (as they come
 down, in shard order, where every block takes every row).  Which partition
 an imager takes unless told (:func:`clgrid.scaleout.partition.default_partition`):
-rows without w; with w, plane blocks on CPUs (their FFTs cost as much as
-their spreading) and rows on GPUs; the functional calls
-(``clgrid.vis2dirty(devices=...)``) take the faster for each call, plane
-blocks for vis2dirty and rows for dirty2vis on GPUs (2 x H100, SKA-mid, w:
-98 against 110 ms, and 47 against 77 ms).
+rows without w and on GPUs (plane blocks grid about as fast there and
+predict much slower); plane blocks with w on CPUs.
 
 The cutting (device lists, layouts, partitions) is in
 :mod:`clgrid.scaleout.partition`; this module runs the pieces and adds them.
@@ -182,7 +179,7 @@ class MultiDeviceImager:
     def _default_partition(self) -> str:
         """Rows, but w planes for w-gridding on CPUs (see the module notes
         and :func:`clgrid.scaleout.partition.default_partition`)."""
-        return default_partition("both", self.do_w, _on_cpus(self.queues))
+        return default_partition(self.do_w, _on_cpus(self.queues))
 
     def _plane_partition(self, n_dev):
         first, last = plane_span_of_rows(self.geometry, self.layout, self.uvw_m, self.freq_hz)
@@ -521,21 +518,18 @@ def _bytes_by_device(imager: MultiDeviceImager) -> dict[int, int]:
     return held
 
 
-def cached_multi_imager(devices, uvw, freq, geometry: ImageGeometry,
-                        call: str = "both") -> MultiDeviceImager:
-    """One :class:`MultiDeviceImager` per (devices, uvw, freq, geometry,
-    partition), in the process's plan cache (:mod:`clgrid.device.plancache`)
-    beside the one-device imagers: making one drops the least recently used
-    plans of its devices until it fits, so a one-GPU call's w planes do not
-    stay beside the shards' on the same card.  ``call``: the partition is
-    the fastest for it (:func:`clgrid.scaleout.partition.default_partition`:
-    with w on GPUs vis2dirty's plane blocks, dirty2vis's rows)."""
+def cached_multi_imager(devices, uvw, freq, geometry: ImageGeometry) -> MultiDeviceImager:
+    """One :class:`MultiDeviceImager` per (devices, uvw, freq, geometry), in
+    the process's plan cache (:mod:`clgrid.device.plancache`) beside the
+    one-device imagers: making one drops the least recently used plans of
+    its devices until it fits, so a one-GPU call's w planes do not stay
+    beside the shards' on the same card."""
     uvw, freq = check_uvw(uvw), check_freq(freq)
     queues = resolve_queues(devices)
-    partition = default_partition(call, geometry.do_w, _on_cpus(queues))
+    partition = default_partition(geometry.do_w, _on_cpus(queues))
     # a strided sample, then an exact comparison (valid=): hashing the whole
     # uvw cost 30-45 ms a call on an H100 host (116 M visibilities)
-    key = ("multi", _device_key(queues), fingerprint(uvw), freq.tobytes(), geometry, partition)
+    key = ("multi", _device_key(queues), fingerprint(uvw), freq.tobytes(), geometry)
 
     def needs() -> dict[int, tuple[int, int]]:
         layout = GridLayout.of_rows(geometry, uvw, freq)
@@ -558,7 +552,7 @@ def vis2dirty(devices, geometry: ImageGeometry, *, uvw, freq, vis, wgt=None, mas
               dirty=None) -> np.ndarray:
     """:func:`clgrid.imaging.imager.vis2dirty_with` on several devices: the
     cached :class:`MultiDeviceImager`'s :meth:`~MultiDeviceImager.vis2dirty`."""
-    imager = cached_multi_imager(devices, uvw, freq, geometry, "vis2dirty")
+    imager = cached_multi_imager(devices, uvw, freq, geometry)
     with imager.call_lock:   # shared by every thread: they take turns
         return imager.vis2dirty(vis, wgt, mask, dirty)
 
@@ -566,7 +560,7 @@ def vis2dirty(devices, geometry: ImageGeometry, *, uvw, freq, vis, wgt=None, mas
 def dirty2vis(devices, geometry: ImageGeometry, *, uvw, freq, dirty, wgt=None, mask=None,
               vis=None) -> np.ndarray:
     """:func:`clgrid.imaging.imager.dirty2vis_with` on several devices."""
-    imager = cached_multi_imager(devices, uvw, freq, geometry, "dirty2vis")
+    imager = cached_multi_imager(devices, uvw, freq, geometry)
     with imager.call_lock:
         return imager.dirty2vis(dirty, wgt, mask, vis)
 

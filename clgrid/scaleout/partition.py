@@ -214,26 +214,16 @@ def partition_planes(rows_per_plane: Sequence[int], n_parts: int, taps_per_vis: 
     return [(int(bounds[i]), int(bounds[i + 1])) for i in range(n_parts)]
 
 
-def default_partition(call: str, do_w: bool, on_cpus: bool) -> str:
-    """The partition a job of several devices takes unless told.
-
-    ``call``: ``'vis2dirty'``, ``'dirty2vis'`` or ``'both'`` (an imager that
-    serves both, as a major cycle's).  Without w there is one grid: rows
-    (``'time'``).  With w: on CPUs ``'w-planes'`` (their FFTs cost as much
-    as their spreading).  On GPUs vis2dirty takes ``'w-planes'`` (each plane
-    transformed once; every device is sent the rows, which ride under the
-    spreading: 2 x H100, SKA-mid, 116 M visibilities, 4096^2, 8 planes, 98 ms
-    against 110 ms by rows, 2026-11-27) and dirty2vis ``'time'`` (plane
-    blocks each predict every row, summed through the host: 77 ms against
-    47 ms); an imager for both takes ``'time'`` (their sum is the smaller).
-    """
-    if call not in ("vis2dirty", "dirty2vis", "both"):
-        raise ValueError(f"call must be 'vis2dirty', 'dirty2vis' or 'both', got {call!r}")
-    if not do_w:
-        return "time"
-    if on_cpus or call == "vis2dirty":
-        return "w-planes"
-    return "time"
+def default_partition(do_w: bool, on_cpus: bool) -> str:
+    """The partition a job of several devices takes unless told: rows
+    (``'time'``) without w, and with w on GPUs; with w on CPUs plane blocks
+    (``'w-planes'``: their FFTs cost as much as their spreading).  On GPUs
+    plane blocks grid about as fast as rows (2 x H100, SKA-mid, 116 M
+    visibilities, 4096^2, 8 planes of which 7 carry points, so blocks of 4
+    and 3: 95-97 ms against 98 ms, 2026-11-27) but predict much slower
+    (every block predicts every row, summed through the host: 71-73 ms
+    against 41-42 ms)."""
+    return "w-planes" if do_w and on_cpus else "time"
 
 
 def balance(loads: Sequence[float]) -> float:

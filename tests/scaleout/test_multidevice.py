@@ -342,18 +342,15 @@ def test_oclgrind_share_has_no_race_or_bad_access(request):
 
 
 # ------------------------------------------------------------ partitions
-@pytest.mark.parametrize("call, do_w, on_cpus, expected", [
-    ("vis2dirty", False, False, "time"), ("both", False, True, "time"),
-    ("vis2dirty", True, False, "w-planes"), ("dirty2vis", True, False, "time"),
-    ("both", True, False, "time"), ("dirty2vis", True, True, "w-planes"),
-    ("both", True, True, "w-planes")])
-def test_default_partition_is_the_faster_for_each_call(call, do_w, on_cpus, expected):
-    """Measured on 2 x H100 (SKA-mid, w): plane blocks grid faster (98
-    against 110 ms), rows predict faster (47 against 77 ms); CPUs take
-    plane blocks with w either way."""
-    assert partition.default_partition(call, do_w, on_cpus) == expected
-    with pytest.raises(ValueError, match="call must be"):
-        partition.default_partition("grid", do_w, on_cpus)
+@pytest.mark.parametrize("do_w, on_cpus, expected", [
+    (False, False, "time"), (False, True, "time"), (True, False, "time"),
+    (True, True, "w-planes")])
+def test_default_partition(do_w, on_cpus, expected):
+    """Rows, but plane blocks with w on CPUs (their FFTs cost as much as
+    their spreading); on 2 x H100 plane blocks grid no faster than rows
+    with w (95-97 against 98 ms) and predict much slower (71-73 against
+    41-42 ms)."""
+    assert partition.default_partition(do_w, on_cpus) == expected
 
 
 def _costs(fft_s, grid_down_s, grid_bytes=8 << 20, image_bytes=1 << 20, add=4e9):
@@ -403,21 +400,18 @@ def test_reduction_is_measured_once_per_device_and_fixed_per_imager(cl_env):
         MultiDeviceImager(devices, uvw=uvw, freq=freq, epsilon=1e-5, reduce="grids", **GEOMETRY)
 
 
-def test_functional_calls_cache_one_imager_per_partition(cl_env):
-    """clgrid.vis2dirty(devices=...) and dirty2vis each get the imager of
-    their partition from the plan cache (two on CPUs only where they differ)."""
+def test_functional_calls_share_one_imager_of_the_default_partition(cl_env):
+    """clgrid.vis2dirty(devices=...) and dirty2vis share the cached imager of
+    the devices' default partition (a major cycle holds one set of plans)."""
     from clgrid.scaleout.multidevice import cached_multi_imager
     from clgrid.core.plan import ImageGeometry
     uvw, freq, _, _ = _observation(n_times=2)
     devices = _two_devices(cl_env)
     geometry = ImageGeometry.given(None, epsilon=1e-4, do_wgridding=True, **GEOMETRY)
-    grid = cached_multi_imager(devices, uvw, freq, geometry, "vis2dirty")
-    predict = cached_multi_imager(devices, uvw, freq, geometry, "dirty2vis")
-    on_cpus = all(d.type & 2 for d in [q.device for q in grid.queues])   # CL_DEVICE_TYPE_CPU
-    assert grid.partition == partition.default_partition("vis2dirty", True, on_cpus)
-    assert predict.partition == partition.default_partition("dirty2vis", True, on_cpus)
-    assert (grid is predict) == (grid.partition == predict.partition)
-    assert cached_multi_imager(devices, uvw, freq, geometry, "vis2dirty") is grid
+    imager = cached_multi_imager(devices, uvw, freq, geometry)
+    on_cpus = all(q.device.type & 2 for q in imager.queues)   # CL_DEVICE_TYPE_CPU
+    assert imager.partition == partition.default_partition(True, on_cpus)
+    assert cached_multi_imager(devices, uvw, freq, geometry) is imager
 
 
 @pytest.mark.parametrize("n_parts", [1, 2, 3, 4])
