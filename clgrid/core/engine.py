@@ -127,6 +127,33 @@ def _view(array_d: cla.Array | None, block: RowBlock) -> cla.Array | None:
 #: visibilities' upload); called in block order, each index once.
 Ready = Callable[[int], list]
 
+#: ``block_planes(block) -> (first, stop)``: the w planes a row block is
+#: spread into or interpolated from, where a piece of a job of several
+#: devices shares an end plane with another by rows
+#: (:meth:`clgrid.core.image.ImageStage.block_planes`).
+BlockPlanes = Callable[[RowBlock], tuple[int, int]]
+
+
+def _block_pass(block_planes: BlockPlanes | None, block: RowBlock, plane0: int,
+                n_pass: int) -> tuple[int, int]:
+    """(first plane, count) of the pass ``plane0 .. plane0 + n_pass - 1``
+    that ``block`` takes (all of it without ``block_planes``)."""
+    if block_planes is None:
+        return plane0, n_pass
+    first, stop = block_planes(block)
+    first, stop = max(first, plane0), min(stop, plane0 + n_pass)
+    return first, max(stop - first, 0)
+
+
+def _planes(planes_d: cla.Array, first: int, count: int,
+            block_planes: BlockPlanes | None) -> cla.Array:
+    """Planes ``first .. first + count - 1`` of a (planes, nu, nv) buffer:
+    the buffer itself without ``block_planes`` (the pass's planes, or a
+    table gridder's grid) or where that is all of it."""
+    if block_planes is None or (first == 0 and count == planes_d.shape[0]):
+        return planes_d
+    return row_view(planes_d, first, first + count)
+
 
 # ------------------------------------------------------------------ protocols
 @dataclasses.dataclass(frozen=True)
@@ -358,38 +385,52 @@ class Engine:
                planes_d: cla.Array, plane0: int = 0, n_pass: int = 1,
                wgt_d: cla.Array | None = None, mask_d: cla.Array | None = None,
                accumulate: bool = False, ready: Ready | None = None,
-               ws: "Workspace | None" = None) -> None:
+               ws: "Workspace | None" = None, block_planes: BlockPlanes | None = None) -> None:
         """Spread ``vis_d`` ((row, chan, ...) on the device) over the plan's
         row blocks in order into ``planes_d``: the first block writes over it
         (adds with ``accumulate``), later ones add.  ``ready``: see
-        :data:`Ready` (default: the data is on the device already)."""
+        :data:`Ready` (default: the data is on the device already);
+        ``block_planes``: see :data:`BlockPlanes` (the planes are zeroed
+        first, unless ``accumulate``, and every block adds)."""
         ws = ws or self.primary
+        if block_planes is not None and not accumulate:
+            _planes(planes_d, 0, n_pass, block_planes).fill(0, queue=ws.queue)
         for index, block in enumerate(plan.blocks):
             if ready is not None:
                 with stage(self.trace, f"b{index}"):
                     events = ready(index)
                 if events:   # the block's spreading waits for its upload
                     cl.enqueue_barrier(ws.queue, wait_for=events)
+            first, count = _block_pass(block_planes, block, plane0, n_pass)
+            if count == 0:
+                continue
             ws.spreader.spread(SpreadJob(
                 block.points, block.uvw_d, plan.freq_scale_d, _view(vis_d, block), npol, pol,
-                planes_d, plane0, n_pass, _view(wgt_d, block), _view(mask_d, block),
-                accumulate or index > 0))
+                _planes(planes_d, first - plane0, count, block_planes), first, count,
+                _view(wgt_d, block),
+                _view(mask_d, block), accumulate or index > 0 or block_planes is not None))
 
     def interpolate(self, plan: Plan, out_d: cla.Array, npol: int, pol: int | None,
                     planes_d: cla.Array, plane0: int = 0, n_pass: int = 1,
                     wgt_d: cla.Array | None = None, mask_d: cla.Array | None = None,
                     accumulate: bool = False,
                     block_done: Callable[[RowBlock], None] | None = None,
-                    ws: "Workspace | None" = None) -> None:
+                    ws: "Workspace | None" = None,
+                    block_planes: BlockPlanes | None = None) -> None:
         """Interpolate planes ``plane0 ..`` of ``planes_d`` into ``out_d``
         ((row, chan, npol) on the device) over the plan's row blocks;
-        ``block_done(block)`` after each block's launch."""
+        ``block_done(block)`` after each block's launch.  ``block_planes``:
+        see :data:`BlockPlanes` (``out_d`` must hold zeros or earlier sums:
+        every block adds)."""
         ws = ws or self.primary
         for block in plan.blocks:
-            ws.interpolator.interpolate(InterpolateJob(
-                block.points, block.uvw_d, plan.freq_scale_d, _view(out_d, block), npol, pol,
-                planes_d, plane0, n_pass, _view(wgt_d, block), _view(mask_d, block),
-                accumulate))
+            first, count = _block_pass(block_planes, block, plane0, n_pass)
+            if count:
+                ws.interpolator.interpolate(InterpolateJob(
+                    block.points, block.uvw_d, plan.freq_scale_d, _view(out_d, block), npol,
+                    pol, _planes(planes_d, first - plane0, count, block_planes), first, count,
+                    _view(wgt_d, block), _view(mask_d, block),
+                    accumulate or block_planes is not None))
             if block_done is not None:
                 block_done(block)
 

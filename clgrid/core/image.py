@@ -49,11 +49,25 @@ class ImageStage:
     and layout (``fft_backend``: as for :class:`clgrid.core.fft.DeviceFFT`),
     and the imaging path's calls on the engine it is bound to
     (:meth:`vis2dirty`, :meth:`dirty2vis`, :meth:`grid_pass`,
-    :meth:`grid_to_dirty`): ``engine.image`` of an imaging engine."""
+    :meth:`grid_to_dirty`): ``engine.image`` of an imaging engine.
+
+    ``plane_rows``: for a piece of a job of several devices that shares its
+    first or last plane with the next device, that plane's rows (first,
+    stop) this piece grids and predicts, ``{plane: (first, stop)}``; the
+    engine's row blocks must not straddle them
+    (:func:`clgrid.core.plan.cut_blocks`), and its spreader must add a
+    block to planes (not the CPU vector tile)."""
 
     def __init__(self, geometry: ImageGeometry, layout: GridLayout,
-                 plane_range: tuple[int, int], fft_backend: str | None = None):
+                 plane_range: tuple[int, int], fft_backend: str | None = None,
+                 plane_rows: dict[int, tuple[int, int]] | None = None):
         self.geometry, self.layout = geometry, layout
+        self.plane_rows = dict(plane_rows or {})
+        ends = {int(plane_range[0]), int(plane_range[1]) - 1}
+        for plane, (first, stop) in self.plane_rows.items():
+            if plane not in ends or not 0 <= first < stop:
+                raise ValueError(f"plane_rows: plane {plane} rows ({first}, {stop}) must be an "
+                                 f"end plane of {tuple(plane_range)} and a non-empty row range")
         self.grid_complex = np.dtype(np.complex64 if geometry.grid_real == np.float32
                                      else np.complex128)
         self.plane_range = (int(plane_range[0]), int(plane_range[1]))
@@ -117,6 +131,21 @@ class ImageStage:
         fft = DeviceFFT(queue, planes_d.shape, self.grid_complex, self.fft_backend)
         return ImageScratch(planes_d, fft, corrector)
 
+    def block_planes(self, block: RowBlock) -> tuple[int, int]:
+        """The planes (first, stop) this piece grids for ``block``'s rows:
+        its plane range less an end plane that takes other rows."""
+        first, stop = self.plane_range
+
+        def takes(plane: int) -> bool:
+            rows = self.plane_rows.get(plane)
+            return rows is None or rows[0] <= block.first and block.stop <= rows[1]
+
+        return first + (not takes(first)), stop - (not takes(stop - 1))
+
+    @property
+    def _block_planes(self):
+        return self.block_planes if self.plane_rows else None
+
     # ------------------------------------------------------------ the calls
     def passes(self) -> list[tuple[int, int]]:
         """(first plane, plane count) of every pass, in order."""
@@ -135,7 +164,7 @@ class ImageStage:
         engine = self.engine
         ws = ws or engine.primary
         engine.spread(engine.plan, vis_d, npol, pol, ws.planes_d, plane0, n_pass, wgt_d,
-                      mask_d, ready=ready, ws=ws)
+                      mask_d, ready=ready, ws=ws, block_planes=self._block_planes)
         return ws.planes_d
 
     def planes_to_dirty(self, plane0: int, n_pass: int, dirty_d: cla.Array,
@@ -202,7 +231,7 @@ class ImageStage:
                          else np.complex128)
         # The first pass writes every valid point, so zeros are needed only for
         # invalid ones, and where the output is cut into row blocks (see row_view).
-        fresh = plan.n_invalid == 0 and len(plan.blocks) == 1
+        fresh = plan.n_invalid == 0 and len(plan.blocks) == 1 and not self.plane_rows
         out_d = (cla.empty if fresh else cla.zeros)(ws.queue, shape, dtype)
         passes = self.passes()
         for pol, image_d in enumerate(images_d):
@@ -215,7 +244,8 @@ class ImageStage:
                     def done(block, ws=ws):
                         block_done(out_d, block, cl.enqueue_marker(ws.queue))
                 engine.interpolate(plan, out_d, npol, pol, ws.planes_d, plane0, n_pass,
-                                   wgt_d, mask_d, accumulate=index > 0, block_done=done, ws=ws)
+                                   wgt_d, mask_d, accumulate=index > 0, block_done=done, ws=ws,
+                                   block_planes=self._block_planes)
         return out_d.reshape(plan.n_rows * plan.n_chan, npol)
 
 

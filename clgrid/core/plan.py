@@ -653,6 +653,18 @@ def row_blocks(profile: DeviceProfile, n_rows: int, n_chan: int,
     return blocks
 
 
+def cut_blocks(blocks: list[tuple[int, int]], cuts) -> list[tuple[int, int]]:
+    """``blocks`` (first, stop) with each row of ``cuts`` inside one made a
+    block boundary (a piece of several devices' job whose first or last
+    plane takes only some of its rows: see :class:`clgrid.core.image.ImageStage`)."""
+    out = []
+    for first, stop in blocks:
+        inside = sorted({int(c) for c in cuts if first < c < stop})
+        edges = [first] + inside + [stop]
+        out += list(zip(edges[:-1], edges[1:]))
+    return out
+
+
 def mib(nbytes: int) -> str:
     """Bytes as MiB for messages (one decimal below 10 MiB)."""
     value = nbytes / 2 ** 20
@@ -775,7 +787,7 @@ def params_of(value, cls: type, name: str):
 
 __all__ = ["CPU_PLANE_BYTES", "FFT_COST_PER_CELL", "GRID_COST_PER_TAP", "GRID_MULTIPLE", "KEPT_MEMORY_SHARE",
            "MAX_INDEX", "MAX_TILE_SIDE", "MIN_EPSILON", "ROWS_IN_PARTS", "ROW_TAP_WIDTHS",
-           "SPEED_OF_LIGHT", "VIS_PER_BLOCK", "W_MARGIN", "GridLayout", "ImageGeometry",
+           "SPEED_OF_LIGHT", "VIS_PER_BLOCK", "cut_blocks", "W_MARGIN", "GridLayout", "ImageGeometry",
            "TileShape", "check_allocation", "check_epsilon", "check_finite",
            "check_freq", "check_grid_size", "check_host_bytes", "check_npix",
            "check_points_fit", "check_positive", "check_real", "check_uvw",

@@ -20,8 +20,8 @@ import pyopencl.array as cla
 from ..device.profiles import DeviceProfile
 from .engine import Engine, Stages
 from .image import ImageStage
-from .plan import (GridLayout, ImageGeometry, TileShape, check_points_fit, planes_per_pass,
-                   row_blocks)
+from .plan import (GridLayout, ImageGeometry, TileShape, check_points_fit, cut_blocks,
+                   planes_per_pass, row_blocks)
 from .register import (RecordScan, RegisterInterpolator, RegisterParams, RegisterSpreader,
                        degrid_by_register, table_bound)
 from .setpoints import (EsPositions, SetPoints, freq_scale, needs_float_float,
@@ -36,10 +36,22 @@ from .tuning.tiles import cached_tiles
 TABLE_SPREADS = ("tiles", "register")
 
 
+def imaging_tiles(queue: cl.CommandQueue, geometry: ImageGeometry,
+                  layout: GridLayout) -> TileShape:
+    """The spreading tile an imaging engine on ``queue`` takes by default: the
+    device's tuned one (``clgrid tune imaging``), else
+    :meth:`TileShape.for_device`."""
+    profile = DeviceProfile.from_device(queue.device)
+    support = layout.choice.support
+    return (cached_tiles(profile, support, geometry.grid_real, geometry.do_w)
+            or TileShape.for_device(profile, support))
+
+
 def imaging_engine(queue: cl.CommandQueue, geometry: ImageGeometry, layout: GridLayout,
                    uvw_d: cla.Array, freq_hz: np.ndarray,
                    planes: tuple[int, int] | None = None, fft_backend: str | None = None,
-                   tiles: TileShape | None = None, vis_per_block: int | None = None) -> Engine:
+                   tiles: TileShape | None = None, vis_per_block: int | None = None,
+                   plane_rows: dict[int, tuple[int, int]] | None = None) -> Engine:
     """The engine of one observation's imaging on one device.
 
     Parameters
@@ -67,25 +79,32 @@ def imaging_engine(queue: cl.CommandQueue, geometry: ImageGeometry, layout: Grid
     vis_per_block
         Visibilities per row block (see :func:`clgrid.core.plan.row_blocks`);
         default from the device.
+    plane_rows
+        With ``planes``, the rows an end plane shared with another device
+        takes (:class:`clgrid.core.image.ImageStage`); not with the CPU
+        vector tile, which cannot add a row block to planes.
     """
     profile = DeviceProfile.from_device(queue.device)
     support = layout.choice.support
     float_float = needs_float_float(queue, geometry)
-    tiles = tiles or cached_tiles(profile, support, geometry.grid_real, geometry.do_w) \
-        or TileShape.for_device(profile, support)
+    tiles = tiles or imaging_tiles(queue, geometry, layout)
     tiles.check(support)
     tiles.check_device(profile)
     freq_scale_d = positions_to_device(queue, freq_scale(freq_hz), float_float)
     n_chan = len(freq_hz)
     first, stop = planes if planes is not None else (0, layout.n_planes)
-    image = ImageStage(geometry, layout, (first, stop), fft_backend)
+    image = ImageStage(geometry, layout, (first, stop), fft_backend, plane_rows)
     if tiles.vector:
+        if plane_rows:
+            raise ValueError("plane_rows needs a spreader that adds row blocks to planes, "
+                             "not the CPU vector tile")
         vis_per_block = 0   # spread_vector writes every tile: one block
     # refuse a plane or an image that cannot fit before the points' bins
     # (one per tile of the grid) take host and device memory
     planes_per_pass(profile, layout, image.grid_complex, uvw_d.nbytes, image.image_bytes)
     set_points = SetPoints(queue, EsPositions(geometry, layout), tiles)
-    bounds = row_blocks(profile, uvw_d.shape[0], n_chan, vis_per_block)
+    bounds = cut_blocks(row_blocks(profile, uvw_d.shape[0], n_chan, vis_per_block),
+                        [row for rows in (plane_rows or {}).values() for row in rows])
     check_points_fit(profile, uvw_d.shape[0] * n_chan,
                      max(row_stop - row0 for row0, row_stop in bounds) * n_chan,
                      geometry.grid_real)
@@ -164,4 +183,4 @@ def table_engine(queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Arr
                                 tiles=tiles if method == "tiles" else None))
 
 
-__all__ = ["TABLE_SPREADS", "imaging_engine", "table_engine"]
+__all__ = ["TABLE_SPREADS", "imaging_engine", "imaging_tiles", "table_engine"]

@@ -203,6 +203,10 @@ class Imager(Operation):
         For pieces of a larger job (several devices, Dask): the
         :class:`clgrid.core.plan.GridLayout` of the whole observation, and the
         ``(first, stop)`` w planes this piece grids.
+    plane_rows
+        With ``planes``: ``{end plane: (first row, stop row)}`` where this
+        piece shares its first or last plane with another by rows
+        (:class:`clgrid.core.image.ImageStage`; not with the CPU vector tile).
 
     ``clgrid.Imager`` (:class:`clgrid.scaleout.entry.Imager`) is this class
     that also takes ``contexts=`` (several devices) instead of ``context``.
@@ -227,7 +231,8 @@ class Imager(Operation):
                  center_y: float = 0.0, double_precision_accumulation: bool = False,
                  geometry: ImageGeometry | None = None, fft_backend: str | None = None,
                  layout: GridLayout | None = None, planes: tuple[int, int] | None = None,
-                 tiles=None, vis_per_block: int | None = None):
+                 tiles=None, vis_per_block: int | None = None,
+                 plane_rows: dict[int, tuple[int, int]] | None = None):
         super().__init__(context)
         self.geometry = geometry = ImageGeometry.given(
             geometry,
@@ -252,7 +257,7 @@ class Imager(Operation):
             uvw_d = positions_to_device(self.queue, self.uvw_m, self.float_float)
             self.engine = imaging_engine(self.queue, self.geometry, self.layout, uvw_d,
                                          self.freq_hz, planes, fft_backend, tiles,
-                                         vis_per_block)
+                                         vis_per_block, plane_rows)
         else:
             self._empty_uploader = Uploader(self.queue)
 

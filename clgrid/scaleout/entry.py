@@ -140,16 +140,17 @@ class Imager(_one_device.Imager):
                 center_y: float = 0.0, double_precision_accumulation: bool = False,
                 geometry: ImageGeometry | None = None, fft_backend: str | None = None,
                 layout=None, planes: tuple[int, int] | None = None, tiles=None,
-                vis_per_block: int | None = None, contexts=None, partition: str | None = None,
+                vis_per_block: int | None = None, plane_rows=None, contexts=None,
+                partition: str | None = None,
                 baseline_ids=None, reduce: str | None = None, deterministic: bool = True):
         check_deterministic(deterministic)
         if contexts is None:
             return super().__new__(cls)
         if context is not None:
             raise ValueError("give context or contexts, not both")
-        if (layout, planes, tiles, vis_per_block) != (None,) * 4:
-            raise TypeError("Imager(contexts=...) takes no layout, planes, tiles or "
-                            "vis_per_block")
+        if (layout, planes, tiles, vis_per_block, plane_rows) != (None,) * 5:
+            raise TypeError("Imager(contexts=...) takes no layout, planes, tiles, "
+                            "vis_per_block or plane_rows")
         return multidevice.MultiDeviceImager(
             contexts, uvw=uvw, freq=freq, partition=partition, baseline_ids=baseline_ids,
             reduce=reduce, npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x,
@@ -170,7 +171,8 @@ class Imager(_one_device.Imager):
                  center_y: float = 0.0, double_precision_accumulation: bool = False,
                  geometry: ImageGeometry | None = None, fft_backend: str | None = None,
                  layout=None, planes: tuple[int, int] | None = None, tiles=None,
-                 vis_per_block: int | None = None, contexts=None, deterministic: bool = True):
+                 vis_per_block: int | None = None, plane_rows=None, contexts=None,
+                 deterministic: bool = True):
         super().__init__(
             context, uvw=uvw, freq=freq, npix_x=npix_x, npix_y=npix_y, pixsize_x=pixsize_x,
             pixsize_y=pixsize_y, epsilon=epsilon, do_wgridding=do_wgridding,
@@ -179,7 +181,7 @@ class Imager(_one_device.Imager):
             center_x=center_x, center_y=center_y,
             double_precision_accumulation=double_precision_accumulation, geometry=geometry,
             fft_backend=fft_backend, layout=layout, planes=planes, tiles=tiles,
-            vis_per_block=vis_per_block)
+            vis_per_block=vis_per_block, plane_rows=plane_rows)
         #: Always True: the core's results are bitwise reproducible.
         self.deterministic = True
 

@@ -64,10 +64,11 @@ from ..core.trace import stage
 from ..core.plan import (FFT_COST_PER_CELL, GRID_COST_PER_TAP, GridLayout, ImageGeometry,
                          check_freq, check_uvw)
 from ..device import plancache
-from ..device.profiles import context_of
+from ..core.strategies import imaging_tiles
+from ..device.profiles import DeviceProfile, context_of
 from ..imaging.imager import Imager, fingerprint, plan_needs
 from .partition import (REDUCTIONS, ReduceCosts, balance, choose_reduction, default_partition,
-                        partition_planes, partition_rows, reduction_seconds,
+                        partition_planes, partition_rows, plane_pieces, reduction_seconds,
                         plane_span_of_rows, resolve_queues)
 
 
@@ -161,6 +162,8 @@ class MultiDeviceImager:
         if self.partition == "w-planes" and not self.do_w:
             raise ValueError("partition='w-planes' needs do_wgridding=True")
         n_dev = len(self.queues)
+        #: Per shard, the rows of an end plane it shares with the next ({} none).
+        self.plane_rows: list[dict] = [{}] * n_dev
         if self.partition == "w-planes":
             self.plane_blocks, self.shard_rows = self._plane_partition(n_dev)
         else:
@@ -189,11 +192,30 @@ class MultiDeviceImager:
         rows_per_plane = np.cumsum(touches)[:-1]
         support = self.layout.choice.support
         nu, nv = self.layout.nu, self.layout.nv
-        blocks = partition_planes(rows_per_plane, n_dev,
-                                  GRID_COST_PER_TAP * len(self.freq_hz) * support ** 3,
-                                  FFT_COST_PER_CELL * nu * nv * math.log2(nu * nv))
+        tap_cost = GRID_COST_PER_TAP * len(self.freq_hz) * support ** 3
+        fft_cost = FFT_COST_PER_CELL * nu * nv * math.log2(nu * nv)
+        blocks = partition_planes(rows_per_plane, n_dev, tap_cost, fft_cost)
         shard_rows = [_touching_or_all(first, last, start, stop) for start, stop in blocks]
+        n_rows = self.uvw_m.shape[0]
+        if all(rows.size == n_rows for rows in shard_rows) and self._adds_row_blocks():
+            # every block takes every row: cut a plane between two devices by
+            # rows where whole planes do not split evenly (7 planes: 4 : 3)
+            cost = np.where(rows_per_plane > 0, rows_per_plane * tap_cost + fft_cost, 0.0)
+            align = max(DeviceProfile.from_device(q.device).base_align_bytes
+                        for q in self.queues)
+            pieces = plane_pieces(cost, n_dev, n_rows, max(align, 1))
+            self.plane_rows = [rows for _, _, rows in pieces]
+            return ([(start, stop) for start, stop, _ in pieces],
+                    [np.arange(n_rows) if stop > start else np.arange(0)
+                     for start, stop, _ in pieces])
         return blocks, shard_rows
+
+    def _adds_row_blocks(self) -> bool:
+        """Whether every device's spreader adds a row block to planes (the
+        CPU vector tile does not), so that two devices can share a plane by
+        rows."""
+        return not any(imaging_tiles(q, self.geometry, self.layout).vector
+                       for q in self.queues)
 
     def _measured_reduction(self) -> str:
         """Images with w (each plane has its own FFT) or on one device; else
@@ -213,7 +235,8 @@ class MultiDeviceImager:
             return None
         return Imager(self.queues[index], uvw=self.uvw_m[rows], freq=self.freq_hz,
                       geometry=self.geometry, layout=self.layout,
-                      planes=self.plane_blocks[index], fft_backend=fft_backend)
+                      planes=self.plane_blocks[index], fft_backend=fft_backend,
+                      plane_rows=self.plane_rows[index])
 
     def _map(self, function) -> list:
         futures = [self._pool.submit(function, d) for d in range(len(self.queues))]

@@ -226,10 +226,52 @@ def default_partition(do_w: bool, on_cpus: bool) -> str:
     return "w-planes" if do_w and on_cpus else "time"
 
 
+def plane_pieces(plane_cost: Sequence[float], n_parts: int, n_rows: int, align: int = 1,
+                 snap: float = 0.1) -> list[tuple[int, int, dict]]:
+    """Contiguous pieces of w planes of equal cost where a plane may be
+    shared by two neighbouring pieces by rows: (first plane, stop plane,
+    ``{end plane: (first row, stop row)}``) each (an empty piece has
+    first == stop).  Seven planes that carry points cut 4 : 3 over two
+    devices; cut 3.5 : 3.5, the middle plane's rows below r go to the first,
+    the rest to the second.  ``plane_cost``: a plane's cost over all rows,
+    taken as even over the rows; a cut within ``snap`` of a plane's edge,
+    or that rounds (to ``align`` rows, the devices' sub-buffer alignment) to
+    no rows either side, moves to the edge."""
+    cost = np.asarray(plane_cost, np.float64)
+    ends = np.concatenate([[0.0], np.cumsum(cost)])
+    total = ends[-1]
+    cuts = [(0, None)]
+    for part in range(1, n_parts):
+        at = total * part / n_parts
+        plane = int(np.clip(np.searchsorted(ends, at, side="right") - 1, 0, len(cost) - 1))
+        share = (at - ends[plane]) / cost[plane] if cost[plane] > 0 else 0.0
+        row = int(round(share * n_rows / align)) * align
+        if share < snap or row <= 0:
+            cuts.append((plane, None))
+        elif share > 1 - snap or row >= n_rows:
+            cuts.append((plane + 1, None))
+        else:
+            cuts.append((plane, row))
+    cuts.append((len(cost), None))
+    pieces = []
+    for (start, start_row), (end, end_row) in zip(cuts[:-1], cuts[1:]):
+        stop = end if end_row is None else end + 1
+        rows = {}
+        if start_row is not None:
+            rows[start] = (start_row, n_rows)
+        if end_row is not None:
+            rows[end] = (rows.get(end, (0, n_rows))[0], end_row)
+        if stop <= start or any(a >= b for a, b in rows.values()):
+            pieces.append((start, start, {}))
+        else:
+            pieces.append((start, stop, rows))
+    return pieces
+
+
 def balance(loads: Sequence[float]) -> float:
     """Mean load over the largest: 1.0 is perfect, 1/n all on one device."""
     loads = np.asarray(loads, np.float64)
     return float(loads.mean() / loads.max()) if loads.size and loads.max() > 0 else 1.0
 
 
-__all__ = ["Layout", "PARTITIONS", "REDUCTIONS", "ReduceCosts", "choose_reduction", "reduction_seconds", "all_gpus_or_best", "balance", "best_cpu", "build_layout", "cpu_sub_devices", "default_partition", "partition_planes", "partition_rows", "plane_span_of_rows", "resolve_devices", "resolve_queues"]
+__all__ = ["Layout", "PARTITIONS", "REDUCTIONS", "ReduceCosts", "choose_reduction", "reduction_seconds", "all_gpus_or_best", "balance", "best_cpu", "build_layout", "cpu_sub_devices", "default_partition", "partition_planes", "partition_rows", "plane_pieces", "plane_span_of_rows", "resolve_devices", "resolve_queues"]

@@ -427,6 +427,45 @@ def test_row_blocks_sent_beside_the_spreading_match_one_block(cl_env, do_w, npol
     assert np.abs(back - one.dirty2vis(model, wgt, mask)).max() <= 1e-6 * np.abs(back).max()
 
 
+def test_pieces_sharing_a_plane_by_rows_add_up_to_the_whole(cl_env):
+    """Two pieces of one w-stacking job, as two devices get them to balance
+    planes that do not split evenly: the first grids planes 0 .. k and
+    takes plane k only for rows below r, the second planes k .. on and
+    plane k for rows from r.  Their images add up to the whole job's and
+    their predictions likewise (to rounding), in row blocks cut at r; the
+    CPU vector tile, which cannot add a block to planes, is refused."""
+    from clgrid.core.plan import GridLayout, ImageGeometry, TileShape
+    uvw, freq, vis = _observation(n_rows=1100, seed=21)
+    vis = vis.astype(np.complex64)
+    queue = _queue(cl_env)
+    geometry = ImageGeometry.given(None, epsilon=1e-5, do_wgridding=True,
+                                   **dict(GEOMETRY, pixsize_x=1e-3, pixsize_y=1.2e-3))
+    layout = GridLayout.of_rows(geometry, uvw, freq)
+    n, k = layout.n_planes, layout.n_planes // 2
+    assert n >= 4
+    rows = 512   # a multiple of any device's row alignment here
+    common = dict(uvw=uvw, freq=freq, geometry=geometry, layout=layout,
+                  tiles=TileShape(8, 32, 64), vis_per_block=700)
+    whole = Imager(queue, **common)
+    first = Imager(queue, planes=(0, k + 1), plane_rows={k: (0, rows)}, **common)
+    second = Imager(queue, planes=(k, n), plane_rows={k: (rows, len(uvw))}, **common)
+    assert any(b.stop == rows for b in first.engine.blocks)
+    expected = whole.vis2dirty(vis)
+    pieces = first.vis2dirty(vis) + second.vis2dirty(vis)
+    assert _rel_rms(pieces, expected) <= 1e-6
+    assert np.array_equal(first.vis2dirty(vis), first.vis2dirty(vis))
+    model = np.random.default_rng(22).normal(size=expected.shape).astype(np.float32)
+    predicted = first.dirty2vis(model) + second.dirty2vis(model)
+    reference = whole.dirty2vis(model)
+    assert np.abs(predicted - reference).max() <= 1e-5 * np.abs(reference).max()
+    with pytest.raises(ValueError, match="end plane"):
+        Imager(queue, planes=(0, k + 1), plane_rows={1: (0, rows)}, **common)
+    if TileShape.for_device(cl_env.profile, layout.choice.support).vector:
+        with pytest.raises(ValueError, match="vector tile"):
+            Imager(queue, planes=(0, k + 1), plane_rows={k: (0, rows)},
+                   **dict(common, tiles=None))
+
+
 def test_nan_visibilities_sent_in_blocks_are_still_refused(cl_env):
     from clgrid.core.plan import TileShape
     from clgrid.core.transfer import Uploader

@@ -317,6 +317,42 @@ def test_three_devices_sum_their_images_in_shard_order(partition):
         imager.close()
 
 
+def test_plane_blocks_share_a_plane_by_rows_where_planes_do_not_split_evenly(cl_env,
+                                                                              monkeypatch):
+    """With a spreader that adds row blocks to planes (the GPUs' tiles,
+    forced here), plane blocks that every row touches are cut in equal cost:
+    two devices share a plane, the first taking its rows below a cut, the
+    second the rest.  The image and the predicted visibilities equal the
+    single device's to rounding, the same bits call after call."""
+    from clgrid.core import strategies
+    from clgrid.core.plan import TileShape
+    from clgrid.scaleout import multidevice
+    gpu_tiles = lambda *args: TileShape(8, 32, 64)   # noqa: E731
+    monkeypatch.setattr(strategies, "imaging_tiles", gpu_tiles)
+    monkeypatch.setattr(multidevice, "imaging_tiles", gpu_tiles)
+    uvw, freq, vis, _ = _observation(n_times=8)
+    vis = vis.astype(np.complex64)
+    geometry = dict(GEOMETRY, pixsize_x=5e-4, pixsize_y=6e-4)   # 9 planes, W 8
+    common = dict(uvw=uvw, freq=freq, epsilon=1e-5, do_wgridding=True, **geometry)
+    single = vis2dirty(vis=vis, queue=cl_env.queue, **common)
+    imager = MultiDeviceImager(_two_devices(cl_env), partition="w-planes", **common)
+    try:
+        assert any(imager.plane_rows), "no plane is shared by rows"
+        shared = [(p, r) for rows in imager.plane_rows for p, r in rows.items()]
+        assert len({p for p, _ in shared}) == 1 and len(shared) == 2
+        assert all(rows.size == len(uvw) for rows in imager.shard_rows)
+        multi = imager.vis2dirty(vis)
+        assert np.array_equal(imager.vis2dirty(vis), multi)
+        assert _peak_error(multi, single) <= ROUNDING
+        model = np.random.default_rng(9).normal(size=single.shape).astype(np.float32)
+        predicted = imager.dirty2vis(model)
+        expected = dirty2vis(dirty=model, queue=cl_env.queue,
+                             **{k: v for k, v in common.items() if k not in ("npix_x", "npix_y")})
+        assert _peak_error(predicted, expected) <= ROUNDING
+    finally:
+        imager.close()
+
+
 ORACLE_SCRIPT = textwrap.dedent("""
     import numpy as np, clgrid
     from clgrid.scaleout.multidevice import MultiDeviceImager
