@@ -29,7 +29,12 @@ How the work is split
   array, where they are at least half of them, since with W ~ 7 kernel
   planes a row touches most planes and a gathered copy costs more than
   the bus), and the partial images are summed; each plane is transformed
-  once in total, as on one device.  Rows (``'time'`` or ``'baseline'``):
+  once in total, as on one device.  Where every block takes every row and
+  every device's spreader adds row blocks to planes (GPUs), the cut falls
+  in equal cost even inside a plane: two neighbouring devices share that
+  plane by rows (:func:`clgrid.scaleout.partition.plane_pieces`; 7 planes
+  that carry points go 3.5 : 3.5 over two devices, not 4 : 3), and both
+  transform it.  Rows (``'time'`` or ``'baseline'``):
   every device grids its rows into all planes and the images are summed;
   the FFTs and each plane's fixed costs are repeated on every device, but
   no row is sent to two devices.

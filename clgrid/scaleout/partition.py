@@ -218,11 +218,11 @@ def default_partition(do_w: bool, on_cpus: bool) -> str:
     """The partition a job of several devices takes unless told: rows
     (``'time'``) without w, and with w on GPUs; with w on CPUs plane blocks
     (``'w-planes'``: their FFTs cost as much as their spreading).  On GPUs
-    plane blocks grid about as fast as rows (2 x H100, SKA-mid, 116 M
-    visibilities, 4096^2, 8 planes of which 7 carry points, so blocks of 4
-    and 3: 95-97 ms against 98 ms, 2026-11-27) but predict much slower
-    (every block predicts every row, summed through the host: 71-73 ms
-    against 41-42 ms)."""
+    plane blocks grid faster than rows (2 x H200, SKA-mid, 116 M
+    visibilities, 4096^2, w, planes shared by rows: 90-91 ms against 96 ms,
+    2026-11-27) but predict much slower (every block predicts every row,
+    summed through the host: 70-71 ms against 41 ms), and an imager serves
+    both in a major cycle."""
     return "w-planes" if do_w and on_cpus else "time"
 
 
