@@ -787,10 +787,10 @@ def params_of(value, cls: type, name: str):
 
 __all__ = ["CPU_PLANE_BYTES", "FFT_COST_PER_CELL", "GRID_COST_PER_TAP", "GRID_MULTIPLE", "KEPT_MEMORY_SHARE",
            "MAX_INDEX", "MAX_TILE_SIDE", "MIN_EPSILON", "ROWS_IN_PARTS", "ROW_TAP_WIDTHS",
-           "SPEED_OF_LIGHT", "VIS_PER_BLOCK", "cut_blocks", "W_MARGIN", "GridLayout", "ImageGeometry",
+           "SPEED_OF_LIGHT", "VIS_PER_BLOCK", "W_MARGIN", "GridLayout", "ImageGeometry",
            "TileShape", "check_allocation", "check_epsilon", "check_finite",
            "check_freq", "check_grid_size", "check_host_bytes", "check_npix",
-           "check_points_fit", "check_positive", "check_real", "check_uvw",
+           "check_points_fit", "check_positive", "cut_blocks", "check_real", "check_uvw",
            "choose_kernel", "explain_imaging", "fits_kept", "good_grid_size",
            "host_memory_bytes", "mib", "n_minus_1", "n_planes_for", "params_of",
            "plane_spacing", "planes_per_pass", "point_bytes", "precision_dtype", "precision_of",

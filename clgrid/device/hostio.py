@@ -87,7 +87,7 @@ def _row_chunks(first: int, stop: int, row_bytes: int) -> list[tuple[int, int]]:
     copied alone in a second round."""
     row_bytes = max(row_bytes, 1)
     total, threads = (stop - first) * row_bytes, copy_threads()
-    rounds = -(-total // (threads * CHUNK_BYTES))
+    rounds = max(1, -(-total // (threads * CHUNK_BYTES)))
     chunk = min(CHUNK_BYTES, max(-(-total // (rounds * threads)), MIN_CHUNK_BYTES))
     rows = max(1, chunk // row_bytes)
     return [(start, min(start + rows, stop)) for start in range(first, stop, rows)]

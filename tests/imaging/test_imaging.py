@@ -766,7 +766,8 @@ def test_pinned_staging_uploads_a_strided_window_at_a_byte_offset(cl_env):
 
 
 @pytest.mark.parametrize("n_rows, row_bytes", [(1 << 14, 4096), (3, 1 << 20), (999, 8),
-                                             (5, 64 << 20), (2 ** 24 // 64, 512)])
+                                             (5, 64 << 20), (2 ** 24 // 64, 512), (0, 8),
+                                             (4, 0)])
 def test_copies_are_cut_into_a_chunk_for_every_copy_thread(monkeypatch, n_rows, row_bytes):
     """A row block's host copy is cut into whole rounds of the copy threads
     (a 64 MiB block in 8 MiB chunks kept half of 16 threads idle; 128 MiB
@@ -775,6 +776,9 @@ def test_copies_are_cut_into_a_chunk_for_every_copy_thread(monkeypatch, n_rows, 
     from clgrid.device import hostio
     monkeypatch.setenv("CLGRID_COPY_THREADS", "16")
     chunks = hostio._row_chunks(7, 7 + n_rows, row_bytes)
+    if n_rows == 0:
+        assert chunks == []
+        return
     assert chunks[0][0] == 7 and chunks[-1][1] == 7 + n_rows
     assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(chunks, chunks[1:]))
     sizes = np.array([(b - a) * row_bytes for a, b in chunks[:-1]])
