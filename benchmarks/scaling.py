@@ -151,6 +151,17 @@ def imaging_observation(quick: bool):
                        freq0_hz=1.35e9)
 
 
+def imaging_case(quick: bool) -> tuple:
+    """:func:`imaging_observation` with its image (4096^2, or 512^2 quick),
+    cell and visibilities: (uvw, freq, npix, cell, vis)."""
+    uvw, freq, _ = imaging_observation(quick)
+    npix = 512 if quick else 4096
+    cell = 1.0 / (3.0 * np.hypot(uvw[:, 0], uvw[:, 1]).max() * freq.max() / SPEED_OF_LIGHT_M_S)
+    vis = (np.random.default_rng(1).standard_normal((uvw.shape[0], freq.size)) * (1 + 1j)
+           ).astype(np.complex64)
+    return uvw, freq, npix, cell, vis
+
+
 # ------------------------------------------------------------------ gridding
 def gridding_rows(args, devices, counts) -> list[dict]:
     """Every device grids its contiguous blocks of the rows ``passes`` times

@@ -35,8 +35,7 @@ import pyopencl as cl  # noqa: E402
 import pyopencl.array as cla  # noqa: E402
 
 from benchmarks._common import timed_calls  # noqa: E402
-from benchmarks.scaling import imaging_observation  # noqa: E402
-from clgrid.gridders.checks import SPEED_OF_LIGHT_M_S  # noqa: E402
+from benchmarks.scaling import imaging_case  # noqa: E402
 from clgrid.scaleout.multidevice import MultiDeviceImager, _take  # noqa: E402
 from clgrid.core.trace import StageTrace  # noqa: E402
 from clgrid.device.hostio import PinnedStaging, copy_pool  # noqa: E402
@@ -174,11 +173,7 @@ def main(argv=None) -> int:
                         help="time dirty2vis's parts per shard instead of vis2dirty")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
-    uvw, freq, _ = imaging_observation(args.quick)
-    npix = 512 if args.quick else 4096
-    cell = 1.0 / (3.0 * np.hypot(uvw[:, 0], uvw[:, 1]).max() * freq.max() / SPEED_OF_LIGHT_M_S)
-    vis = (np.random.default_rng(1).standard_normal((uvw.shape[0], freq.size)) * (1 + 1j)
-           ).astype(np.complex64)
+    uvw, freq, npix, cell, vis = imaging_case(args.quick)
     devices = all_gpus_or_best()[:2]
     if len(devices) < 2:
         devices = cpu_sub_devices(2)

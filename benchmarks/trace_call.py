@@ -26,9 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import clgrid  # noqa: E402
 from benchmarks._common import write_json  # noqa: E402
-from benchmarks.scaling import imaging_observation  # noqa: E402
+from benchmarks.scaling import imaging_case  # noqa: E402
 from clgrid.core.trace import StageTrace  # noqa: E402
-from clgrid.gridders.checks import SPEED_OF_LIGHT_M_S  # noqa: E402
 from clgrid.imaging.imager import Imager  # noqa: E402
 
 
@@ -65,11 +64,7 @@ def traced(imager: Imager, vis: np.ndarray, repeats: int) -> tuple[list[float], 
 def main(argv=None) -> int:
     args = parse_args(argv)
     warnings.filterwarnings("ignore")
-    uvw, freq, _ = imaging_observation(args.quick)
-    npix = 512 if args.quick else 4096
-    cell = 1.0 / (3.0 * np.hypot(uvw[:, 0], uvw[:, 1]).max() * freq.max() / SPEED_OF_LIGHT_M_S)
-    vis = (np.random.default_rng(1).standard_normal((uvw.shape[0], freq.size)) * (1 + 1j)
-           ).astype(np.complex64)
+    uvw, freq, npix, cell, vis = imaging_case(args.quick)
     context = clgrid.create_context(clgrid.select_device(args.device))
     imager = Imager(context, uvw=uvw, freq=freq, npix_x=npix, npix_y=npix, pixsize_x=cell,
                     pixsize_y=cell, epsilon=1e-5, do_wgridding=args.w,
