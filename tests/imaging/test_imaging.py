@@ -427,14 +427,20 @@ def test_row_blocks_sent_beside_the_spreading_match_one_block(cl_env, do_w, npol
     assert np.abs(back - one.dirty2vis(model, wgt, mask)).max() <= 1e-6 * np.abs(back).max()
 
 
-def test_pieces_sharing_a_plane_by_rows_add_up_to_the_whole(cl_env):
+@pytest.mark.parametrize("planes_per_pass", [None, 2], ids=["one-pass", "passes-of-2"])
+def test_pieces_sharing_a_plane_by_rows_add_up_to_the_whole(cl_env, monkeypatch,
+                                                            planes_per_pass):
     """Two pieces of one w-stacking job, as two devices get them to balance
     planes that do not split evenly: the first grids planes 0 .. k and
     takes plane k only for rows below r, the second planes k .. on and
     plane k for rows from r.  Their images add up to the whole job's and
-    their predictions likewise (to rounding), in row blocks cut at r; the
-    CPU vector tile, which cannot add a block to planes, is refused."""
+    their predictions likewise (to rounding), in row blocks cut at r, also
+    with the planes in passes of 2; the CPU vector tile, which cannot add a
+    block to planes, is refused."""
+    from clgrid.core import image as image_module
     from clgrid.core.plan import GridLayout, ImageGeometry, TileShape
+    if planes_per_pass:
+        monkeypatch.setattr(image_module, "planes_per_pass", lambda *a, **k: planes_per_pass)
     uvw, freq, vis = _observation(n_rows=1100, seed=21)
     vis = vis.astype(np.complex64)
     queue = _queue(cl_env)
@@ -450,6 +456,7 @@ def test_pieces_sharing_a_plane_by_rows_add_up_to_the_whole(cl_env):
     first = Imager(queue, planes=(0, k + 1), plane_rows={k: (0, rows)}, **common)
     second = Imager(queue, planes=(k, n), plane_rows={k: (rows, len(uvw))}, **common)
     assert any(b.stop == rows for b in first.engine.blocks)
+    assert (len(first.engine.image.passes()) > 1) == bool(planes_per_pass)
     expected = whole.vis2dirty(vis)
     pieces = first.vis2dirty(vis) + second.vis2dirty(vis)
     assert _rel_rms(pieces, expected) <= 1e-6
