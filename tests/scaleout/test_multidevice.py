@@ -116,6 +116,26 @@ def test_dirty2vis_on_two_devices_equals_one_device(cl_env, do_w):
     assert np.linalg.norm(multi - reference) / np.linalg.norm(reference) <= 1e-5
 
 
+@pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
+def test_one_device_predicts_through_its_own_imager(cl_env, do_w):
+    """A MultiDeviceImager of one device (``devices=[one]``) predicts through
+    that device's Imager call (row blocks sent down as they finish): the
+    same bits as the one-device Imager, into the caller's ``vis`` too."""
+    uvw, freq, _, _ = _observation(n_times=3)
+    image = np.random.default_rng(12).normal(size=(GEOMETRY["npix_x"], GEOMETRY["npix_y"]))
+    image = image.astype(np.float32)
+    common = dict(uvw=uvw, freq=freq, epsilon=1e-5, do_wgridding=do_w, **GEOMETRY)
+    multi = MultiDeviceImager([cl_env.queue], **common)
+    try:
+        assert multi._whole_shard() is multi.shards[0]
+        expected = Imager(cl_env.queue, **common).dirty2vis(image)
+        assert np.array_equal(multi.dirty2vis(image), expected)
+        vis = np.empty(expected.shape, expected.dtype)
+        assert multi.dirty2vis(image, vis=vis) is vis and np.array_equal(vis, expected)
+    finally:
+        multi.close()
+
+
 @pytest.mark.parametrize("devices", ["one", "two"])
 def test_dirty2vis_fills_the_callers_vis_in_place(cl_env, devices):
     """ducc0's ``vis=`` (and ``dirty=`` of vis2dirty): an output of the
