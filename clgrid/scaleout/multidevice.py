@@ -71,10 +71,12 @@ from ..core.plan import (FFT_COST_PER_CELL, GRID_COST_PER_TAP, GridLayout, Image
                          check_freq, check_uvw)
 from ..device import plancache
 from ..core.strategies import imaging_tiles
+from ..core.tuning.timing import timed_calls
 from ..device.profiles import DeviceProfile, context_of
 from ..imaging.imager import Imager, fingerprint, plan_needs
 from .partition import (REDUCTIONS, ReduceCosts, balance, choose_reduction, default_partition,
-                        partition_planes, partition_rows, plane_pieces, reduction_seconds,
+                        partition_planes, partition_rows, plane_costs, plane_pieces,
+                        reduction_seconds,
                         plane_span_of_rows, resolve_queues)
 
 
@@ -198,15 +200,14 @@ class MultiDeviceImager:
         rows_per_plane = np.cumsum(touches)[:-1]
         support = self.layout.choice.support
         nu, nv = self.layout.nu, self.layout.nv
-        tap_cost = GRID_COST_PER_TAP * len(self.freq_hz) * support ** 3
-        fft_cost = FFT_COST_PER_CELL * nu * nv * math.log2(nu * nv)
-        blocks = partition_planes(rows_per_plane, n_dev, tap_cost, fft_cost)
+        cost = plane_costs(rows_per_plane, GRID_COST_PER_TAP * len(self.freq_hz) * support ** 3,
+                           FFT_COST_PER_CELL * nu * nv * math.log2(nu * nv))
+        blocks = partition_planes(cost, n_dev)
         shard_rows = [_touching_or_all(first, last, start, stop) for start, stop in blocks]
         n_rows = self.uvw_m.shape[0]
         if all(rows.size == n_rows for rows in shard_rows) and self._adds_row_blocks():
             # every block takes every row: cut a plane between two devices by
             # rows where whole planes do not split evenly (7 planes: 4 : 3)
-            cost = np.where(rows_per_plane > 0, rows_per_plane * tap_cost + fft_cost, 0.0)
             align = max(DeviceProfile.from_device(q.device).base_align_bytes
                         for q in self.queues)
             pieces = plane_pieces(cost, n_dev, n_rows, max(align, 1))
@@ -455,7 +456,7 @@ def reduce_costs(shard: Imager) -> ReduceCosts:
         grid_d.fill(0)
         fft_s = _second_of_two(lambda: ws.fft.forward(grid_d), ws.queue)
         host = ws.uploader.to_host(grid_d)
-        grid_down_s = _second_of_two(lambda: ws.uploader.to_host(grid_d, out=host), ws.queue)
+        grid_down_s = _second_of_two(lambda: ws.uploader.to_host(grid_d, out=host), None)
     started = time.perf_counter()
     np.add(host, host, out=host)
     add_s = max(time.perf_counter() - started, 1e-9)
@@ -467,14 +468,9 @@ def reduce_costs(shard: Imager) -> ReduceCosts:
     return costs
 
 
-def _second_of_two(step, queue: cl.CommandQueue) -> float:
-    """Seconds of ``step`` (then ``queue`` done) the second time."""
-    step()
-    queue.finish()
-    started = time.perf_counter()
-    step()
-    queue.finish()
-    return time.perf_counter() - started
+def _second_of_two(step, queue: cl.CommandQueue | None) -> float:
+    """Seconds of ``step`` (its work on ``queue`` included) the second time."""
+    return timed_calls(step, queue, repeats=1, warmup=1, warmup_s=0.0)[0]
 
 
 def _into(out: np.ndarray | None, result: np.ndarray, name: str = "dirty") -> np.ndarray:

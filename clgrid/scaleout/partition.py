@@ -199,11 +199,17 @@ def partition_rows(n_rows: int, n_parts: int, partition: str = "time",
     return [np.flatnonzero(row_owner == part) for part in range(n_parts)]
 
 
-def partition_planes(rows_per_plane: Sequence[int], n_parts: int, taps_per_vis: float,
-                     fft_cost: float) -> list[tuple[int, int]]:
-    """Contiguous blocks of w planes of about equal cost (gridding + FFT)."""
-    cost = np.asarray(rows_per_plane, np.float64) * taps_per_vis + fft_cost
-    cost[np.asarray(rows_per_plane) == 0] = 0.0
+def plane_costs(rows_per_plane: Sequence[int], taps_per_vis: float,
+                fft_cost: float) -> np.ndarray:
+    """Each w plane's estimated cost: gridding its rows plus one FFT (none
+    for a plane no row reaches)."""
+    rows = np.asarray(rows_per_plane, np.float64)
+    return np.where(rows > 0, rows * taps_per_vis + fft_cost, 0.0)
+
+
+def partition_planes(plane_cost: Sequence[float], n_parts: int) -> list[tuple[int, int]]:
+    """Contiguous blocks of w planes of about equal cost (:func:`plane_costs`)."""
+    cost = np.asarray(plane_cost, np.float64)
     edges_cost = np.cumsum(cost)
     total = edges_cost[-1] if edges_cost.size else 0.0
     bounds = [0]
@@ -274,4 +280,4 @@ def balance(loads: Sequence[float]) -> float:
     return float(loads.mean() / loads.max()) if loads.size and loads.max() > 0 else 1.0
 
 
-__all__ = ["Layout", "PARTITIONS", "REDUCTIONS", "ReduceCosts", "choose_reduction", "reduction_seconds", "all_gpus_or_best", "balance", "best_cpu", "build_layout", "cpu_sub_devices", "default_partition", "partition_planes", "partition_rows", "plane_pieces", "plane_span_of_rows", "resolve_devices", "resolve_queues"]
+__all__ = ["Layout", "PARTITIONS", "REDUCTIONS", "ReduceCosts", "choose_reduction", "reduction_seconds", "all_gpus_or_best", "balance", "best_cpu", "build_layout", "cpu_sub_devices", "default_partition", "partition_planes", "partition_rows", "plane_costs", "plane_pieces", "plane_span_of_rows", "resolve_devices", "resolve_queues"]

@@ -493,7 +493,7 @@ def test_partitions_cover_every_row_once(n_parts):
 
 def test_plane_partition_is_contiguous_and_balanced():
     rows = [0, 0, 10, 40, 40, 40, 40, 10, 0]
-    blocks = partition_planes(rows, 2, taps_per_vis=1.0, fft_cost=5.0)
+    blocks = partition_planes(partition.plane_costs(rows, taps_per_vis=1.0, fft_cost=5.0), 2)
     assert blocks[0][0] == 0 and blocks[-1][1] == len(rows)
     assert all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
     cost = [sum(rows[p] + 5 * (rows[p] > 0) for p in range(*b)) for b in blocks]

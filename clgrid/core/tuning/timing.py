@@ -32,7 +32,7 @@ def warm_up(run: Callable[[], object], finish: Callable[[], object] = lambda: No
 
 
 def timed_calls(run: Callable[[], object], queue: cl.CommandQueue | None = None,
-                repeats: int = 5, warmup: int = 1) -> list[float]:
+                repeats: int = 5, warmup: int = 1, warmup_s: float = WARMUP_S) -> list[float]:
     """Wall seconds of each of ``repeats`` calls of ``run()``, after
     :func:`warm_up` (``warmup`` calls and :data:`WARMUP_S`).
 
@@ -48,6 +48,8 @@ def timed_calls(run: Callable[[], object], queue: cl.CommandQueue | None = None,
         Calls timed, at least one.
     warmup
         Calls made, untimed, before (builds, allocations, threads waking).
+    warmup_s
+        Seconds the untimed calls go on for at least (:func:`warm_up`).
 
     Returns
     -------
@@ -55,7 +57,7 @@ def timed_calls(run: Callable[[], object], queue: cl.CommandQueue | None = None,
         One time per call, in call order.
     """
     finish = queue.finish if queue is not None else (lambda: None)
-    warm_up(run, finish, warmup)
+    warm_up(run, finish, warmup, warmup_s)
     times = []
     for _ in range(max(int(repeats), 1)):
         finish()
