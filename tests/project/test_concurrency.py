@@ -226,6 +226,66 @@ def test_repeated_calls_keep_memory_flat_and_reuse_one_plan(cl_env, default_devi
     assert grown < 24 * 2 ** 20, f"RSS grew {grown / 2 ** 20:.1f} MiB over 200 calls"
 
 
+def _two_devices(cl_env) -> list:
+    """Two devices of this process: sub-devices of a CPU; else skipped."""
+    from clgrid.scaleout.partition import cpu_sub_devices
+    if cl_env.profile.device_type != "cpu" or cl_env.device.max_compute_units < 2 \
+            or cl_env.profile.is_simulator or not cl_env.profile.fp64:
+        pytest.skip("needs a CPU device of 2 compute units or more to split in two")
+    try:
+        return cpu_sub_devices(2, cl_env.device)
+    except ValueError as error:
+        pytest.skip(f"the CPU cannot be split: {error}")
+
+
+@pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
+def test_threads_sharing_two_devices_get_the_one_thread_bits(cl_env, do_w):
+    """8 threads calling clgrid.vis2dirty / dirty2vis with devices= two
+    sub-devices share one cached multi-device imager (its calls take turns):
+    every thread gets the bits its call gets alone."""
+    devices = _two_devices(cl_env)
+    uvw, freq = _observation(n_rows=240, seed=11)
+    angles = {k: v for k, v in GEOMETRY.items() if not k.startswith("npix")}
+    vis = [_vis((uvw.shape[0], freq.size), 20 + k) for k in range(N_THREADS)]
+    images = [_image(40 + k) for k in range(N_THREADS)]
+
+    def call(k):
+        return (clgrid.vis2dirty(uvw=uvw, freq=freq, vis=vis[k], devices=devices,
+                                 do_wgridding=do_w, **GEOMETRY),
+                clgrid.dirty2vis(uvw=uvw, freq=freq, dirty=images[k], devices=devices,
+                                 do_wgridding=do_w, **angles))
+
+    alone = [call(k) for k in range(N_THREADS)]
+    results = _in_threads(call, N_THREADS)
+    assert all(np.array_equal(r[0], a[0]) and np.array_equal(r[1], a[1])
+               for r, a in zip(results, alone))
+
+
+def test_repeated_multi_device_calls_keep_memory_flat(cl_env):
+    """100 vis2dirty + dirty2vis calls of one MultiDeviceImager over two
+    sub-devices, w planes split (every row a view, the parts summed as they
+    come down): RSS flat."""
+    from clgrid.scaleout.multidevice import MultiDeviceImager
+    devices = _two_devices(cl_env)
+    uvw, freq = _observation(n_rows=240, seed=12)
+    vis = _vis((uvw.shape[0], freq.size), 13)
+    image = _image(14)
+    imager = MultiDeviceImager(devices, uvw=uvw, freq=freq, do_wgridding=True,
+                               partition="w-planes", **GEOMETRY)
+    try:
+        for _ in range(10):
+            imager.vis2dirty(vis)
+            imager.dirty2vis(image)
+        before = _rss_bytes()
+        for _ in range(100):
+            imager.vis2dirty(vis)
+            imager.dirty2vis(image)
+        grown = _rss_bytes() - before
+    finally:
+        imager.close()
+    assert grown < 24 * 2 ** 20, f"RSS grew {grown / 2 ** 20:.1f} MiB over 100 calls"
+
+
 def test_threads_with_their_own_fixed_point_gridders_on_one_queue(cl_env):
     """8 threads, each with its own deterministic register Gridder (fixed-point
     flushes), all on one shared queue: each grid is the one-thread grid, bitwise."""
