@@ -463,12 +463,7 @@ class TileShape:
     kernel's W taps of a point, ``'exp'`` (the formula, as a LANES vector) or
     ``'horner'`` (ducc0's piecewise polynomials, one Horner vector of
     degree W + 2; used only where :func:`clgrid.core.eskernel.horner_suits`
-    the kernel, see :meth:`kernel_eval_for`);
-    ``local_sums`` (GPU kernel, ES kernel, float grids): the tile in local
-    memory, each point added once by its own work-item with 32-bit
-    fixed-point integer atomics, a batch at a time, into float64 totals (the
-    same bits run after run; ``groups`` must divide ``tile_u``), instead of
-    every lane's column in registers."""
+    the kernel, see :meth:`kernel_eval_for`)."""
 
     tile_u: int
     lanes: int
@@ -478,7 +473,6 @@ class TileShape:
     groups: int = 1
     kernel_eval: str = "exp"
     batch: int = 0
-    local_sums: bool = False
 
     @property
     def staged(self) -> int:
@@ -532,17 +526,13 @@ class TileShape:
                              f"got {self.kernel_eval!r}")
         if self.kernel_eval != "exp" and wide:
             raise ValueError("kernel_eval 'horner' is for the ES kernel, not tables")
-        if self.local_sums and (self.vector or wide or self.tile_u % self.groups):
-            raise ValueError(f"local_sums is for the GPU kernel of the ES kernel (not a vector "
-                             f"tile or tables), with groups dividing tile_u; got tile "
-                             f"{self.tile_u}x{self.lanes} in {self.groups} groups")
 
     def _check_fields(self) -> None:
         """Types and ranges (a tile from a cache file or a dict may hold
         anything): ints within what the kernels index, a bool, a name."""
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if field.name in ("vector", "local_sums"):
+            if field.name == "vector":
                 ok = isinstance(value, (bool, np.bool_))
             elif field.name == "kernel_eval":
                 ok = isinstance(value, str)
@@ -584,9 +574,6 @@ class TileShape:
         if self.vector and not profile.fp64:
             raise ValueError(f"{profile.device_name!r} has no fp64, which the vector (CPU) "
                              "tiles total in: use a tile with vector=False")
-        if self.local_sums and not profile.fp64:
-            raise ValueError(f"{profile.device_name!r} has no fp64, which local_sums tiles "
-                             "total in: use a tile with local_sums=False")
 
     def kernel_eval_for(self, choice: KernelChoice) -> str:
         """The evaluation ``spread_vector`` uses for ``choice``: Horner only

@@ -641,7 +641,7 @@ class Spreader(_Stage):
                 "lanes": self.tiles.lanes, "vector": self.tiles.vector,
                 "groups": self.tiles.groups, "batch": self.tiles.staged,
                 "reach": self.tiles.reach(self.layout.choice.support),
-                "plane_block": self.plane_block, "local_sums": self.tiles.local_sums}
+                "plane_block": self.plane_block}
 
     @property
     def plane_block(self) -> int:

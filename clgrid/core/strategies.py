@@ -90,9 +90,6 @@ def imaging_engine(queue: cl.CommandQueue, geometry: ImageGeometry, layout: Grid
     tiles = tiles or imaging_tiles(queue, geometry, layout)
     tiles.check(support)
     tiles.check_device(profile)
-    if tiles.local_sums and np.dtype(geometry.grid_real) != np.float32:
-        raise ValueError("local_sums tiles sum in 32-bit fixed point a batch at a time, "
-                         "for float32 grids only (this geometry's are float64)")
     freq_scale_d = positions_to_device(queue, freq_scale(freq_hz), float_float)
     n_chan = len(freq_hz)
     first, stop = planes if planes is not None else (0, layout.n_planes)
