@@ -45,10 +45,7 @@ down, in shard order, where every block takes every row).  Which partition
 an imager takes unless told (:func:`clgrid.scaleout.partition.default_partition`):
 rows without w and on GPUs (plane blocks grid a little faster there, 0.83
 against 0.78 of ideal on two GPUs, but predict 1.7x slower, and an imager
-serves both in a major cycle); plane blocks with w on CPUs.  The functional
-calls know their direction (:func:`clgrid.scaleout.partition.call_partition`):
-``clgrid.vis2dirty(devices=...)`` with w takes plane blocks on GPUs too, and
-dirty2vis rows, each through its own cached imager.
+serves both in a major cycle); plane blocks with w on CPUs.
 
 The cutting (device lists, layouts, partitions) is in
 :mod:`clgrid.scaleout.partition`; this module runs the pieces and adds them.
@@ -77,9 +74,10 @@ from ..core.strategies import imaging_tiles
 from ..core.tuning.timing import timed_calls
 from ..device.profiles import DeviceProfile, context_of
 from ..imaging.imager import Imager, fingerprint, plan_needs
-from .partition import (REDUCTIONS, ReduceCosts, balance, call_partition, choose_reduction,
-                        default_partition, partition_planes, partition_rows, plane_costs,
-                        plane_pieces, plane_span_of_rows, reduction_seconds, resolve_queues)
+from .partition import (REDUCTIONS, ReduceCosts, balance, choose_reduction, default_partition,
+                        partition_planes, partition_rows, plane_costs, plane_pieces,
+                        reduction_seconds,
+                        plane_span_of_rows, resolve_queues)
 
 
 # ------------------------------------------------------------------ imager
@@ -562,21 +560,18 @@ def _bytes_by_device(imager: MultiDeviceImager) -> dict[int, int]:
     return held
 
 
-def cached_multi_imager(devices, uvw, freq, geometry: ImageGeometry,
-                        direction: str = "vis2dirty") -> MultiDeviceImager:
-    """One :class:`MultiDeviceImager` per (devices, uvw, freq, geometry,
-    partition of ``direction``: :func:`clgrid.scaleout.partition.call_partition`),
-    in the process's plan cache (:mod:`clgrid.device.plancache`) beside the
+def cached_multi_imager(devices, uvw, freq, geometry: ImageGeometry) -> MultiDeviceImager:
+    """One :class:`MultiDeviceImager` per (devices, uvw, freq, geometry), in
+    the process's plan cache (:mod:`clgrid.device.plancache`) beside the
     one-device imagers: making one drops the least recently used plans of
     its devices until it fits, so a one-GPU call's w planes do not stay
     beside the shards' on the same card."""
     uvw, freq = check_uvw(uvw), check_freq(freq)
     queues = resolve_queues(devices)
-    partition = call_partition(direction, geometry.do_w, _on_cpus(queues))
+    partition = default_partition(geometry.do_w, _on_cpus(queues))
     # a strided sample, then an exact comparison (valid=): hashing the whole
     # uvw cost 30-45 ms a call on an H100 host (116 M visibilities)
-    key = ("multi", _device_key(queues), fingerprint(uvw), freq.tobytes(), geometry,
-           partition)
+    key = ("multi", _device_key(queues), fingerprint(uvw), freq.tobytes(), geometry)
 
     def needs() -> dict[int, tuple[int, int]]:
         layout = GridLayout.of_rows(geometry, uvw, freq)
@@ -607,7 +602,7 @@ def vis2dirty(devices, geometry: ImageGeometry, *, uvw, freq, vis, wgt=None, mas
 def dirty2vis(devices, geometry: ImageGeometry, *, uvw, freq, dirty, wgt=None, mask=None,
               vis=None) -> np.ndarray:
     """:func:`clgrid.imaging.imager.dirty2vis_with` on several devices."""
-    imager = cached_multi_imager(devices, uvw, freq, geometry, "dirty2vis")
+    imager = cached_multi_imager(devices, uvw, freq, geometry)
     with imager.call_lock:
         return imager.dirty2vis(dirty, wgt, mask, vis)
 

@@ -232,20 +232,6 @@ def default_partition(do_w: bool, on_cpus: bool) -> str:
     return "w-planes" if do_w and on_cpus else "time"
 
 
-def call_partition(direction: str, do_w: bool, on_cpus: bool) -> str:
-    """The partition of a functional call (``clgrid.vis2dirty`` /
-    ``dirty2vis`` with ``devices=``), which knows its direction: vis2dirty
-    with w takes plane blocks on every kind of device (on 2 x H100, SKA-mid,
-    116 M visibilities, 4096^2, planes shared by rows: 92.5 ms against
-    98.0 ms by rows, 2026-11-27), dirty2vis :func:`default_partition`'s.  On
-    GPUs with w a major cycle then holds two imagers' plans (one each way)."""
-    if direction not in ("vis2dirty", "dirty2vis"):
-        raise ValueError(f"direction must be 'vis2dirty' or 'dirty2vis', got {direction!r}")
-    if direction == "vis2dirty" and do_w:
-        return "w-planes"
-    return default_partition(do_w, on_cpus)
-
-
 def plane_pieces(plane_cost: Sequence[float], n_parts: int, n_rows: int, align: int = 1,
                  snap: float = 0.1) -> list[tuple[int, int, dict]]:
     """Contiguous pieces of w planes of equal cost where a plane may be
@@ -294,4 +280,4 @@ def balance(loads: Sequence[float]) -> float:
     return float(loads.mean() / loads.max()) if loads.size and loads.max() > 0 else 1.0
 
 
-__all__ = ["Layout", "PARTITIONS", "REDUCTIONS", "ReduceCosts", "choose_reduction", "reduction_seconds", "all_gpus_or_best", "balance", "best_cpu", "build_layout", "call_partition", "cpu_sub_devices", "default_partition", "partition_planes", "partition_rows", "plane_costs", "plane_pieces", "plane_span_of_rows", "resolve_devices", "resolve_queues"]
+__all__ = ["Layout", "PARTITIONS", "REDUCTIONS", "ReduceCosts", "choose_reduction", "reduction_seconds", "all_gpus_or_best", "balance", "best_cpu", "build_layout", "cpu_sub_devices", "default_partition", "partition_planes", "partition_rows", "plane_costs", "plane_pieces", "plane_span_of_rows", "resolve_devices", "resolve_queues"]

@@ -460,34 +460,18 @@ def test_reduction_is_measured_once_per_device_and_fixed_per_imager(cl_env):
         MultiDeviceImager(devices, uvw=uvw, freq=freq, epsilon=1e-5, reduce="grids", **GEOMETRY)
 
 
-@pytest.mark.parametrize("direction, do_w, on_cpus, expected", [
-    ("vis2dirty", False, False, "time"), ("vis2dirty", True, False, "w-planes"),
-    ("vis2dirty", True, True, "w-planes"), ("dirty2vis", True, False, "time"),
-    ("dirty2vis", True, True, "w-planes"), ("dirty2vis", False, True, "time")])
-def test_call_partition(direction, do_w, on_cpus, expected):
-    """A functional call's partition: plane blocks for vis2dirty with w on any
-    device (on GPUs they grid faster than rows), else the default's."""
-    assert partition.call_partition(direction, do_w, on_cpus) == expected
-    with pytest.raises(ValueError, match="direction"):
-        partition.call_partition("image", do_w, on_cpus)
-
-
-def test_functional_calls_take_their_direction_s_imager(cl_env):
-    """clgrid.vis2dirty(devices=...) and dirty2vis take the cached imager of
-    their direction's partition: one shared where both partitions agree (CPUs
-    with w: a major cycle holds one set of plans), two where they differ."""
+def test_functional_calls_share_one_imager_of_the_default_partition(cl_env):
+    """clgrid.vis2dirty(devices=...) and dirty2vis share the cached imager of
+    the devices' default partition (a major cycle holds one set of plans)."""
     from clgrid.scaleout.multidevice import cached_multi_imager
     from clgrid.core.plan import ImageGeometry
     uvw, freq, _, _ = _observation(n_times=2)
     devices = _two_devices(cl_env)
     geometry = ImageGeometry.given(None, epsilon=1e-4, do_wgridding=True, **GEOMETRY)
-    imager = cached_multi_imager(devices, uvw, freq, geometry, "vis2dirty")
+    imager = cached_multi_imager(devices, uvw, freq, geometry)
     on_cpus = all(q.device.type & 2 for q in imager.queues)   # CL_DEVICE_TYPE_CPU
-    assert imager.partition == "w-planes"
-    assert cached_multi_imager(devices, uvw, freq, geometry, "vis2dirty") is imager
-    predicting = cached_multi_imager(devices, uvw, freq, geometry, "dirty2vis")
-    assert predicting.partition == partition.default_partition(True, on_cpus)
-    assert (predicting is imager) == on_cpus
+    assert imager.partition == partition.default_partition(True, on_cpus)
+    assert cached_multi_imager(devices, uvw, freq, geometry) is imager
 
 
 @pytest.mark.parametrize("n_parts", [1, 2, 3, 4])
