@@ -1,9 +1,9 @@
-"""Where multi-GPU vis2dirty loses its scaling: each shard of a two-device
+"""Where multi-GPU vis2dirty loses its scaling: each shard of a multi-device
 MultiDeviceImager timed alone and both at once, from host arrays (pinned
 staging included) and from device-resident visibilities.  SKA-mid case of
 benchmarks/scaling.py (116 M visibilities, 4096^2, epsilon 1e-5), w and no w.
 
-    python3 benchmarks/scaling_shards.py      # two GPUs (nvidia-h200-x2)
+    python3 benchmarks/scaling_shards.py      # two GPUs (nvidia-h200-x2); --count 4: four
     python benchmarks/scaling_shards.py --quick   # small case; a CPU split in two
 
 ``--transfers`` first times the host side alone: each device's half of the
@@ -165,6 +165,9 @@ def main(argv=None) -> int:
     parser.add_argument("--trace", action="store_true",
                         help="print each shard's block upload times for one call")
     parser.add_argument("--w-only", action="store_true", help="only the w-stacking case")
+    parser.add_argument("--no-w-only", action="store_true", help="only the case without w")
+    parser.add_argument("--count", type=int, default=2, help="devices (GPUs, or CPU parts)")
+    parser.add_argument("--reduce", default="auto", help="the imager's reduction")
     parser.add_argument("--pinned", action="store_true",
                         help="also time the call with the visibilities in pinned memory")
     parser.add_argument("--partition", default=None,
@@ -174,19 +177,21 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     uvw, freq, npix, cell, vis = imaging_case(args.quick)
-    devices = all_gpus_or_best()[:2]
-    if len(devices) < 2:
-        devices = cpu_sub_devices(2)
-    for do_w in (True,) if args.w_only else (True, False):
+    devices = all_gpus_or_best()[:args.count]
+    if len(devices) < args.count:
+        devices = cpu_sub_devices(args.count)
+    cases = (True,) if args.w_only else (False,) if args.no_w_only else (True, False)
+    for do_w in cases:
         imager = MultiDeviceImager(devices, uvw=uvw, freq=freq, npix_x=npix, npix_y=npix,
                                    pixsize_x=cell, pixsize_y=cell, epsilon=1e-5,
-                                   do_wgridding=do_w,
+                                   do_wgridding=do_w, reduce=args.reduce,
                                    partition=args.partition if do_w else None)
-        print(f"w={do_w}: partition {imager.partition}, rows per shard "
+        print(f"w={do_w}: partition {imager.partition}, reduce {imager.reduce} (model "
+              f"{imager.reduction_seconds}), rows per shard "
               f"{[rows.size for rows in imager.shard_rows]}", flush=True)
         shards = imager.shards
         pieces = [_take(vis, rows) for rows in imager.shard_rows]
-        if args.transfers and do_w:
+        if args.transfers and (do_w or args.no_w_only):
             transfers(imager, pieces)
         if args.dirty2vis:
             dirty2vis_parts(imager, npix)
