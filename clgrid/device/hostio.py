@@ -325,6 +325,35 @@ def copy_rows(target: np.ndarray, source: np.ndarray) -> None:
     list(copy_pool().map(copy, chunks))
 
 
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` and ``b`` have the same shape, dtype and bytes (a NaN
+    equals a NaN of the same bits, so uvw with NaN rows still matches
+    itself), compared in chunks of rows on the copy threads: a cached plan's
+    check of a 116 M-visibility observation's uvw (43 MB) took 4-9 ms on one
+    thread, every call."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.size == 0 or a is b:
+        return True
+    words = np.dtype(f"u{a.itemsize}") if a.itemsize in (1, 2, 4, 8) else np.dtype(np.uint8)
+
+    def rows_of(x: np.ndarray) -> np.ndarray:
+        x = np.ascontiguousarray(x)
+        return x.reshape(x.shape[0] if x.ndim else 1, -1).view(words)
+
+    a_rows, b_rows = rows_of(a), rows_of(b)
+    chunks = _row_chunks(0, a_rows.shape[0], a_rows[:1].nbytes)
+    return all(copy_pool().map(lambda c: np.array_equal(a_rows[c[0]:c[1]], b_rows[c[0]:c[1]]),
+                               chunks))
+
+
+def own_copy(array: np.ndarray, given) -> np.ndarray:
+    """``array`` (made from the caller's ``given``), copied where it shares
+    memory with ``given``: what a cached plan keeps to compare later calls
+    with must not change when the caller edits its array in place."""
+    return array.copy() if np.may_share_memory(array, np.asarray(given)) else array
+
+
 def gather_rows(source: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """``source[rows]`` (rows on the first axis), gathered in chunks on the
     copy threads."""

@@ -51,6 +51,7 @@ from ..core.setpoints import needs_float_float, positions_to_device
 from ..core.trace import StageTrace, stage
 from ..core.transfer import Uploader, device_array
 from ..device import plancache
+from ..device.hostio import own_copy, same_bits
 from ..device.profiles import DeviceProfile, context_of, resolve_queue
 from ..device.kernels import Operation, quiet_builds
 
@@ -245,7 +246,7 @@ class Imager(Operation):
         #: phases in float-float (:func:`clgrid.core.setpoints.float_float`).
         self.float_float = needs_float_float(self.queue, self.geometry)
         uvw_m = check_uvw(uvw, allow_empty=True)
-        self.uvw_m = uvw_m.copy() if uvw_m is uvw else uvw_m
+        self.uvw_m = own_copy(uvw_m, uvw)
         self.freq_hz = check_freq(freq)
         self.layout = layout if layout is not None else GridLayout.of_rows(
             self.geometry, self.uvw_m, self.freq_hz)
@@ -778,7 +779,7 @@ def cached_imager(queue: cl.CommandQueue, uvw, freq, geometry: ImageGeometry) ->
     return plancache.plans.get_or_build(
         plan_key(queue, uvw, freq, geometry), build,
         lambda imager: {queue.device.int_ptr: _device_bytes(imager)}, needs,
-        valid=lambda imager: np.array_equal(imager.uvw_m, uvw))
+        valid=lambda imager: same_bits(imager.uvw_m, uvw))
 
 
 def _device_bytes(imager: Imager) -> int:

@@ -65,7 +65,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from ..device.guard import one_thread_at_a_time
-from ..device.hostio import copy_pool, gather_rows
+from ..device.hostio import copy_pool, gather_rows, own_copy, same_bits
 from ..core.trace import stage
 from ..core.plan import (FFT_COST_PER_CELL, GRID_COST_PER_TAP, GridLayout, ImageGeometry,
                          check_freq, check_uvw)
@@ -155,7 +155,7 @@ class MultiDeviceImager:
         self.reduction_seconds: dict[str, float] = {}
         self.last_timings: dict[str, float] = {}
         self.queues = resolve_queues(devices)
-        self.uvw_m = check_uvw(uvw)
+        self.uvw_m = own_copy(check_uvw(uvw), uvw)
         self.freq_hz = check_freq(freq)
         self.geometry = geometry = ImageGeometry.given(
             geometry,
@@ -586,7 +586,7 @@ def cached_multi_imager(devices, uvw, freq, geometry: ImageGeometry) -> MultiDev
         key, lambda: MultiDeviceImager(queues, uvw=uvw, freq=freq, geometry=geometry,
                                        partition=partition),
         _bytes_by_device, needs, close=MultiDeviceImager.close,
-        valid=lambda imager: np.array_equal(imager.uvw_m, uvw))
+        valid=lambda imager: same_bits(imager.uvw_m, uvw))
     return imager
 
 

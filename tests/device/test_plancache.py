@@ -96,3 +96,32 @@ def test_dropped_plans_are_collected_in_batches(monkeypatch):
     assert collections_run == [1]
     cache.drop_device(1)
     assert collections_run == [1, 1]
+
+
+def test_same_bits_compares_every_chunk():
+    """A cached plan's exact check: shape, dtype and bytes, NaN rows matching
+    themselves, a change in any chunk of rows found (the comparison runs in
+    chunks on the copy threads)."""
+    import numpy as np
+    from clgrid.device.hostio import same_bits
+    uvw = np.random.default_rng(0).normal(size=(700_000, 3))
+    uvw[5] = np.nan
+    assert same_bits(uvw, uvw.copy())
+    for row in (0, 349_999, 699_999):
+        changed = uvw.copy()
+        changed[row, 1] = np.nextafter(changed[row, 1], np.inf)
+        assert not same_bits(uvw, changed)
+    assert not same_bits(uvw, uvw[:-1].copy())
+    assert not same_bits(uvw, uvw.astype(np.float32))
+    assert same_bits(np.empty((0, 3)), np.empty((0, 3)))
+
+
+def test_own_copy_never_keeps_the_callers_memory():
+    import numpy as np
+    from clgrid.device.hostio import own_copy
+    given = np.zeros((10, 3))
+    assert not np.may_share_memory(own_copy(given, given), given)
+    view = given[2:5]
+    assert not np.may_share_memory(own_copy(np.asarray(view), view), given)
+    made = np.ascontiguousarray(given.T).T   # a new array: kept as it is
+    assert own_copy(made, given) is made

@@ -1020,3 +1020,26 @@ def test_devices_without_fp64_take_single_precision_only(cl_env, without_fp64):
                                     device_name=cl_env.profile.device_name)
     with pytest.raises(ValueError, match="has no fp64, which the vector"):
         TileShape(16, 16, vector=True).check_device(profile)
+
+
+def test_cached_call_sees_uvw_changed_in_place(cl_env):
+    """clgrid.vis2dirty with a uvw edited in place between calls (a value the
+    plan cache key's strided sample skips) images the new uvw, bit for bit
+    as a fresh cache does: the cached imager compares with its own copy."""
+    import clgrid
+    from clgrid.imaging.imager import _drop_cached_imagers
+    rng = np.random.default_rng(4)
+    uvw = rng.normal(0.0, 60.0, (6000, 3))
+    freq = np.array([1.0e9])
+    vis = (rng.standard_normal((6000, 1)) + 1j * rng.standard_normal((6000, 1))).astype(np.complex64)
+    kw = dict(freq=freq, vis=vis, npix_x=32, npix_y=32, pixsize_x=2e-3, pixsize_y=2e-3,
+              epsilon=1e-5, context=cl_env.context)
+    clgrid.vis2dirty(uvw=uvw, **kw)
+    step = uvw.size // 4096
+    assert step >= 2
+    flat = uvw.reshape(-1)
+    flat[next(i for i in range(uvw.size // 2, uvw.size) if i % step and i % 3 != 2)] *= 1.7
+    again = clgrid.vis2dirty(uvw=uvw, **kw)
+    _drop_cached_imagers()
+    fresh = clgrid.vis2dirty(uvw=uvw.copy(), **kw)
+    assert np.array_equal(again, fresh)

@@ -568,3 +568,24 @@ def test_devices_all_is_resolved_by_one_rule():
     assert [q.device for q in partition.resolve_queues("all")] == expected
     with pytest.raises(ValueError, match="devices is empty"):
         partition.resolve_devices([])
+
+
+def test_functional_call_sees_uvw_changed_in_place(cl_env):
+    """A uvw array edited in place between two ``devices=`` calls (a value the
+    cache key's strided sample does not read) gets a new plan: the cached
+    imager keeps its own copy of uvw to compare with, never the caller's."""
+    from clgrid.scaleout.multidevice import clear_cache
+    uvw, freq, vis, _ = _observation(n_ant=30, n_times=12, n_chan=1)
+    uvw = np.ascontiguousarray(uvw, np.float64)
+    step = uvw.size // 4096   # imaging.imager.fingerprint's sample
+    assert step >= 2
+    devices = _two_devices(cl_env)
+    kw = dict(freq=freq, vis=vis, epsilon=1e-5, do_wgridding=False, **GEOMETRY)
+    clgrid.vis2dirty(uvw=uvw, devices=devices, **kw)
+    flat = uvw.reshape(-1)
+    index = next(i for i in range(uvw.size // 2, uvw.size) if i % step and i % 3 != 2)
+    flat[index] *= 1.7    # a u or v value the sample skips
+    again = clgrid.vis2dirty(uvw=uvw, devices=devices, **kw)
+    clear_cache()
+    fresh = clgrid.vis2dirty(uvw=uvw.copy(), devices=devices, **kw)
+    assert np.array_equal(again, fresh)
