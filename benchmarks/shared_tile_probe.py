@@ -137,7 +137,10 @@ VARIANTS = {
 }
 
 
-def make_points(n_points, n, W, T, seed=1):
+def make_points(n_points, n, W, T, seed=1, order="random"):
+    """Gaussian uv points sorted by tile; within a tile in random order, or
+    (``order='cell'``) by cell, so that a warp's points share cells as a
+    baseline's channels and dumps do in a real observation."""
     rng = np.random.default_rng(seed)
     uv = rng.normal(n / 2, n / 7, size=(n_points, 2))
     uv = uv[(uv.min(axis=1) > W) & (uv.max(axis=1) < n - 2 * W)]
@@ -145,7 +148,10 @@ def make_points(n_points, n, W, T, seed=1):
     frac = (uv - np.floor(uv)).astype(np.float32)
     ntiles = n // T
     tile = (start[:, 0] // T) * ntiles + start[:, 1] // T
-    order = np.argsort(tile, kind="stable")
+    if order == "cell":
+        order = np.lexsort((start[:, 1], start[:, 0], tile))
+    else:
+        order = np.argsort(tile, kind="stable")
     counts = np.bincount(tile, minlength=ntiles * ntiles)
     bin_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.uint32)
     values = (rng.normal(size=(len(uv), 2))).astype(np.float32)
@@ -188,6 +194,8 @@ def main():
     ap.add_argument("--platform", default="")
     ap.add_argument("--json", default="")
     ap.add_argument("--check", action="store_true", help="compare each grid with numpy (small sizes)")
+    ap.add_argument("--order", default="random", choices=("random", "cell"),
+                    help="points within a tile: random, or sorted by cell")
     args = ap.parse_args()
     platform = [p for p in cl.get_platforms() if args.platform.lower() in p.name.lower()][0]
     device = platform.get_devices()[0]
@@ -197,7 +205,7 @@ def main():
     rows = []
     grid = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, args.n * args.n * 16)
     for T in args.tiles:
-        cells, fracs, values, bin_start, ntiles = make_points(int(args.points), args.n, args.W, T)
+        cells, fracs, values, bin_start, ntiles = make_points(int(args.points), args.n, args.W, T, order=args.order)
         taps_total = len(cells) * args.W ** 2
         mf = cl.mem_flags
         bufs = [cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a)
@@ -230,7 +238,7 @@ def main():
                     print(f"  {name:5s} {kname:10s} wg {wg:4d}: {ms:8.2f} ms  {row['gtaps']:7.1f} G taps/s")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(dict(device=device.name, date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            json.dump(dict(device=device.name, order=args.order, date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                            rows=rows), f, indent=1)
 
 
