@@ -55,26 +55,34 @@ inline void flush_tile(__local ACC *re, __local ACC *im, __global long *grid,
     }
 }
 
+// a work-group's tile: its points [lo, hi) of the sort, its local sums zeroed
+#define TILE_START \
+    const int tile = get_group_id(0); \
+    const uint lo = bin_start[tile], hi = bin_start[tile + 1]; \
+    if (lo == hi) \
+        return; \
+    for (int c = get_local_id(0); c < R * R; c += get_local_size(0)) \
+        re[c] = im[c] = 0; \
+    barrier(CLK_LOCAL_MEM_FENCE); \
+    const int tu = tile / ntiles, tv = tile % ntiles;
+
+// point p: its footprint start, value and taps along u and v
+#define POINT_TAPS \
+    const int2 cell = cells[p]; \
+    const float2 t = fracs[p]; \
+    const float2 value = values[p]; \
+    float ku[W], kv[W]; \
+    taps(t.x, ku); \
+    taps(t.y, kv);
+
 __kernel void per_point(__global const int2 *cells, __global const float2 *fracs,
                         __global const float2 *values, __global const uint *bin_start,
                         __global long *grid, const int ntiles, const int n)
 {
     __local ACC re[R * R], im[R * R];
-    const int tile = get_group_id(0);
-    const uint lo = bin_start[tile], hi = bin_start[tile + 1];
-    if (lo == hi)
-        return;
-    for (int c = get_local_id(0); c < R * R; c += get_local_size(0))
-        re[c] = im[c] = 0;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    const int tu = tile / ntiles, tv = tile % ntiles;
+    TILE_START
     for (uint p = lo + get_local_id(0); p < hi; p += get_local_size(0)) {
-        const int2 cell = cells[p];
-        const float2 t = fracs[p];
-        const float2 value = values[p];
-        float ku[W], kv[W];
-        taps(t.x, ku);
-        taps(t.y, kv);
+        POINT_TAPS
         const int du = cell.x - tu * T, dv = cell.y - tv * T;
         for (int a = 0; a < W; ++a) {
             const float2 row = value * ku[a];
@@ -96,25 +104,13 @@ __kernel void per_lanes(__global const int2 *cells, __global const float2 *fracs
                         __global long *grid, const int ntiles, const int n)
 {
     __local ACC re[R * R], im[R * R];
-    const int tile = get_group_id(0);
-    const uint lo = bin_start[tile], hi = bin_start[tile + 1];
-    if (lo == hi)
-        return;
-    for (int c = get_local_id(0); c < R * R; c += get_local_size(0))
-        re[c] = im[c] = 0;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    const int tu = tile / ntiles, tv = tile % ntiles;
+    TILE_START
     const int lane = get_local_id(0) % LANES, slot = get_local_id(0) / LANES;
     const int slots = get_local_size(0) / LANES;
     for (uint p = lo + slot; p < hi; p += slots) {
         if (lane >= W)
             continue;
-        const int2 cell = cells[p];
-        const float2 t = fracs[p];
-        const float2 value = values[p];
-        float ku[W], kv[W];
-        taps(t.x, ku);
-        taps(t.y, kv);
+        POINT_TAPS
         const float kb = kv[lane];
         const int du = cell.x - tu * T, dv = cell.y - tv * T + lane;
         for (int a = 0; a < W; ++a) {
