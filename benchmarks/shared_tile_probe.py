@@ -6,9 +6,16 @@ Standalone (pyopencl and numpy only).  A synthetic uv distribution (Gaussian
 about the grid centre), points sorted by the tile of their footprint start;
 each work-group owns one TILE x TILE tile plus its (W - 1) halo in local
 memory, adds its points' W x W taps there, then adds the local tile to a
-global fixed-point grid.  Variants: a work-item per point (i64 or i32
-atomics, or racy plain adds as the floor), and LANES work-items per point
-(one column each, looping over rows).  Prints device ms and G taps/s.
+global fixed-point grid.  Variants: i64 or i32 integer atomics, racy plain
+adds (the floor), and on NVIDIA float atomics (``red.shared.add.f32``, not
+reproducible, for comparison); each with a work-item per point and with LANES
+work-items per point (one column each, looping over rows).  ``--order cell``
+sorts each tile's points by cell, as a baseline's channels and dumps cluster
+in a real observation.  Prints device ms and G taps/s (benchmarks/RESULTS.md,
+"A spread by fixed-point atomics in local memory").
+
+    python3 benchmarks/shared_tile_probe.py --platform nvidia --points 1.16e8 --tiles 32 --wg 256
+    python benchmarks/shared_tile_probe.py --platform intel --points 2e5 --n 512 --check
 """
 from __future__ import annotations
 
