@@ -43,8 +43,9 @@ How the work is split
 the rows its planes reach and the parts are summed on the host (as they come
 down, in shard order, where every block takes every row).  Which partition
 an imager takes unless told (:func:`clgrid.scaleout.partition.default_partition`):
-rows without w and on GPUs (plane blocks grid a little faster there, 0.83
-against 0.78 of ideal on two GPUs, but predict 1.7x slower, and an imager
+rows without w and on GPUs (plane blocks grid at best a little faster there,
+0.83 against 0.78 of ideal on two GPUs, and slower on four, where every
+device's staging copies every row; they predict 1.7x slower, and an imager
 serves both in a major cycle); plane blocks with w on CPUs.
 
 The cutting (device lists, layouts, partitions) is in
@@ -76,8 +77,7 @@ from ..device.profiles import DeviceProfile, context_of
 from ..imaging.imager import Imager, fingerprint, plan_needs
 from .partition import (REDUCTIONS, ReduceCosts, balance, choose_reduction, default_partition,
                         partition_planes, partition_rows, plane_costs, plane_pieces,
-                        reduction_seconds,
-                        plane_span_of_rows, resolve_queues)
+                        plane_span_of_rows, reduction_seconds, resolve_queues)
 
 
 # ------------------------------------------------------------------ imager

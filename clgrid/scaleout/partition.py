@@ -224,11 +224,13 @@ def default_partition(do_w: bool, on_cpus: bool) -> str:
     """The partition a job of several devices takes unless told: rows
     (``'time'``) without w, and with w on GPUs; with w on CPUs plane blocks
     (``'w-planes'``: their FFTs cost as much as their spreading).  On GPUs
-    plane blocks grid faster than rows (2 x H200, SKA-mid, 116 M
-    visibilities, 4096^2, w, planes shared by rows: 90-91 ms against 96 ms,
-    2026-11-27) but predict much slower (every block predicts every row,
-    summed through the host: 70-71 ms against 41 ms), and an imager serves
-    both in a major cycle."""
+    plane blocks grid at best a little faster than rows (SKA-mid, 116 M
+    visibilities, 4096^2, w, planes shared by rows, 2026-11-27: 90-91
+    against 96 ms on 2 x H200, 99.4 against 98.1 ms on two of a 4 x H100
+    host, 146 against 80.5 ms on all four, where every block's host copy of
+    every row adds up) and predict much slower (every block predicts every
+    row, summed through the host: 70-71 ms against 41 ms), and an imager
+    serves both in a major cycle."""
     return "w-planes" if do_w and on_cpus else "time"
 
 
