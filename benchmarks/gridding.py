@@ -50,6 +50,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import time
 import warnings
@@ -390,6 +391,9 @@ def core_row(args, context, gcf, support, uvw, freq_hz, nx, cell, budget, method
         row["peak_fraction"] = updates / best / args.peak_gpaps
     if args.ptx and method == "register":
         row["ptx"] = instruction_census(gridder.engine.spreader.kernel)
+        if os.environ.get("OUT"):   # the device tool's output folder: the binary itself
+            save_binary(gridder.engine.spreader.kernel,
+                        Path(os.environ["OUT"]) / f"spread_{support}_{gridder.gcf_read}.ptx")
     return row
 
 
@@ -420,6 +424,13 @@ def instruction_census(kernel) -> str:
                 counts[name] += 1
                 break
     return " ".join(f"{k}={v}" for k, v in counts.items() if v) + " | " + ptxas_info(program)
+
+
+def save_binary(kernel, path) -> None:
+    """Write ``kernel``'s program binary (PTX text on NVIDIA) to ``path``."""
+    import pyopencl as cl
+    program = kernel.get_info(cl.kernel_info.PROGRAM)
+    Path(path).write_bytes(program.get_info(cl.program_info.BINARIES)[0])
 
 
 def ptxas_info(program) -> str:

@@ -15,6 +15,7 @@ import os
 import sys
 import weakref
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
 
 import numpy as np
 import pyopencl as cl
@@ -373,10 +374,19 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     itself), compared in chunks of rows on the copy threads: a cached plan's
     check of a 116 M-visibility observation's uvw (43 MB) took 4-9 ms on one
     thread, every call."""
+    return same_bits_later(a, b, copy_pool())()
+
+
+def same_bits_later(a: np.ndarray, b: np.ndarray,
+                    pool: ThreadPoolExecutor | None = None) -> Callable[[], bool]:
+    """:func:`same_bits` started on ``pool``'s threads (default the
+    :func:`check_pool`, apart from the copy threads so that a call's own
+    copies do not queue behind it); the returned function waits for the
+    answer.  A cached plan's call runs while its uvw is compared."""
     if a.shape != b.shape or a.dtype != b.dtype:
-        return False
+        return lambda: False
     if a.size == 0 or a is b:
-        return True
+        return lambda: True
     words = np.dtype(f"u{a.itemsize}") if a.itemsize in (1, 2, 4, 8) else np.dtype(np.uint8)
 
     def rows_of(x: np.ndarray) -> np.ndarray:
@@ -385,8 +395,23 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 
     a_rows, b_rows = rows_of(a), rows_of(b)
     chunks = _row_chunks(0, a_rows.shape[0], a_rows[:1].nbytes)
-    return all(copy_pool().map(lambda c: np.array_equal(a_rows[c[0]:c[1]], b_rows[c[0]:c[1]]),
-                               chunks))
+    pool = check_pool() if pool is None else pool
+    parts = [pool.submit(lambda c: np.array_equal(a_rows[c[0]:c[1]], b_rows[c[0]:c[1]]), chunk)
+             for chunk in chunks]
+    return lambda: all([part.result() for part in parts])
+
+
+_check_pool: ThreadPoolExecutor | None = None
+
+
+def check_pool() -> ThreadPoolExecutor:
+    """Threads for the plan cache's exact uvw checks beside a call: a quarter
+    of the copy threads (at least one)."""
+    global _check_pool
+    if _check_pool is None:
+        _check_pool = ThreadPoolExecutor(max_workers=max(1, copy_threads() // 4),
+                                         thread_name_prefix="clgrid-check")
+    return _check_pool
 
 
 def own_copy(array: np.ndarray, given) -> np.ndarray:

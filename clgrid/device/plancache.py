@@ -140,6 +140,28 @@ class PlanCache:
             self._entries.move_to_end(key)
             return entry.value
 
+    def peek(self, key):
+        """The plan of ``key`` (now the most recently used) without a validity
+        check, or None: the caller checks it beside its work
+        (:func:`clgrid.imaging.imager.cached_call`) and :meth:`discard`\ s it
+        where the check fails."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            self._entries.move_to_end(key)
+            return entry.value
+
+    def discard(self, key, value) -> None:
+        """Drop the plan of ``key`` if it is still ``value`` (a stale plan a
+        check found; another thread may have replaced it already)."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or entry.value is not value:
+                return
+            del self._entries[key]
+        _close([entry])
+
     def get_or_build(self, key, build: Callable[[], T], bytes_of: Callable[[T], dict[int, int]],
                      needs: Callable[[], dict[int, tuple[int, int]]],
                      close: Callable[[T], None] | None = None,

@@ -1035,11 +1035,54 @@ def test_cached_call_sees_uvw_changed_in_place(cl_env):
     kw = dict(freq=freq, vis=vis, npix_x=32, npix_y=32, pixsize_x=2e-3, pixsize_y=2e-3,
               epsilon=1e-5, context=cl_env.context)
     clgrid.vis2dirty(uvw=uvw, **kw)
+    _edit_unsampled_value(uvw)
+    again = clgrid.vis2dirty(uvw=uvw, **kw)
+    _drop_cached_imagers()
+    fresh = clgrid.vis2dirty(uvw=uvw.copy(), **kw)
+    assert np.array_equal(again, fresh)
+
+
+def _edit_unsampled_value(uvw: np.ndarray) -> None:
+    """Change one uvw value the plan cache key's strided sample skips."""
     step = uvw.size // 4096
     assert step >= 2
     flat = uvw.reshape(-1)
     flat[next(i for i in range(uvw.size // 2, uvw.size) if i % step and i % 3 != 2)] *= 1.7
-    again = clgrid.vis2dirty(uvw=uvw, **kw)
-    _drop_cached_imagers()
-    fresh = clgrid.vis2dirty(uvw=uvw.copy(), **kw)
+
+
+@pytest.mark.parametrize("output_given", [False, True])
+def test_cached_dirty2vis_checks_beside_the_call_and_redoes_a_stale_one(cl_env, monkeypatch,
+                                                                          output_given):
+    """clgrid.dirty2vis on a cached plan compares uvw beside the call (the
+    check threads) where it writes no array of the caller's, before it
+    otherwise; a uvw edited in place gives the new uvw's visibilities, bit
+    for bit as a fresh cache does, from one new plan, the stale one dropped."""
+    import clgrid
+    import clgrid.imaging.imager as imager_module
+    from clgrid.device import plancache
+    rng = np.random.default_rng(5)
+    uvw = rng.normal(0.0, 60.0, (6000, 3))
+    freq = np.array([1.0e9, 1.1e9])
+    dirty = rng.standard_normal((32, 32)).astype(np.float32)
+    kw = dict(freq=freq, dirty=dirty, pixsize_x=2e-3, pixsize_y=2e-3, epsilon=1e-5,
+              context=cl_env.context)
+
+    def out():
+        return {"vis": np.zeros((6000, 2), np.complex64)} if output_given else {}
+
+    beside = []
+    real_later = imager_module.same_bits_later
+    monkeypatch.setattr(imager_module, "same_bits_later",
+                        lambda a, b: beside.append(1) or real_later(a, b))
+    first = clgrid.dirty2vis(uvw=uvw, **kw, **out())
+    assert np.array_equal(clgrid.dirty2vis(uvw=uvw, **kw, **out()), first)
+    assert len(beside) == (0 if output_given else 1)
+    builds, held = plancache.plans.builds, len(plancache.plans)
+    _edit_unsampled_value(uvw)
+    again = clgrid.dirty2vis(uvw=uvw, **kw, **out())
+    assert plancache.plans.builds == builds + 1
+    assert len(plancache.plans) == held   # the stale plan replaced, not kept beside
+    assert not np.array_equal(again, first)
+    imager_module._drop_cached_imagers()
+    fresh = clgrid.dirty2vis(uvw=uvw.copy(), **kw, **out())
     assert np.array_equal(again, fresh)
