@@ -1,4 +1,4 @@
-"""One device's vis2dirty end to end, traced: when each row block was in
+"""One device's vis2dirty (or, ``--dirty2vis``, dirty2vis) end to end, traced: when each row block was in
 pinned memory, when the FFT, correction, NaN check, counts and download
 ran (host ms from the call's start, ``Imager.trace``), for numpy
 visibilities and for visibilities already in pinned memory.  SKA-mid case
@@ -39,26 +39,101 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--vis-per-block", type=int, default=None)
     parser.add_argument("--label", default="", help="a name for this tree in the output")
+    parser.add_argument("--dirty2vis", action="store_true",
+                        help="trace dirty2vis of vis2dirty's image instead (numpy in, the "
+                             "visibilities handed out in pinned memory)")
     parser.add_argument("--json", default=None)
     return parser.parse_args(argv)
 
 
-def traced(imager: Imager, vis: np.ndarray, repeats: int) -> tuple[list[float], list[str]]:
-    """Wall ms of ``repeats`` calls, and the trace of the median one."""
+def traced(imager: Imager, call, repeats: int) -> tuple[list[float], list[str]]:
+    """Wall ms of ``repeats`` calls of ``call()`` (a method of ``imager``),
+    and the trace of the median one."""
     for _ in range(2):
-        imager.vis2dirty(vis)
+        call()
     times, lines = [], []
     for _ in range(repeats):
         trace = StageTrace()
         imager.trace = trace
         trace.restart()
         started = time.perf_counter()
-        imager.vis2dirty(vis)
+        call()
         times.append(1e3 * (time.perf_counter() - started))
         lines.append(", ".join(trace.lines()))
         imager.trace = None
     median = sorted(range(repeats), key=times.__getitem__)[repeats // 2]
     return times, lines[median].split(", ")
+
+
+def download_timeline(imager: Imager, dirty: np.ndarray) -> dict:
+    """One dirty2vis call's row-block downloads: host ms from the call's
+    start when each was enqueued and when its event completed (an event
+    callback), and when the call returned."""
+    from clgrid.core.transfer import Uploader
+    started = time.perf_counter()
+    marks = []
+
+    def ms() -> float:
+        return round(1e3 * (time.perf_counter() - started), 2)
+
+    real = Uploader.rows_to_pinned
+
+    def recorded(self, array_d, out, first, stop, wait_for):
+        mark = {"rows": stop - first, "enqueued": ms()}
+        marks.append(mark)
+        event = real(self, array_d, out, first, stop, wait_for)
+        event.set_callback(1 * 0, lambda status: mark.setdefault("done", ms()))  # CL_COMPLETE
+        return event
+
+    Uploader.rows_to_pinned = recorded
+    try:
+        started = time.perf_counter()
+        imager.dirty2vis(dirty)
+        returned = ms()
+    finally:
+        Uploader.rows_to_pinned = real
+    time.sleep(0.05)   # the last callbacks
+    line = ", ".join(f"{m['rows']} rows {m['enqueued']}-{m.get('done')}" for m in marks)
+    print(f"dirty2vis downloads (ms from the call's start): {line}; returned {returned}",
+          flush=True)
+    return {"input": "dirty2vis download timeline", "blocks": marks, "returned ms": returned}
+
+
+def dirty2vis_parts(imager: Imager, dirty: np.ndarray, repeats: int) -> list[dict]:
+    """Median ms of dirty2vis's parts alone: on the device (numpy image in,
+    visibilities left there), their whole download into pinned memory, and
+    the pinned array taken for them."""
+    queue = imager.queue
+
+    def on_device():
+        out_d = imager.dirty2vis_device(dirty)
+        queue.finish()
+        return out_d
+
+    out_d = on_device()
+    pinned = imager.uploader.empty_host(out_d.shape, out_d.dtype)
+
+    def download():
+        imager.uploader.rows_to_pinned(out_d, pinned, 0, out_d.shape[0], []).wait()
+
+    def take():
+        imager.uploader.empty_host(out_d.shape, out_d.dtype)
+
+    rows = [download_timeline(imager, dirty)]
+    for name, part in (("on the device", on_device), ("download", download),
+                       ("pinned array", take)):
+        for _ in range(2):
+            part()
+        times = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            part()
+            times.append(1e3 * (time.perf_counter() - started))
+        rows.append({"input": f"dirty2vis part: {name}", "median ms":
+                     round(statistics.median(times), 2), "best ms": round(min(times), 2)})
+        print(f"dirty2vis part, {name}: median {statistics.median(times):.2f} ms, best "
+              f"{min(times):.2f} ms", flush=True)
+    return rows
 
 
 def main(argv=None) -> int:
@@ -75,14 +150,21 @@ def main(argv=None) -> int:
     rows = []
     pinned = imager.uploader.empty_host(vis.shape, vis.dtype)
     pinned[...] = vis
-    for name, source in (("numpy", vis), ("pinned", pinned)):
-        times, lines = traced(imager, source, args.repeats)
+    calls = [("numpy", lambda: imager.vis2dirty(vis)),
+             ("pinned", lambda: imager.vis2dirty(pinned))]
+    if args.dirty2vis:
+        dirty = np.array(imager.vis2dirty(vis))
+        calls = [("dirty2vis", lambda: imager.dirty2vis(dirty))]
+    for name, call in calls:
+        times, lines = traced(imager, call, args.repeats)
         rows.append({"tree": args.label, "input": name, "w": args.w,
                      "median ms": round(statistics.median(times), 2),
                      "best ms": round(min(times), 2), "calls ms": [round(t, 2) for t in times],
                      "trace of the median call": lines})
         print(f"{args.label} {name}: median {statistics.median(times):.1f} ms, best "
               f"{min(times):.1f} ms; median call: {', '.join(lines)}", flush=True)
+    if args.dirty2vis:
+        rows += dirty2vis_parts(imager, dirty, args.repeats)
     write_json(args.json, "trace_call", rows, device=context.devices[0].name.strip())
     return 0
 

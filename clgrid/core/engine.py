@@ -453,16 +453,22 @@ class Workspace:
         if stages.image is not None:
             image = stages.image.scratch(queue)
             self.corrector, self.planes_d, self.fft = image.corrector, image.planes_d, image.fft
-        self.uploader = Uploader(queue)
-        #: Scratch of the count reductions (a pool that keeps its buffers).
+        #: Scratch of the count reductions, the row uploads and dirty2vis's
+        #: output (a pool that keeps its buffers for the next call).
         self.scratch = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(queue))
+        self.uploader = Uploader(queue, allocator=self.scratch)
+        #: Buffers of :attr:`scratch` dirty2vis has written whole (their
+        #: ``int_ptr``): a row view's first write to a never-written buffer
+        #: goes through the host on NVIDIA (see ``row_view``).
+        self.written_outputs: set[int] = set()
 
     @property
     def device_bytes(self) -> int:
-        """The planes and the correction (the bulk of a workspace)."""
+        """The planes and the correction, and what the scratch pool holds."""
+        pooled = int(self.scratch.managed_bytes)
         if self.planes_d is None:
-            return 0
-        return self.planes_d.nbytes + self.corrector.corr_d.nbytes
+            return pooled
+        return self.planes_d.nbytes + self.corrector.corr_d.nbytes + pooled
 
 
 class WorkspacePool:

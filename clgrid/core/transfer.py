@@ -42,8 +42,11 @@ def row_view(array_d: cla.Array, first: int, stop: int) -> cla.Array:
     if first == 0 and stop == array_d.shape[0]:
         return array_d
     row_bytes = array_d.nbytes // max(array_d.shape[0], 1)
-    region = array_d.base_data.get_sub_region(array_d.offset + first * row_bytes,
-                                              max((stop - first) * row_bytes, 1))
+    base = array_d.base_data
+    if not isinstance(base, cl.Buffer):   # a memory pool's buffer: the same cl_mem, retained
+        base = cl.Buffer.from_int_ptr(base.int_ptr, retain=True)
+    region = base.get_sub_region(array_d.offset + first * row_bytes,
+                                 max((stop - first) * row_bytes, 1))
     return cla.Array(array_d.queue, (stop - first,) + array_d.shape[1:], array_d.dtype,
                      data=region)
 
@@ -54,8 +57,12 @@ class Uploader:
     Row-block uploads (:meth:`rows_to_device`) go through a second queue of
     the same device, so they run beside the kernels of the first."""
 
-    def __init__(self, queue: cl.CommandQueue, pinned: bool | None = None):
+    def __init__(self, queue: cl.CommandQueue, pinned: bool | None = None, allocator=None):
         self.queue = queue
+        #: Where the row uploads' device arrays come from (a workspace's
+        #: pool keeps them for the next call: a fresh 0.93 GB buffer cost
+        #: its first use milliseconds of page mapping on an H100); None: new.
+        self.allocator = allocator
         if pinned is None:
             pinned = queue.device.type & cl.device_type.GPU != 0
         self.pinned = bool(pinned)
@@ -90,7 +97,7 @@ class Uploader:
             if host is None:
                 devices[name] = None
                 continue
-            devices[name] = cla.empty(self.queue, host.shape, dtype)
+            devices[name] = cla.empty(self.queue, host.shape, dtype, allocator=self.allocator)
             if name not in self._row_stagings:
                 self._row_stagings[name] = PinnedStaging(self.queue.context, self._copy_queue)
             sources.append((self._row_stagings[name], host, devices[name], np.dtype(dtype)))

@@ -139,11 +139,16 @@ class PinnedStaging:
             np.copyto(part.reshape((b - a,) + array.shape[1:]), array[a:b],
                       casting="same_kind")
 
-        events = [cl.enqueue_copy(self.queue, target, staging[a * row_bytes:b * row_bytes],
-                                  dst_offset=offset + a * row_bytes, is_blocking=False)
-                  for (a, b), _ in zip(chunks, copy_pool().map(copy, chunks))]
+        events = []
+        for (a, b), _ in zip(chunks, copy_pool().map(copy, chunks)):
+            events.append(cl.enqueue_copy(self.queue, target,
+                                          staging[a * row_bytes:b * row_bytes],
+                                          dst_offset=offset + a * row_bytes, is_blocking=False))
+            # each chunk's DMA starts while the threads copy the next ones
+            # (NVIDIA submits only on a flush: unflushed, a 64 MiB image's
+            # DMAs began after its last chunk was copied)
+            self.queue.flush()
         self._up.pending += events
-        self.queue.flush()
         return events[-1] if events else None
 
     def download(self, source: cl.Buffer, out: np.ndarray, offset: int = 0,

@@ -94,15 +94,23 @@ def _device_count(queue: cl.CommandQueue, array: cla.Array, what: str,
     the GIL while it does, so a freed scratch buffer stopped every other
     host thread (another device's uploads) until this device's gridding
     had finished (benchmarks/RESULTS.md, "the GIL held by a buffer release")."""
+    return _device_count_later(queue, array, what, allocator)()
+
+
+def _device_count_later(queue: cl.CommandQueue, array: cla.Array, what: str,
+                        allocator: cl_tools.MemoryPool) -> Callable[[], int]:
+    """:func:`_device_count` enqueued: the returned function reads the count
+    (waiting for it), so that the host need not wait before enqueueing
+    the work after it."""
     if array.size == 0:
-        return 0
+        return lambda: 0
     flat = array.reshape(array.size) if array.flags.c_contiguous else array
     kernel = _count_kernel(queue.context, array.dtype, what)
     # one ReductionKernel per context: its kernel objects hold the arguments
     # from set_args to enqueue, so two threads must not enqueue at once
     with _reductions_lock:
         count_d = kernel(flat, queue=queue, allocator=allocator)
-    return int(count_d.get())
+    return lambda: int(count_d.get())
 
 
 def _used_nonfinite(queue: cl.CommandQueue, array_d: cla.Array, wgt_d: cla.Array | None,
@@ -593,7 +601,12 @@ class Imager(Operation):
         return out
 
     # ------------------------------------------------------------ dirty2vis
-    def _dirty_to_device(self, ws, dirty) -> tuple[cla.Array, bool]:
+    def _dirty_to_device(self, ws, dirty, check_later: bool = False
+                         ) -> tuple[cla.Array, Callable[[], None]]:
+        """``dirty`` on the device as (npol, npix_x, npix_y), and its check
+        for NaN/Inf (a ValueError): made here, or with ``check_later`` only
+        enqueued here and made by the returned function (so that the host
+        does not wait for the upload before enqueueing the work after it)."""
         shape = tuple(dirty.shape)
         squeeze = len(shape) == 2
         if len(shape) not in (2, 3) or shape[-2:] != (self.npix_x, self.npix_y):
@@ -605,9 +618,15 @@ class Imager(Operation):
             dirty_d = dirty_d.reshape(full)
         else:
             dirty_d = ws.uploader.to_device(np.asarray(dirty).reshape(full), self.grid_real)
-        if _device_count(ws.queue, dirty_d, "nonfinite", ws.scratch):
-            raise ValueError("dirty contains NaN or Inf")
-        return dirty_d, squeeze
+        nonfinite = _device_count_later(ws.queue, dirty_d, "nonfinite", ws.scratch)
+
+        def check() -> None:
+            if nonfinite():
+                raise ValueError("dirty contains NaN or Inf")
+        if not check_later:
+            check()
+            return dirty_d, lambda: None
+        return dirty_d, check
 
     def dirty2vis_device(self, dirty, wgt=None, mask=None, into: np.ndarray | None = None,
                          downloads: list | None = None,
@@ -622,9 +641,15 @@ class Imager(Operation):
         with self._lease(queue) as ws:
             return self._dirty2vis_in(ws, dirty, wgt, mask, into, downloads)
 
-    def _dirty2vis_in(self, ws, dirty, wgt, mask, into, downloads) -> cla.Array:
+    def _dirty2vis_in(self, ws, dirty, wgt, mask, into, downloads,
+                      checked: list | None = None) -> cla.Array:
+        """dirty2vis on the device; ``checked``: a list to put the image's
+        NaN/Inf check in (:meth:`_dirty_to_device`, ``check_later``) for the
+        caller to make before it hands anything out, else made here."""
         ws.uploader.settle()   # host copies lent to an earlier call are free again
-        dirty_d, _ = self._dirty_to_device(ws, dirty)
+        dirty_d, check = self._dirty_to_device(ws, dirty, check_later=checked is not None)
+        if checked is not None:
+            checked.append(check)
         wgt, mask = self._check_weights(wgt, mask)
         npol = dirty_d.shape[0]
         arrays, _, _ = self._inputs(ws, None, wgt, mask, in_blocks=False)
@@ -689,9 +714,15 @@ class Imager(Operation):
                                               self.vis_complex)
                     if self.engine is not None else None)
             downloads: list = []
-            vis_d = self._dirty2vis_in(ws, dirty, wgt, mask, into, downloads)
+            # where no array of the caller's is written, the image's NaN
+            # check is read after the work is enqueued (a wait for the upload
+            # and a read back, 1 ms of a 26 ms call on an H100, before)
+            checked = [] if vis is None and into is not None else None
+            vis_d = self._dirty2vis_in(ws, dirty, wgt, mask, into, downloads, checked)
             if into is not None:
                 cl.wait_for_events(downloads) if downloads else None
+                for check in checked or ():
+                    check()
                 result = vis if vis is not None else into.reshape(shape)
             else:
                 result = self._to_caller(ws, vis_d, vis, shape, vis_d.dtype)

@@ -486,6 +486,33 @@ def test_nan_visibilities_sent_in_blocks_are_still_refused(cl_env):
         imager.vis2dirty(bad)
 
 
+@pytest.mark.parametrize("inf", [False, True])
+def test_a_nan_image_is_refused_with_results_in_pinned_memory(cl_env, inf):
+    """dirty2vis of an image with a NaN (Inf) pixel, results in pinned memory
+    (the GPU path, forced here): the check is read after the work is
+    enqueued, yet the call raises and hands nothing out; given ``vis=``, it
+    is checked first and the caller's array keeps its values; a clean image
+    after it gives the staged path's bits."""
+    from clgrid.core.transfer import Uploader
+    queue = _queue(cl_env)
+    uvw, freq, vis = _observation(n_rows=4096, n_chan=256, seed=43)
+    imager = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-5, vis_per_block=300_000,
+                    **GEOMETRY)
+    dirty = imager.vis2dirty(vis)
+    expected = imager.dirty2vis(dirty)
+    imager.uploader = Uploader(queue, pinned=True)
+    bad = dirty.copy()
+    bad[3, 7] = np.inf if inf else np.nan
+    with pytest.raises(ValueError, match="dirty contains NaN or Inf"):
+        imager.dirty2vis(bad)
+    out = imager.uploader.empty_host(expected.shape, expected.dtype)
+    out[...] = 7.0
+    with pytest.raises(ValueError, match="dirty contains NaN or Inf"):
+        imager.dirty2vis(bad, vis=out)
+    assert np.all(out == 7.0)
+    assert np.array_equal(imager.dirty2vis(dirty), expected)
+
+
 def test_count_scratch_is_kept_in_the_imagers_pool(cl_env):
     """The counts of a call (non-finite values, flags) reduce into scratch
     that goes back to the imager's pool, never freed: on NVIDIA a freed
