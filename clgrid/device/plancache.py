@@ -143,7 +143,7 @@ class PlanCache:
     def peek(self, key):
         """The plan of ``key`` (now the most recently used) without a validity
         check, or None: the caller checks it beside its work
-        (:func:`clgrid.imaging.imager.cached_call`) and :meth:`discard`\ s it
+        (:func:`clgrid.imaging.imager.cached_call`), and drops it with :meth:`discard`
         where the check fails."""
         with self._lock:
             entry = self._entries.get(key)
