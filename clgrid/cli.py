@@ -170,9 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     (``clgrid image`` renames its outputs into place only when complete).
     ``clgrid image`` started from a shell first re-executes itself with
     glibc's streaming stores on (``CLGRID_STREAMING_COPIES=0`` keeps it
-    from doing so; docs/imaging.md).  The old spellings ``clgrid tune-core`` and ``clgrid tune`` without a
-    kind run as ``clgrid tune imaging`` / ``clgrid tune table``, with one
-    line on stderr naming the new spelling."""
+    from doing so; docs/imaging.md).  The old spellings ``clgrid
+    tune-core`` and ``clgrid tune`` without a kind run as ``clgrid tune
+    imaging`` / ``clgrid tune table``, with one line on stderr naming the
+    new spelling."""
     from .tuning.command import new_spelling
     argv_given = argv
     argv, note = new_spelling(list(sys.argv[1:] if argv is None else argv))
