@@ -1,11 +1,14 @@
-"""Where one dirty2vis call's time goes on the device: every queue made
-with profiling on, then the device times of the call's copies (the image's
-upload, the row blocks' downloads), of its kernels and fills (the FFT's are not
-seen) and of the markers that end each row block's interpolation, in ms from the call's first command, beside the
-host's time of return.  SKA-mid case of benchmarks/scaling.py, one
-``Imager``, numpy image in, visibilities out in pinned memory.
+"""Where one dirty2vis (or ``--vis2dirty``: vis2dirty) call's time goes
+on the device: every queue made with profiling on, then the device times of
+the call's copies (uploads, the row blocks' downloads), of its kernels and
+fills (the FFT's are not seen) and of the markers that end each row block's
+interpolation, in ms from the call's first command, with the host ms each
+was enqueued at and (``--host-steps``) the host steps' times.  SKA-mid
+case of benchmarks/scaling.py (``--quick``: its small case), one
+``Imager``, numpy arrays in, results out as the call hands them.
 
-    python3 benchmarks/d2v_timeline.py --device nvidia
+    python3 benchmarks/call_timeline.py --device nvidia --host-steps
+    python benchmarks/call_timeline.py --device intel --quick --vis2dirty
 """
 
 from __future__ import annotations
@@ -96,7 +99,7 @@ def _timed(owner, name: str) -> None:
 
 
 def _time_host_steps() -> None:
-    """The host steps of a dirty2vis call, timed (``--host-steps``)."""
+    """The host steps of a call, timed (``--host-steps``)."""
     import clgrid.imaging.imager as imager_module
     from clgrid.core.engine import Lease
     from clgrid.core.image import ImageStage
@@ -105,7 +108,9 @@ def _time_host_steps() -> None:
                         (Uploader, "pinned_target"), (Uploader, "settle"),
                         (Uploader, "to_device"), (Imager, "_dirty_to_device"),
                         (Imager, "_check_weights"), (Imager, "_inputs"), (Imager, "_count"),
-                        (ImageStage, "dirty2vis"), (imager_module, "_device_count")):
+                        (ImageStage, "dirty2vis"), (ImageStage, "vis2dirty"),
+                        (Imager, "_check_vis"), (Imager, "_to_caller"),
+                        (imager_module, "_device_count"), (imager_module, "_used_nonfinite")):
         _timed(owner, name)
 
 
@@ -114,6 +119,8 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default=None)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--calls", type=int, default=3)
+    parser.add_argument("--vis2dirty", action="store_true",
+                        help="time vis2dirty of the case's visibilities instead")
     parser.add_argument("--host-steps", action="store_true",
                         help="also time the call's host steps (enter and exit, host ms)")
     args = parser.parse_args(argv)
@@ -123,8 +130,9 @@ def main(argv=None) -> int:
     imager = Imager(context, uvw=uvw, freq=freq, npix_x=npix, npix_y=npix, pixsize_x=cell,
                     pixsize_y=cell, epsilon=1e-5)
     dirty = np.array(imager.vis2dirty(vis))
+    call = (lambda: imager.vis2dirty(vis)) if args.vis2dirty else (lambda: imager.dirty2vis(dirty))
     for _ in range(2):
-        imager.dirty2vis(dirty)
+        call()
     if args.host_steps:
         _time_host_steps()
     cl.enqueue_copy, cl.enqueue_marker, cl.Kernel.__call__ = _copy, _marker, _kernel_call
@@ -135,7 +143,7 @@ def main(argv=None) -> int:
             _host.clear()
             _spans.clear()
             started = time.perf_counter()
-            imager.dirty2vis(dirty)
+            call()
             wall = 1e3 * (time.perf_counter() - started)
             cl.wait_for_events([e for _, e in _recorded])
             zero = min(e.profile.start for _, e in _recorded)
