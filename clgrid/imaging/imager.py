@@ -51,7 +51,7 @@ from ..core.setpoints import needs_float_float, positions_to_device
 from ..core.trace import StageTrace, stage
 from ..core.transfer import Uploader, device_array
 from ..device import plancache
-from ..device.hostio import own_copy, same_bits, same_bits_later
+from ..device.hostio import any_nonfinite, own_copy, same_bits, same_bits_later
 from ..device.profiles import DeviceProfile, context_of, resolve_queue
 from ..device.kernels import Operation, quiet_builds
 
@@ -418,6 +418,11 @@ class Imager(Operation):
         arrays.update({name: array for name, (array, _) in wanted.items()
                        if isinstance(array, cla.Array)})
         checks = [(name, arrays[name]) for name in ("vis", "wgt") if arrays[name] is not None]
+        if ready is None and not ws.uploader.pinned:
+            # CPU devices read the host arrays themselves: a host pass finds
+            # them finite sooner than the device's count and its wait
+            checks = [(name, array_d) for name, array_d in checks
+                      if name not in host or any_nonfinite(host[name][0])]
         if ready is None:
             self._check_finite(ws, checks, arrays)
             checks = []

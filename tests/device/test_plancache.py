@@ -116,6 +116,29 @@ def test_same_bits_compares_every_chunk():
     assert same_bits(np.empty((0, 3)), np.empty((0, 3)))
 
 
+@pytest.mark.parametrize("where", [0, 250_000, 599_999])
+def test_any_nonfinite_finds_one_value_in_any_chunk(where):
+    """The host pass CPU devices' vis2dirty makes instead of the device's
+    count: a NaN in a real part or an Inf in an imaginary part, in the first,
+    a middle or the last chunk of rows, is found; finite arrays, empty ones
+    and integers are not flagged."""
+    import numpy as np
+    from clgrid.device.hostio import any_nonfinite
+    vis = (np.ones((600_000, 4)) + 1j).astype(np.complex64)
+    assert not any_nonfinite(vis)
+    bad = vis.copy()
+    bad[where, 3] = complex(np.nan, 1.0)
+    assert any_nonfinite(bad)
+    bad = vis.copy()
+    bad[where, 0] = complex(1.0, np.inf)
+    assert any_nonfinite(bad)
+    weights = np.ones(600_000, np.float32)
+    weights[where] = -np.inf
+    assert any_nonfinite(weights) and not any_nonfinite(np.ones(600_000, np.float32))
+    assert not any_nonfinite(np.empty((0, 4), np.complex64))
+    assert not any_nonfinite(np.arange(10))
+
+
 def test_own_copy_never_keeps_the_callers_memory():
     import numpy as np
     from clgrid.device.hostio import own_copy
