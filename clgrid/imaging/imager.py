@@ -421,8 +421,9 @@ class Imager(Operation):
         if ready is None and not ws.uploader.pinned:
             # CPU devices read the host arrays themselves: a host pass finds
             # them finite sooner than the device's count and its wait
-            checks = [(name, array_d) for name, array_d in checks
-                      if name not in host or any_nonfinite(host[name][0])]
+            with stage(self.trace, "finite"):
+                checks = [(name, array_d) for name, array_d in checks
+                          if name not in host or any_nonfinite(host[name][0])]
         if ready is None:
             self._check_finite(ws, checks, arrays)
             checks = []
