@@ -65,40 +65,6 @@ def traced(imager: Imager, call, repeats: int) -> tuple[list[float], list[str]]:
     return times, lines[median].split(", ")
 
 
-def download_timeline(imager: Imager, dirty: np.ndarray) -> dict:
-    """One dirty2vis call's row-block downloads: host ms from the call's
-    start when each was enqueued and when its event completed (an event
-    callback), and when the call returned."""
-    from clgrid.core.transfer import Uploader
-    started = time.perf_counter()
-    marks = []
-
-    def ms() -> float:
-        return round(1e3 * (time.perf_counter() - started), 2)
-
-    real = Uploader.rows_to_pinned
-
-    def recorded(self, array_d, out, first, stop, wait_for):
-        mark = {"rows": stop - first, "enqueued": ms()}
-        marks.append(mark)
-        event = real(self, array_d, out, first, stop, wait_for)
-        event.set_callback(1 * 0, lambda status: mark.setdefault("done", ms()))  # CL_COMPLETE
-        return event
-
-    Uploader.rows_to_pinned = recorded
-    try:
-        started = time.perf_counter()
-        imager.dirty2vis(dirty)
-        returned = ms()
-    finally:
-        Uploader.rows_to_pinned = real
-    time.sleep(0.05)   # the last callbacks
-    line = ", ".join(f"{m['rows']} rows {m['enqueued']}-{m.get('done')}" for m in marks)
-    print(f"dirty2vis downloads (ms from the call's start): {line}; returned {returned}",
-          flush=True)
-    return {"input": "dirty2vis download timeline", "blocks": marks, "returned ms": returned}
-
-
 def dirty2vis_parts(imager: Imager, dirty: np.ndarray, repeats: int) -> list[dict]:
     """Median ms of dirty2vis's parts alone: on the device (numpy image in,
     visibilities left there), their whole download into pinned memory, and
@@ -119,7 +85,7 @@ def dirty2vis_parts(imager: Imager, dirty: np.ndarray, repeats: int) -> list[dic
     def take():
         imager.uploader.empty_host(out_d.shape, out_d.dtype)
 
-    rows = [download_timeline(imager, dirty)]
+    rows = []
     for name, part in (("on the device", on_device), ("download", download),
                        ("pinned array", take)):
         for _ in range(2):

@@ -607,12 +607,11 @@ class Imager(Operation):
         return out
 
     # ------------------------------------------------------------ dirty2vis
-    def _dirty_to_device(self, ws, dirty, check_later: bool = False
-                         ) -> tuple[cla.Array, Callable[[], None]]:
+    def _dirty_to_device(self, ws, dirty) -> tuple[cla.Array, Callable[[], None]]:
         """``dirty`` on the device as (npol, npix_x, npix_y), and its check
-        for NaN/Inf (a ValueError): made here, or with ``check_later`` only
-        enqueued here and made by the returned function (so that the host
-        does not wait for the upload before enqueueing the work after it)."""
+        for NaN/Inf (a ValueError), enqueued here and made by the returned
+        function (so that the host need not wait for the upload before
+        enqueueing the work after it)."""
         shape = tuple(dirty.shape)
         squeeze = len(shape) == 2
         if len(shape) not in (2, 3) or shape[-2:] != (self.npix_x, self.npix_y):
@@ -629,9 +628,6 @@ class Imager(Operation):
         def check() -> None:
             if nonfinite():
                 raise ValueError("dirty contains NaN or Inf")
-        if not check_later:
-            check()
-            return dirty_d, lambda: None
         return dirty_d, check
 
     def dirty2vis_device(self, dirty, wgt=None, mask=None, into: np.ndarray | None = None,
@@ -650,11 +646,13 @@ class Imager(Operation):
     def _dirty2vis_in(self, ws, dirty, wgt, mask, into, downloads,
                       checked: list | None = None) -> cla.Array:
         """dirty2vis on the device; ``checked``: a list to put the image's
-        NaN/Inf check in (:meth:`_dirty_to_device`, ``check_later``) for the
+        NaN/Inf check in (:meth:`_dirty_to_device`) for the
         caller to make before it hands anything out, else made here."""
         ws.uploader.settle()   # host copies lent to an earlier call are free again
-        dirty_d, check = self._dirty_to_device(ws, dirty, check_later=checked is not None)
-        if checked is not None:
+        dirty_d, check = self._dirty_to_device(ws, dirty)
+        if checked is None:
+            check()
+        else:
             checked.append(check)
         wgt, mask = self._check_weights(wgt, mask)
         npol = dirty_d.shape[0]
