@@ -42,7 +42,11 @@
 ##             order, so still bit-reproducible); the points come as records
 ##             (core_setpoints.cl.mako, point_records), a point's W taps are
 ##             one vector per axis and a footprint row two vector FMAs;
-##             plane_block (int): w planes one spread_vector item grids;
+##             plane_block (int): w planes one spread_vector item grids; the
+##             GPU kernel (do_w, es source) with plane_block > 1: a work
+##             item is a tile and a block of plane_block planes, groups
+##             groups of LANES lanes for each plane of it, so a point is read
+##             and its u and v taps evaluated once per block, not per plane;
 ##             row_taps (int): spread_vector's taps a row (clgrid.core.plan.row_taps);
 ##             kernel_eval ("exp" | "horner"): how spread_vector and the GPU
 ##             kernel (es source) evaluate a point's taps; horner: (degree + 1,
@@ -305,21 +309,37 @@ __kernel void gather_values(__global const int4 *cells, const unsigned int n_val
 // gather_values, in order.  Each group of LANES lanes keeps the whole tile
 // (lane = column) and takes every GROUPS-th point of a batch, so narrow
 // tiles keep most lanes busy; at the end group 0 adds the others' tiles in
-// group order (a fixed order: the same bits every run).
-__kernel __attribute__((reqd_work_group_size(LANES * GROUPS, 1, 1)))
+// group order (a fixed order: the same bits every run).  With w-stacking and
+// PLANE_BLOCK > 1 a work item is (tile, block of planes, chunk): GROUPS
+// groups for each plane of the block, so a point's u and v taps are staged
+// once for the block, with its w weight in each plane (s_kw), instead of
+// once per plane.
+#define PLANE_BLOCK ${plane_block}
+#define LANE_GROUPS (GROUPS * PLANE_BLOCK)
+__kernel __attribute__((reqd_work_group_size(LANES * LANE_GROUPS, 1, 1)))
 void spread(__global const int4 *cells, __global const ${real}4 *fracs,
             __global const ${vec} *values, __global const unsigned int *bin_start,
             __global ${vec} *planes, const int nu, const int nv,
             const int ntiles_u, const int ntiles_v,
             const int plane0, const int n_wbins,
             __global const int4 *work, const unsigned int chunk_points,
-            __global ${total_t} *scratch, const int accumulate${table_args})
+            __global ${total_t} *scratch, const int accumulate, const int n_pass${table_args})
 {
     const int4 item = work[get_group_id(0)];   // (tile, plane in pass, chunk, slot or -1)
     const int tile = item.x;
     const int tid = get_local_id(0);
+% if plane_block > 1:
+    // GROUPS groups of lanes for each plane of the block
+    const int lane = tid % LANES, group = (tid / LANES) % GROUPS;
+    const int plane_offset = tid / (LANES * GROUPS);
+    const int first_plane = plane0 + item.y;
+    const int plane = first_plane + plane_offset;
+    // the last block of a pass may hold fewer planes: the rest stage, never write
+    const bool plane_written = item.y + plane_offset < n_pass;
+% else:
     const int lane = tid % LANES, group = tid / LANES;
     const int plane = plane0 + item.y;
+% endif
     // this chunk's share of the points of the source bins, counted in bin order
     const unsigned int chunk_lo = (unsigned int)item.z * chunk_points;
     const unsigned int chunk_hi = chunk_lo + chunk_points;
@@ -334,6 +354,9 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
     __local ${ku_type} s_ku[BATCH][SUPPORT];
     __local ${vec} s_kv[BATCH][SUPPORT];
 % endif
+% if plane_block > 1:
+    __local ${real} s_kw[BATCH][PLANE_BLOCK];   // a point's w weight in each plane
+% endif
 
     ${vec} acc[TILE_U];      // this lane's column of the tile, in registers
     ${total_t} total[TILE_U];
@@ -342,7 +365,11 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
         total[r] = (${total_t})(0);
     }
 
-% if do_w:
+% if do_w and plane_block > 1:
+    // the w bins whose points reach any plane of the block
+    const int wlo = max(first_plane - SUPPORT + 1, 0);
+    const int whi = min(first_plane + PLANE_BLOCK - 1, n_wbins - 1);
+% elif do_w:
     const int wlo = max(plane - SUPPORT + 1, 0), whi = min(plane, n_wbins - 1);
 % else:
     const int wlo = 0, whi = 0;
@@ -418,7 +445,28 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
                 if (touches) {
                     const ${real} xu = t.x - HALF_SUPPORT, xv = t.y - HALF_SUPPORT;
                     ${vec} value = point_value;
-% if do_w and context.get("kernel_eval", "exp") == "horner":
+% if do_w and plane_block > 1:
+                    // tap j = plane - w bin of each plane of the block, 0 past the
+                    // footprint; the taps as the interpolation's kernel_taps has them
+                    const int first_tap = first_plane - cell.z;
+%   if context.get("kernel_eval", "exp") == "horner":
+                    ${real} taps_w[SUPPORT];
+                    kernel_taps(t.z, taps_w);
+%   endif
+                    for (int g = 0; g < PLANE_BLOCK; ++g) {
+                        const int j = first_tap + g;
+%   if context.get("kernel_eval", "exp") == "horner":
+                        ${real} weight = (${real})0;
+                        #pragma unroll
+                        for (int a = 0; a < SUPPORT; ++a)
+                            weight = j == a ? taps_w[a] : weight;
+                        s_kw[tid][g] = weight;
+%   else:
+                        s_kw[tid][g] = (j >= 0 && j < SUPPORT)
+                            ? es_kernel((${real})j - HALF_SUPPORT + t.z) : (${real})0;
+%   endif
+                    }
+% elif do_w and context.get("kernel_eval", "exp") == "horner":
                     // the w weight as the interpolation's kernel_taps has it (adjoint)
                     value *= kernel_tap(t.z, plane - cell.z);
 % elif do_w:
@@ -457,6 +505,18 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
                     if (a >= 0 && a < SUPPORT)
                         acc[r] += cmul_${csuffix}(column[a * SUPPORT], value);
                 }
+% elif plane_block > 1:
+                const ${real} kw = s_kw[p][plane_offset];
+                if (kw == (${real})0)
+                    continue;   // the point's footprint misses this plane
+                const ${vec} kv = s_kv[p][b] * kw;
+                const int du = s_du[p];
+                #pragma unroll
+                for (int r = 0; r < TILE_U; ++r) {
+                    const int a = r - du;
+                    if (a >= 0 && a < SUPPORT)
+                        acc[r] += s_ku[p][a] * kv;
+                }
 % else:
                 const ${vec} kv = s_kv[p][b];
                 const int du = s_du[p];
@@ -480,31 +540,41 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
         }
     }
 % if groups > 1:
-    __local ${total_t} s_total[GROUPS - 1][TILE_U][LANES];
+<% po = "[plane_offset]" if plane_block > 1 else "" %>\
+    __local ${total_t} s_total[GROUPS - 1]${"[PLANE_BLOCK]" if plane_block > 1 else ""}[TILE_U][LANES];
     barrier(CLK_LOCAL_MEM_FENCE);
     if (group > 0)
         for (int r = 0; r < TILE_U; ++r)
-            s_total[group - 1][r][lane] = total[r];
+            s_total[group - 1]${po}[r][lane] = total[r];
     barrier(CLK_LOCAL_MEM_FENCE);
     if (group > 0)
         return;
     for (int g = 0; g < GROUPS - 1; ++g)
         for (int r = 0; r < TILE_U; ++r)
 % if float_float:
-            total[r] = kahan_add(total[r], kahan_value(s_total[g][r][lane]));
+            total[r] = kahan_add(total[r], kahan_value(s_total[g]${po}[r][lane]));
 % else:
-            total[r] += s_total[g][r][lane];
+            total[r] += s_total[g]${po}[r][lane];
 % endif
 % endif
-    if (item.w < 0) {
-        __global ${vec} *out = planes + (size_t)item.y * nu * nv + (size_t)u0 * nv + v0 + lane;
+% if plane_block > 1:
+    if (!plane_written)
+        return;
+    // a split item's chunk: PLANE_BLOCK slots from item.w, one a plane
+    const int plane_in_pass = item.y + plane_offset;
+    const int slot = item.w < 0 ? -1 : item.w + plane_offset;
+% else:
+    const int plane_in_pass = item.y, slot = item.w;
+% endif
+    if (slot < 0) {
+        __global ${vec} *out = planes + (size_t)plane_in_pass * nu * nv + (size_t)u0 * nv + v0 + lane;
         for (int r = 0; r < TILE_U; ++r) {
             if (accumulate)
                 ${add_total("total[r]", "out[(size_t)r * nv]")};
             out[(size_t)r * nv] = ${total_value("total[r]")};
         }
     } else {
-        __global ${total_t} *out = scratch + (size_t)item.w * TILE_U * LANES + lane;
+        __global ${total_t} *out = scratch + (size_t)slot * TILE_U * LANES + lane;
         for (int r = 0; r < TILE_U; ++r)
             out[r * LANES] = total[r];
     }
@@ -910,7 +980,9 @@ void fold_chunks(__global const int4 *folds, __global const ${total_t} *scratch,
                  __global ${vec} *planes, const int nu, const int nv, const int ntiles_v,
                  const int accumulate)
 {
-    const int4 item = folds[get_group_id(0)];   // (tile, plane in pass, first slot, slots)
+    // (tile, plane in pass, first slot, slots); a plane block's chunks keep
+    // their planes' slots side by side: one plane's every plane_block-th
+    const int4 item = folds[get_group_id(0)];
     const int lane = get_local_id(0);
     const int tu = item.x / ntiles_v, tv = item.x - (item.x / ntiles_v) * ntiles_v;
     __global ${vec} *out = planes + (size_t)item.y * nu * nv + (size_t)(tu * TILE_U) * nv
@@ -918,7 +990,8 @@ void fold_chunks(__global const int4 *folds, __global const ${total_t} *scratch,
     for (int r = 0; r < TILE_U; ++r) {
         ${total_t} sum = (${total_t})(0);
         for (int s = 0; s < item.w; ++s) {
-            const ${total_t} part = scratch[((size_t)(item.z + s) * TILE_U + r) * LANES + lane];
+            const ${total_t} part =
+                scratch[((size_t)(item.z + s * ${1 if vector else plane_block}) * TILE_U + r) * LANES + lane];
 % if float_float:
             sum = kahan_add(sum, kahan_value(part));
 % else:

@@ -452,6 +452,9 @@ class TileShape:
     as one OpenCL vector (``spread_vector``) instead of one lane per column;
     it grids ``plane_block`` w planes at once, so a
     point's u and v kernels are evaluated once per block, not per plane;
+    the GPU kernel does the same with w-stacking: a work-group takes a
+    block of ``plane_block`` planes, ``groups`` groups of ``lanes`` for each
+    (:meth:`lane_groups`);
     ``groups``: GPU kernel: work-groups of ``groups x lanes`` work-items, each
     group of ``lanes`` taking every ``groups``-th point into its own copy of
     the tile (copies added in group order at the end), so a tile as narrow as
@@ -476,9 +479,22 @@ class TileShape:
 
     @property
     def staged(self) -> int:
+        """Points the GPU kernel stages at a time without w-stacking
+        (:attr:`batch` or one a work-item)."""
+        return self.staged_for(False)
+
+    def lane_groups(self, do_w: bool) -> tuple[int, int]:
+        """GPU kernel: (groups sharing the points of a plane, planes) of a
+        work-group: ``plane_block`` planes with w-stacking, else one."""
+        if do_w and self.plane_block > 1 and not self.vector:
+            return self.groups, self.plane_block
+        return self.groups, 1
+
+    def staged_for(self, do_w: bool) -> int:
         """Points the GPU kernel stages at a time (:attr:`batch` or one a
-        work-item)."""
-        return self.batch or self.lanes * self.groups
+        work-item), with or without w-stacking."""
+        groups, planes = self.lane_groups(do_w)
+        return self.batch or self.lanes * groups * planes
 
     def reach(self, support: int) -> int:
         """Lower neighbour tiles per axis whose bins hold points that can
@@ -510,8 +526,8 @@ class TileShape:
         if self.vector and self.lanes not in lanes:
             raise ValueError(f"a vector tile needs {', '.join(map(str, lanes))} lanes (grids "
                              f"are multiples of {GRID_MULTIPLE}), got {self.lanes}")
-        if self.plane_block < 1 or (self.plane_block > 1 and not self.vector):
-            raise ValueError("plane_block > 1 needs a vector tile (and plane_block >= 1)")
+        if self.plane_block < 1:
+            raise ValueError(f"plane_block must be >= 1, got {self.plane_block}")
         if self.groups < 1 or (self.groups > 1 and self.vector):
             raise ValueError("groups > 1 is for the GPU kernel (not a vector tile), groups >= 1")
         if self.vector and support > min(self.lanes, vector_taps):
@@ -583,13 +599,19 @@ class TileShape:
         return "exp"
 
     @classmethod
-    def for_device(cls, profile: DeviceProfile, support: int) -> "TileShape":
+    def for_device(cls, profile: DeviceProfile, support: int,
+                   do_w: bool = False) -> "TileShape":
+        """The default tile of a device for kernel width ``support``, with or
+        without w-stacking."""
         if profile.device_type == "gpu":
             # H200, 116 M points, W 7 (benchmarks/RESULTS.md): spread 41 ms with
             # 8 x 32 tiles, 25 ms with 8 x 8 tiles in 4 groups of 8 lanes; H100,
-            # the taps by Horner's rule: 25.1 -> 21.4 ms, with w 142.7 -> 117.0 ms
-            return (cls(8, 8, 4096, groups=4, kernel_eval="horner") if support <= 9
-                    else cls(16, 32, 2048))
+            # the taps by Horner's rule: 25.1 -> 21.4 ms, with w 142.7 -> 117.0 ms;
+            # with w, blocks of 8 planes in 2 groups each: 134.2 -> 102.3 ms
+            if support > 9:
+                return cls(16, 32, 2048)
+            return (cls(8, 8, 4096, groups=2, plane_block=8, kernel_eval="horner") if do_w
+                    else cls(8, 8, 4096, groups=4, kernel_eval="horner"))
         if not (profile.vector_kernels and profile.fp64):
             return cls(8, 8) if support <= 9 else cls(16, 16)
         # Horner: measured faster than exp on the Intel CPU runtime

@@ -409,20 +409,25 @@ class WorkList:
 
 
 def chunk_counts(points: PointSet, layout: GridLayout, plane0: int, n_pass: int,
-                 chunk_points: int, accumulate: bool = False, reach: int = 1) -> np.ndarray:
-    """(n_pass, n_tiles): points each (plane, tile) reads (from its own bins
-    and those of ``reach`` lower neighbours per axis), in chunks of
-    ``chunk_points``: at least one chunk, which writes the zeros, unless
-    ``accumulate`` (a later row block adds to the grid: empty tiles skip)."""
+                 chunk_points: int, accumulate: bool = False, reach: int = 1,
+                 plane_block: int = 1) -> np.ndarray:
+    """(blocks, n_tiles): points each (block of ``plane_block`` planes of the
+    pass, tile) reads (from its own bins and those of ``reach`` lower
+    neighbours per axis: every point that reaches a plane of the block), in
+    chunks of ``chunk_points``: at least one chunk, which writes the zeros,
+    unless ``accumulate`` (a later row block adds to the grid: empty tiles
+    skip)."""
     n_tiles = points.ntiles_u * points.ntiles_v
     n_wbins, support = layout.n_wbins, layout.choice.support
     starts = points.bin_start_host.astype(np.int64)
     cumulative = starts[np.arange(n_tiles)[:, None] * n_wbins + np.arange(n_wbins + 1)]
     tu, tv = np.divmod(np.arange(n_tiles), points.ntiles_v)
-    counts = np.zeros((n_pass, n_tiles), np.int64)
-    for p in range(n_pass):
-        plane = plane0 + p
-        lo, hi = (max(plane - support + 1, 0), min(plane, n_wbins - 1)) if n_wbins > 1 else (0, 0)
+    n_blocks = -(-n_pass // plane_block)
+    counts = np.zeros((n_blocks, n_tiles), np.int64)
+    for p in range(n_blocks):
+        first = plane0 + p * plane_block
+        last = plane0 + min((p + 1) * plane_block, n_pass) - 1
+        lo, hi = (max(first - support + 1, 0), min(last, n_wbins - 1)) if n_wbins > 1 else (0, 0)
         if lo > hi:
             continue
         per_bin = cumulative[:, hi + 1] - cumulative[:, lo]
@@ -577,9 +582,13 @@ def block_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout,
 
 
 def work_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout, tiles: TileShape,
-              plane0: int, n_pass: int, accumulate: bool = False) -> WorkList:
+              plane0: int, n_pass: int, accumulate: bool = False,
+              plane_block: int = 1) -> WorkList:
     """Work items of one pass (``spread``): every (tile, plane) in chunks,
     split ones folded; with ``accumulate`` only those the points reach.
+    ``plane_block`` > 1 (w-stacking): items of (tile, block of planes from
+    the item's plane), a split item's chunk with ``plane_block`` scratch slots
+    side by side, one a plane, and a fold per plane.
     GPUs: chunks of ``tiles.chunk_points``, the split items first (the
     longest should not start last).  CPUs (this kernel where the vector tile
     does not build): chunks of :func:`vector_chunk_points` unless the tile
@@ -587,7 +596,7 @@ def work_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout, tile
     contiguous ranges of work-groups)."""
     # points each (plane, tile) reads (at least 1 where its item writes zeros)
     read = chunk_counts(points, layout, plane0, n_pass, 1, accumulate,
-                        tiles.reach(layout.choice.support)).ravel()
+                        tiles.reach(layout.choice.support), plane_block).ravel()
     on_cpu = bool(queue.device.type & cl.device_type.CPU)
     chunk_points = (vector_chunk_points(int(read.sum()), queue.device.max_compute_units, tiles)
                     if on_cpu else tiles.chunk_points)
@@ -595,17 +604,25 @@ def work_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout, tile
     n_tiles = points.ntiles_u * points.ntiles_v
     pair, chunk = split_items(chunks)
     split = chunks > 1
-    slots = np.where(split, chunks, 0)
+    slots = np.where(split, chunks * plane_block, 0)
     first_slot = np.cumsum(slots) - slots
-    slot = np.where(split[pair], first_slot[pair] + chunk, -1)
-    items = np.stack([pair % n_tiles, pair // n_tiles, chunk, slot], axis=1).astype(np.int32)
+    slot = np.where(split[pair], first_slot[pair] + chunk * plane_block, -1)
+    items = np.stack([pair % n_tiles, (pair // n_tiles) * plane_block, chunk, slot],
+                     axis=1).astype(np.int32)
     if on_cpu:
         items = items[balanced_order(np.minimum(read[pair] - chunk * chunk_points,
                                                 chunk_points), split[pair])]
     else:
         items = np.concatenate([items[split[pair]], items[~split[pair]]])
     folded = np.flatnonzero(split)
-    folds = np.stack([folded % n_tiles, folded // n_tiles, first_slot[folded], chunks[folded]],
+    # one fold a plane of each split item (the last block may hold fewer)
+    offset = np.arange(plane_block)
+    first_plane = (folded // n_tiles) * plane_block
+    live = first_plane[:, None] + offset[None, :] < n_pass
+    folds = np.stack([np.broadcast_to((folded % n_tiles)[:, None], live.shape)[live],
+                      (first_plane[:, None] + offset[None, :])[live],
+                      (first_slot[folded][:, None] + offset[None, :])[live],
+                      np.broadcast_to(chunks[folded][:, None], live.shape)[live]],
                      axis=1).astype(np.int32)
     n_slots = int(slots.sum())
     return WorkList(
@@ -615,9 +632,38 @@ def work_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout, tile
         if n_slots else None, items.shape[0], folds.shape[0], chunk_points=int(chunk_points))
 
 
+def lane_tile_local_bytes(tiles: TileShape, support: int, do_w: bool, real_bytes: int) -> int:
+    """Local memory of one work-group of the ES source's GPU kernel
+    (``spread``): the staged points (offsets, u taps, v taps times the
+    value, and with plane blocks their w weights) and the groups' totals."""
+    groups, planes = tiles.lane_groups(do_w)
+    per_point = 8 + support * 3 * real_bytes + (planes * real_bytes if planes > 1 else 0)
+    totals = (groups - 1) * planes * tiles.tile_u * tiles.lanes * 16
+    return tiles.staged_for(do_w) * per_point + totals
+
+
+def check_lane_tile(tiles: TileShape, profile: DeviceProfile, support: int, do_w: bool,
+                    real_bytes: int) -> None:
+    """ValueError where the GPU kernel's work-group (``lanes x groups``, times
+    ``plane_block`` with w-stacking) or its local memory exceeds the device's."""
+    groups, planes = tiles.lane_groups(do_w)
+    items = tiles.lanes * groups * planes
+    shape = f"tile {tiles.tile_u}x{tiles.lanes} in {groups} group(s)" + (
+        f" x {planes} w planes" if planes > 1 else "")
+    if items > profile.max_work_group_size:
+        raise ValueError(f"{shape} takes {items} work-items a group; "
+                         f"{profile.device_name.strip()!r} allows {profile.max_work_group_size}")
+    need = lane_tile_local_bytes(tiles, support, do_w, real_bytes)
+    if need > profile.local_mem_bytes:
+        raise ValueError(f"{shape} needs {need} B of local memory for kernel support "
+                         f"{support}; {profile.device_name.strip()!r} has "
+                         f"{profile.local_mem_bytes}: fewer groups or a smaller plane_block")
+
+
 def tile_words(tiles: TileShape) -> str:
     """A tile spread's launch geometry, in words (``launch_geometry``)."""
-    return f"tile {tiles.tile_u}x{tiles.lanes} g{tiles.groups}"
+    return (f"tile {tiles.tile_u}x{tiles.lanes} g{tiles.groups}"
+            + (f" w{tiles.plane_block}" if tiles.plane_block > 1 and not tiles.vector else ""))
 
 
 class Spreader(_Stage):
@@ -630,6 +676,13 @@ class Spreader(_Stage):
 
     def __init__(self, queue: cl.CommandQueue, source: KernelSource, tiles: TileShape):
         super().__init__(queue, source, tiles)
+        if not tiles.vector and source.do_w and tiles.plane_block > self.layout.n_planes:
+            # the GPU kernel's blocks no longer than the planes there are, so
+            # no plane group idles in every item
+            self.tiles = dataclasses.replace(tiles, plane_block=self.layout.n_planes)
+        if not tiles.vector and isinstance(source, EsKernel):
+            check_lane_tile(self.tiles, self._profile, self.layout.choice.support, source.do_w,
+                            np.dtype(source.grid_complex).itemsize // 2)
         self._dummy_scratch = cla.empty(self.queue, 1, np.complex128)
         self._values: cla.Array | None = None   # gather's output, reused
         #: The source's own per-stage state (the table's: its value
@@ -639,13 +692,14 @@ class Spreader(_Stage):
     def _extra_params(self) -> dict:
         return {**super()._extra_params(), "tile_u": self.tiles.tile_u,
                 "lanes": self.tiles.lanes, "vector": self.tiles.vector,
-                "groups": self.tiles.groups, "batch": self.tiles.staged,
+                "groups": self.tiles.groups,
+                "batch": self.tiles.staged_for(self.source.do_w),
                 "reach": self.tiles.reach(self.layout.choice.support),
                 "plane_block": self.plane_block}
 
     @property
     def plane_block(self) -> int:
-        """w planes per spread_vector item (1 without w-stacking)."""
+        """w planes per work item of either kernel (1 without w-stacking)."""
         return self.tiles.plane_block if self.source.do_w else 1
 
     @property
@@ -665,7 +719,7 @@ class Spreader(_Stage):
                 block_list(self.queue, points, self.layout, self.tiles, self.plane_block,
                            plane0, n_pass, self._grid_complex) if self.tiles.vector
                 else work_list(self.queue, points, self.layout, self.tiles, plane0, n_pass,
-                               accumulate))
+                               accumulate, self.plane_block))
         return work[key]
 
     @property
@@ -690,7 +744,7 @@ class Spreader(_Stage):
         work list, then ``fold_chunks`` of the split items."""
         lanes, work, layout, points = self.tiles.lanes, part.work, self.layout, part.points
         scratch = work.scratch if work.scratch is not None else self._dummy_scratch
-        group_size = lanes * self.tiles.groups
+        group_size = lanes * int(np.prod(self.tiles.lane_groups(self.source.do_w)))
         # the table sources read no offsets: their cells stand in for them
         fracs = points.fracs if points.fracs is not None else points.cells
         self.kernel(*part.flags)(
@@ -700,7 +754,7 @@ class Spreader(_Stage):
             np.int32(points.ntiles_u), np.int32(points.ntiles_v),
             np.int32(part.plane0), np.int32(layout.n_wbins), work.items.data,
             np.uint32(work.chunk_points), scratch.data,
-            np.int32(part.accumulate), *self.source.kernel_args)
+            np.int32(part.accumulate), np.int32(part.n_pass), *self.source.kernel_args)
         if work.n_folds:
             self.built("fold_chunks")(
                 self.queue, (work.n_folds * lanes,), (lanes,), work.folds.data,

@@ -44,7 +44,7 @@ def imaging_tiles(queue: cl.CommandQueue, geometry: ImageGeometry,
     profile = DeviceProfile.from_device(queue.device)
     support = layout.choice.support
     return (cached_tiles(profile, support, geometry.grid_real, geometry.do_w)
-            or TileShape.for_device(profile, support))
+            or TileShape.for_device(profile, support, geometry.do_w))
 
 
 def imaging_engine(queue: cl.CommandQueue, geometry: ImageGeometry, layout: GridLayout,

@@ -95,8 +95,10 @@ GEOMETRY = {"npix_x": 48, "npix_y": 40, "pixsize_x": 5e-3, "pixsize_y": 6e-3}
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
 @pytest.mark.parametrize("tile", [dict(tile_u=16, lanes=16, vector=True, plane_block=3),
                                   dict(tile_u=32, lanes=32, vector=True, plane_block=2),
-                                  dict(tile_u=16, lanes=16, chunk_points=48, groups=2)],
-                         ids=["16x16", "32x32", "gpu-lanes-16x16-chunks"])
+                                  dict(tile_u=16, lanes=16, chunk_points=48, groups=2),
+                                  dict(tile_u=16, lanes=16, chunk_points=48, plane_block=3)],
+                         ids=["16x16", "32x32", "gpu-lanes-16x16-chunks",
+                              "gpu-lanes-16x16-blocks3"])
 @pytest.mark.sweep
 def test_horner_gridding_matches_the_direct_transform(cl_env, epsilon, precision, do_w, tile):
     """Both directions with the Horner taps (forced, on any device) within

@@ -47,6 +47,16 @@ SCRIPT = textwrap.dedent("""
     reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=True, **geometry)
     error = np.linalg.norm(vector.vis2dirty(vis) - reference) / np.linalg.norm(reference)
     assert error < 1e-2, error
+    # the GPU kernel with w in blocks of 3 planes (two groups of lanes a
+    # plane), chunks of 2 points folded per plane; the w taps by exp and by
+    # Horner
+    for epsilon, kernel_eval in ((1e-2, "exp"), (1e-4, "horner")):
+        blocks = Imager(queue, uvw=uvw, freq=freq, epsilon=epsilon, do_wgridding=True,
+                        precision="single", fft_backend="numpy",
+                        tiles=TileShape(8, 8, 2, False, 3, groups=2,
+                                        kernel_eval=kernel_eval), **geometry)
+        error = np.linalg.norm(blocks.vis2dirty(vis) - reference) / np.linalg.norm(reference)
+        assert error < epsilon, (kernel_eval, error)
     # the CPU default: taps by Horner's rule (W = 6 at 1e-4), both directions;
     # every tile interpolated from a window (here too few points a tile for
     # one), chunks of 2 points a window

@@ -207,10 +207,12 @@ def test_bad_input_gives_clear_errors(cl_env):
     ((16, 16, 2 ** 31, True), "double", 1e-9),
     ((8, 16, 2 ** 31, True, 3), "single", 1e-4),
     ((16, 16, 2 ** 31, True, 5), "double", 1e-9),
-    ((8, 8, 2048, False, 1, 4), "single", 1e-4), ((16, 16, 9, False, 1, 2), "double", 1e-9)],
+    ((8, 8, 2048, False, 1, 4), "single", 1e-4), ((16, 16, 9, False, 1, 2), "double", 1e-9),
+    ((8, 8, 2048, False, 3, 4), "single", 1e-4), ((16, 16, 2, False, 4, 2), "double", 1e-9)],
     ids=["gpu-8x32", "gpu-16x32-chunks16", "lanes-16x16", "lanes-32x16-chunks7",
          "vector-16x16", "vector-8x16-blocks3", "vector-16x16-blocks5",
-         "gpu-8x8-groups4", "gpu-16x16-groups2-chunks9"])
+         "gpu-8x8-groups4", "gpu-16x16-groups2-chunks9",
+         "gpu-8x8-blocks3", "gpu-16x16-blocks4-chunks2"])
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
 @pytest.mark.sweep
 def test_every_tile_shape_matches_the_direct_transform(cl_env, tiles, precision, epsilon, do_w):
@@ -233,9 +235,42 @@ def test_every_tile_shape_matches_the_direct_transform(cl_env, tiles, precision,
                              pixsize_y=geometry["pixsize_y"], center_x=geometry["center_x"],
                              center_y=geometry["center_y"])
     assert np.linalg.norm(predicted - expected) / np.linalg.norm(expected) <= epsilon
-    if len(tiles) in (3, 6) and tiles[2] < 100 and not do_w:
+    # dense tiles were split and folded (with w: the plane blocks' points)
+    if len(tiles) in (3, 6) and tiles[2] < 100 and (not do_w or TileShape(*tiles).plane_block > 1):
         assert imager.engine.spreader.work(imager.engine.blocks[0].points,
                                            *imager.engine.image.passes()[0]).n_folds > 0
+
+
+def test_gpu_plane_blocks_default_clamp_and_limits(cl_env):
+    """The GPU tile with w: blocks of 8 planes in 2 groups each by default (no
+    w: 4 groups, no blocks); a block longer than the planes there are is
+    cut to them; a work-group past the device's work-items or local memory
+    is refused in one line, before any kernel is built."""
+    import dataclasses
+    from clgrid.core.plan import TileShape
+    from clgrid.core.spread import check_lane_tile, lane_tile_local_bytes
+    gpu = dataclasses.replace(cl_env.profile, device_type="gpu", local_mem_bytes=49152,
+                              max_work_group_size=1024)
+    assert TileShape.for_device(gpu, 7) == TileShape(8, 8, 4096, groups=4, kernel_eval="horner")
+    blocks = TileShape.for_device(gpu, 7, do_w=True)
+    assert blocks == TileShape(8, 8, 4096, groups=2, plane_block=8, kernel_eval="horner")
+    assert blocks.lane_groups(True) == (2, 8) and blocks.lane_groups(False) == (2, 1)
+    # staged points (8 B of offsets, 7 u taps, 7 complex v taps, 8 w weights
+    # of 4 B) and one group's totals of each plane (double2)
+    assert lane_tile_local_bytes(blocks, 7, True, 4) == 128 * (8 + 7 * 12 + 8 * 4) + 8 * 64 * 16
+    check_lane_tile(blocks, gpu, 7, True, 4)
+    with pytest.raises(ValueError, match="local memory"):
+        check_lane_tile(dataclasses.replace(blocks, groups=4), gpu, 7, True, 4)
+    with pytest.raises(ValueError, match="1152 work-items a group"):
+        check_lane_tile(dataclasses.replace(blocks, groups=2, plane_block=9, lanes=64,
+                                            tile_u=8), gpu, 7, True, 4)
+    check_lane_tile(dataclasses.replace(blocks, groups=4), gpu, 7, False, 4)  # no w: no blocks
+    uvw, freq, vis = _observation(n_rows=40, w_scale=0.02)
+    imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-4, do_wgridding=True,
+                    tiles=TileShape(8, 8, 64, groups=2, plane_block=64), **GEOMETRY)
+    assert imager.engine.spreader.tiles.plane_block == imager.n_planes < 64
+    reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=True, **GEOMETRY)
+    assert _rel_rms(imager.vis2dirty(vis), reference) <= 1e-4
 
 
 def test_a_tile_too_small_for_the_kernel_is_refused(cl_env):

@@ -18,6 +18,7 @@ import numpy as np
 
 from ...device.profiles import DeviceProfile
 from ..plan import TileShape
+from ..spread import check_lane_tile
 from .cache import cached_value, store_entry
 
 #: The cache section of the tiles.
@@ -37,13 +38,17 @@ def tile_candidates(profile: DeviceProfile, support: int, do_w: bool = False
     tile's rows and, with w-stacking, its planes per block (up to
     ``min(support, 8)``, all the planes a point touches: fewer visits of each
     point, more private memory; benchmarks/RESULTS.md, "Plane blocks")."""
-    default = TileShape.for_device(profile, support)
+    default = TileShape.for_device(profile, support, do_w)
     if profile.device_type == "gpu":
         shapes = [TileShape(8, 8, chunk, groups=groups, kernel_eval=kernel_eval)
                   for groups in (2, 4, 8) for chunk in (2048, 4096)
                   for kernel_eval in ("exp", "horner")]
         shapes += [TileShape(8, 16, 2048, groups=2), TileShape(8, 32, 2048),
                    TileShape(16, 16, 2048, groups=2), TileShape(16, 32, 2048)]
+        if do_w:   # blocks of w planes, each point's taps staged once a block
+            shapes += [TileShape(8, 8, 4096, groups=groups, plane_block=block,
+                                 kernel_eval="horner")
+                       for groups in (1, 2, 4) for block in (4, 8)]
     else:
         shapes = [dataclasses.replace(default, tile_u=tile_u, plane_block=block)
                   for tile_u in (16, 32)
@@ -52,7 +57,7 @@ def tile_candidates(profile: DeviceProfile, support: int, do_w: bool = False
     fitting = []
     for shape in [default] + shapes:
         try:
-            _check_fits(shape, profile, support)
+            _check_fits(shape, profile, support, do_w)
         except ValueError:
             continue
         if shape not in fitting:
@@ -60,13 +65,15 @@ def tile_candidates(profile: DeviceProfile, support: int, do_w: bool = False
     return fitting
 
 
-def _check_fits(shape: TileShape, profile: DeviceProfile, support: int) -> None:
-    """ValueError where ``shape`` is not a tile this device and kernel run."""
+def _check_fits(shape: TileShape, profile: DeviceProfile, support: int, do_w: bool,
+                real_bytes: int = 8) -> None:
+    """ValueError where ``shape`` is not a tile this device and kernel run
+    (the GPU kernel's work-group and local memory at ``real_bytes`` a real:
+    double, the larger, unless the precision is known)."""
     shape.check(support)
     shape.check_device(profile)
-    if shape.lanes * shape.groups > profile.max_work_group_size:
-        raise ValueError(f"{shape.lanes * shape.groups} work-items a group, the device "
-                         f"allows {profile.max_work_group_size}")
+    if not shape.vector:
+        check_lane_tile(shape, profile, support, do_w, real_bytes)
 
 
 def cached_tiles(profile: DeviceProfile, support: int, precision: object, do_w: bool
@@ -79,7 +86,7 @@ def cached_tiles(profile: DeviceProfile, support: int, precision: object, do_w: 
     cache saves time, it must not fail a run or change its result."""
     def parse(entry: dict) -> TileShape:
         shape = TileShape.from_dict(entry.get("tiles"))
-        _check_fits(shape, profile, support)
+        _check_fits(shape, profile, support, do_w, np.dtype(precision).itemsize)
         return shape
     return cached_value(KIND, profile, tile_key(support, precision, do_w), parse)
 
