@@ -633,9 +633,12 @@ def explain_imaging(profile: DeviceProfile, support: int = 7) -> dict:
     if not profile.usable:
         return dict(row, tile="-", positions="-", precisions="-")
     tiles = TileShape.for_device(profile, support)
+    with_w = TileShape.for_device(profile, support, do_w=True)
     shape = (f"{tiles.tile_u}x{tiles.lanes} " + ("vector" if tiles.vector else
                                                   f"lanes, {tiles.groups} group(s)")
              + (f", {tiles.plane_block} w planes a block" if tiles.vector else "")
+             + (f" (with w: {with_w.groups} a plane, {with_w.plane_block} w planes a block)"
+                if with_w.plane_block > 1 and not with_w.vector else "")
              + (", Horner taps" if tiles.kernel_eval == "horner" and any(
                  horner_suits(support, beta) for (_, width), (beta, _) in KERNEL_TABLE.items()
                  if width == support) else ""))
