@@ -316,6 +316,13 @@ __kernel void gather_values(__global const int4 *cells, const unsigned int n_val
 // once per plane.
 #define PLANE_BLOCK ${plane_block}
 #define LANE_GROUPS (GROUPS * PLANE_BLOCK)
+% if kernel_source == "es":
+// The ES path stages a point's u taps between zero pads of TILE_U - 1, so a
+// lane's rows read them without a test: row r of a point at offset du is
+// s_ku[p][KU_PAD - du + r], zero outside the footprint.
+#define KU_PAD (TILE_U - 1)
+#define KU_ROW (2 * KU_PAD + SUPPORT)
+% endif
 __kernel __attribute__((reqd_work_group_size(LANES * LANE_GROUPS, 1, 1)))
 void spread(__global const int4 *cells, __global const ${real}4 *fracs,
             __global const ${vec} *values, __global const unsigned int *bin_start,
@@ -350,6 +357,14 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
 % if kernel_source == "table_full":
     __local ${vec} s_value[BATCH];    // the point's value
     __local int s_slice[BATCH];       // start of its S x S slice of the table
+% elif kernel_source == "es":
+    __local ${ku_type} s_ku[BATCH][KU_ROW];
+    __local ${vec} s_kv[BATCH][SUPPORT];
+    // the pads stay zero: only the taps between them are staged
+    for (int i = tid; i < BATCH * (KU_ROW - SUPPORT); i += LANES * LANE_GROUPS) {
+        const int p = i / (KU_ROW - SUPPORT), j = i - (i / (KU_ROW - SUPPORT)) * (KU_ROW - SUPPORT);
+        s_ku[p][j < KU_PAD ? j : j + SUPPORT] = (${real})0;
+    }
 % else:
     __local ${ku_type} s_ku[BATCH][SUPPORT];
     __local ${vec} s_kv[BATCH][SUPPORT];
@@ -477,12 +492,12 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
                     kernel_taps(t.x, taps_u);
                     kernel_taps(t.y, taps_v);
                     for (int a = 0; a < SUPPORT; ++a) {
-                        s_ku[tid][a] = taps_u[a];
+                        s_ku[tid][KU_PAD + a] = taps_u[a];
                         s_kv[tid][a] = value * taps_v[a];
                     }
 % else:
                     for (int a = 0; a < SUPPORT; ++a) {
-                        s_ku[tid][a] = es_kernel(xu + (${real})a);
+                        s_ku[tid][KU_PAD + a] = es_kernel(xu + (${real})a);
                         s_kv[tid][a] = value * es_kernel(xv + (${real})a);
                     }
 % endif
@@ -510,13 +525,17 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
                 if (kw == (${real})0)
                     continue;   // the point's footprint misses this plane
                 const ${vec} kv = s_kv[p][b] * kw;
-                const int du = s_du[p];
+                const int row0 = KU_PAD - s_du[p];   // padded taps: no row test
                 #pragma unroll
-                for (int r = 0; r < TILE_U; ++r) {
-                    const int a = r - du;
-                    if (a >= 0 && a < SUPPORT)
-                        acc[r] += s_ku[p][a] * kv;
-                }
+                for (int r = 0; r < TILE_U; ++r)
+                    acc[r] += s_ku[p][row0 + r] * kv;
+% elif kernel_source == "es":
+                const ${vec} kv = s_kv[p][b];
+                const int row0 = KU_PAD - s_du[p];   // padded taps: no row test
+                // a fixed, unrolled row loop keeps acc in registers
+                #pragma unroll
+                for (int r = 0; r < TILE_U; ++r)
+                    acc[r] += s_ku[p][row0 + r] * kv;
 % else:
                 const ${vec} kv = s_kv[p][b];
                 const int du = s_du[p];

@@ -634,10 +634,13 @@ def work_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout, tile
 
 def lane_tile_local_bytes(tiles: TileShape, support: int, do_w: bool, real_bytes: int) -> int:
     """Local memory of one work-group of the ES source's GPU kernel
-    (``spread``): the staged points (offsets, u taps, v taps times the
-    value, and with plane blocks their w weights) and the groups' totals."""
+    (``spread``): the staged points (offsets, u taps between zero pads of
+    ``tile_u - 1``, v taps times the value, and with plane blocks their w
+    weights) and the groups' totals."""
     groups, planes = tiles.lane_groups(do_w)
-    per_point = 8 + support * 3 * real_bytes + (planes * real_bytes if planes > 1 else 0)
+    u_taps = 2 * (tiles.tile_u - 1) + support
+    per_point = (8 + (u_taps + 2 * support) * real_bytes
+                 + (planes * real_bytes if planes > 1 else 0))
     totals = (groups - 1) * planes * tiles.tile_u * tiles.lanes * 16
     return tiles.staged_for(do_w) * per_point + totals
 

@@ -255,9 +255,10 @@ def test_gpu_plane_blocks_default_clamp_and_limits(cl_env):
     blocks = TileShape.for_device(gpu, 7, do_w=True)
     assert blocks == TileShape(8, 8, 4096, groups=2, plane_block=8, kernel_eval="horner")
     assert blocks.lane_groups(True) == (2, 8) and blocks.lane_groups(False) == (2, 1)
-    # staged points (8 B of offsets, 7 u taps, 7 complex v taps, 8 w weights
-    # of 4 B) and one group's totals of each plane (double2)
-    assert lane_tile_local_bytes(blocks, 7, True, 4) == 128 * (8 + 7 * 12 + 8 * 4) + 8 * 64 * 16
+    # staged points (8 B of offsets, 7 u taps between pads of 7, 7 complex v
+    # taps, 8 w weights of 4 B) and one group's totals of each plane (double2)
+    assert lane_tile_local_bytes(blocks, 7, True, 4) == (128 * (8 + 21 * 4 + 7 * 8 + 8 * 4)
+                                                         + 8 * 64 * 16)
     check_lane_tile(blocks, gpu, 7, True, 4)
     with pytest.raises(ValueError, match="local memory"):
         check_lane_tile(dataclasses.replace(blocks, groups=4), gpu, 7, True, 4)
