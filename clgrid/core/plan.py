@@ -607,10 +607,11 @@ class TileShape:
             # H200, 116 M points, W 7 (benchmarks/RESULTS.md): spread 41 ms with
             # 8 x 32 tiles, 25 ms with 8 x 8 tiles in 4 groups of 8 lanes; H100,
             # the taps by Horner's rule: 25.1 -> 21.4 ms, with w 142.7 -> 117.0 ms;
-            # with w, blocks of 8 planes in 2 groups each: 134.2 -> 102.3 ms
+            # with w, blocks of 8 planes: 134.2 -> 73-74 ms (one group of lanes
+            # a plane once the taps were padded; RESULTS, "w planes in blocks")
             if support > 9:
                 return cls(16, 32, 2048)
-            return (cls(8, 8, 4096, groups=2, plane_block=8, kernel_eval="horner") if do_w
+            return (cls(8, 8, 4096, plane_block=8, kernel_eval="horner") if do_w
                     else cls(8, 8, 4096, groups=4, kernel_eval="horner"))
         if not (profile.vector_kernels and profile.fp64):
             return cls(8, 8) if support <= 9 else cls(16, 16)

@@ -632,23 +632,41 @@ def work_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout, tile
         if n_slots else None, items.shape[0], folds.shape[0], chunk_points=int(chunk_points))
 
 
-def lane_tile_local_bytes(tiles: TileShape, support: int, do_w: bool, real_bytes: int) -> int:
+def lane_tile_local_bytes(tiles: TileShape, support: int, do_w: bool, real_bytes: int,
+                          batch: int | None = None) -> int:
     """Local memory of one work-group of the ES source's GPU kernel
-    (``spread``): the staged points (offsets, u taps between zero pads of
-    ``tile_u - 1``, v taps times the value, and with plane blocks their w
-    weights) and the groups' totals."""
+    (``spread``) staging ``batch`` points at a time (default
+    ``tiles.staged_for(do_w)``): the staged points (offsets, u taps between
+    zero pads of ``tile_u - 1``, v taps times the value, with plane blocks
+    between pads of ``lanes - 1`` and with their w weights) and the groups'
+    totals."""
     groups, planes = tiles.lane_groups(do_w)
     u_taps = 2 * (tiles.tile_u - 1) + support
-    per_point = (8 + (u_taps + 2 * support) * real_bytes
+    v_taps = 2 * (tiles.lanes - 1) + support if planes > 1 else support
+    per_point = (8 + (u_taps + 2 * v_taps) * real_bytes
                  + (planes * real_bytes if planes > 1 else 0))
     totals = (groups - 1) * planes * tiles.tile_u * tiles.lanes * 16
-    return tiles.staged_for(do_w) * per_point + totals
+    return (batch or tiles.staged_for(do_w)) * per_point + totals
+
+
+def lane_tile_batch(tiles: TileShape, profile: DeviceProfile, support: int, do_w: bool,
+                    real_bytes: int) -> int:
+    """Points the GPU kernel stages at a time: one a work-item, halved while
+    the staging does not fit the local memory (a block of w planes in double
+    precision), down to one a lane of a group; as the tile sets it, if it does."""
+    batch = tiles.staged_for(do_w)
+    while (not tiles.batch and batch > tiles.lanes
+           and lane_tile_local_bytes(tiles, support, do_w, real_bytes, batch)
+           > profile.local_mem_bytes):
+        batch //= 2
+    return batch
 
 
 def check_lane_tile(tiles: TileShape, profile: DeviceProfile, support: int, do_w: bool,
                     real_bytes: int) -> None:
     """ValueError where the GPU kernel's work-group (``lanes x groups``, times
-    ``plane_block`` with w-stacking) or its local memory exceeds the device's."""
+    ``plane_block`` with w-stacking) or its local memory, at the batch of
+    :func:`lane_tile_batch`, exceeds the device's."""
     groups, planes = tiles.lane_groups(do_w)
     items = tiles.lanes * groups * planes
     shape = f"tile {tiles.tile_u}x{tiles.lanes} in {groups} group(s)" + (
@@ -656,7 +674,8 @@ def check_lane_tile(tiles: TileShape, profile: DeviceProfile, support: int, do_w
     if items > profile.max_work_group_size:
         raise ValueError(f"{shape} takes {items} work-items a group; "
                          f"{profile.device_name.strip()!r} allows {profile.max_work_group_size}")
-    need = lane_tile_local_bytes(tiles, support, do_w, real_bytes)
+    need = lane_tile_local_bytes(tiles, support, do_w, real_bytes,
+                                 lane_tile_batch(tiles, profile, support, do_w, real_bytes))
     if need > profile.local_mem_bytes:
         raise ValueError(f"{shape} needs {need} B of local memory for kernel support "
                          f"{support}; {profile.device_name.strip()!r} has "
@@ -683,9 +702,14 @@ class Spreader(_Stage):
             # the GPU kernel's blocks no longer than the planes there are, so
             # no plane group idles in every item
             self.tiles = dataclasses.replace(tiles, plane_block=self.layout.n_planes)
+        #: Points the GPU kernel stages at a time.
+        self.batch = self.tiles.staged_for(source.do_w)
         if not tiles.vector and isinstance(source, EsKernel):
+            real_bytes = np.dtype(source.grid_complex).itemsize // 2
             check_lane_tile(self.tiles, self._profile, self.layout.choice.support, source.do_w,
-                            np.dtype(source.grid_complex).itemsize // 2)
+                            real_bytes)
+            self.batch = lane_tile_batch(self.tiles, self._profile, self.layout.choice.support,
+                                         source.do_w, real_bytes)
         self._dummy_scratch = cla.empty(self.queue, 1, np.complex128)
         self._values: cla.Array | None = None   # gather's output, reused
         #: The source's own per-stage state (the table's: its value
@@ -696,7 +720,7 @@ class Spreader(_Stage):
         return {**super()._extra_params(), "tile_u": self.tiles.tile_u,
                 "lanes": self.tiles.lanes, "vector": self.tiles.vector,
                 "groups": self.tiles.groups,
-                "batch": self.tiles.staged_for(self.source.do_w),
+                "batch": self.batch,
                 "reach": self.tiles.reach(self.layout.choice.support),
                 "plane_block": self.plane_block}
 

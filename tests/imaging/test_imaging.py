@@ -208,11 +208,12 @@ def test_bad_input_gives_clear_errors(cl_env):
     ((8, 16, 2 ** 31, True, 3), "single", 1e-4),
     ((16, 16, 2 ** 31, True, 5), "double", 1e-9),
     ((8, 8, 2048, False, 1, 4), "single", 1e-4), ((16, 16, 9, False, 1, 2), "double", 1e-9),
-    ((8, 8, 2048, False, 3, 4), "single", 1e-4), ((16, 16, 2, False, 4, 2), "double", 1e-9)],
+    ((8, 8, 2048, False, 3, 4), "single", 1e-4), ((16, 16, 2, False, 4, 2), "double", 1e-9),
+    ((8, 8, 64, False, 3, 2, "horner", 5), "single", 1e-4)],
     ids=["gpu-8x32", "gpu-16x32-chunks16", "lanes-16x16", "lanes-32x16-chunks7",
          "vector-16x16", "vector-8x16-blocks3", "vector-16x16-blocks5",
          "gpu-8x8-groups4", "gpu-16x16-groups2-chunks9",
-         "gpu-8x8-blocks3", "gpu-16x16-blocks4-chunks2"])
+         "gpu-8x8-blocks3", "gpu-16x16-blocks4-chunks2", "gpu-8x8-blocks3-batch5"])
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
 @pytest.mark.sweep
 def test_every_tile_shape_matches_the_direct_transform(cl_env, tiles, precision, epsilon, do_w):
@@ -242,26 +243,32 @@ def test_every_tile_shape_matches_the_direct_transform(cl_env, tiles, precision,
 
 
 def test_gpu_plane_blocks_default_clamp_and_limits(cl_env):
-    """The GPU tile with w: blocks of 8 planes in 2 groups each by default (no
-    w: 4 groups, no blocks); a block longer than the planes there are is
+    """The GPU tile with w: blocks of 8 planes, a group of lanes each, by
+    default (no w: 4 groups, no blocks); a block longer than the planes there are is
     cut to them; a work-group past the device's work-items or local memory
     is refused in one line, before any kernel is built."""
     import dataclasses
     from clgrid.core.plan import TileShape
-    from clgrid.core.spread import check_lane_tile, lane_tile_local_bytes
+    from clgrid.core.spread import check_lane_tile, lane_tile_batch, lane_tile_local_bytes
     gpu = dataclasses.replace(cl_env.profile, device_type="gpu", local_mem_bytes=49152,
                               max_work_group_size=1024)
     assert TileShape.for_device(gpu, 7) == TileShape(8, 8, 4096, groups=4, kernel_eval="horner")
     blocks = TileShape.for_device(gpu, 7, do_w=True)
-    assert blocks == TileShape(8, 8, 4096, groups=2, plane_block=8, kernel_eval="horner")
-    assert blocks.lane_groups(True) == (2, 8) and blocks.lane_groups(False) == (2, 1)
-    # staged points (8 B of offsets, 7 u taps between pads of 7, 7 complex v
-    # taps, 8 w weights of 4 B) and one group's totals of each plane (double2)
-    assert lane_tile_local_bytes(blocks, 7, True, 4) == (128 * (8 + 21 * 4 + 7 * 8 + 8 * 4)
-                                                         + 8 * 64 * 16)
-    check_lane_tile(blocks, gpu, 7, True, 4)
-    with pytest.raises(ValueError, match="local memory"):
-        check_lane_tile(dataclasses.replace(blocks, groups=4), gpu, 7, True, 4)
+    assert blocks == TileShape(8, 8, 4096, plane_block=8, kernel_eval="horner")
+    assert blocks.lane_groups(True) == (1, 8) and blocks.lane_groups(False) == (1, 1)
+    two = dataclasses.replace(blocks, groups=2)
+    # staged points (8 B of offsets, 7 u taps and 7 complex v taps between
+    # pads of 7, 8 w weights of 4 B) and the second group's totals of each
+    # plane (double2); without w, no pads for v and no weights
+    assert lane_tile_local_bytes(two, 7, True, 4) == 128 * (8 + 21 * 4 + 21 * 8 + 8 * 4) + 8 * 64 * 16
+    assert lane_tile_local_bytes(two, 7, False, 4) == 16 * (8 + 21 * 4 + 7 * 8) + 64 * 16
+    check_lane_tile(two, gpu, 7, True, 4)
+    assert lane_tile_batch(two, gpu, 7, True, 4) == 128   # a point a work-item
+    # double precision: 576 B a staged point, so half the batch fits 48 KiB
+    assert lane_tile_batch(two, gpu, 7, True, 8) == 64
+    check_lane_tile(two, gpu, 7, True, 8)
+    with pytest.raises(ValueError, match="local memory"):   # 7 groups' totals: 57 KiB
+        check_lane_tile(dataclasses.replace(blocks, groups=8), gpu, 7, True, 4)
     with pytest.raises(ValueError, match="1152 work-items a group"):
         check_lane_tile(dataclasses.replace(blocks, groups=2, plane_block=9, lanes=64,
                                             tile_u=8), gpu, 7, True, 4)
