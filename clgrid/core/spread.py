@@ -698,10 +698,6 @@ class Spreader(_Stage):
 
     def __init__(self, queue: cl.CommandQueue, source: KernelSource, tiles: TileShape):
         super().__init__(queue, source, tiles)
-        if not tiles.vector and source.do_w and tiles.plane_block > self.layout.n_planes:
-            # the GPU kernel's blocks no longer than the planes there are, so
-            # no plane group idles in every item
-            self.tiles = dataclasses.replace(tiles, plane_block=self.layout.n_planes)
         #: Points the GPU kernel stages at a time.
         self.batch = self.tiles.staged_for(source.do_w)
         if not tiles.vector and isinstance(source, EsKernel):

@@ -13,6 +13,8 @@ protocol, chosen here.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
@@ -109,8 +111,13 @@ def imaging_engine(queue: cl.CommandQueue, geometry: ImageGeometry, layout: Grid
                      max(row_stop - row0 for row0, row_stop in bounds) * n_chan,
                      geometry.grid_real)
     kernel = EsKernel(geometry, layout)
+    # the GPU kernel's blocks of w planes no longer than this device's planes,
+    # so that no plane group idles in every work item
+    spread_tiles = (dataclasses.replace(tiles, plane_block=stop - first)
+                    if geometry.do_w and not tiles.vector and tiles.plane_block > stop - first
+                    else tiles)
     stages = Stages(points=set_points,
-                    spread=lambda q: Spreader(q, kernel, tiles),
+                    spread=lambda q: Spreader(q, kernel, spread_tiles),
                     interpolate=lambda q: Interpolator(q, kernel, tiles),
                     image=image, tiles=tiles)
     return Engine(queue, stages, uvw_d, freq_scale_d, bounds)
