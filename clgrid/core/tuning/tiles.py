@@ -34,7 +34,8 @@ def tile_candidates(profile: DeviceProfile, support: int, do_w: bool = False
                     ) -> list[TileShape]:
     """Tiles worth timing on ``profile`` for kernel width ``support`` (the
     default first); every one passes :meth:`TileShape.check`.  GPUs: tile
-    sizes, lane groups and chunk lengths of ``spread``; CPUs: the vector
+    sizes, lane groups and chunk lengths of ``spread``, with w-stacking its
+    blocks of w planes too; CPUs: the vector
     tile's rows and, with w-stacking, its planes per block (up to
     ``min(support, 8)``, all the planes a point touches: fewer visits of each
     point, more private memory; benchmarks/RESULTS.md, "Plane blocks")."""
