@@ -329,6 +329,14 @@ __kernel void gather_values(__global const int4 *cells, const unsigned int n_val
 #define KV_PAD ${"(LANES - 1)" if pad_lanes else "0"}
 #define KV_ROW (2 * KV_PAD + SUPPORT)
 % endif
+## The zero pads either side of every staged point's taps in `array`, once
+## per kernel (a pad of zero length takes no loop: its divisor would be 0).
+<%def name="zero_pads(array, pad, row, zero)">\
+    for (int i = tid; i < BATCH * (${row} - SUPPORT); i += LANES * LANE_GROUPS) {
+        const int p = i / (${row} - SUPPORT), j = i - (i / (${row} - SUPPORT)) * (${row} - SUPPORT);
+        ${array}[p][j < ${pad} ? j : j + SUPPORT] = ${zero};
+    }
+</%def>
 __kernel __attribute__((reqd_work_group_size(LANES * LANE_GROUPS, 1, 1)))
 void spread(__global const int4 *cells, __global const ${real}4 *fracs,
             __global const ${vec} *values, __global const unsigned int *bin_start,
@@ -367,15 +375,9 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
     __local ${ku_type} s_ku[BATCH][KU_ROW];
     __local ${vec} s_kv[BATCH][KV_ROW];
     // the pads stay zero: only the taps between them are staged
-    for (int i = tid; i < BATCH * (KU_ROW - SUPPORT); i += LANES * LANE_GROUPS) {
-        const int p = i / (KU_ROW - SUPPORT), j = i - (i / (KU_ROW - SUPPORT)) * (KU_ROW - SUPPORT);
-        s_ku[p][j < KU_PAD ? j : j + SUPPORT] = (${real})0;
-    }
+${zero_pads("s_ku", "KU_PAD", "KU_ROW", "(" + real + ")0")}\
 %   if pad_lanes:
-    for (int i = tid; i < BATCH * (KV_ROW - SUPPORT); i += LANES * LANE_GROUPS) {
-        const int p = i / (KV_ROW - SUPPORT), j = i - (i / (KV_ROW - SUPPORT)) * (KV_ROW - SUPPORT);
-        s_kv[p][j < KV_PAD ? j : j + SUPPORT] = (${vec})(0, 0);
-    }
+${zero_pads("s_kv", "KV_PAD", "KV_ROW", "(" + vec + ")(0, 0)")}\
 %   endif
 % else:
     __local ${ku_type} s_ku[BATCH][SUPPORT];
@@ -540,17 +542,15 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
                     if (a >= 0 && a < SUPPORT)
                         acc[r] += cmul_${csuffix}(column[a * SUPPORT], value);
                 }
-% elif plane_block > 1:
+% elif kernel_source == "es":
+%   if plane_block > 1:
                 const ${real} kw = s_kw[p][plane_offset];
                 if (kw == (${real})0)
                     continue;   // the point's footprint misses this plane
                 const ${vec} kv = s_kv[p][b] * kw;
-                const int row0 = KU_PAD - s_du[p];   // padded taps: no row test
-                #pragma unroll
-                for (int r = 0; r < TILE_U; ++r)
-                    acc[r] += s_ku[p][row0 + r] * kv;
-% elif kernel_source == "es":
+%   else:
                 const ${vec} kv = s_kv[p][b];
+%   endif
                 const int row0 = KU_PAD - s_du[p];   // padded taps: no row test
                 // a fixed, unrolled row loop keeps acc in registers
                 #pragma unroll

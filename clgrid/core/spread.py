@@ -663,10 +663,10 @@ def lane_tile_batch(tiles: TileShape, profile: DeviceProfile, support: int, do_w
 
 
 def check_lane_tile(tiles: TileShape, profile: DeviceProfile, support: int, do_w: bool,
-                    real_bytes: int) -> None:
-    """ValueError where the GPU kernel's work-group (``lanes x groups``, times
-    ``plane_block`` with w-stacking) or its local memory, at the batch of
-    :func:`lane_tile_batch`, exceeds the device's."""
+                    real_bytes: int) -> int:
+    """The batch of :func:`lane_tile_batch`; ValueError where the GPU
+    kernel's work-group (``lanes x groups``, times ``plane_block`` with
+    w-stacking) or its local memory at that batch exceeds the device's."""
     groups, planes = tiles.lane_groups(do_w)
     items = tiles.lanes * groups * planes
     shape = f"tile {tiles.tile_u}x{tiles.lanes} in {groups} group(s)" + (
@@ -674,12 +674,13 @@ def check_lane_tile(tiles: TileShape, profile: DeviceProfile, support: int, do_w
     if items > profile.max_work_group_size:
         raise ValueError(f"{shape} takes {items} work-items a group; "
                          f"{profile.device_name.strip()!r} allows {profile.max_work_group_size}")
-    need = lane_tile_local_bytes(tiles, support, do_w, real_bytes,
-                                 lane_tile_batch(tiles, profile, support, do_w, real_bytes))
+    batch = lane_tile_batch(tiles, profile, support, do_w, real_bytes)
+    need = lane_tile_local_bytes(tiles, support, do_w, real_bytes, batch)
     if need > profile.local_mem_bytes:
         raise ValueError(f"{shape} needs {need} B of local memory for kernel support "
                          f"{support}; {profile.device_name.strip()!r} has "
                          f"{profile.local_mem_bytes}: fewer groups or a smaller plane_block")
+    return batch
 
 
 def tile_words(tiles: TileShape) -> str:
@@ -701,11 +702,8 @@ class Spreader(_Stage):
         #: Points the GPU kernel stages at a time.
         self.batch = self.tiles.staged_for(source.do_w)
         if not tiles.vector and isinstance(source, EsKernel):
-            real_bytes = np.dtype(source.grid_complex).itemsize // 2
-            check_lane_tile(self.tiles, self._profile, self.layout.choice.support, source.do_w,
-                            real_bytes)
-            self.batch = lane_tile_batch(self.tiles, self._profile, self.layout.choice.support,
-                                         source.do_w, real_bytes)
+            self.batch = check_lane_tile(self.tiles, self._profile, self.layout.choice.support,
+                                         source.do_w, np.dtype(source.grid_complex).itemsize // 2)
         self._dummy_scratch = cla.empty(self.queue, 1, np.complex128)
         self._values: cla.Array | None = None   # gather's output, reused
         #: The source's own per-stage state (the table's: its value
