@@ -153,8 +153,12 @@ def dirty2vis_parts(imager: MultiDeviceImager, npix: int) -> None:
         print(f"w={imager.do_w} dirty2vis {name}: " + ", ".join(
             f"shard{d} alone {t:.1f} ms" for d, t in enumerate(alone))
             + f", all at once {together:.1f} ms", flush=True)
-    print(f"w={imager.do_w} MultiDeviceImager.dirty2vis "
-          f"{best_ms(lambda: imager.dirty2vis(dirty)):.1f} ms", flush=True)
+    default = imager.overlap_downloads
+    for overlap in (default, not default, default, not default):
+        imager.overlap_downloads = overlap
+        print(f"w={imager.do_w} MultiDeviceImager.dirty2vis, overlap_downloads={overlap}: "
+              f"{best_ms(lambda: imager.dirty2vis(dirty)):.1f} ms", flush=True)
+    imager.overlap_downloads = default
 
 
 def main(argv=None) -> int:

@@ -183,6 +183,10 @@ class MultiDeviceImager:
         #: Held by the functional API's calls, which share a cached imager.
         self.call_lock = threading.Lock()
         self.shards = self._map(lambda d: self._make_shard(d, fft_backend))
+        #: dirty2vis over contiguous row shares: each shard's own call, whose
+        #: row blocks come down as each is final, instead of one DMA a shard
+        #: after its work (with w the interpolation is long enough to hide them).
+        self.overlap_downloads = self.do_w
         if self.reduce in ("auto", None):
             self.reduce = self._measured_reduction()
 
@@ -417,6 +421,12 @@ class MultiDeviceImager:
             goes straight into ``out``."""
             rows = self.shard_rows[d]
             if self.shards[d] is None:
+                return
+            if self.overlap_downloads and not planes and _is_block(rows):
+                # the shard's own call: its row blocks come down as each is final
+                block = out[rows[0]:rows[-1] + 1]
+                self.shards[d].dirty2vis(dirty, _take(wgt, rows), _take(mask, rows),
+                                         vis=block if dirty.ndim == 3 else block[:, :, 0])
                 return
             vis_d = self.shards[d].dirty2vis_device(dirty, _take(wgt, rows), _take(mask, rows))
             if planes:

@@ -195,6 +195,38 @@ def test_dirty2vis_on_two_devices_into_pinned_memory(cl_env):
     imager.close()
 
 
+@pytest.mark.parametrize("pinned", [False, True], ids=["staged", "pinned"])
+def test_dirty2vis_with_w_by_rows_sends_each_shards_blocks_down_as_they_finish(cl_env, pinned):
+    """With w, rows partitioned: each shard predicts through its own Imager
+    call into its rows of the output (``overlap_downloads``, row blocks down
+    as each is final; forced pinned uploaders take the DMA path on any
+    device).  The same bits as one DMA a shard after its work, weights and
+    flags applied, within rounding of one device."""
+    from clgrid.core.transfer import Uploader
+    uvw, freq, _, _ = _observation(n_times=40, n_chan=16)
+    rng = np.random.default_rng(13)
+    image = rng.normal(size=(GEOMETRY["npix_x"], GEOMETRY["npix_y"])).astype(np.float32)
+    wgt = rng.uniform(0.5, 2.0, (len(uvw), len(freq)))
+    mask = np.ones_like(wgt, np.uint8)
+    mask[::5] = 0
+    common = dict(uvw=uvw, freq=freq, epsilon=1e-5, do_wgridding=True, **GEOMETRY)
+    imager = MultiDeviceImager(_two_devices(cl_env), partition="time", **common)
+    try:
+        assert imager.overlap_downloads
+        if pinned:
+            for shard in imager.shards:
+                shard.uploader = Uploader(shard.queue, pinned=True)
+        overlapped = imager.dirty2vis(image, wgt, mask).copy()
+        imager.overlap_downloads = False
+        after_work = imager.dirty2vis(image, wgt, mask)
+    finally:
+        imager.close()
+    assert np.array_equal(overlapped, after_work)
+    single = Imager(cl_env.queue, **common).dirty2vis(image, wgt, mask)
+    assert _peak_error(overlapped, single) <= ROUNDING
+    assert np.all(overlapped[::5] == 0)
+
+
 @pytest.mark.parametrize("do_w,partition", [(False, "time"), (False, "baseline"),
                                              (True, "time"), (True, "w-planes")])
 def test_dirty2vis_of_polarisations_in_shares_equals_one_device(cl_env, do_w, partition):
