@@ -8,7 +8,11 @@ whether two runs give the same bits.
 
 A tile is TileShape's fields in order or by name (as profile_core.py's
 ``--tiles``); the first is the reference of the difference column.  Prints a
-table and, with ``--json``, writes it.
+table and, with ``--json``, writes it.  ``--build-options`` times every tile
+once with each set of extra compiler options for the spread kernels, each
+set with a leading space so that argparse takes it (e.g. ``"" " -cl-nv-verbose
+-cl-nv-maxrregcount=64"`` on NVIDIA), and prints their build logs
+(``-cl-nv-verbose`` puts the registers and spills there).
 """
 
 from __future__ import annotations
@@ -48,8 +52,30 @@ def parse_args(argv=None):
     parser.add_argument("--tiles", nargs="+", default=["8,8,4096,groups=4",
                                                        "8,16,2048,groups=2"])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--build-options", nargs="+", default=[""],
+                        help='sets of extra compiler options for the spread kernels, each with a '
+                             'leading space (" -cl-nv-verbose")')
     parser.add_argument("--json", default=None)
     return parser.parse_args(argv)
+
+
+def spread_build_options(extra: str) -> None:
+    """Give the spread programs built from here on the options ``extra``
+    (a probe: through the kernel module's build step) and print their logs."""
+    from clgrid.device import kernels
+    original = getattr(kernels, "_original_cached_build", kernels._cached_build)
+    kernels._original_cached_build = original
+
+    def build(context, device, source, options):
+        if "void spread(" not in source or not extra:
+            return original(context, device, source, options)
+        program = original(context, device, source, tuple(options) + tuple(extra.split()))
+        log = program.get_build_info(device, cl.program_build_info.LOG).strip()
+        print(f"spread build log ({extra}):\n{log}", flush=True)
+        return program
+    kernels._cached_build = build
+    with kernels._programs_lock:   # built afresh, not from the memory cache
+        kernels._programs.clear()
 
 
 def observation(args) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
@@ -105,9 +131,12 @@ def main(argv=None) -> int:
     for do_w in {"no": [False], "yes": [True], "both": [False, True]}[args.w]:
         reference = None
         for text in args.tiles:
-            row, image = one_tile(queue, args, text, do_w, data, reference)
-            reference = image if reference is None else reference
-            rows.append(row)
+            for extra in args.build_options:
+                spread_build_options(extra)
+                row, image = one_tile(queue, args, text, do_w, data, reference)
+                row["build options"] = extra
+                reference = image if reference is None else reference
+                rows.append(row)
     print_table(rows)
     write_json(args.json, "spread_tiles", rows,
                device=clgrid.DeviceProfile.from_device(queue.device).summary(),
