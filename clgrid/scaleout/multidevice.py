@@ -185,8 +185,9 @@ class MultiDeviceImager:
         self.shards = self._map(lambda d: self._make_shard(d, fft_backend))
         #: dirty2vis over contiguous row shares: each shard's own call, whose
         #: row blocks come down as each is final, instead of one DMA a shard
-        #: after its work (with w the interpolation is long enough to hide them).
-        self.overlap_downloads = self.do_w
+        #: after its work (2 x H100, 2026-11-27: w 39.4-42.2 -> 33.1-35.4 ms,
+        #: no w 20.8-21.8 -> 17.0-19.5 ms; benchmarks/RESULTS.md).
+        self.overlap_downloads = True
         if self.reduce in ("auto", None):
             self.reduce = self._measured_reduction()
 
@@ -434,9 +435,8 @@ class MultiDeviceImager:
                 with self._sum_lock:   # rows are unique within a shard, not across
                     out[rows] += part
             elif _is_block(rows):
-                # one blocking DMA a device into the pinned output; the single-device
-                # row-block overlap (Imager.dirty2vis) was slower here: 2 x H200, no w,
-                # 19.4 -> 29.1 ms (the devices' threads' non-blocking copies contend)
+                # one blocking DMA a device into the pinned output (overlap_downloads
+                # off, or rows not contiguous)
                 self.shards[d].uploader.to_host(vis_d, out=out[rows[0]:rows[-1] + 1])
             else:
                 out[rows] = self.shards[d].uploader.to_host(vis_d)

@@ -195,9 +195,10 @@ def test_dirty2vis_on_two_devices_into_pinned_memory(cl_env):
     imager.close()
 
 
+@pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
 @pytest.mark.parametrize("pinned", [False, True], ids=["staged", "pinned"])
-def test_dirty2vis_with_w_by_rows_sends_each_shards_blocks_down_as_they_finish(cl_env, pinned):
-    """With w, rows partitioned: each shard predicts through its own Imager
+def test_dirty2vis_by_rows_sends_each_shards_blocks_down_as_they_finish(cl_env, pinned, do_w):
+    """Rows partitioned: each shard predicts through its own Imager
     call into its rows of the output (``overlap_downloads``, row blocks down
     as each is final; forced pinned uploaders take the DMA path on any
     device).  The same bits as one DMA a shard after its work, weights and
@@ -209,7 +210,7 @@ def test_dirty2vis_with_w_by_rows_sends_each_shards_blocks_down_as_they_finish(c
     wgt = rng.uniform(0.5, 2.0, (len(uvw), len(freq)))
     mask = np.ones_like(wgt, np.uint8)
     mask[::5] = 0
-    common = dict(uvw=uvw, freq=freq, epsilon=1e-5, do_wgridding=True, **GEOMETRY)
+    common = dict(uvw=uvw, freq=freq, epsilon=1e-5, do_wgridding=do_w, **GEOMETRY)
     imager = MultiDeviceImager(_two_devices(cl_env), partition="time", **common)
     try:
         assert imager.overlap_downloads
