@@ -544,10 +544,9 @@ ${zero_pads("s_kv", "KV_PAD", "KV_ROW", "(" + vec + ")(0, 0)")}\
                 }
 % elif kernel_source == "es":
 %   if plane_block > 1:
-                const ${real} kw = s_kw[p][plane_offset];
-                if (kw == (${real})0)
-                    continue;   // the point's footprint misses this plane
-                const ${vec} kv = s_kv[p][b] * kw;
+                // a plane the footprint misses has weight 0 (no test: the
+                // other planes of the warp take the same time)
+                const ${vec} kv = s_kv[p][b] * s_kw[p][plane_offset];
 %   else:
                 const ${vec} kv = s_kv[p][b];
 %   endif
