@@ -638,15 +638,16 @@ def lane_tile_local_bytes(tiles: TileShape, support: int, do_w: bool, real_bytes
     (``spread``) staging ``batch`` points at a time (default
     ``tiles.staged_for(do_w)``): the staged points (offsets, u taps between
     zero pads of ``tile_u - 1``, v taps times the value, with plane blocks
-    between pads of ``lanes - 1`` and with their w weights) and the groups'
-    totals."""
+    between pads of ``lanes - 1`` and with their w weights and a bit a point
+    for those that touch the tile) and the groups' totals."""
     groups, planes = tiles.lane_groups(do_w)
     u_taps = 2 * (tiles.tile_u - 1) + support
     v_taps = 2 * (tiles.lanes - 1) + support if planes > 1 else support
     per_point = (8 + (u_taps + 2 * v_taps) * real_bytes
                  + (planes * real_bytes if planes > 1 else 0))
     totals = (groups - 1) * planes * tiles.tile_u * tiles.lanes * 16
-    return (batch or tiles.staged_for(do_w)) * per_point + totals
+    batch = batch or tiles.staged_for(do_w)
+    return batch * per_point + (4 * -(-batch // 32) if planes > 1 else 0) + totals
 
 
 def lane_tile_batch(tiles: TileShape, profile: DeviceProfile, support: int, do_w: bool,

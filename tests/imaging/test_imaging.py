@@ -260,7 +260,8 @@ def test_gpu_plane_blocks_default_clamp_and_limits(cl_env):
     # staged points (8 B of offsets, 7 u taps and 7 complex v taps between
     # pads of 7, 8 w weights of 4 B) and the second group's totals of each
     # plane (double2); without w, no pads for v and no weights
-    assert lane_tile_local_bytes(two, 7, True, 4) == 128 * (8 + 21 * 4 + 21 * 8 + 8 * 4) + 8 * 64 * 16
+    assert (lane_tile_local_bytes(two, 7, True, 4)
+            == 128 * (8 + 21 * 4 + 21 * 8 + 8 * 4) + 4 * 4 + 8 * 64 * 16)
     assert lane_tile_local_bytes(two, 7, False, 4) == 16 * (8 + 21 * 4 + 7 * 8) + 64 * 16
     check_lane_tile(two, gpu, 7, True, 4)
     assert lane_tile_batch(two, gpu, 7, True, 4) == 128   # a point a work-item
