@@ -316,68 +316,17 @@ __kernel void gather_values(__global const int4 *cells, const unsigned int n_val
 // once per plane.
 #define PLANE_BLOCK ${plane_block}
 #define LANE_GROUPS (GROUPS * PLANE_BLOCK)
-<% pad_lanes = kernel_source == "es" and plane_block > 1 %>\
-## Blocks of w planes stage only the points that touch the tile (compact):
-## 7% faster there on an H100; without w, 2% slower (benchmarks/RESULTS.md).
-<% compact = pad_lanes %>\
 % if kernel_source == "es":
 // The ES path stages a point's u taps between zero pads of TILE_U - 1, so a
 // lane's rows read them without a test: row r of a point at offset du is
-// s_ku[p][KU_PAD - du + r], zero outside the footprint.  Blocks of w planes
-// also stage its v taps (times the value) between pads of LANES - 1, lane
-// l's weight s_kv[p][KV_PAD - dv + l], so no lane tests either (without w
-// that was 2-5% slower on an H100, with w blocks 7% faster).
+// s_ku[p][KU_PAD - du + r], zero outside the footprint; its v taps (times
+// the value) between pads of LANES - 1, lane l's weight
+// s_kv[p][KV_PAD - dv + l], so no lane tests either.
 #define KU_PAD (TILE_U - 1)
 #define KU_ROW (2 * KU_PAD + SUPPORT)
-#define KV_PAD ${"(LANES - 1)" if pad_lanes else "0"}
+#define KV_PAD (LANES - 1)
 #define KV_ROW (2 * KV_PAD + SUPPORT)
 % endif
-## A touching point's taps staged at slot `at` of the batch (the ES source).
-<%def name="stage_es(at)">\
-                    const ${real} xu = t.x - HALF_SUPPORT, xv = t.y - HALF_SUPPORT;
-                    ${vec} value = point_value;
-% if do_w and plane_block > 1:
-                    // tap j = plane - w bin of each plane of the block, 0 past the
-                    // footprint; the taps as the interpolation's kernel_taps has them
-                    const int first_tap = first_plane - cell.z;
-%   if context.get("kernel_eval", "exp") == "horner":
-                    ${real} taps_w[SUPPORT];
-                    kernel_taps(t.z, taps_w);
-%   endif
-                    for (int g = 0; g < PLANE_BLOCK; ++g) {
-                        const int j = first_tap + g;
-%   if context.get("kernel_eval", "exp") == "horner":
-                        ${real} weight = (${real})0;
-                        #pragma unroll
-                        for (int a = 0; a < SUPPORT; ++a)
-                            weight = j == a ? taps_w[a] : weight;
-                        s_kw[${at}][g] = weight;
-%   else:
-                        s_kw[${at}][g] = (j >= 0 && j < SUPPORT)
-                            ? es_kernel((${real})j - HALF_SUPPORT + t.z) : (${real})0;
-%   endif
-                    }
-% elif do_w and context.get("kernel_eval", "exp") == "horner":
-                    // the w weight as the interpolation's kernel_taps has it (adjoint)
-                    value *= kernel_tap(t.z, plane - cell.z);
-% elif do_w:
-                    value *= es_kernel((${real})(plane - cell.z) - HALF_SUPPORT + t.z);
-% endif
-% if context.get("kernel_eval", "exp") == "horner":
-                    ${real} taps_u[SUPPORT], taps_v[SUPPORT];
-                    kernel_taps(t.x, taps_u);
-                    kernel_taps(t.y, taps_v);
-                    for (int a = 0; a < SUPPORT; ++a) {
-                        s_ku[${at}][KU_PAD + a] = taps_u[a];
-                        s_kv[${at}][KV_PAD + a] = value * taps_v[a];
-                    }
-% else:
-                    for (int a = 0; a < SUPPORT; ++a) {
-                        s_ku[${at}][KU_PAD + a] = es_kernel(xu + (${real})a);
-                        s_kv[${at}][KV_PAD + a] = value * es_kernel(xv + (${real})a);
-                    }
-% endif
-</%def>
 ## The zero pads either side of every staged point's taps in `array`, once
 ## per kernel (a pad of zero length takes no loop: its divisor would be 0).
 <%def name="zero_pads(array, pad, row, zero)">\
@@ -425,9 +374,7 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
     __local ${vec} s_kv[BATCH][KV_ROW];
     // the pads stay zero: only the taps between them are staged
 ${zero_pads("s_ku", "KU_PAD", "KU_ROW", "(" + real + ")0")}\
-%   if pad_lanes:
 ${zero_pads("s_kv", "KV_PAD", "KV_ROW", "(" + vec + ")(0, 0)")}\
-%   endif
 % else:
     __local ${ku_type} s_ku[BATCH][SUPPORT];
     __local ${vec} s_kv[BATCH][SUPPORT];
@@ -435,7 +382,7 @@ ${zero_pads("s_kv", "KV_PAD", "KV_ROW", "(" + vec + ")(0, 0)")}\
 % if plane_block > 1:
     __local ${real} s_kw[BATCH][PLANE_BLOCK];   // a point's w weight in each plane
 % endif
-% if compact:
+% if kernel_source == "es":
 #define TOUCH_WORDS ((BATCH + 31) / 32)
     __local unsigned int s_touch[TOUCH_WORDS];   // a bit a point of the batch that touches
     if (tid < TOUCH_WORDS)
@@ -492,10 +439,12 @@ ${zero_pads("s_kv", "KV_PAD", "KV_ROW", "(" + vec + ")(0, 0)")}\
             next_base = base + BATCH;
             ${prefetch()}
             barrier(CLK_LOCAL_MEM_FENCE);
-% if compact:
+% if kernel_source == "es":
             // The batch's points that touch this tile, staged side by side in
-            // batch order (so the loop below has no test for the others, and
-            // adds what it added before in the same order): a bit a point,
+            // batch order, so that with the padded taps the loop below has no
+            // test (an H100: 7% off the w spread, 2% without w,
+            // benchmarks/RESULTS.md) and adds what it added before in the
+            // same order: a bit a point,
             // set by atomics (the bits do not depend on their order), then
             // each point's place is the count of set bits before its own.
             int du = 0, dv = 0;
@@ -519,7 +468,49 @@ ${zero_pads("s_kv", "KV_PAD", "KV_ROW", "(" + vec + ")(0, 0)")}\
                 if (touches) {
                     s_du[at] = du;
                     s_dv[at] = dv;
-${stage_es("at")}\
+                    const ${real} xu = t.x - HALF_SUPPORT, xv = t.y - HALF_SUPPORT;
+                    ${vec} value = point_value;
+% if do_w and plane_block > 1:
+                    // tap j = plane - w bin of each plane of the block, 0 past the
+                    // footprint; the taps as the interpolation's kernel_taps has them
+                    const int first_tap = first_plane - cell.z;
+%   if context.get("kernel_eval", "exp") == "horner":
+                    ${real} taps_w[SUPPORT];
+                    kernel_taps(t.z, taps_w);
+%   endif
+                    for (int g = 0; g < PLANE_BLOCK; ++g) {
+                        const int j = first_tap + g;
+%   if context.get("kernel_eval", "exp") == "horner":
+                        ${real} weight = (${real})0;
+                        #pragma unroll
+                        for (int a = 0; a < SUPPORT; ++a)
+                            weight = j == a ? taps_w[a] : weight;
+                        s_kw[at][g] = weight;
+%   else:
+                        s_kw[at][g] = (j >= 0 && j < SUPPORT)
+                            ? es_kernel((${real})j - HALF_SUPPORT + t.z) : (${real})0;
+%   endif
+                    }
+% elif do_w and context.get("kernel_eval", "exp") == "horner":
+                    // the w weight as the interpolation's kernel_taps has it (adjoint)
+                    value *= kernel_tap(t.z, plane - cell.z);
+% elif do_w:
+                    value *= es_kernel((${real})(plane - cell.z) - HALF_SUPPORT + t.z);
+% endif
+% if context.get("kernel_eval", "exp") == "horner":
+                    ${real} taps_u[SUPPORT], taps_v[SUPPORT];
+                    kernel_taps(t.x, taps_u);
+                    kernel_taps(t.y, taps_v);
+                    for (int a = 0; a < SUPPORT; ++a) {
+                        s_ku[at][KU_PAD + a] = taps_u[a];
+                        s_kv[at][KV_PAD + a] = value * taps_v[a];
+                    }
+% else:
+                    for (int a = 0; a < SUPPORT; ++a) {
+                        s_ku[at][KU_PAD + a] = es_kernel(xu + (${real})a);
+                        s_kv[at][KV_PAD + a] = value * es_kernel(xv + (${real})a);
+                    }
+% endif
                 }
             }
             barrier(CLK_LOCAL_MEM_FENCE);
@@ -561,10 +552,6 @@ ${stage_es("at")}\
                 if (touches) {
                     s_value[tid] = point_value;
                     s_slice[tid] = (cell.z & TABLE_INDEX_MASK) * SUPPORT * SUPPORT;
-                }
-% else:
-                if (touches) {
-${stage_es("tid")}\
                 }
 % endif
             }

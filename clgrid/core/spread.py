@@ -637,17 +637,17 @@ def lane_tile_local_bytes(tiles: TileShape, support: int, do_w: bool, real_bytes
     """Local memory of one work-group of the ES source's GPU kernel
     (``spread``) staging ``batch`` points at a time (default
     ``tiles.staged_for(do_w)``): the staged points (offsets, u taps between
-    zero pads of ``tile_u - 1``, v taps times the value, with plane blocks
-    between pads of ``lanes - 1`` and with their w weights and a bit a point
-    for those that touch the tile) and the groups' totals."""
+    zero pads of ``tile_u - 1``, v taps times the value between pads of
+    ``lanes - 1``, with plane blocks their w weights; a bit a point for those
+    that touch the tile) and the groups' totals."""
     groups, planes = tiles.lane_groups(do_w)
     u_taps = 2 * (tiles.tile_u - 1) + support
-    v_taps = 2 * (tiles.lanes - 1) + support if planes > 1 else support
+    v_taps = 2 * (tiles.lanes - 1) + support
     per_point = (8 + (u_taps + 2 * v_taps) * real_bytes
                  + (planes * real_bytes if planes > 1 else 0))
     totals = (groups - 1) * planes * tiles.tile_u * tiles.lanes * 16
     batch = batch or tiles.staged_for(do_w)
-    return batch * per_point + (4 * -(-batch // 32) if planes > 1 else 0) + totals
+    return batch * per_point + 4 * -(-batch // 32) + totals
 
 
 def lane_tile_batch(tiles: TileShape, profile: DeviceProfile, support: int, do_w: bool,

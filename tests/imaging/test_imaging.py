@@ -262,7 +262,7 @@ def test_gpu_plane_blocks_default_clamp_and_limits(cl_env):
     # plane (double2); without w, no pads for v and no weights
     assert (lane_tile_local_bytes(two, 7, True, 4)
             == 128 * (8 + 21 * 4 + 21 * 8 + 8 * 4) + 4 * 4 + 8 * 64 * 16)
-    assert lane_tile_local_bytes(two, 7, False, 4) == 16 * (8 + 21 * 4 + 7 * 8) + 64 * 16
+    assert lane_tile_local_bytes(two, 7, False, 4) == 16 * (8 + 21 * 4 + 21 * 8) + 4 + 64 * 16
     check_lane_tile(two, gpu, 7, True, 4)
     assert lane_tile_batch(two, gpu, 7, True, 4) == 128   # a point a work-item
     # double precision: 576 B a staged point, so half the batch fits 48 KiB
