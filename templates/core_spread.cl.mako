@@ -319,12 +319,13 @@ __kernel void gather_values(__global const int4 *cells, const unsigned int n_val
 % if kernel_source == "es":
 // The ES path stages a point's u taps between zero pads of TILE_U - 1, so a
 // lane's rows read them without a test: row r of a point at offset du is
-// s_ku[p][KU_PAD - du + r], zero outside the footprint; its v taps (times
+// s_ku[p][KU_PAD - du + r], zero outside the footprint; with pad_lanes
+// (where they fit the local memory: spread.pads_lanes) its v taps (times
 // the value) between pads of LANES - 1, lane l's weight
 // s_kv[p][KV_PAD - dv + l], so no lane tests either.
 #define KU_PAD (TILE_U - 1)
 #define KU_ROW (2 * KU_PAD + SUPPORT)
-#define KV_PAD (LANES - 1)
+#define KV_PAD ${"(LANES - 1)" if pad_lanes else "0"}
 #define KV_ROW (2 * KV_PAD + SUPPORT)
 % endif
 ## The zero pads either side of every staged point's taps in `array`, once
@@ -374,7 +375,9 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
     __local ${vec} s_kv[BATCH][KV_ROW];
     // the pads stay zero: only the taps between them are staged
 ${zero_pads("s_ku", "KU_PAD", "KU_ROW", "(" + real + ")0")}\
+%   if pad_lanes:
 ${zero_pads("s_kv", "KV_PAD", "KV_ROW", "(" + vec + ")(0, 0)")}\
+%   endif
 % else:
     __local ${ku_type} s_ku[BATCH][SUPPORT];
     __local ${vec} s_kv[BATCH][SUPPORT];
@@ -517,8 +520,14 @@ ${zero_pads("s_kv", "KV_PAD", "KV_ROW", "(" + vec + ")(0, 0)")}\
             if (tid < TOUCH_WORDS)
                 s_touch[tid] = 0u;   // every work-item has read them (barrier above)
             for (int p = group; p < n_points; p += GROUPS) {
+%   if pad_lanes:
                 // lanes past the footprint read a pad's zero
                 const int b = KV_PAD - s_dv[p] + lane;
+%   else:
+                const int b = lane - s_dv[p];
+                if (b < 0 || b >= SUPPORT)
+                    continue;   // this lane is past the point's footprint
+%   endif
 % else:
             if (tid < n_here) {
                 const int du = tile_offset(cell.x, u0, nu, TILE_U);

@@ -242,6 +242,24 @@ def test_every_tile_shape_matches_the_direct_transform(cl_env, tiles, precision,
                                            *imager.engine.image.passes()[0]).n_folds > 0
 
 
+@pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
+def test_gpu_kernel_with_lane_tests_where_padded_taps_do_not_fit(cl_env, monkeypatch, do_w):
+    """Where the padded v taps fit no local memory (a 16 x 32 tile of W 13
+    in double precision on a GPU of 48 KiB: spread.pads_lanes), the GPU
+    kernel tests each lane against the footprint instead; forced here, its
+    image and prediction against the direct transform."""
+    import clgrid.core.spread as spread
+    from clgrid.core.plan import TileShape
+    monkeypatch.setattr(spread, "pads_lanes", lambda *args: False)
+    uvw, freq, vis = _observation(n_rows=150, seed=5)
+    tiles = TileShape(16, 32, 64, plane_block=3 if do_w else 1)
+    imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-9, do_wgridding=do_w,
+                    precision="double", tiles=tiles, **GEOMETRY)
+    assert not imager.engine.spreader.pad_lanes
+    reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=do_w, **GEOMETRY)
+    assert _rel_rms(imager.vis2dirty(vis.astype(np.complex128)), reference) <= 1e-9
+
+
 def test_gpu_plane_blocks_default_clamp_and_limits(cl_env):
     """The GPU tile with w: blocks of 8 planes, a group of lanes each, by
     default (no w: 4 groups, no blocks); a block longer than the planes there are is
@@ -263,11 +281,16 @@ def test_gpu_plane_blocks_default_clamp_and_limits(cl_env):
     assert (lane_tile_local_bytes(two, 7, True, 4)
             == 128 * (8 + 21 * 4 + 21 * 8 + 8 * 4) + 4 * 4 + 8 * 64 * 16)
     assert lane_tile_local_bytes(two, 7, False, 4) == 16 * (8 + 21 * 4 + 21 * 8) + 4 + 64 * 16
-    check_lane_tile(two, gpu, 7, True, 4)
+    assert check_lane_tile(two, gpu, 7, True, 4) == (128, True)
     assert lane_tile_batch(two, gpu, 7, True, 4) == 128   # a point a work-item
     # double precision: 576 B a staged point, so half the batch fits 48 KiB
     assert lane_tile_batch(two, gpu, 7, True, 8) == 64
-    check_lane_tile(two, gpu, 7, True, 8)
+    assert check_lane_tile(two, gpu, 7, True, 8) == (64, True)
+    # the padded v taps of a 16 x 32 tile of W 13 in double precision fit at
+    # no batch: the lanes keep their test (17.5 KiB unpadded at 32 points)
+    wide = TileShape(16, 32, 2048)
+    assert lane_tile_local_bytes(wide, 13, True, 8, 32) > 49152
+    assert check_lane_tile(wide, gpu, 13, True, 8) == (32, False)
     with pytest.raises(ValueError, match="local memory"):   # 7 groups' totals: 57 KiB
         check_lane_tile(dataclasses.replace(blocks, groups=8), gpu, 7, True, 4)
     with pytest.raises(ValueError, match="1152 work-items a group"):
