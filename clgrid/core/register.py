@@ -174,13 +174,29 @@ def phased_table(table: np.ndarray, block: int, bin_: int, dtype) -> np.ndarray:
     return phased
 
 
+def padded_slices(table: np.ndarray, support: int, params: RegisterParams) -> np.ndarray:
+    """A full table's ``S x S`` slices with zeros around them wherever a
+    block of a box can read (a box's blocks start up to a block less one
+    before the footprint and end within the box, :meth:`RegisterParams.bins`):
+    ``(slices, bin_v + 2 (block_v - 1), bin_u + 2 (block_u - 1))``, the
+    footprint at ``(block_v - 1, block_u - 1)``.  The register kernels then
+    test no bounds (as the lane spread's padded taps in the imaging core)."""
+    slices = np.asarray(table).reshape(-1, support, support)
+    bin_u, bin_v = params.bins(support)
+    pad_u, pad_v = params.block_u - 1, params.block_v - 1
+    padded = np.zeros((slices.shape[0], bin_v + 2 * pad_v, bin_u + 2 * pad_u), slices.dtype)
+    padded[:, pad_v:pad_v + support, pad_u:pad_u + support] = slices
+    return padded
+
+
 def kernel_tables(queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Array],
                   params: RegisterParams) -> list[cla.Array]:
-    """The tables as the register kernels read them: the full table as it
-    is, separable ones phased (:func:`phased_table`, real where the grid's
-    tables are) for ``params``' blocks."""
+    """The tables as the register kernels read them: the full table's
+    slices between zero pads (:func:`padded_slices`), separable ones phased
+    (:func:`phased_table`, real where the grid's tables are) for ``params``'
+    blocks."""
     if not grid.separable:
-        return tables_d[:1]
+        return [cla.to_device(queue, padded_slices(tables_d[0].get(), grid.support, params))]
     table_real = bool(grid.table_real)
     weight = grid.real if table_real else grid.complex_dtype
     bin_u, bin_v = params.bins(grid.support)
@@ -710,5 +726,6 @@ class RegisterInterpolator:
 __all__ = ["MAX_REGISTER_SUMS", "MAX_RUN", "REGISTER_BLOCKS", "RecordGather", "RecordScan", "Records",
            "REGISTER_DEGRID_MIN_SUPPORT", "RegisterInterpolator", "RegisterParams",
            "RegisterSpreader", "default_degrid_params", "degrid_by_register",
-           "gcf_template_params", "kernel_tables", "phased_table", "table_arguments",
+           "gcf_template_params", "kernel_tables", "padded_slices", "phased_table",
+           "table_arguments",
            "as_register_params", "default_register_params"]
