@@ -130,6 +130,11 @@ class MultiDeviceImager:
         Row indices of each device.
     load_balance
         Mean over maximum of the estimated work per device (1.0 = perfect).
+    overlap_downloads
+        dirty2vis over contiguous row shares: each shard's own
+        :meth:`Imager.dirty2vis` into its rows of the output, its row blocks
+        coming down as each is final (default True), instead of one download
+        a shard after its work.
     last_timings
         Wall seconds of the phases of the last :meth:`vis2dirty`: ``grid_s``
         (parallel gridding, or gridding + FFT per plane block with w; the
