@@ -328,6 +328,52 @@ __kernel void gather_values(__global const int4 *cells, const unsigned int n_val
 #define KV_PAD ${"(LANES - 1)" if pad_lanes else "0"}
 #define KV_ROW (2 * KV_PAD + SUPPORT)
 % endif
+## A touching point's taps staged at index `at` of the batch (the ES source).
+<%def name="stage_es(at)">\
+                const ${real} xu = t.x - HALF_SUPPORT, xv = t.y - HALF_SUPPORT;
+                ${vec} value = point_value;
+% if do_w and plane_block > 1:
+                // tap j = plane - w bin of each plane of the block, 0 past the
+                // footprint; the taps as the interpolation's kernel_taps has them
+                const int first_tap = first_plane - cell.z;
+%   if context.get("kernel_eval", "exp") == "horner":
+                ${real} taps_w[SUPPORT];
+                kernel_taps(t.z, taps_w);
+%   endif
+                for (int g = 0; g < PLANE_BLOCK; ++g) {
+                    const int j = first_tap + g;
+%   if context.get("kernel_eval", "exp") == "horner":
+                    ${real} weight = (${real})0;
+                    #pragma unroll
+                    for (int a = 0; a < SUPPORT; ++a)
+                        weight = j == a ? taps_w[a] : weight;
+                    s_kw[${at}][g] = weight;
+%   else:
+                    s_kw[${at}][g] = (j >= 0 && j < SUPPORT)
+                        ? es_kernel((${real})j - HALF_SUPPORT + t.z) : (${real})0;
+%   endif
+                }
+% elif do_w and context.get("kernel_eval", "exp") == "horner":
+                // the w weight as the interpolation's kernel_taps has it (adjoint)
+                value *= kernel_tap(t.z, plane - cell.z);
+% elif do_w:
+                value *= es_kernel((${real})(plane - cell.z) - HALF_SUPPORT + t.z);
+% endif
+% if context.get("kernel_eval", "exp") == "horner":
+                ${real} taps_u[SUPPORT], taps_v[SUPPORT];
+                kernel_taps(t.x, taps_u);
+                kernel_taps(t.y, taps_v);
+                for (int a = 0; a < SUPPORT; ++a) {
+                    s_ku[${at}][KU_PAD + a] = taps_u[a];
+                    s_kv[${at}][KV_PAD + a] = value * taps_v[a];
+                }
+% else:
+                for (int a = 0; a < SUPPORT; ++a) {
+                    s_ku[${at}][KU_PAD + a] = es_kernel(xu + (${real})a);
+                    s_kv[${at}][KV_PAD + a] = value * es_kernel(xv + (${real})a);
+                }
+% endif
+</%def>
 ## The zero pads either side of every staged point's taps in `array`, once
 ## per kernel (a pad of zero length takes no loop: its divisor would be 0).
 <%def name="zero_pads(array, pad, row, zero)">\
@@ -385,7 +431,7 @@ ${zero_pads("s_kv", "KV_PAD", "KV_ROW", "(" + vec + ")(0, 0)")}\
 % if plane_block > 1:
     __local ${real} s_kw[BATCH][PLANE_BLOCK];   // a point's w weight in each plane
 % endif
-% if kernel_source == "es":
+% if compact:
 #define TOUCH_WORDS ((BATCH + 31) / 32)
     __local unsigned int s_touch[TOUCH_WORDS];   // a bit a point of the batch that touches
     if (tid < TOUCH_WORDS)
@@ -442,14 +488,14 @@ ${zero_pads("s_kv", "KV_PAD", "KV_ROW", "(" + vec + ")(0, 0)")}\
             next_base = base + BATCH;
             ${prefetch()}
             barrier(CLK_LOCAL_MEM_FENCE);
-% if kernel_source == "es":
-            // The batch's points that touch this tile, staged side by side in
-            // batch order, so that with the padded taps the loop below has no
-            // test (an H100: 7% off the w spread, 2% without w,
-            // benchmarks/RESULTS.md) and adds what it added before in the
-            // same order: a bit a point, set by atomics (the bits do not
-            // depend on their order); a point's place is the count of set
-            // bits before its own.
+% if compact:
+            // GPUs (spread.compacts_points): the batch's points that touch
+            // this tile, staged side by side in batch order, so that with the
+            // padded taps the loop below has no test (an H100: 7% off the w
+            // spread, 2% without w, benchmarks/RESULTS.md) and adds what it
+            // added before in the same order: a bit a point, set by atomics
+            // (the bits do not depend on their order); a point's place is
+            // the count of set bits before its own.
             int du = 0, dv = 0;
             bool touches = false;
             if (tid < n_here) {
@@ -470,49 +516,7 @@ ${zero_pads("s_kv", "KV_PAD", "KV_ROW", "(" + vec + ")(0, 0)")}\
             if (touches) {
                 s_du[at] = du;
                 s_dv[at] = dv;
-                const ${real} xu = t.x - HALF_SUPPORT, xv = t.y - HALF_SUPPORT;
-                ${vec} value = point_value;
-% if do_w and plane_block > 1:
-                // tap j = plane - w bin of each plane of the block, 0 past the
-                // footprint; the taps as the interpolation's kernel_taps has them
-                const int first_tap = first_plane - cell.z;
-%   if context.get("kernel_eval", "exp") == "horner":
-                ${real} taps_w[SUPPORT];
-                kernel_taps(t.z, taps_w);
-%   endif
-                for (int g = 0; g < PLANE_BLOCK; ++g) {
-                    const int j = first_tap + g;
-%   if context.get("kernel_eval", "exp") == "horner":
-                    ${real} weight = (${real})0;
-                    #pragma unroll
-                    for (int a = 0; a < SUPPORT; ++a)
-                        weight = j == a ? taps_w[a] : weight;
-                    s_kw[at][g] = weight;
-%   else:
-                    s_kw[at][g] = (j >= 0 && j < SUPPORT)
-                        ? es_kernel((${real})j - HALF_SUPPORT + t.z) : (${real})0;
-%   endif
-                }
-% elif do_w and context.get("kernel_eval", "exp") == "horner":
-                // the w weight as the interpolation's kernel_taps has it (adjoint)
-                value *= kernel_tap(t.z, plane - cell.z);
-% elif do_w:
-                value *= es_kernel((${real})(plane - cell.z) - HALF_SUPPORT + t.z);
-% endif
-% if context.get("kernel_eval", "exp") == "horner":
-                ${real} taps_u[SUPPORT], taps_v[SUPPORT];
-                kernel_taps(t.x, taps_u);
-                kernel_taps(t.y, taps_v);
-                for (int a = 0; a < SUPPORT; ++a) {
-                    s_ku[at][KU_PAD + a] = taps_u[a];
-                    s_kv[at][KV_PAD + a] = value * taps_v[a];
-                }
-% else:
-                for (int a = 0; a < SUPPORT; ++a) {
-                    s_ku[at][KU_PAD + a] = es_kernel(xu + (${real})a);
-                    s_kv[at][KV_PAD + a] = value * es_kernel(xv + (${real})a);
-                }
-% endif
+${stage_es("at")}\
             }
             barrier(CLK_LOCAL_MEM_FENCE);
             if (tid < TOUCH_WORDS)
@@ -559,6 +563,10 @@ ${zero_pads("s_kv", "KV_PAD", "KV_ROW", "(" + vec + ")(0, 0)")}\
                 if (touches) {
                     s_value[tid] = point_value;
                     s_slice[tid] = (cell.z & TABLE_INDEX_MASK) * SUPPORT * SUPPORT;
+                }
+% else:
+                if (touches) {
+${stage_es("tid")}\
                 }
 % endif
             }

@@ -242,22 +242,39 @@ def test_every_tile_shape_matches_the_direct_transform(cl_env, tiles, precision,
                                            *imager.engine.image.passes()[0]).n_folds > 0
 
 
+@pytest.mark.parametrize("tiles,precision,epsilon,padded", [
+    ((8, 8, 4096, False, 1, 4, "horner"), "single", 1e-4, True),
+    ((8, 8, 4096, False, 8, 1, "horner"), "single", 1e-4, True),
+    ((8, 8, 64, False, 3, 2, "horner", 5), "single", 1e-4, True),
+    ((16, 16, 2, False, 4, 2), "double", 1e-9, True),
+    ((16, 32, 64, False, 3), "double", 1e-9, False)],
+    ids=["default-no-w", "default-w-blocks8", "blocks3-groups2-chunks-batch5",
+         "16x16-blocks4-double", "16x32-lane-tests"])
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
-def test_gpu_kernel_with_lane_tests_where_padded_taps_do_not_fit(cl_env, monkeypatch, do_w):
-    """Where the padded v taps fit no local memory (a 16 x 32 tile of W 13
-    in double precision on a GPU of 48 KiB: spread.pads_lanes), the GPU
-    kernel tests each lane against the footprint instead; forced here, its
-    image and prediction against the direct transform."""
+def test_gpu_kernel_staging_only_touching_points(cl_env, monkeypatch, tiles, precision,
+                                                 epsilon, padded, do_w):
+    """The GPU variant of the lane kernel, forced on this device
+    (spread.compacts_points): only the points that touch a tile staged, side
+    by side, with the v taps padded, or, where the pads fit no local memory
+    (a 16 x 32 tile of W 13 in double precision on a GPU of 48 KiB:
+    spread.pads_lanes), a lane test; its image and prediction against the
+    direct transform, the same bits twice."""
     import clgrid.core.spread as spread
     from clgrid.core.plan import TileShape
-    monkeypatch.setattr(spread, "pads_lanes", lambda *args: False)
+    monkeypatch.setattr(spread, "compacts_points", lambda profile: True)
+    if not padded:
+        monkeypatch.setattr(spread, "pads_lanes", lambda *args: False)
     uvw, freq, vis = _observation(n_rows=150, seed=5)
-    tiles = TileShape(16, 32, 64, plane_block=3 if do_w else 1)
-    imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-9, do_wgridding=do_w,
-                    precision="double", tiles=tiles, **GEOMETRY)
-    assert not imager.engine.spreader.pad_lanes
+    real = np.float32 if precision == "single" else np.float64
+    vis = vis.astype(np.complex64 if real == np.float32 else np.complex128)
+    imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=epsilon, do_wgridding=do_w,
+                    precision=precision, tiles=TileShape(*tiles), **GEOMETRY)
+    spreader = imager.engine.spreader
+    assert spreader.compact and spreader.pad_lanes == padded
     reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=do_w, **GEOMETRY)
-    assert _rel_rms(imager.vis2dirty(vis.astype(np.complex128)), reference) <= 1e-9
+    dirty = imager.vis2dirty(vis)
+    assert _rel_rms(dirty, reference) <= epsilon
+    assert np.array_equal(dirty, imager.vis2dirty(vis))
 
 
 def test_gpu_plane_blocks_default_clamp_and_limits(cl_env):
