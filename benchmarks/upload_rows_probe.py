@@ -58,7 +58,6 @@ def main(argv=None) -> int:
     pinned = staging._up.view(largest)
     print(f"device {queue.device.name.strip()}; copy threads {copy_pool()._max_workers}")
 
-    small = np.zeros(1 << 20, np.uint8)
     small_pinned = pinned[:1 << 20]
 
     def enqueue_flush():
@@ -67,7 +66,6 @@ def main(argv=None) -> int:
             queue.flush()
         queue.finish()
     print(f"16 x (1 MiB enqueue + flush), then finish: {best_ms(enqueue_flush, args.repeats):.2f} ms")
-    del small
 
     for mbytes in args.mbytes:
         n_rows = (mbytes << 20) // ROW_BYTES

@@ -440,8 +440,7 @@ class MultiDeviceImager:
                 with self._sum_lock:   # rows are unique within a shard, not across
                     out[rows] += part
             elif _is_block(rows):
-                # one blocking DMA a device into the pinned output (overlap_downloads
-                # off, or rows not contiguous)
+                # one blocking DMA a device into the pinned output (overlap_downloads off)
                 self.shards[d].uploader.to_host(vis_d, out=out[rows[0]:rows[-1] + 1])
             else:
                 out[rows] = self.shards[d].uploader.to_host(vis_d)
