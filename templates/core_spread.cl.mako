@@ -106,6 +106,11 @@ inline float2 kahan_value(const float4 total) { return total.xy - total.zw; }
 #define GROUPS ${groups}
 // points staged at a time: one a work-item, or fewer (a wide table's staging)
 #define BATCH ${batch}
+// points a lane adds in the grid precision before folding them into its
+// totals (converting to double costs as much as the adds, H100)
+#ifndef FOLD_POINTS
+#define FOLD_POINTS ${fold_points}
+#endif
 ## Kernel sources of the GPU kernel `spread` (kernel_source: "es" | "table" |
 ## "table_full"): where it takes its weights: the ES kernel on the fly (above),
 ## or the tabulated kernels of clgrid.Gridder (clgrid/core/table.py; the table
@@ -374,6 +379,13 @@ __kernel void gather_values(__global const int4 *cells, const unsigned int n_val
                 }
 % endif
 </%def>
+## acc (the grid precision) added into the lane's totals and cleared.
+<%def name="fold_acc()">\
+            for (int r = 0; r < TILE_U; ++r) {
+                ${add_total("total[r]", "acc[r]")};
+                acc[r] = (${vec})(0, 0);
+            }
+</%def>
 ## The zero pads either side of every staged point's taps in `array`, once
 ## per kernel (a pad of zero length takes no loop: its divisor would be 0).
 <%def name="zero_pads(array, pad, row, zero)">\
@@ -439,6 +451,7 @@ ${zero_pads("s_kv", "KV_PAD", "KV_ROW", "(" + vec + ")(0, 0)")}\
 % endif
 
     ${vec} acc[TILE_U];      // this lane's column of the tile, in registers
+    unsigned int lane_points = 0;
     ${total_t} total[TILE_U];
     for (int r = 0; r < TILE_U; ++r) {
         acc[r] = (${vec})(0, 0);
@@ -616,12 +629,15 @@ ${stage_es("tid")}\
                 }
 % endif
             }
-            for (int r = 0; r < TILE_U; ++r) {
-                ${add_total("total[r]", "acc[r]")};
-                acc[r] = (${vec})(0, 0);
+            // a lane has added at most this many points since its last fold
+            lane_points += (${"n_points" if compact else "n_here"} + GROUPS - 1) / GROUPS;
+            if (lane_points >= FOLD_POINTS) {
+${fold_acc()}\
+                lane_points = 0;
             }
         }
     }
+${fold_acc()}\
 % if groups > 1:
 <% po = "[plane_offset]" if plane_block > 1 else "" %>\
     __local ${total_t} s_total[GROUPS - 1]${"[PLANE_BLOCK]" if plane_block > 1 else ""}[TILE_U][LANES];
@@ -1057,8 +1073,11 @@ __kernel void add_halos(__global const int *halo_slots, const int n_blocks,
 % endif
 
 // The chunks of split (tile, plane) items, added in slot order (so the same
-// bits every run) and written to the grid.  One work-group per split item.
-__kernel __attribute__((reqd_work_group_size(LANES, 1, 1)))
+// bits every run) and written to the grid.  One work-group per split item,
+// FOLD_ROWS rows of LANES work-items (a dense tile's many slots read by one
+// row of lanes, row after row, took 0.35 ms a row block on an H100).
+#define FOLD_ROWS ${fold_rows}
+__kernel __attribute__((reqd_work_group_size(LANES * FOLD_ROWS, 1, 1)))
 void fold_chunks(__global const int4 *folds, __global const ${total_t} *scratch,
                  __global ${vec} *planes, const int nu, const int nv, const int ntiles_v,
                  const int accumulate)
@@ -1066,11 +1085,11 @@ void fold_chunks(__global const int4 *folds, __global const ${total_t} *scratch,
     // (tile, plane in pass, first slot, slots); a plane block's chunks keep
     // their planes' slots side by side: one plane's every plane_block-th
     const int4 item = folds[get_group_id(0)];
-    const int lane = get_local_id(0);
+    const int lane = get_local_id(0) % LANES;
     const int tu = item.x / ntiles_v, tv = item.x - (item.x / ntiles_v) * ntiles_v;
     __global ${vec} *out = planes + (size_t)item.y * nu * nv + (size_t)(tu * TILE_U) * nv
                            + tv * LANES + lane;
-    for (int r = 0; r < TILE_U; ++r) {
+    for (int r = get_local_id(0) / LANES; r < TILE_U; r += FOLD_ROWS) {
         ${total_t} sum = (${total_t})(0);
         for (int s = 0; s < item.w; ++s) {
             const ${total_t} part =

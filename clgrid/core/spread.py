@@ -456,6 +456,10 @@ VECTOR_CHUNK_MIN = 4096
 VECTOR_CHUNKS_PER_UNIT = 4
 
 
+#: fold_chunks: most work-items a work-group (rows of a tile's lanes)
+FOLD_GROUP = 256
+
+
 #: balanced_order: consecutive unsplit items kept together (neighbouring
 #: tiles share the pages of the grid rows they read: scattering every item
 #: cost up to 1.8x on sparse uv, RESULTS "Dense tiles split over the cores").
@@ -724,6 +728,9 @@ class Spreader(_Stage):
     tiles."""
 
     template_name = "core_spread.cl.mako"
+    #: GPU kernel: points a lane adds in the grid precision before it folds
+    #: them into its double (or compensated) totals
+    fold_points = 1
 
     def __init__(self, queue: cl.CommandQueue, source: KernelSource, tiles: TileShape):
         super().__init__(queue, source, tiles)
@@ -747,8 +754,18 @@ class Spreader(_Stage):
                 "lanes": self.tiles.lanes, "vector": self.tiles.vector,
                 "groups": self.tiles.groups,
                 "batch": self.batch, "compact": self.compact, "pad_lanes": self.pad_lanes,
+                "fold_points": self.fold_points, "fold_rows": self.fold_rows,
                 "reach": self.tiles.reach(self.layout.choice.support),
                 "plane_block": self.plane_block}
+
+    @property
+    def fold_rows(self) -> int:
+        """``fold_chunks``: tile rows a work-group adds at once (LANES
+        work-items each): the most that divide the tile's rows within
+        :data:`FOLD_GROUP` work-items."""
+        tiles = self.tiles
+        return max(r for r in range(1, tiles.tile_u + 1)
+                   if tiles.tile_u % r == 0 and r * tiles.lanes <= max(FOLD_GROUP, tiles.lanes))
 
     @property
     def plane_block(self) -> int:
@@ -809,8 +826,9 @@ class Spreader(_Stage):
             np.uint32(work.chunk_points), scratch.data,
             np.int32(part.accumulate), np.int32(part.n_pass), *self.source.kernel_args)
         if work.n_folds:
+            group = lanes * self.fold_rows
             self.built("fold_chunks")(
-                self.queue, (work.n_folds * lanes,), (lanes,), work.folds.data,
+                self.queue, (work.n_folds * group,), (group,), work.folds.data,
                 work.scratch.data, part.planes_d.data, np.int32(layout.nu),
                 np.int32(layout.nv), np.int32(points.ntiles_v), np.int32(part.accumulate))
 
