@@ -21,20 +21,24 @@
 ## points of one (tile, plane) into chunks of at most chunk_points; a
 ## single-chunk item writes the grid, the chunks of a split item write partial
 ## tiles to scratch slots, and fold_chunks adds those in slot order.
-## Sums: each lane adds a batch (at most LANES points) in the grid precision,
-## then folds the batch into a double-precision total (without fp64: a
-## Kahan-compensated float pair, float_float below), so float32 grids keep
-## float64-like accuracy however many points fall on one cell (long float32
-## sums limited cuFINUFFT to 1e-4 at 1e8 points) at one double add per cell
-## per batch.
+## Sums: each lane adds up to about FOLD_POINTS points (fold_points) in the
+## grid precision, then folds them into a double-precision total (without
+## fp64: a Kahan-compensated float pair, float_float below), so float32 grids
+## keep float64-like accuracy however many points fall on one cell (long
+## float32 sums limited cuFINUFFT to 1e-4 at 1e8 points) at one double add
+## per cell per fold.
 ## Parameters: real ("float" | "double"): grid precision; vis_real: precision
 ##             of the visibilities; support (int W), beta; tile_u, lanes (=
 ##             tile_v); groups (int): GPU kernel: groups of LANES lanes, each
 ##             taking every groups-th point; reach (int): lower neighbour
 ##             tiles per axis a GPU-kernel tile reads (TileShape.reach; 1 for
 ##             the ES path, more for wide tables); batch (int): points the
-##             GPU kernel stages at a time (TileShape.staged); do_w (bool); shifted (bool): facet centre away from the
-##             phase centre; weighted, masked (bool): wgt / mask arrays given;
+##             GPU kernel stages at a time (TileShape.staged); compact,
+##             pad_lanes, aligned_taps (bool): how the GPU kernel stages them
+##             (spread.compacts_points, pads_lanes, aligns_taps); fold_points
+##             (int, Spreader.fold_points), fold_rows (int, fold_chunks' rows
+##             a work-group); do_w (bool); shifted (bool): facet centre away
+##             from the phase centre; weighted, masked (bool): wgt / mask arrays given;
 ##             vector (bool): CPUs: kernels spread_vector and add_halos
 ##             instead (not output-owned: each point is gridded once, by its
 ##             own tile, into a private tile with a halo; the halos go to
@@ -106,11 +110,9 @@ inline float2 kahan_value(const float4 total) { return total.xy - total.zw; }
 #define GROUPS ${groups}
 // points staged at a time: one a work-item, or fewer (a wide table's staging)
 #define BATCH ${batch}
-// points a lane adds in the grid precision before folding them into its
-// totals (converting to double costs as much as the adds, H100)
-#ifndef FOLD_POINTS
+// points a lane adds in the grid precision (float32 sums of at most
+// FOLD_POINTS + BATCH / GROUPS values) before it folds them into its totals
 #define FOLD_POINTS ${fold_points}
-#endif
 ## Kernel sources of the GPU kernel `spread` (kernel_source: "es" | "table" |
 ## "table_full"): where it takes its weights: the ES kernel on the fly (above),
 ## or the tabulated kernels of clgrid.Gridder (clgrid/core/table.py; the table
@@ -327,7 +329,13 @@ __kernel void gather_values(__global const int4 *cells, const unsigned int n_val
 // s_ku[p][KU_PAD - du + r], zero outside the footprint; with pad_lanes
 // (where they fit the local memory: spread.pads_lanes) its v taps (times
 // the value) between pads of LANES - 1, lane l's weight
-// s_kv[p][KV_PAD - dv + l], so no lane tests either.
+// s_kv[p][KV_PAD - dv + l], so no lane tests either.  With aligned_taps
+// (GPUs, w planes in blocks: spread.aligns_taps) a touching point's taps are
+// staged at their places in this tile instead, zeros elsewhere: row r reads
+// s_ku[p][r] (four rows a load), lane l s_kv[p][l].  Staging the zeros costs
+// more than the reads save where one group of lanes reads each point, but
+// each point here feeds PLANE_BLOCK groups (an H100: the w spread 57.2 ->
+// 45.4 ms; without w 17.6 -> 20.9 ms, so it stays padded).
 #define KU_PAD (TILE_U - 1)
 #define KU_ROW (2 * KU_PAD + SUPPORT)
 #define KV_PAD ${"(LANES - 1)" if pad_lanes else "0"}
@@ -364,18 +372,32 @@ __kernel void gather_values(__global const int4 *cells, const unsigned int n_val
 % elif do_w:
                 value *= es_kernel((${real})(plane - cell.z) - HALF_SUPPORT + t.z);
 % endif
-% if context.get("kernel_eval", "exp") == "horner":
                 ${real} taps_u[SUPPORT], taps_v[SUPPORT];
+% if context.get("kernel_eval", "exp") == "horner":
                 kernel_taps(t.x, taps_u);
                 kernel_taps(t.y, taps_v);
+% else:
                 for (int a = 0; a < SUPPORT; ++a) {
-                    s_ku[${at}][KU_PAD + a] = taps_u[a];
-                    s_kv[${at}][KV_PAD + a] = value * taps_v[a];
+                    taps_u[a] = es_kernel(xu + (${real})a);
+                    taps_v[a] = es_kernel(xv + (${real})a);
+                }
+% endif
+% if aligned_taps:
+                // each tap at its row (u) or lane (v) of this tile, zeros elsewhere
+                for (int r = 0; r < TILE_U; ++r)
+                    s_ku[${at}][r] = (${real})0;
+                for (int l = 0; l < LANES; ++l)
+                    s_kv[${at}][l] = (${vec})(0, 0);
+                for (int a = 0; a < SUPPORT; ++a) {
+                    if (du + a >= 0 && du + a < TILE_U)
+                        s_ku[${at}][du + a] = taps_u[a];
+                    if (dv + a >= 0 && dv + a < LANES)
+                        s_kv[${at}][dv + a] = value * taps_v[a];
                 }
 % else:
                 for (int a = 0; a < SUPPORT; ++a) {
-                    s_ku[${at}][KU_PAD + a] = es_kernel(xu + (${real})a);
-                    s_kv[${at}][KV_PAD + a] = value * es_kernel(xv + (${real})a);
+                    s_ku[${at}][KU_PAD + a] = taps_u[a];
+                    s_kv[${at}][KV_PAD + a] = value * taps_v[a];
                 }
 % endif
 </%def>
@@ -424,17 +446,26 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
     const int tu = tile / ntiles_v, tv = tile - (tile / ntiles_v) * ntiles_v;
     const int u0 = tu * TILE_U, v0 = tv * LANES;
 
+% if not aligned_taps:
     __local int s_du[BATCH], s_dv[BATCH];
+% endif
 % if kernel_source == "table_full":
     __local ${vec} s_value[BATCH];    // the point's value
     __local int s_slice[BATCH];       // start of its S x S slice of the table
 % elif kernel_source == "es":
+%   if aligned_taps:
+    // a staged point's u taps on the tile's rows, its v taps (times the
+    // value) on its lanes; rows of TILE_U reals read 4 at a time
+    __local ${real} s_ku[BATCH][TILE_U] __attribute__((aligned(4 * sizeof(${real}))));
+    __local ${vec} s_kv[BATCH][LANES];
+%   else:
     __local ${ku_type} s_ku[BATCH][KU_ROW];
     __local ${vec} s_kv[BATCH][KV_ROW];
     // the pads stay zero: only the taps between them are staged
 ${zero_pads("s_ku", "KU_PAD", "KU_ROW", "(" + real + ")0")}\
-%   if pad_lanes:
+%     if pad_lanes:
 ${zero_pads("s_kv", "KV_PAD", "KV_ROW", "(" + vec + ")(0, 0)")}\
+%     endif
 %   endif
 % else:
     __local ${ku_type} s_ku[BATCH][SUPPORT];
@@ -527,15 +558,19 @@ ${zero_pads("s_kv", "KV_PAD", "KV_ROW", "(" + vec + ")(0, 0)")}\
                     : k == tid / 32 ? popcount(bits & ((1u << (tid % 32)) - 1u)) : 0;
             }
             if (touches) {
+%   if not aligned_taps:
                 s_du[at] = du;
                 s_dv[at] = dv;
+%   endif
 ${stage_es("at")}\
             }
             barrier(CLK_LOCAL_MEM_FENCE);
             if (tid < TOUCH_WORDS)
                 s_touch[tid] = 0u;   // every work-item has read them (barrier above)
             for (int p = group; p < n_points; p += GROUPS) {
-%   if pad_lanes:
+%   if aligned_taps:
+                // (every lane and row reads its own tap: no offsets, no test)
+%   elif pad_lanes:
                 // lanes past the footprint read a pad's zero
                 const int b = KV_PAD - s_dv[p] + lane;
 %   else:
@@ -601,18 +636,32 @@ ${stage_es("tid")}\
                         acc[r] += cmul_${csuffix}(column[a * SUPPORT], value);
                 }
 % elif kernel_source == "es":
-%   if plane_block > 1:
+%   if aligned_taps:
+                // (a plane the footprint misses has weight 0, as below)
+                const ${vec} kv = s_kv[p][lane] * s_kw[p][plane_offset];
+                // the u taps 4 rows a load (TILE_U % 4 == 0, checked in Python)
+                #pragma unroll
+                for (int r4 = 0; r4 < TILE_U / 4; ++r4) {
+                    const ${real}4 ku = ((const __local ${real}4 *)s_ku[p])[r4];
+                    acc[4 * r4] += ku.x * kv;
+                    acc[4 * r4 + 1] += ku.y * kv;
+                    acc[4 * r4 + 2] += ku.z * kv;
+                    acc[4 * r4 + 3] += ku.w * kv;
+                }
+%   else:
+%     if plane_block > 1:
                 // a plane the footprint misses has weight 0 (no test: the
                 // other planes of the warp take the same time)
                 const ${vec} kv = s_kv[p][b] * s_kw[p][plane_offset];
-%   else:
+%     else:
                 const ${vec} kv = s_kv[p][b];
-%   endif
+%     endif
                 const int row0 = KU_PAD - s_du[p];   // padded taps: no row test
                 // a fixed, unrolled row loop keeps acc in registers
                 #pragma unroll
                 for (int r = 0; r < TILE_U; ++r)
                     acc[r] += s_ku[p][row0 + r] * kv;
+%   endif
 % else:
                 const ${vec} kv = s_kv[p][b];
                 const int du = s_du[p];

@@ -257,8 +257,9 @@ def test_gpu_kernel_staging_only_touching_points(cl_env, monkeypatch, tiles, pre
     (spread.compacts_points): only the points that touch a tile staged, side
     by side, with the v taps padded, or, where the pads fit no local memory
     (a 16 x 32 tile of W 13 in double precision on a GPU of 48 KiB:
-    spread.pads_lanes), a lane test; its image and prediction against the
-    direct transform, the same bits twice."""
+    spread.pads_lanes), a lane test; with w in plane blocks the taps at
+    their places in the tile (spread.aligns_taps); its image and prediction
+    against the direct transform, the same bits twice."""
     import clgrid.core.spread as spread
     from clgrid.core.plan import TileShape
     monkeypatch.setattr(spread, "compacts_points", lambda profile: True)
@@ -270,7 +271,9 @@ def test_gpu_kernel_staging_only_touching_points(cl_env, monkeypatch, tiles, pre
     imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=epsilon, do_wgridding=do_w,
                     precision=precision, tiles=TileShape(*tiles), **GEOMETRY)
     spreader = imager.engine.spreader
-    assert spreader.compact and spreader.pad_lanes == padded
+    aligned = do_w and TileShape(*tiles).plane_block > 1
+    assert spreader.compact and spreader.aligned_taps == aligned
+    assert spreader.pad_lanes == (padded and not aligned)
     reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=do_w, **GEOMETRY)
     dirty = imager.vis2dirty(vis)
     assert _rel_rms(dirty, reference) <= epsilon
@@ -298,11 +301,16 @@ def test_gpu_plane_blocks_default_clamp_and_limits(cl_env):
     assert (lane_tile_local_bytes(two, 7, True, 4)
             == 128 * (8 + 21 * 4 + 21 * 8 + 8 * 4) + 4 * 4 + 8 * 64 * 16)
     assert lane_tile_local_bytes(two, 7, False, 4) == 16 * (8 + 21 * 4 + 21 * 8) + 4 + 64 * 16
-    assert check_lane_tile(two, gpu, 7, True, 4) == (128, True)
     assert lane_tile_batch(two, gpu, 7, True, 4) == 128   # a point a work-item
     # double precision: 576 B a staged point, so half the batch fits 48 KiB
     assert lane_tile_batch(two, gpu, 7, True, 8) == 64
-    assert check_lane_tile(two, gpu, 7, True, 8) == (64, True)
+    # with plane blocks the taps are aligned instead (spread.aligns_taps): 8
+    # u taps, 8 complex v taps and 8 w weights a point, no offsets or pads
+    assert (lane_tile_local_bytes(two, 7, True, 4, aligned=True)
+            == 128 * (8 * 4 + 8 * 8 + 8 * 4) + 4 * 4 + 8 * 64 * 16)
+    assert check_lane_tile(two, gpu, 7, True, 4) == (128, False)
+    assert check_lane_tile(two, gpu, 7, True, 8) == (128, False)   # 256 B a point
+    assert check_lane_tile(two, gpu, 7, False, 4) == (16, True)    # no w: padded
     # the padded v taps of a 16 x 32 tile of W 13 in double precision fit at
     # no batch: the lanes keep their test (17.5 KiB unpadded at 32 points)
     wide = TileShape(16, 32, 2048)
