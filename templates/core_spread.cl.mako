@@ -33,9 +33,10 @@
 ##             taking every groups-th point; reach (int): lower neighbour
 ##             tiles per axis a GPU-kernel tile reads (TileShape.reach; 1 for
 ##             the ES path, more for wide tables); batch (int): points the
-##             GPU kernel stages at a time (TileShape.staged); compact,
-##             pad_lanes, aligned_taps (bool): how the GPU kernel stages them
-##             (spread.compacts_points, pads_lanes, aligns_taps); fold_points
+##             GPU kernel stages at a time (TileShape.staged); compact
+##             (bool, GPUs: spread.compacts_points): it stages only the
+##             points that touch its tile, their taps at their places in the
+##             tile (below, the ES source), else all, parked; fold_points
 ##             (int, Spreader.fold_points), fold_rows (int, fold_chunks' rows
 ##             a work-group); do_w (bool); shifted (bool): facet centre away
 ##             from the phase centre; weighted, masked (bool): wgt / mask arrays given;
@@ -324,22 +325,25 @@ __kernel void gather_values(__global const int4 *cells, const unsigned int n_val
 #define PLANE_BLOCK ${plane_block}
 #define LANE_GROUPS (GROUPS * PLANE_BLOCK)
 % if kernel_source == "es":
-// The ES path stages a point's u taps between zero pads of TILE_U - 1, so a
-// lane's rows read them without a test: row r of a point at offset du is
-// s_ku[p][KU_PAD - du + r], zero outside the footprint; with pad_lanes
-// (where they fit the local memory: spread.pads_lanes) its v taps (times
-// the value) between pads of LANES - 1, lane l's weight
-// s_kv[p][KV_PAD - dv + l], so no lane tests either.  With aligned_taps
-// (GPUs, w planes in blocks: spread.aligns_taps) a touching point's taps are
-// staged at their places in this tile instead, zeros elsewhere: row r reads
-// s_ku[p][r] (four rows a load), lane l s_kv[p][l].  Staging the zeros costs
-// more than the reads save where one group of lanes reads each point, but
-// each point here feeds PLANE_BLOCK groups (an H100: the w spread 57.2 ->
-// 45.4 ms; without w 17.6 -> 20.9 ms, so it stays padded).
+%   if compact:
+// GPUs stage each touching point's taps at their places in this tile, zeros
+// elsewhere: row r of the tile reads its u tap s_ku[p][r] (four rows a
+// load), lane l its v tap times the value s_kv[p][l]; no offsets, no test
+// (an H100: the w spread 57.2 -> 45.4 ms, without w 17.0 -> 16.1 ms against
+// taps between zero pads, read at the point's offset).  Row strides of
+// KU_STRIDE reals and LANES + 1 complex keep the staging work-items' stores
+// off each other's banks (strides of TILE_U and LANES put 8 and 16 of them
+// on one bank: 2.5 ms more with w).
+#define KU_STRIDE (${-(-tile_u // 4) * 4} + 4)
+#define KV_STRIDE (LANES + 1)
+%   else:
+// CPUs (all points staged, those that miss the tile parked) stage a point's
+// u taps between zero pads of TILE_U - 1, so a lane's rows read them
+// without a test: row r of a point at offset du is s_ku[p][KU_PAD - du + r],
+// zero outside the footprint; a lane tests its v tap's offset.
 #define KU_PAD (TILE_U - 1)
 #define KU_ROW (2 * KU_PAD + SUPPORT)
-#define KV_PAD ${"(LANES - 1)" if pad_lanes else "0"}
-#define KV_ROW (2 * KV_PAD + SUPPORT)
+%   endif
 % endif
 ## A touching point's taps staged at index `at` of the batch (the ES source).
 <%def name="stage_es(at)">\
@@ -382,10 +386,10 @@ __kernel void gather_values(__global const int4 *cells, const unsigned int n_val
                     taps_v[a] = es_kernel(xv + (${real})a);
                 }
 % endif
-% if aligned_taps:
+% if compact:
                 // each tap at its row (u) or lane (v) of this tile, zeros elsewhere
-                for (int r = 0; r < TILE_U; ++r)
-                    s_ku[${at}][r] = (${real})0;
+                for (int r4 = 0; r4 < (TILE_U + 3) / 4; ++r4)
+                    ((__local ${real}4 *)s_ku[${at}])[r4] = (${real}4)0;
                 for (int l = 0; l < LANES; ++l)
                     s_kv[${at}][l] = (${vec})(0, 0);
                 for (int a = 0; a < SUPPORT; ++a) {
@@ -397,7 +401,7 @@ __kernel void gather_values(__global const int4 *cells, const unsigned int n_val
 % else:
                 for (int a = 0; a < SUPPORT; ++a) {
                     s_ku[${at}][KU_PAD + a] = taps_u[a];
-                    s_kv[${at}][KV_PAD + a] = value * taps_v[a];
+                    s_kv[${at}][a] = value * taps_v[a];
                 }
 % endif
 </%def>
@@ -446,26 +450,23 @@ void spread(__global const int4 *cells, __global const ${real}4 *fracs,
     const int tu = tile / ntiles_v, tv = tile - (tile / ntiles_v) * ntiles_v;
     const int u0 = tu * TILE_U, v0 = tv * LANES;
 
-% if not aligned_taps:
+% if not compact:
     __local int s_du[BATCH], s_dv[BATCH];
 % endif
 % if kernel_source == "table_full":
     __local ${vec} s_value[BATCH];    // the point's value
     __local int s_slice[BATCH];       // start of its S x S slice of the table
 % elif kernel_source == "es":
-%   if aligned_taps:
-    // a staged point's u taps on the tile's rows, its v taps (times the
-    // value) on its lanes; rows of TILE_U reals read 4 at a time
-    __local ${real} s_ku[BATCH][TILE_U] __attribute__((aligned(4 * sizeof(${real}))));
-    __local ${vec} s_kv[BATCH][LANES];
+%   if compact:
+    // a staged point's u taps on the tile's rows (zeroed and read 4 at a
+    // time), its v taps times the value on its lanes
+    __local ${real} s_ku[BATCH][KU_STRIDE] __attribute__((aligned(4 * sizeof(${real}))));
+    __local ${vec} s_kv[BATCH][KV_STRIDE];
 %   else:
     __local ${ku_type} s_ku[BATCH][KU_ROW];
-    __local ${vec} s_kv[BATCH][KV_ROW];
+    __local ${vec} s_kv[BATCH][SUPPORT];
     // the pads stay zero: only the taps between them are staged
 ${zero_pads("s_ku", "KU_PAD", "KU_ROW", "(" + real + ")0")}\
-%     if pad_lanes:
-${zero_pads("s_kv", "KV_PAD", "KV_ROW", "(" + vec + ")(0, 0)")}\
-%     endif
 %   endif
 % else:
     __local ${ku_type} s_ku[BATCH][SUPPORT];
@@ -558,26 +559,13 @@ ${zero_pads("s_kv", "KV_PAD", "KV_ROW", "(" + vec + ")(0, 0)")}\
                     : k == tid / 32 ? popcount(bits & ((1u << (tid % 32)) - 1u)) : 0;
             }
             if (touches) {
-%   if not aligned_taps:
-                s_du[at] = du;
-                s_dv[at] = dv;
-%   endif
 ${stage_es("at")}\
             }
             barrier(CLK_LOCAL_MEM_FENCE);
             if (tid < TOUCH_WORDS)
                 s_touch[tid] = 0u;   // every work-item has read them (barrier above)
             for (int p = group; p < n_points; p += GROUPS) {
-%   if aligned_taps:
                 // (every lane and row reads its own tap: no offsets, no test)
-%   elif pad_lanes:
-                // lanes past the footprint read a pad's zero
-                const int b = KV_PAD - s_dv[p] + lane;
-%   else:
-                const int b = lane - s_dv[p];
-                if (b < 0 || b >= SUPPORT)
-                    continue;   // this lane is past the point's footprint
-%   endif
 % else:
             if (tid < n_here) {
                 const int du = tile_offset(cell.x, u0, nu, TILE_U);
@@ -636,10 +624,16 @@ ${stage_es("tid")}\
                         acc[r] += cmul_${csuffix}(column[a * SUPPORT], value);
                 }
 % elif kernel_source == "es":
-%   if aligned_taps:
-                // (a plane the footprint misses has weight 0, as below)
+%   if compact:
+%     if plane_block > 1:
+                // a plane the footprint misses has weight 0 (no test: the
+                // other planes of the warp take the same time)
                 const ${vec} kv = s_kv[p][lane] * s_kw[p][plane_offset];
-                // the u taps 4 rows a load (TILE_U % 4 == 0, checked in Python)
+%     else:
+                const ${vec} kv = s_kv[p][lane];
+%     endif
+%     if tile_u % 4 == 0:
+                // the u taps 4 rows a load
                 #pragma unroll
                 for (int r4 = 0; r4 < TILE_U / 4; ++r4) {
                     const ${real}4 ku = ((const __local ${real}4 *)s_ku[p])[r4];
@@ -648,6 +642,11 @@ ${stage_es("tid")}\
                     acc[4 * r4 + 2] += ku.z * kv;
                     acc[4 * r4 + 3] += ku.w * kv;
                 }
+%     else:
+                #pragma unroll
+                for (int r = 0; r < TILE_U; ++r)
+                    acc[r] += s_ku[p][r] * kv;
+%     endif
 %   else:
 %     if plane_block > 1:
                 // a plane the footprint misses has weight 0 (no test: the

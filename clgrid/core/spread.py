@@ -637,86 +637,59 @@ def work_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout, tile
 
 
 def lane_tile_local_bytes(tiles: TileShape, support: int, do_w: bool, real_bytes: int,
-                          batch: int | None = None, pad_lanes: bool = True,
-                          aligned: bool = False) -> int:
+                          batch: int | None = None, compact: bool = True) -> int:
     """Local memory of one work-group of the ES source's GPU kernel
     (``spread``) staging ``batch`` points at a time (default
-    ``tiles.staged_for(do_w)``): the staged points (offsets, u taps between
-    zero pads of ``tile_u - 1``, v taps times the value, with ``pad_lanes``
-    between pads of ``lanes - 1``; ``aligned`` (:func:`aligns_taps`): no
-    offsets, the taps on the tile's rows and lanes; with plane blocks their
-    w weights; a bit a point for those that touch the tile) and the groups'
-    totals."""
+    ``tiles.staged_for(do_w)``): the staged points (``compact``, GPUs: the
+    taps at their places in the tile, rows padded against bank conflicts,
+    and a bit a point for those that touch it; else offsets, u taps between
+    zero pads of ``tile_u - 1`` and v taps times the value; with plane blocks
+    their w weights) and the groups' totals."""
     groups, planes = tiles.lane_groups(do_w)
-    if aligned:
-        offsets, u_taps, v_taps = 0, tiles.tile_u, tiles.lanes
+    if compact:   # strides KU_STRIDE and KV_STRIDE of the template
+        offsets, u_taps, v_taps = 0, -(-tiles.tile_u // 4) * 4 + 4, tiles.lanes + 1
     else:
-        offsets, u_taps = 8, 2 * (tiles.tile_u - 1) + support
-        v_taps = 2 * (tiles.lanes - 1) + support if pad_lanes else support
+        offsets, u_taps, v_taps = 8, 2 * (tiles.tile_u - 1) + support, support
     per_point = (offsets + (u_taps + 2 * v_taps) * real_bytes
                  + (planes * real_bytes if planes > 1 else 0))
     totals = (groups - 1) * planes * tiles.tile_u * tiles.lanes * 16
     batch = batch or tiles.staged_for(do_w)
-    return batch * per_point + 4 * -(-batch // 32) + totals
+    bits = 4 * -(-batch // 32) if compact else 0
+    return batch * per_point + bits + totals
 
 
 def compacts_points(profile: DeviceProfile) -> bool:
     """Whether the GPU kernel (``spread``) stages only the points of a batch
-    that touch its tile, side by side (no test in its inner loop with
-    :func:`pads_lanes`): on GPUs (an H100: the w spread 7% faster, without w
-    2%); CPUs that run this kernel (PyPI's PoCL 3.0, CPUs without the vector
-    tile) keep the points that miss the tile parked, 4-5% faster there
-    (PoCL 3.1, one group of 8 lanes: a batch of 8 points pays the extra
-    barrier and bit counts).  Tests force it to run the GPU variant on CPUs."""
+    that touch its tile, side by side, each tap at its place in the tile
+    (zeros elsewhere: no offsets and no test in the inner loop): on GPUs (an
+    H100: the w spread 62.5 -> 42.4 ms, without w 20.1 -> 16.1 ms over three
+    steps, benchmarks/RESULTS.md); CPUs that run this kernel (PyPI's PoCL
+    3.0, CPUs without the vector tile) keep the points that miss the tile
+    parked, 4-5% faster there (PoCL 3.1, one group of 8 lanes: a batch of 8
+    points pays the extra barrier and bit counts).  Tests force it to run
+    the GPU variant on CPUs."""
     return profile.device_type == "gpu"
 
 
-def aligns_taps(tiles: TileShape, profile: DeviceProfile, do_w: bool) -> bool:
-    """Whether the GPU kernel stages each touching point's taps at their
-    places in the tile (u taps on its rows, v taps times the value on its
-    lanes, zeros elsewhere; no offsets, no pads, four rows a load): where it
-    stages only the touching points (:func:`compacts_points`) and w planes
-    come in blocks, whose groups of lanes each read every staged point (an
-    H100: the w spread 57.2 -> 45.4 ms).  Without w one group reads each
-    point and the zeros cost more than they save (17.6 -> 20.9 ms)."""
-    return (compacts_points(profile) and tiles.lane_groups(do_w)[1] > 1
-            and tiles.tile_u % 4 == 0)
-
-
-def pads_lanes(tiles: TileShape, profile: DeviceProfile, support: int, do_w: bool,
-               real_bytes: int) -> bool:
-    """Whether the GPU kernel stages the v taps between zero pads (its inner
-    loop then tests nothing; 2-7% faster on an H100): where it stages only
-    the touching points (:func:`compacts_points`) and the pads fit the local
-    memory at some batch (:func:`lane_tile_batch`; the defaults do, a 16 x
-    32 tile of W 13 in double precision does not and keeps the lane test);
-    not where it aligns the taps instead (:func:`aligns_taps`)."""
-    if not compacts_points(profile) or aligns_taps(tiles, profile, do_w):
-        return False
-    batch = lane_tile_batch(tiles, profile, support, do_w, real_bytes, pad_lanes=True)
-    return (lane_tile_local_bytes(tiles, support, do_w, real_bytes, batch, pad_lanes=True)
-            <= profile.local_mem_bytes)
-
-
 def lane_tile_batch(tiles: TileShape, profile: DeviceProfile, support: int, do_w: bool,
-                    real_bytes: int, pad_lanes: bool = True, aligned: bool = False) -> int:
+                    real_bytes: int, compact: bool = True) -> int:
     """Points the GPU kernel stages at a time: one a work-item, halved while
     the staging does not fit the local memory (a block of w planes in double
     precision), down to one a lane of a group; as the tile sets it, if it does."""
     batch = tiles.staged_for(do_w)
     while (not tiles.batch and batch > tiles.lanes
-           and lane_tile_local_bytes(tiles, support, do_w, real_bytes, batch, pad_lanes,
-                                     aligned) > profile.local_mem_bytes):
+           and lane_tile_local_bytes(tiles, support, do_w, real_bytes, batch, compact)
+           > profile.local_mem_bytes):
         batch //= 2
     return batch
 
 
 def check_lane_tile(tiles: TileShape, profile: DeviceProfile, support: int, do_w: bool,
-                    real_bytes: int) -> tuple[int, bool]:
-    """The batch of :func:`lane_tile_batch` and :func:`pads_lanes`;
-    ValueError where the GPU kernel's work-group (``lanes x groups``, times
-    ``plane_block`` with w-stacking) or its local memory at that batch
-    exceeds the device's."""
+                    real_bytes: int) -> int:
+    """The batch of :func:`lane_tile_batch` (staged as
+    :func:`compacts_points` says for the device); ValueError where the GPU
+    kernel's work-group (``lanes x groups``, times ``plane_block`` with
+    w-stacking) or its local memory at that batch exceeds the device's."""
     groups, planes = tiles.lane_groups(do_w)
     items = tiles.lanes * groups * planes
     shape = f"tile {tiles.tile_u}x{tiles.lanes} in {groups} group(s)" + (
@@ -724,15 +697,14 @@ def check_lane_tile(tiles: TileShape, profile: DeviceProfile, support: int, do_w
     if items > profile.max_work_group_size:
         raise ValueError(f"{shape} takes {items} work-items a group; "
                          f"{profile.device_name.strip()!r} allows {profile.max_work_group_size}")
-    pad, aligned = (pads_lanes(tiles, profile, support, do_w, real_bytes),
-                    aligns_taps(tiles, profile, do_w))
-    batch = lane_tile_batch(tiles, profile, support, do_w, real_bytes, pad, aligned)
-    need = lane_tile_local_bytes(tiles, support, do_w, real_bytes, batch, pad, aligned)
+    compact = compacts_points(profile)
+    batch = lane_tile_batch(tiles, profile, support, do_w, real_bytes, compact)
+    need = lane_tile_local_bytes(tiles, support, do_w, real_bytes, batch, compact)
     if need > profile.local_mem_bytes:
         raise ValueError(f"{shape} needs {need} B of local memory for kernel support "
                          f"{support}; {profile.device_name.strip()!r} has "
                          f"{profile.local_mem_bytes}: fewer groups or a smaller plane_block")
-    return batch, pad
+    return batch
 
 
 def tile_words(tiles: TileShape) -> str:
@@ -757,15 +729,12 @@ class Spreader(_Stage):
     def __init__(self, queue: cl.CommandQueue, source: KernelSource, tiles: TileShape):
         super().__init__(queue, source, tiles)
         #: Points the GPU kernel stages at a time; whether the ES source
-        #: stages only the touching ones (:func:`compacts_points`) and its v
-        #: taps between zero pads (:func:`pads_lanes`) or its taps at their
-        #: places in the tile (:func:`aligns_taps`).
-        self.batch, self.compact, self.pad_lanes = self.tiles.staged_for(source.do_w), False, False
-        self.aligned_taps = False
+        #: stages only the touching ones, their taps at their places in the
+        #: tile (:func:`compacts_points`).
+        self.batch, self.compact = self.tiles.staged_for(source.do_w), False
         if not tiles.vector and isinstance(source, EsKernel):
             self.compact = compacts_points(self._profile)
-            self.aligned_taps = aligns_taps(self.tiles, self._profile, source.do_w)
-            self.batch, self.pad_lanes = check_lane_tile(
+            self.batch = check_lane_tile(
                 self.tiles, self._profile, self.layout.choice.support, source.do_w,
                 np.dtype(source.grid_complex).itemsize // 2)
         self._dummy_scratch = cla.empty(self.queue, 1, np.complex128)
@@ -778,8 +747,7 @@ class Spreader(_Stage):
         return {**super()._extra_params(), "tile_u": self.tiles.tile_u,
                 "lanes": self.tiles.lanes, "vector": self.tiles.vector,
                 "groups": self.tiles.groups,
-                "batch": self.batch, "compact": self.compact, "pad_lanes": self.pad_lanes,
-                "aligned_taps": self.aligned_taps,
+                "batch": self.batch, "compact": self.compact,
                 "fold_points": self.fold_points, "fold_rows": self.fold_rows,
                 "reach": self.tiles.reach(self.layout.choice.support),
                 "plane_block": self.plane_block}

@@ -242,38 +242,32 @@ def test_every_tile_shape_matches_the_direct_transform(cl_env, tiles, precision,
                                            *imager.engine.image.passes()[0]).n_folds > 0
 
 
-@pytest.mark.parametrize("tiles,precision,epsilon,padded", [
-    ((8, 8, 4096, False, 1, 4, "horner"), "single", 1e-4, True),
-    ((8, 8, 4096, False, 8, 1, "horner"), "single", 1e-4, True),
-    ((8, 8, 64, False, 3, 2, "horner", 5), "single", 1e-4, True),
-    ((16, 16, 2, False, 4, 2), "double", 1e-9, True),
-    ((16, 32, 64, False, 3), "double", 1e-9, False)],
+@pytest.mark.parametrize("tiles,precision,epsilon", [
+    ((8, 8, 4096, False, 1, 4, "horner"), "single", 1e-4),
+    ((8, 8, 4096, False, 8, 1, "horner"), "single", 1e-4),
+    ((8, 8, 64, False, 3, 2, "horner", 5), "single", 1e-4),
+    ((16, 16, 2, False, 4, 2), "double", 1e-9),
+    ((16, 32, 64, False, 3), "double", 1e-9),
+    ((2, 8, 64, False, 2, 2), "single", 0.2)],
     ids=["default-no-w", "default-w-blocks8", "blocks3-groups2-chunks-batch5",
-         "16x16-blocks4-double", "16x32-lane-tests"])
+         "16x16-blocks4-double", "16x32-double-w13", "2-rows-scalar-reads"])
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
 def test_gpu_kernel_staging_only_touching_points(cl_env, monkeypatch, tiles, precision,
-                                                 epsilon, padded, do_w):
+                                                 epsilon, do_w):
     """The GPU variant of the lane kernel, forced on this device
     (spread.compacts_points): only the points that touch a tile staged, side
-    by side, with the v taps padded, or, where the pads fit no local memory
-    (a 16 x 32 tile of W 13 in double precision on a GPU of 48 KiB:
-    spread.pads_lanes), a lane test; with w in plane blocks the taps at
-    their places in the tile (spread.aligns_taps); its image and prediction
-    against the direct transform, the same bits twice."""
+    by side, each tap at its place in the tile (rows of 4 reals a load, or
+    one where the tile's rows are no multiple of 4); its image against the
+    direct transform, the same bits twice."""
     import clgrid.core.spread as spread
     from clgrid.core.plan import TileShape
     monkeypatch.setattr(spread, "compacts_points", lambda profile: True)
-    if not padded:
-        monkeypatch.setattr(spread, "pads_lanes", lambda *args: False)
     uvw, freq, vis = _observation(n_rows=150, seed=5)
     real = np.float32 if precision == "single" else np.float64
     vis = vis.astype(np.complex64 if real == np.float32 else np.complex128)
     imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=epsilon, do_wgridding=do_w,
                     precision=precision, tiles=TileShape(*tiles), **GEOMETRY)
-    spreader = imager.engine.spreader
-    aligned = do_w and TileShape(*tiles).plane_block > 1
-    assert spreader.compact and spreader.aligned_taps == aligned
-    assert spreader.pad_lanes == (padded and not aligned)
+    assert imager.engine.spreader.compact
     reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=do_w, **GEOMETRY)
     dirty = imager.vis2dirty(vis)
     assert _rel_rms(dirty, reference) <= epsilon
@@ -295,27 +289,25 @@ def test_gpu_plane_blocks_default_clamp_and_limits(cl_env):
     assert blocks == TileShape(8, 8, 4096, plane_block=8, kernel_eval="horner")
     assert blocks.lane_groups(True) == (1, 8) and blocks.lane_groups(False) == (1, 1)
     two = dataclasses.replace(blocks, groups=2)
-    # staged points (8 B of offsets, 7 u taps and 7 complex v taps between
-    # pads of 7, 8 w weights of 4 B) and the second group's totals of each
-    # plane (double2); without w, no pads for v and no weights
+    # staged points on GPUs: each tap at its place in the tile, 8 u taps in
+    # rows of 12, 8 complex v taps in rows of 9, 8 w weights of 4 B; a bit a
+    # point; the second group's totals of each plane (double2); without w
+    # no weights
     assert (lane_tile_local_bytes(two, 7, True, 4)
-            == 128 * (8 + 21 * 4 + 21 * 8 + 8 * 4) + 4 * 4 + 8 * 64 * 16)
-    assert lane_tile_local_bytes(two, 7, False, 4) == 16 * (8 + 21 * 4 + 21 * 8) + 4 + 64 * 16
-    assert lane_tile_batch(two, gpu, 7, True, 4) == 128   # a point a work-item
-    # double precision: 576 B a staged point, so half the batch fits 48 KiB
-    assert lane_tile_batch(two, gpu, 7, True, 8) == 64
-    # with plane blocks the taps are aligned instead (spread.aligns_taps): 8
-    # u taps, 8 complex v taps and 8 w weights a point, no offsets or pads
-    assert (lane_tile_local_bytes(two, 7, True, 4, aligned=True)
-            == 128 * (8 * 4 + 8 * 8 + 8 * 4) + 4 * 4 + 8 * 64 * 16)
-    assert check_lane_tile(two, gpu, 7, True, 4) == (128, False)
-    assert check_lane_tile(two, gpu, 7, True, 8) == (128, False)   # 256 B a point
-    assert check_lane_tile(two, gpu, 7, False, 4) == (16, True)    # no w: padded
-    # the padded v taps of a 16 x 32 tile of W 13 in double precision fit at
-    # no batch: the lanes keep their test (17.5 KiB unpadded at 32 points)
-    wide = TileShape(16, 32, 2048)
-    assert lane_tile_local_bytes(wide, 13, True, 8, 32) > 49152
-    assert check_lane_tile(wide, gpu, 13, True, 8) == (32, False)
+            == 128 * (12 * 4 + 9 * 8 + 8 * 4) + 4 * 4 + 8 * 64 * 16)
+    assert lane_tile_local_bytes(two, 7, False, 4) == 16 * (12 * 4 + 9 * 8) + 4 + 64 * 16
+    # CPUs running this kernel: offsets, 7 u taps between pads of 7, 7 v taps
+    assert (lane_tile_local_bytes(two, 7, True, 4, compact=False)
+            == 128 * (8 + 21 * 4 + 7 * 8 + 8 * 4) + 8 * 64 * 16)
+    assert check_lane_tile(two, gpu, 7, True, 4) == 128   # a point a work-item
+    assert check_lane_tile(two, gpu, 7, True, 8) == 128   # double: 304 B a point
+    assert check_lane_tile(two, gpu, 7, False, 4) == 16
+    # a 16 x 32 tile of W 13 in double precision: 688 B a point, 32 fit
+    assert check_lane_tile(TileShape(16, 32, 2048), gpu, 13, True, 8) == 32
+    # four groups of lanes for each of 8 planes: the batch halves to fit 48 KiB
+    four = dataclasses.replace(blocks, groups=4)
+    assert lane_tile_local_bytes(four, 7, True, 8) > 49152
+    assert lane_tile_batch(four, gpu, 7, True, 8) == check_lane_tile(four, gpu, 7, True, 8) == 64
     with pytest.raises(ValueError, match="local memory"):   # 7 groups' totals: 57 KiB
         check_lane_tile(dataclasses.replace(blocks, groups=8), gpu, 7, True, 4)
     with pytest.raises(ValueError, match="1152 work-items a group"):
