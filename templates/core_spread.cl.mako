@@ -39,7 +39,8 @@
 ##             tile (below, the ES source), else all, parked; fold_points
 ##             (int, Spreader.fold_points), fold_rows (int, fold_chunks' rows
 ##             a work-group); do_w (bool); shifted (bool): facet centre away
-##             from the phase centre; weighted, masked (bool): wgt / mask arrays given;
+##             from the phase centre; weighted, masked (bool): wgt / mask
+##             arrays given;
 ##             vector (bool): CPUs: kernels spread_vector and add_halos
 ##             instead (not output-owned: each point is gridded once, by its
 ##             own tile, into a private tile with a halo; the halos go to
@@ -329,8 +330,8 @@ __kernel void gather_values(__global const int4 *cells, const unsigned int n_val
 // GPUs stage each touching point's taps at their places in this tile, zeros
 // elsewhere: row r of the tile reads its u tap s_ku[p][r] (four rows a
 // load), lane l its v tap times the value s_kv[p][l]; no offsets, no test
-// (an H100: the w spread 57.2 -> 45.4 ms, without w 17.0 -> 16.1 ms against
-// taps between zero pads, read at the point's offset).  Row strides of
+// (an H100: the w spread 57.2 -> 42.4 ms, without w 17.1 -> 16.3 ms, against
+// taps between zero pads read at the point's offset).  Row strides of
 // KU_STRIDE reals and LANES + 1 complex keep the staging work-items' stores
 // off each other's banks (strides of TILE_U and LANES put 8 and 16 of them
 // on one bank: 2.5 ms more with w).

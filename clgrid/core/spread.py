@@ -662,7 +662,7 @@ def compacts_points(profile: DeviceProfile) -> bool:
     """Whether the GPU kernel (``spread``) stages only the points of a batch
     that touch its tile, side by side, each tap at its place in the tile
     (zeros elsewhere: no offsets and no test in the inner loop): on GPUs (an
-    H100: the w spread 62.5 -> 42.4 ms, without w 20.1 -> 16.1 ms over three
+    H100: the w spread 62.5 -> 42.4 ms, without w 20.1 -> 16.3 ms over three
     steps, benchmarks/RESULTS.md); CPUs that run this kernel (PyPI's PoCL
     3.0, CPUs without the vector tile) keep the points that miss the tile
     parked, 4-5% faster there (PoCL 3.1, one group of 8 lanes: a batch of 8
