@@ -180,7 +180,7 @@ def padded_slices(table: np.ndarray, support: int, params: RegisterParams) -> np
     before the footprint and end within the box, :meth:`RegisterParams.bins`):
     ``(slices, bin_v + 2 (block_v - 1), bin_u + 2 (block_u - 1))``, the
     footprint at ``(block_v - 1, block_u - 1)``.  The register kernels then
-    test no bounds (as the lane spread's padded taps in the imaging core)."""
+    test no bounds (as the imaging core's lane spread reads taps staged in place)."""
     slices = np.asarray(table).reshape(-1, support, support)
     bin_u, bin_v = params.bins(support)
     pad_u, pad_v = params.block_u - 1, params.block_v - 1
