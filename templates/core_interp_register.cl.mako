@@ -40,10 +40,6 @@
 <%namespace name="shared" file="register_gcf.cl.mako"/>
 
 #define SUPPORT ${support}
-// a full table's padded slice (register.padded_slices): a box's blocks start
-// up to a block less one before the footprint and end within the box
-#define SLICE_ROWS (${bin_v} + ${2 * (block_v - 1)})
-#define SLICE_COLS (${bin_u} + ${2 * (block_u - 1)})
 #define OVERSAMPLE ${oversample}
 #define NPOL ${npol}
 #define POL_BLOCK ${pol_block}
@@ -156,17 +152,11 @@ ${shared.image_offsets()}\
 %     endfor
 %   endfor
 % else:
-                const int du = pu - where.x;   // footprint column of the block's first point
-                const int dv = pv - where.y;
-                // slices between zero pads of a block less one (register.padded_slices):
-                // zero off the footprint, so no bounds tests (the adds cost less)
-                __global const ${vec} *slice = gcf + (size_t)where.z * SLICE_ROWS * SLICE_COLS
-                                               + (dv + ${block_v - 1}) * SLICE_COLS + du
-                                               + ${block_u - 1};
+${shared.full_slice()}\
 %   for b in range(block_v):
 %     for a in range(block_u):
                 {
-                    const ${vec} w = slice[${b} * SLICE_COLS + ${a}];
+                    const ${vec} w = slice[${b} * ${shared.slice_cols()} + ${a}];
 %       for p in range(pol_block):
                     share[${p}] += cmulconj_${suffix}(block[${b}][${a}][${p}], w);
 %       endfor

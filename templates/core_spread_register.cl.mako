@@ -56,10 +56,6 @@
 <%namespace name="shared" file="register_gcf.cl.mako"/>
 
 #define SUPPORT ${support}
-// a full table's padded slice (register.padded_slices): a box's blocks start
-// up to a block less one before the footprint and end within the box
-#define SLICE_ROWS (${bin_v} + ${2 * (block_v - 1)})
-#define SLICE_COLS (${bin_u} + ${2 * (block_u - 1)})
 #define OVERSAMPLE ${oversample}
 #define NPOL ${npol}
 #define BIN_U ${bin_u}
@@ -127,17 +123,11 @@ ${shared.separable_image_weights()}\
 % elif separable:
 ${shared.separable_buffer_weights()}\
 % else:
-                const int du = pu - where.x;   // footprint column of the block's first point
-                const int dv = pv - where.y;
                 ${vec} w[${block_v}][${block_u}];
-                // slices between zero pads of a block less one (register.padded_slices):
-                // a block partly off the footprint reads zeros, no bounds tests
-                __global const ${vec} *slice = gcf + (size_t)where.z * SLICE_ROWS * SLICE_COLS
-                                               + (dv + ${block_v - 1}) * SLICE_COLS + du
-                                               + ${block_u - 1};
+${shared.full_slice()}\
 %   for b in range(block_v):
 %     for a in range(block_u):
-                w[${b}][${a}] = slice[${b} * SLICE_COLS + ${a}];
+                w[${b}][${a}] = slice[${b} * ${shared.slice_cols()} + ${a}];
 %     endfor
 %   endfor
 % endif

@@ -102,3 +102,18 @@ ${indent}__global const ${vec} *gcf,
                 wv[${b}] = ${lane("wv_vector", block_v, b, table_real)};
 % endfor
 </%def>
+
+## Full tables as buffers: the record's S x S slice between zero pads of a
+## block less one (clgrid.core.register.padded_slices: a box's blocks start
+## up to a block less one before the footprint and end within the box), as
+## `slice` at the block's first footprint cell (du, dv): a block partly off
+## the footprint reads zeros, so neither kernel tests bounds, and weight
+## (a, b) of the block is slice[b * slice_cols() + a].
+<%def name="slice_cols()">${bin_u + 2 * (block_u - 1)}</%def>
+<%def name="full_slice()">\
+                const int du = pu - where.x;   // footprint column of the block's first point
+                const int dv = pv - where.y;
+                __global const ${real}2 *slice = gcf
+                    + (size_t)where.z * ${(bin_v + 2 * (block_v - 1)) * (bin_u + 2 * (block_u - 1))}
+                    + (dv + ${block_v - 1}) * ${slice_cols()} + du + ${block_u - 1};
+</%def>
