@@ -536,12 +536,11 @@ ${zero_pads("s_ku", "KU_PAD", "KU_ROW", "(" + real + ")0")}\
             barrier(CLK_LOCAL_MEM_FENCE);
 % if compact:
             // GPUs (spread.compacts_points): the batch's points that touch
-            // this tile, staged side by side in batch order, so that with the
-            // padded taps the loop below has no test (an H100: 7% off the w
-            // spread, 2% without w, benchmarks/RESULTS.md) and adds what it
-            // added before in the same order: a bit a point, set by atomics
-            // (the bits do not depend on their order); a point's place is
-            // the count of set bits before its own.
+            // this tile, staged side by side in batch order with their taps at
+            // their places in the tile, so that the loop below has no test and
+            // adds them in the same order every run: a bit a point, set by
+            // atomics (the bits do not depend on their order); a point's
+            // place is the count of set bits before its own.
             int du = 0, dv = 0;
             bool touches = false;
             if (tid < n_here) {
