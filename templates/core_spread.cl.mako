@@ -38,7 +38,9 @@
 ##             points that touch its tile, their taps at their places in the
 ##             tile (below, the ES source), else all, parked; fold_points
 ##             (int, Spreader.fold_points), fold_rows (int, fold_chunks' rows
-##             a work-group); do_w (bool); shifted (bool): facet centre away
+##             a work-group); local_state (bool, Spreader.local_state): the
+##             lanes' totals and the group's source-bin ranges in local
+##             memory, not registers; do_w (bool); shifted (bool): facet centre away
 ##             from the phase centre; weighted, masked (bool): wgt / mask
 ##             arrays given;
 ##             vector (bool): CPUs: kernels spread_vector and add_halos
@@ -409,7 +411,7 @@ __kernel void gather_values(__global const int4 *cells, const unsigned int n_val
 ## acc (the grid precision) added into the lane's totals and cleared.
 <%def name="fold_acc()">\
             for (int r = 0; r < TILE_U; ++r) {
-                ${add_total("total[r]", "acc[r]")};
+                ${add_total("s_total[group][r][lane]" if local_state else "total[r]", "acc[r]")};
                 acc[r] = (${vec})(0, 0);
             }
 </%def>
@@ -485,11 +487,22 @@ ${zero_pads("s_ku", "KU_PAD", "KU_ROW", "(" + real + ")0")}\
 
     ${vec} acc[TILE_U];      // this lane's column of the tile, in registers
     unsigned int lane_points = 0;
+% if local_state:
+    // the lanes' totals in local memory: registers bound the warps a
+    // compute unit holds (an H100: 104 -> 86 registers, spread 7% faster,
+    // benchmarks/RESULTS.md)
+    __local ${total_t} s_total[GROUPS][TILE_U][LANES];
+    for (int r = 0; r < TILE_U; ++r) {
+        acc[r] = (${vec})(0, 0);
+        s_total[group][r][lane] = (${total_t})(0);
+    }
+% else:
     ${total_t} total[TILE_U];
     for (int r = 0; r < TILE_U; ++r) {
         acc[r] = (${vec})(0, 0);
         total[r] = (${total_t})(0);
     }
+% endif
 
 % if do_w and plane_block > 1:
     // the w bins whose points reach any plane of the block
@@ -502,14 +515,25 @@ ${zero_pads("s_ku", "KU_PAD", "KU_ROW", "(" + real + ")0")}\
 % endif
     // this chunk's part of every source bin: [x, y) of the sort (empty for a
     // bin an axis of fewer tiles would repeat)
+% if local_state:
+    // (the group's, in local memory: 5% off the spread on an H100)
+    __local uint2 ranges[SOURCE_BINS];
+    if (tid == 0) {
+% else:
     uint2 ranges[SOURCE_BINS];
-    unsigned int seen = 0;
-    for (int sb = 0; sb < SOURCE_BINS; ++sb) {
-        const int bin = source_bin(sb, tu, tv, ntiles_u, ntiles_v, n_wbins);
-        ranges[sb] = bin < 0 ? (uint2)(0, 0)
-                             : chunk_range(bin_start, (unsigned int)bin, wlo, whi, chunk_lo,
-                                           chunk_hi, &seen);
+    {
+% endif
+        unsigned int seen = 0;
+        for (int sb = 0; sb < SOURCE_BINS; ++sb) {
+            const int bin = source_bin(sb, tu, tv, ntiles_u, ntiles_v, n_wbins);
+            ranges[sb] = bin < 0 ? (uint2)(0, 0)
+                                 : chunk_range(bin_start, (unsigned int)bin, wlo, whi,
+                                               chunk_lo, chunk_hi, &seen);
+        }
     }
+% if local_state:
+    barrier(CLK_LOCAL_MEM_FENCE);
+% endif
     // A work-item's point of the next batch is read into registers before
     // the current one is staged and added, so that its loads wait meanwhile
     // (3% off the spread on an H100, benchmarks/RESULTS.md).
@@ -686,7 +710,22 @@ ${fold_acc()}\
         }
     }
 ${fold_acc()}\
-% if groups > 1:
+% if local_state:
+    // the groups' copies of the tile added in group order
+    ${total_t} total[TILE_U];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (group > 0)
+        return;
+    for (int r = 0; r < TILE_U; ++r)
+        total[r] = s_total[0][r][lane];
+    for (int g = 1; g < GROUPS; ++g)
+        for (int r = 0; r < TILE_U; ++r)
+%   if float_float:
+            total[r] = kahan_add(total[r], kahan_value(s_total[g][r][lane]));
+%   else:
+            total[r] += s_total[g][r][lane];
+%   endif
+% elif groups > 1:
 <% po = "[plane_offset]" if plane_block > 1 else "" %>\
     __local ${total_t} s_total[GROUPS - 1]${"[PLANE_BLOCK]" if plane_block > 1 else ""}[TILE_U][LANES];
     barrier(CLK_LOCAL_MEM_FENCE);

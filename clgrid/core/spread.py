@@ -644,7 +644,8 @@ def lane_tile_local_bytes(tiles: TileShape, support: int, do_w: bool, real_bytes
     taps at their places in the tile, rows padded against bank conflicts,
     and a bit a point for those that touch it; else offsets, u taps between
     zero pads of ``tile_u - 1`` and v taps times the value; with plane blocks
-    their w weights) and the groups' totals."""
+    their w weights), the groups' totals and, where a group takes one plane
+    on GPUs, the ranges of its source bins (:attr:`Spreader.local_state`)."""
     groups, planes = tiles.lane_groups(do_w)
     if compact:   # strides KU_STRIDE and KV_STRIDE of the template
         offsets, u_taps, v_taps = 0, -(-tiles.tile_u // 4) * 4 + 4, tiles.lanes + 1
@@ -652,10 +653,15 @@ def lane_tile_local_bytes(tiles: TileShape, support: int, do_w: bool, real_bytes
         offsets, u_taps, v_taps = 8, 2 * (tiles.tile_u - 1) + support, support
     per_point = (offsets + (u_taps + 2 * v_taps) * real_bytes
                  + (planes * real_bytes if planes > 1 else 0))
-    totals = (groups - 1) * planes * tiles.tile_u * tiles.lanes * 16
+    # the groups' totals: in local memory on GPUs with one plane a group,
+    # with the source bins' ranges (Spreader.local_state), else all but the
+    # first group's at the end
+    local_state = compact and planes == 1
+    totals = (groups if local_state else groups - 1) * planes * tiles.tile_u * tiles.lanes * 16
+    ranges = 8 * (tiles.reach(support) + 1) ** 2 if local_state else 0
     batch = batch or tiles.staged_for(do_w)
     bits = 4 * -(-batch // 32) if compact else 0
-    return batch * per_point + bits + totals
+    return batch * per_point + bits + totals + ranges
 
 
 def compacts_points(profile: DeviceProfile) -> bool:
@@ -749,8 +755,20 @@ class Spreader(_Stage):
                 "groups": self.tiles.groups,
                 "batch": self.batch, "compact": self.compact,
                 "fold_points": self.fold_points, "fold_rows": self.fold_rows,
+                "local_state": self.local_state,
                 "reach": self.tiles.reach(self.layout.choice.support),
                 "plane_block": self.plane_block}
+
+    @property
+    def local_state(self) -> bool:
+        """GPU kernel, one w plane a group: its lanes keep their double (or
+        compensated) totals, and the group the ranges of its source bins, in
+        local memory, not registers (an H100 without w: 104 -> 86
+        registers and the spread 16.1-16.3 -> 15.0-15.4 ms for the totals,
+        then 14.7 -> 14.0 ms for the ranges; same bits); blocks of w planes
+        keep both in registers (42.3-42.5 -> 42.9 and 46.9 ms the other way:
+        benchmarks/RESULTS.md)."""
+        return self.compact and self.plane_block == 1
 
     @property
     def fold_rows(self) -> int:

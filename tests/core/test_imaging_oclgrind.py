@@ -59,7 +59,7 @@ SCRIPT = textwrap.dedent("""
         assert error < epsilon, (kernel_eval, error)
     # the same on GPUs' terms (forced here): only the points that touch a tile
     # staged, by local atomics and bit counts, each tap at its place in the
-    # tile; w blocks and 4 groups without w
+    # tile; w blocks and 4 groups without w (their totals in local memory)
     import clgrid.core.spread as spread
     gpu_terms, spread.compacts_points = spread.compacts_points, lambda profile: True
     for do_w, shape in ((True, TileShape(8, 8, 2, False, 3, groups=2, kernel_eval="horner")),
@@ -67,6 +67,7 @@ SCRIPT = textwrap.dedent("""
         compact = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-4, do_wgridding=do_w,
                          precision="single", fft_backend="numpy", tiles=shape, **geometry)
         assert compact.engine.spreader.compact
+        assert compact.engine.spreader.local_state == (not do_w)
         expected = dft_vis2dirty(uvw, freq, vis, do_wgridding=do_w, **geometry)
         error = np.linalg.norm(compact.vis2dirty(vis) - expected) / np.linalg.norm(expected)
         assert error < 1e-4, (do_w, error)

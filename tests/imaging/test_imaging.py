@@ -257,7 +257,8 @@ def test_gpu_kernel_staging_only_touching_points(cl_env, monkeypatch, tiles, pre
     """The GPU variant of the lane kernel, forced on this device
     (spread.compacts_points): only the points that touch a tile staged, side
     by side, each tap at its place in the tile (rows of 4 reals a load, or
-    one where the tile's rows are no multiple of 4); its image against the
+    one where the tile's rows are no multiple of 4), the lanes' totals in
+    local memory where a group takes one w plane; its image against the
     direct transform, the same bits twice."""
     import clgrid.core.spread as spread
     from clgrid.core.plan import TileShape
@@ -267,7 +268,9 @@ def test_gpu_kernel_staging_only_touching_points(cl_env, monkeypatch, tiles, pre
     vis = vis.astype(np.complex64 if real == np.float32 else np.complex128)
     imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=epsilon, do_wgridding=do_w,
                     precision=precision, tiles=TileShape(*tiles), **GEOMETRY)
-    assert imager.engine.spreader.compact
+    spreader = imager.engine.spreader
+    assert spreader.compact
+    assert spreader.local_state == (spreader.plane_block == 1)
     reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=do_w, **GEOMETRY)
     dirty = imager.vis2dirty(vis)
     assert _rel_rms(dirty, reference) <= epsilon
@@ -292,10 +295,12 @@ def test_gpu_plane_blocks_default_clamp_and_limits(cl_env):
     # staged points on GPUs: each tap at its place in the tile, 8 u taps in
     # rows of 12, 8 complex v taps in rows of 9, 8 w weights of 4 B; a bit a
     # point; the second group's totals of each plane (double2); without w
-    # no weights
+    # no weights, and both groups' totals (kept in local memory throughout)
+    # with the ranges of the 4 source bins
     assert (lane_tile_local_bytes(two, 7, True, 4)
             == 128 * (12 * 4 + 9 * 8 + 8 * 4) + 4 * 4 + 8 * 64 * 16)
-    assert lane_tile_local_bytes(two, 7, False, 4) == 16 * (12 * 4 + 9 * 8) + 4 + 64 * 16
+    assert (lane_tile_local_bytes(two, 7, False, 4)
+            == 16 * (12 * 4 + 9 * 8) + 4 + 2 * 64 * 16 + 4 * 8)
     # CPUs running this kernel: offsets, 7 u taps between pads of 7, 7 v taps
     assert (lane_tile_local_bytes(two, 7, True, 4, compact=False)
             == 128 * (8 + 21 * 4 + 7 * 8 + 8 * 4) + 8 * 64 * 16)
