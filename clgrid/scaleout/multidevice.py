@@ -313,12 +313,14 @@ class MultiDeviceImager:
     def _images_summed(self, piece, dirty=None) -> np.ndarray:
         """The shards' dirty images, summed as they come down
         (:meth:`_summed_in_turns`).  A ``dirty`` of the image's dtype and
-        C-contiguous is the result."""
+        C-contiguous is the result; else one in pinned memory on GPUs, so
+        that the first image comes down in one DMA (2 x H100: a fresh
+        array's first touch made that download 7.7 ms, benchmarks/RESULTS.md)."""
         def target(dirty_d):
             caller = (dirty is not None and dirty.dtype == dirty_d.dtype
                       and dirty.flags.c_contiguous and dirty.size == dirty_d.size)
-            return (dirty.reshape(dirty_d.shape) if caller
-                    else np.empty(dirty_d.shape, dirty_d.dtype))
+            return (dirty.reshape(dirty_d.shape) if caller else
+                    self._first_shard().uploader.empty_host(dirty_d.shape, dirty_d.dtype))
 
         image = self._summed_in_turns(lambda d: self.shards[d].vis2dirty_device(*piece(d)),
                                       target)

@@ -195,6 +195,28 @@ def test_dirty2vis_on_two_devices_into_pinned_memory(cl_env):
     imager.close()
 
 
+def test_vis2dirty_on_two_devices_sums_images_into_pinned_memory(cl_env):
+    """GPUs: the shards' images are summed into pinned memory of the first
+    device's, so the first image comes down in one DMA (forced here with
+    pinned uploaders on whatever two devices there are); the same bits as
+    the staged path, the slot held while the caller holds the image."""
+    from clgrid.core.transfer import Uploader
+    uvw, freq, vis, _ = _observation(n_times=40, n_chan=4)
+    geometry = dict(npix_x=1536, npix_y=1536, pixsize_x=4e-4, pixsize_y=4e-4)
+    imager = MultiDeviceImager(_two_devices(cl_env), uvw=uvw, freq=freq, epsilon=1e-4,
+                               partition="time", reduce="images", **geometry)
+    staged = imager.vis2dirty(vis.astype(np.complex64))
+    assert staged.nbytes >= 8 * 2 ** 20 and staged.dtype == np.float32
+    for shard in imager.shards:
+        shard.uploader = Uploader(shard.queue, pinned=True)
+    pinned = imager.vis2dirty(vis.astype(np.complex64))
+    assert imager.shards[0].uploader._results.held == 1
+    assert np.array_equal(pinned, staged)
+    del pinned
+    assert imager.shards[0].uploader._results.held == 0
+    imager.close()
+
+
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
 @pytest.mark.parametrize("pinned", [False, True], ids=["staged", "pinned"])
 def test_dirty2vis_by_rows_sends_each_shards_blocks_down_as_they_finish(cl_env, pinned, do_w):
