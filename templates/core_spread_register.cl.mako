@@ -17,6 +17,11 @@
 ##   wg_size (work-items per group), n_sub (independent record streams per
 ##   group when the box has fewer blocks than the group has work-items),
 ##   batch (records staged in local memory per stream and pass),
+##   staged_rows (int, separable buffer tables and one stream a group only;
+##   0: off): Merry's row products G_v V of every record of a batch worked
+##   out once for the group into local memory, for each of its staged_rows
+##   row keys (a key: a block row of the box in one polarisation group,
+##   item_index / blocks_u), instead of by every work-item of the row,
 ##   count_flushes (bool: count block flushes into flush_count, statistics),
 ##   fixed_point (bool: flushes add 64-bit fixed point with integer atomics
 ##   into a (npol, ny, nx, 2) long grid, so the grid's bits do not depend on
@@ -46,6 +51,8 @@
     if fixed_point and real != "float":
         raise ValueError("fixed_point sums take float grids")
     grid_type = "long" if fixed_point else real
+    if staged_rows and (not separable or gcf_read != "buffer" or n_sub != 1):
+        raise ValueError("staged_rows: separable buffer tables, one stream a group")
     fixed_arg = ", fixed_scales" if fixed_point else ""
     fixed_params = (",\n                     __global const float *fixed_bound, const float table_bound"
                     if fixed_point else "")
@@ -121,7 +128,7 @@ ${shared.separable_image_weights()}\
 %     endfor
 %   endif
 % elif separable:
-${shared.separable_buffer_weights()}\
+${shared.separable_buffer_weights(v_weights=not staged_rows)}\
 % else:
                 ${vec} w[${block_v}][${block_u}];
 ${shared.full_slice()}\
@@ -141,17 +148,21 @@ ${shared.full_slice()}\
                     cur_u = pu;
                     cur_v = pv;
                 }
+% if not staged_rows:
                 ${vec} value[POL_BLOCK];
-% for p in range(pol_block):
+%   for p in range(pol_block):
                 value[${p}] = l_vis[stream][i][pol0 + ${p}];
-% endfor
+%   endfor
+% endif
 % if separable:
 %   for b in range(block_v):
                 {
                     // Merry: G_u (G_v V) costs fewer multiplies than (G_u G_v) V
                     ${vec} row_value[POL_BLOCK];
 %     for p in range(pol_block):
-%       if table_real:
+%       if staged_rows:
+                    row_value[${p}] = l_row[i][row_key][${b}][${p}];
+%       elif table_real:
                     row_value[${p}] = wv[${b}] * value[${p}];
 %       else:
                     row_value[${p}] = cmul_${suffix}(wv[${b}], value[${p}]);
@@ -190,6 +201,10 @@ ${shared.table_arguments(21)}\
     __local int4 l_cell[N_SUB][BATCH];   // (x0, y0, table offsets) of each record
     __local int4 l_box[N_SUB][BATCH];    // (box start, bin offset) along x, then y
     __local ${vec} l_vis[N_SUB][BATCH][NPOL];
+% if staged_rows:
+    // each record's row products for the group's row keys (staged_rows)
+    __local ${vec} l_row[BATCH][${staged_rows}][${block_v}][POL_BLOCK];
+% endif
     const int lid = get_local_id(0);
     // dimension 1 splits a box of more blocks than a group has work-items
     // and the polarisation groups of one block position are its neighbours'
@@ -201,6 +216,11 @@ ${shared.table_arguments(21)}\
     const int pol0 = (item_index / N_BLOCKS) * POL_BLOCK;
     const int offset_u = (block_index % ${blocks_u}) * ${block_u};
     const int offset_v = (block_index / ${blocks_u}) * ${block_v};
+% if staged_rows:
+    // a key a block row and polarisation group: the group's first is its first item's
+    const int first_key = (get_group_id(1) * PER_STREAM) / ${blocks_u};
+    const int row_key = item_index / ${blocks_u} - first_key;
+% endif
     // each stream takes a contiguous share of the group's records, so that
     // its positions change as rarely as the sorted order allows
     const unsigned int group_first = get_group_id(0) * records_per_group;
@@ -234,6 +254,33 @@ ${shared.table_arguments(21)}\
 % endfor
         }
         barrier(CLK_LOCAL_MEM_FENCE);
+% if staged_rows:
+        // the row products, once a group: record j, key k, polarisation p;
+        // a key past the box's last (a group's spare items) is skipped
+        for (int t = lid; t < BATCH * ${staged_rows} * POL_BLOCK; t += WG_SIZE) {
+            const int j = t / (${staged_rows} * POL_BLOCK);
+            const int k = (t / POL_BLOCK) % ${staged_rows}, p = t % POL_BLOCK;
+            const int key = first_key + k;
+            const int pol_group = key / ${blocks_v};
+            if (pol_group >= N_POL_GROUPS)
+                continue;
+            const int key_v = (key - pol_group * ${blocks_v}) * ${block_v};
+            const int4 where = l_cell[0][j], box = l_box[0][j];
+            // as block_position and separable_buffer_weights find the row
+            const int pv = box.z + key_v + (key_v < box.w ? BIN_V : 0);
+            const ${shared.module.vector_type(real, table_real, block_v)} wv_vector =
+                gcf_v[where.w + (int)((unsigned int)(pv - box.z - box.w) / ${block_v}u)];
+            const ${vec} value = l_vis[0][j][pol_group * POL_BLOCK + p];
+%   for b in range(block_v):
+%     if table_real:
+            l_row[j][k][${b}][p] = ${shared.module.lane("wv_vector", block_v, b, table_real)} * value;
+%     else:
+            l_row[j][k][${b}][p] = cmul_${suffix}(${shared.module.lane("wv_vector", block_v, b, table_real)}, value);
+%     endif
+%   endfor
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+% endif
         if (!active)
             continue;
         const unsigned int s_first = group_first + stream * stream_len + pass;

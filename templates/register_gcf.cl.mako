@@ -83,8 +83,9 @@ ${indent}__global const ${vec} *gcf,
 
 ## Separable phased buffers: the block's place in the box, in blocks, picks
 ## one aligned vector of weights per axis (no edge tests: the tables are
-## padded), split into wu and wv.
-<%def name="separable_buffer_weights()">\
+## padded), split into wu and wv (wu only, without v_weights: the spread's
+## row products staged for the group, staged_rows).
+<%def name="separable_buffer_weights(v_weights=True)">\
 <%
     wu_type = vector_type(real, table_real, block_u)
     wv_type = vector_type(real, table_real, block_v)
@@ -92,15 +93,18 @@ ${indent}__global const ${vec} *gcf,
                 // the block's place in the box, in blocks: its weights' vector
                 const ${wu_type} wu_vector =
                     gcf_u[where.z + (int)((unsigned int)(pu - box.x - box.y) / ${block_u}u)];
-                const ${wv_type} wv_vector =
-                    gcf_v[where.w + (int)((unsigned int)(pv - box.z - box.w) / ${block_v}u)];
-                ${real if table_real else real + "2"} wu[${block_u}], wv[${block_v}];
+                ${real if table_real else real + "2"} wu[${block_u}];
 % for a in range(block_u):
                 wu[${a}] = ${lane("wu_vector", block_u, a, table_real)};
 % endfor
-% for b in range(block_v):
+% if v_weights:
+                const ${wv_type} wv_vector =
+                    gcf_v[where.w + (int)((unsigned int)(pv - box.z - box.w) / ${block_v}u)];
+                ${real if table_real else real + "2"} wv[${block_v}];
+%   for b in range(block_v):
                 wv[${b}] = ${lane("wv_vector", block_v, b, table_real)};
-% endfor
+%   endfor
+% endif
 </%def>
 
 ## Full tables as buffers: the record's S x S slice between zero pads of a

@@ -404,6 +404,16 @@ class RegisterSpreader:
         counts, e.g. ``benchmarks/gridding.py --ptx``).
     """
 
+    #: Separable buffer tables: each work-group works out its records' row
+    #: products G_v V once into local memory (``staged_rows``) instead of
+    #: every work-item of a row doing so: complex tables always (an H100,
+    #: supports 64 / 128 / 256: +3 / +10 / +14%), real ones where a group's
+    #: work-items span at most :attr:`REAL_STAGED_ROWS` keys (their row
+    #: products are half the multiplies: support 64, 5 keys, lost 6%; 256,
+    #: 2 keys, gained 5-10%; benchmarks/RESULTS.md).
+    stage_rows = True
+    REAL_STAGED_ROWS = 3
+
     def __init__(self, queue: cl.CommandQueue, grid: TableGrid, tables_d: list[cla.Array],
                  npol: int, params: RegisterParams | None = None, atomics: str | None = None,
                  count_flushes: bool = False, fixed_point: bool = False,
@@ -430,9 +440,12 @@ class RegisterSpreader:
         n_blocks = ((bin_u // self.params.block_u) * (bin_v // self.params.block_v)
                     * (self.npol // pols))
         wg = min(self.params.wg_size, int(profile.max_work_group_size))
-        point_bytes = _CELL_BYTES + self.npol * grid.complex_dtype.itemsize
         while True:
             n_sub = max(1, wg // n_blocks)
+            staged_rows = self._staged_rows(grid, wg, n_sub, bin_u, bin_v)
+            point_bytes = (_CELL_BYTES + self.npol * grid.complex_dtype.itemsize
+                           + staged_rows * self.params.block_v * pols
+                           * grid.complex_dtype.itemsize)
             batch = max(1, min(self.params.batch,
                                (profile.local_mem_bytes - 1024) // (n_sub * point_bytes)))
             template = KernelTemplate(queue, "core_spread_register.cl.mako", {
@@ -442,7 +455,7 @@ class RegisterSpreader:
                 "block_u": self.params.block_u,
                 "block_v": self.params.block_v, "pol_block": pols,
                 "bin_u": bin_u, "bin_v": bin_v,
-                "wg_size": wg, "n_sub": n_sub, "batch": batch,
+                "wg_size": wg, "n_sub": n_sub, "batch": batch, "staged_rows": staged_rows,
                 "count_flushes": bool(count_flushes), "fixed_point": self.fixed_point,
                 "bound_group": FixedPointSums.group_for(profile),
                 "with_f64": grid.real == np.float64, **gcf_template_params(grid)},
@@ -453,6 +466,8 @@ class RegisterSpreader:
                 break
             wg = max(1, limit)   # registers limit this variant's group size
         self.wg_size, self.n_sub, self.batch = wg, n_sub, batch
+        #: Row keys whose row products the group stages a record (0: none).
+        self.staged_rows = staged_rows
         #: Groups along dimension 1 that share one box (a box of more blocks than wg_size).
         self.box_groups = 1 if n_sub > 1 else -(-n_blocks // wg)
         self.atomic_path = template.atomics["atomic_f64" if grid.real == np.float64
@@ -468,14 +483,29 @@ class RegisterSpreader:
                      else table_bound(tables_d, grid.separable))
             self._fixed = FixedPointSums(queue, template, bound)
 
+    def _staged_rows(self, grid: TableGrid, wg: int, n_sub: int, bin_u: int, bin_v: int) -> int:
+        """Row keys (a block row of the box in one polarisation group) the
+        work-items of one group span, where the group stages its records'
+        row products G_v V once (:attr:`stage_rows`; separable buffer
+        tables, one record stream a group; real ones spanning at most
+        :attr:`REAL_STAGED_ROWS` keys), else 0."""
+        if not (self.stage_rows and grid.separable and grid.gcf_read == "buffer"
+                and n_sub == 1):
+            return 0
+        blocks_u = bin_u // self.params.block_u
+        keys = (bin_v // self.params.block_v) * (self.npol // self.params.pols(self.npol))
+        spanned = min((wg - 1) // blocks_u + 2, keys)
+        return 0 if self.table_real and spanned > self.REAL_STAGED_ROWS else spanned
+
     @property
     def launch_geometry(self) -> str:
         """The spread's launch geometry, in words."""
         p = self.params
         pols = f" pol{p.pol_block}" if p.pol_block else ""
         fixed = " fixed64" if self.fixed_point else ""
+        rows = f" rows{self.staged_rows}" if self.staged_rows else ""
         return (f"register {p.block_u}x{p.block_v}{pols} wg{self.wg_size} sub{self.n_sub} "
-                f"b{self.batch} rpg{p.points_per_group}{fixed}")
+                f"b{self.batch} rpg{p.points_per_group}{rows}{fixed}")
 
     def spread(self, job: SpreadJob) -> None:
         """The engine's call (:class:`clgrid.core.engine.SpreadStage`): as

@@ -121,6 +121,46 @@ def test_random_user_tables(cl_env, separable):
         assert relative_error(result, reference) < 1e-5, method
 
 
+@pytest.mark.parametrize("params, spanned", [(RegisterParams(2, 2, 16, 8, 64, 2), 6),
+                                             (RegisterParams(4, 1, 32, 16, 64, 1), 17),
+                                             (RegisterParams(1, 4, 8, 64, 64), 2)],
+                         ids=["2x2-pol2-two-groups", "4x1-pol1", "1x4-all-pols"])
+@pytest.mark.parametrize("complex_tables", [True, False], ids=["complex", "real"])
+def test_row_products_staged_for_the_group(cl_env, monkeypatch, params, spanned,
+                                           complex_tables):
+    """Separable buffer tables: each work-group works out its records' row
+    products G_v V once in local memory (``staged_rows``: the keys its
+    work-items span, block rows in polarisation groups, keys past the box
+    skipped) instead of every work-item; the grid against the float64
+    reference, and within float32 rounding of the spread that does not
+    stage them.  Real tables stage them by default only where a group spans
+    at most REAL_STAGED_ROWS keys (forced here for every span)."""
+    from clgrid.core.register import RegisterSpreader
+    default = Gridder(cl_env.queue, separable_gcf(5, 3), 58, 46, 1e-3, npol=4,
+                      method="register", register_params=params).engine.spreader
+    assert default.staged_rows == (spanned if spanned <= RegisterSpreader.REAL_STAGED_ROWS
+                                   else 0)
+    monkeypatch.setattr(RegisterSpreader, "REAL_STAGED_ROWS", 64)
+    if complex_tables:
+        rng, uvw, cell, gcf, nx, ny = random_user_tables_case(True)
+    else:
+        rng = np.random.default_rng(5)
+        nx, ny = 58, 46
+        uvw, cell = setup_case(rng, nx, ny, 150, 5)
+        gcf = separable_gcf(5, 3)
+    vis = random_vis(rng, (uvw.shape[0], FREQ_HZ.size, 4))
+    reference = grid_reference(uvw, FREQ_HZ, vis, gcf, nx, ny, cell)
+    grids = {}
+    for stage in (True, False):
+        monkeypatch.setattr(RegisterSpreader, "stage_rows", stage)
+        gridder = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=4, method="register",
+                          register_params=params)
+        grids[stage] = gridder(uvw, FREQ_HZ, vis.astype(np.complex64))
+        assert gridder.engine.spreader.staged_rows == (spanned if stage else 0)
+        assert relative_error(grids[stage], reference) < 1e-5
+    assert relative_error(grids[True], grids[False]) < 1e-6
+
+
 _OCLGRIND_SCRIPT = """
 import numpy as np, pyopencl as cl, clgrid
 from clgrid.gcf import separable_gcf
@@ -137,6 +177,7 @@ gridder = Gridder(queue, gcf, 16, 16, cell, npol=2, method="register",
                   register_params=RegisterParams(2, 1, 8, 4, 8), atomics="cas",
                   count_flushes=True)
 grid = gridder(uvw, [1e8], vis)
+assert gridder.engine.spreader.staged_rows > 0   # the group's staged row products
 assert gridder.last_stats["n_kept"] == 12, gridder.last_stats
 assert gridder.last_stats["flushes"] > 0, gridder.last_stats
 degridded = Degridder(queue, gcf, 16, 16, cell, npol=2)(grid, uvw, [1e8])
