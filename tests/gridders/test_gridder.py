@@ -159,6 +159,18 @@ def test_row_products_staged_for_the_group(cl_env, monkeypatch, params, spanned,
         assert gridder.engine.spreader.staged_rows == (spanned if stage else 0)
         assert relative_error(grids[stage], reference) < 1e-5
     assert relative_error(grids[True], grids[False]) < 1e-6
+    # deterministic=True: the fixed-point flushes over the staged rows, the same bits twice
+    from clgrid.core.register import fixed_point_possible
+    possible, why = fixed_point_possible(cl_env.profile, np.float32)
+    if not possible:
+        pytest.skip(f"fixed-point flushes: {why}")
+    monkeypatch.setattr(RegisterSpreader, "stage_rows", True)
+    fixed = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=4, method="register",
+                    deterministic=True, register_params=params)
+    assert fixed.engine.spreader.staged_rows == spanned and fixed.engine.spreader.fixed_point
+    first = fixed(uvw, FREQ_HZ, vis.astype(np.complex64))
+    assert relative_error(first, reference) < 1e-5
+    assert np.array_equal(first, fixed(uvw, FREQ_HZ, vis.astype(np.complex64)))
 
 
 _OCLGRIND_SCRIPT = """
