@@ -1,16 +1,17 @@
 ## Gridding core, stage "interpolate" (degridding): padded uv grid planes ->
 ## visibilities, the adjoint of core_spread.  One work-item per visibility,
 ## taken in the order of the device sort so that neighbouring work-items read
-## neighbouring cells; each work-item owns its output, so no atomics.  With
+## neighbouring cells (its place from set points' records, cells and fracs);
+## each work-item owns its output, so no atomics.  With
 ## w-stacking the planes of one pass [plane0, plane0 + n_pass) are summed with
 ## their w-kernel weights and added to out (passes run in a fixed order).
 ## Parameters: real ("float" | "double"): grid precision; vis_real: output
 ##             precision; support (int W), beta; do_w, shifted, weighted,
 ##             masked (bool); with_f64 (True but with float_float);
 ##             float_float (bool, default False): a device without fp64: a
-##             float grid's GPU kernels, no double anywhere (interpolate's
-##             positions and facet phases from float-float uvw and freq / c,
-##             shift_u, shift_v in float-float turns); vector (bool): CPUs:
+##             float grid's GPU kernels, no double anywhere (facet phases
+##             from float-float uvw and freq / c, shift_u, shift_v in
+##             float-float turns); vector (bool): CPUs:
 ##             also the kernel interpolate_vector (points_per_item points per
 ##             work-item, from the point records); win_planes (int, default 0),
 ##             with tile_u and lanes (w-stacking, win_planes >= W): also
@@ -54,7 +55,7 @@
     float_float = context.get("float_float", False)
     if float_float and (with_f64 or vector or real != "float"):
         raise ValueError("float_float: the GPU kernels of a float grid only")
-    # uvw, freq / c, the scales and the facet shifts: doubles, or float pairs
+    # uvw, freq / c and the facet shifts: doubles, or float pairs
     pos_t = "float2" if float_float else "double"
     # facet phases from a per-plan array (facet_phasors) instead of a sincos
     kept_phases = context.get("kept_phases", False)
@@ -67,7 +68,6 @@
 % if float_float:
 <%include file="floatfloat.cl.mako"/>
 % endif
-<%include file="footprint.cl.mako"/>
 <%include file="facet_phase.cl.mako"/>
 % if kernel_eval == "horner":
 <%include file="es_horner.cl.mako"/>
@@ -127,14 +127,13 @@ inline void store_point(${vec} sum, const unsigned int k, __global const ${pos_t
     }
 </%def>
 
-__kernel void interpolate(__global const unsigned int *sorted_index, const unsigned int n_points,
+__kernel void interpolate(__global const int4 *cells, __global const ${real}4 *fracs,
+                          const unsigned int n_points,
                           __global const ${pos_t} *uvw, __global const ${pos_t} *freq_scale,
                           const unsigned int nchan,
                           __global ${vvec} *out, const unsigned int npol, const unsigned int pol,
                           __global const ${vis_real} *wgt, __global const unsigned char *mask,
                           __global const ${vec} *planes, const int nu, const int nv,
-                          const ${pos_t} u_scale, const ${pos_t} v_scale,
-                          const ${pos_t} w_scale, const ${pos_t} w_offset,
                           const int plane0, const int n_pass,
                           const ${pos_t} shift_u, const ${pos_t} shift_v,
                           __global const ${vec} *phasors, const int accumulate)
@@ -142,11 +141,11 @@ __kernel void interpolate(__global const unsigned int *sorted_index, const unsig
     const unsigned int i = get_global_id(0);
     if (i >= n_points)
         return;
-    const unsigned int k = sorted_index[i];
-    int4 cell;
-    ${real}4 t;
-    point_place(k, uvw, freq_scale, nchan, nu, nv, u_scale, v_scale, w_scale, w_offset,
-                &cell, &t);
+    // set points' records (point_records: point_place in sorted order), read
+    // in order, not each visibility's uvw again (uvw only for facet phases)
+    const int4 cell = cells[i];
+    const ${real}4 t = fracs[i];
+    const unsigned int k = (unsigned int)cell.w;
     ${real} ku[SUPPORT], kv[SUPPORT];
     int iv[SUPPORT];
 % if kernel_eval == "horner":

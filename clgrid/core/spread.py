@@ -56,7 +56,7 @@ from ..device.profiles import DeviceProfile
 from .engine import InterpolateJob, SpreadJob
 from .eskernel import horner_coefficients
 from .plan import GridLayout, ImageGeometry, TileShape, fits_kept, row_taps
-from .setpoints import PointSet, coordinate_scales, needs_float_float, position_args
+from .setpoints import PointSet, needs_float_float, position_args
 
 
 def keeps_facet_phases(profile: DeviceProfile, geometry: ImageGeometry, n_vis: int,
@@ -288,11 +288,6 @@ class _Stage:
     def geometry(self) -> ImageGeometry:
         """The image of the ES kernel source."""
         return self.source.geometry
-
-    @functools.cached_property
-    def scales(self) -> tuple:
-        """The ES positions' scales, as the kernels take them."""
-        return position_args(coordinate_scales(self.geometry, self.layout), self.float_float)
 
     @functools.cached_property
     def shifts(self) -> tuple:
@@ -1013,10 +1008,10 @@ class Interpolator(_Stage):
                 np.int32(n_pass), *self._phase_args(phasors), np.int32(accumulate))
         return kernel(
             self.queue, (-(-points.n_valid // group) * group,), (group,),
-            points.sorted_index.data, np.uint32(points.n_valid), uvw_d.data,
+            points.cells.data, points.fracs.data, np.uint32(points.n_valid), uvw_d.data,
             freq_scale_d.data, np.uint32(freq_scale_d.shape[0]), out_d.data, np.uint32(npol),
             np.uint32(pol), *self._weights(wgt_d, mask_d), planes_d.data,
-            np.int32(self.layout.nu), np.int32(self.layout.nv), *self.scales,
+            np.int32(self.layout.nu), np.int32(self.layout.nv),
             np.int32(plane0), np.int32(n_pass), *self._phase_args(phasors),
             np.int32(accumulate))
 
