@@ -1117,6 +1117,30 @@ def test_devices_without_fp64_keep_epsilon(cl_env, without_fp64, case, do_w):
     assert double_free(without_fp64)
 
 
+@pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
+def test_gpus_without_fp64_stage_compensated_totals_in_local_memory(cl_env, without_fp64,
+                                                                    monkeypatch, do_w):
+    """A GPU without fp64 (Intel Arc, Apple; forced here): the GPU kernel's
+    staging of only the touching points (spread.compacts_points) with the
+    lanes' compensated float totals in local memory where a group takes one
+    w plane (Spreader.local_state); epsilon 1e-5 against the float64 direct
+    Fourier transform, the same bits twice, and no kernel uses double."""
+    import clgrid.core.spread as spread
+    from conftest import double_free
+    monkeypatch.setattr(spread, "compacts_points", lambda profile: True)
+    uvw, freq, vis = _observation(n_rows=150, seed=3)
+    imager = Imager(cl_env.queue, uvw=uvw, freq=freq, epsilon=1e-5, do_wgridding=do_w,
+                    **GEOMETRY)
+    spreader = imager.engine.spreader
+    assert imager.float_float and spreader.compact
+    assert spreader.local_state == (spreader.plane_block == 1)
+    reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=do_w, **GEOMETRY)
+    dirty = imager.vis2dirty(vis.astype(np.complex64))
+    assert _rel_rms(dirty, reference) <= 1e-5
+    assert np.array_equal(dirty, imager.vis2dirty(vis.astype(np.complex64)))
+    assert double_free(without_fp64)
+
+
 def test_devices_without_fp64_take_single_precision_only(cl_env, without_fp64):
     uvw, freq, vis = _observation(n_rows=20)
     with pytest.raises(ValueError, match="has no double precision.*use single precision"):
