@@ -159,6 +159,12 @@ def test_row_products_staged_for_the_group(cl_env, monkeypatch, params, spanned,
         assert gridder.engine.spreader.staged_rows == (spanned if stage else 0)
         assert relative_error(grids[stage], reference) < 1e-5
     assert relative_error(grids[True], grids[False]) < 1e-6
+    if cl_env.profile.fp64:   # double grids stage double row products
+        monkeypatch.setattr(RegisterSpreader, "stage_rows", True)
+        double = Gridder(cl_env.queue, gcf, nx, ny, cell, npol=4, method="register",
+                         register_params=params, precision=np.float64)
+        assert double.engine.spreader.staged_rows == spanned
+        assert relative_error(double(uvw, FREQ_HZ, vis), reference) < 1e-12
     # deterministic=True: the fixed-point flushes over the staged rows, the same bits twice
     from clgrid.core.register import fixed_point_possible
     possible, why = fixed_point_possible(cl_env.profile, np.float32)
