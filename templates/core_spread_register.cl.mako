@@ -266,10 +266,9 @@ ${shared.table_arguments(21)}\
                 continue;
             const int key_v = (key - pol_group * ${blocks_v}) * ${block_v};
             const int4 where = l_cell[0][j], box = l_box[0][j];
-            // as block_position and separable_buffer_weights find the row
-            const int pv = box.z + key_v + (key_v < box.w ? BIN_V : 0);
-            const ${shared.module.vector_type(real, table_real, block_v)} wv_vector =
-                gcf_v[where.w + (int)((unsigned int)(pv - box.z - box.w) / ${block_v}u)];
+            // the key's block row, read as separable_buffer_weights reads it
+            const int pv = block_position(box, 0, key_v).y;
+            ${shared.v_weight_vector("wv_vector", "pv")}
             const ${vec} value = l_vis[0][j][pol_group * POL_BLOCK + p];
 %   for b in range(block_v):
 %     if table_real:

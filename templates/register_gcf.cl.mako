@@ -88,7 +88,6 @@ ${indent}__global const ${vec} *gcf,
 <%def name="separable_buffer_weights(v_weights=True)">\
 <%
     wu_type = vector_type(real, table_real, block_u)
-    wv_type = vector_type(real, table_real, block_v)
 %>\
                 // the block's place in the box, in blocks: its weights' vector
                 const ${wu_type} wu_vector =
@@ -98,13 +97,21 @@ ${indent}__global const ${vec} *gcf,
                 wu[${a}] = ${lane("wu_vector", block_u, a, table_real)};
 % endfor
 % if v_weights:
-                const ${wv_type} wv_vector =
-                    gcf_v[where.w + (int)((unsigned int)(pv - box.z - box.w) / ${block_v}u)];
+                ${v_weight_vector("wv_vector", "pv")}
                 ${real if table_real else real + "2"} wv[${block_v}];
 %   for b in range(block_v):
                 wv[${b}] = ${lane("wv_vector", block_v, b, table_real)};
 %   endfor
 % endif
+</%def>
+
+## Separable phased buffers: the v weights' vector `name` of the block at
+## grid row `pv` of the record staged as `where`, `box` (block_position),
+## where separable_buffer_weights and the spread's staged row products
+## (staged_rows) read it.
+<%def name="v_weight_vector(name, pv)">\
+const ${vector_type(real, table_real, block_v)} ${name} =
+                    gcf_v[where.w + (int)((unsigned int)(${pv} - box.z - box.w) / ${block_v}u)];\
 </%def>
 
 ## Full tables as buffers: the record's S x S slice between zero pads of a

@@ -648,15 +648,26 @@ def lane_tile_local_bytes(tiles: TileShape, support: int, do_w: bool, real_bytes
         offsets, u_taps, v_taps = 8, 2 * (tiles.tile_u - 1) + support, support
     per_point = (offsets + (u_taps + 2 * v_taps) * real_bytes
                  + (planes * real_bytes if planes > 1 else 0))
-    # the groups' totals: in local memory on GPUs with one plane a group,
-    # with the source bins' ranges (Spreader.local_state), else all but the
-    # first group's at the end
-    local_state = compact and planes == 1
+    # the groups' totals: all in local memory with the source bins' ranges
+    # (keeps_local_state), else all but the first group's at the end
+    local_state = keeps_local_state(compact, planes)
     totals = (groups if local_state else groups - 1) * planes * tiles.tile_u * tiles.lanes * 16
     ranges = 8 * (tiles.reach(support) + 1) ** 2 if local_state else 0
     batch = batch or tiles.staged_for(do_w)
     bits = 4 * -(-batch // 32) if compact else 0
     return batch * per_point + bits + totals + ranges
+
+
+def keeps_local_state(compact: bool, planes: int) -> bool:
+    """Whether the GPU kernel (``spread``) keeps its lanes' double (or
+    compensated) totals, and each group the ranges of its source bins, in
+    local memory, not registers: where it stages ``compact`` ly (GPUs,
+    :func:`compacts_points`) with one w plane a group (an H100 without w:
+    104 -> 86 registers and the spread 16.1-16.3 -> 15.0-15.4 ms for the
+    totals, then 14.7 -> 14.0 ms for the ranges; same bits); blocks of w
+    planes keep both in registers (42.3-42.5 -> 42.9 and 46.9 ms the other
+    way: benchmarks/RESULTS.md)."""
+    return compact and planes == 1
 
 
 def compacts_points(profile: DeviceProfile) -> bool:
@@ -756,14 +767,9 @@ class Spreader(_Stage):
 
     @property
     def local_state(self) -> bool:
-        """GPU kernel, one w plane a group: its lanes keep their double (or
-        compensated) totals, and the group the ranges of its source bins, in
-        local memory, not registers (an H100 without w: 104 -> 86
-        registers and the spread 16.1-16.3 -> 15.0-15.4 ms for the totals,
-        then 14.7 -> 14.0 ms for the ranges; same bits); blocks of w planes
-        keep both in registers (42.3-42.5 -> 42.9 and 46.9 ms the other way:
-        benchmarks/RESULTS.md)."""
-        return self.compact and self.plane_block == 1
+        """GPU kernel: its totals and bin ranges in local memory
+        (:func:`keeps_local_state`)."""
+        return keeps_local_state(self.compact, self.plane_block)
 
     @property
     def fold_rows(self) -> int:
