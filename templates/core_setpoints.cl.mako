@@ -20,6 +20,10 @@
 ##             streams, equal points adjacent); wide_keys (bool, default
 ##             False): 64-bit keys (key_order "cell" where the (cell, slice)
 ##             pairs do not fit 32 bits).
+##             split_bins (bool, default False; positions "es" without w):
+##             each tile's bin split by where its points' footprints start,
+##             so that a tile reads of a neighbour bin only the points that
+##             reach it (bin_keys below);
 ##             float_float (bool, default False): no double anywhere, for
 ##             devices without fp64: uvw, freq / c and the geometry come as
 ##             float-float pairs (floatfloat.cl.mako) and the positions are
@@ -49,6 +53,22 @@
 #define TILE_U ${tile_u}
 #define TILE_V ${tile_v}
 #define INVALID_KEY 0xffffffffu
+<% split_bins = context.get("split_bins", False) %>\
+% if split_bins:
+<%
+    if do_w or positions != "es" or support > min(tile_u, tile_v):
+        raise ValueError("split_bins: ES positions without w, a kernel no wider than the tile")
+%>\
+// A point reaches the next tile along u (v) when its footprint starts at
+// least CUT_U (CUT_V) cells into its own.  A bin's points sort by where
+// they start (rank: 0 reaches neither next tile, 1 the next in u only, 2
+// both, 3 the next in v only), so that the next tile in u reads ranks 1-2
+// of the bin, the next in v 2-3 and the diagonal one 2, each contiguous
+// (SPLIT_RANKS sub-bins a bin, bin_starts with shift 0 finds them).
+#define SPLIT_RANKS 4
+#define CUT_U (TILE_U - SUPPORT + 1)
+#define CUT_V (TILE_V - SUPPORT + 1)
+% endif
 
 % if float_float:
 <%include file="floatfloat.cl.mako"/>
@@ -80,19 +100,27 @@ __kernel void bin_keys(__global const ${pos_t} *uvw, __global const ${pos_t} *fr
 % else:
     const int first_plane = 0;
 % endif
+% if split_bins:
+    const int reach_u = cell.x % TILE_U >= CUT_U, reach_v = cell.y % TILE_V >= CUT_V;
+    const unsigned int rank = reach_u ? (reach_v ? 2u : 1u) : (reach_v ? 3u : 0u);
+    keys[k] = tile * SPLIT_RANKS + rank;
+% else:
     keys[k] = tile * (unsigned int)n_wbins + (unsigned int)first_plane;
+% endif
 }
 
 // Start of every bin in the sorted keys: bin_start[b] = first position whose
-// key is >= b, for b in [0, n_bins]; every entry is written exactly once.
+// key >> shift is >= b, for b in [0, n_bins] (shift 2 of split bins' keys:
+// the bins; shift 0: their sub-bins); every entry is written exactly once.
 __kernel void bin_starts(__global const unsigned int *sorted_keys, const unsigned int n,
-                         const unsigned int n_bins, __global unsigned int *bin_start)
+                         const unsigned int n_bins, const unsigned int shift,
+                         __global unsigned int *bin_start)
 {
     const unsigned int k = get_global_id(0);
     if (k > n)
         return;
-    const unsigned int lo = (k == 0) ? 0u : min(sorted_keys[k - 1], n_bins) + 1u;
-    const unsigned int hi = (k == n) ? n_bins : min(sorted_keys[k], n_bins);
+    const unsigned int lo = (k == 0) ? 0u : min(sorted_keys[k - 1] >> shift, n_bins) + 1u;
+    const unsigned int hi = (k == n) ? n_bins : min(sorted_keys[k] >> shift, n_bins);
     for (unsigned int b = lo; b <= hi; ++b)
         bin_start[b] = k;
 }

@@ -9,11 +9,14 @@
 ## tile, REACH below), in the fixed order of the device sort, stages BATCH (= LANES) of
 ## them at a time in local memory (footprint start, kernel values in u, and
 ## kernel values in v times the visibility), then every lane adds what falls
-## into its column.  Every cell of every plane is written exactly once, zeros
-## included, so the grid needs no clearing.  Visibilities arrive in row blocks
-## (so their upload overlaps the spreading): the first block's launch writes
-## every tile; later ones (accumulate != 0) add their tiles to the grid, in
-## block order, so the sum is still the same run after run.
+## into its column.  A launch with accumulate == 0 writes every cell of every
+## plane exactly once, zeros included (the table gridder's padded planes).
+## Visibilities arrive in row blocks (so their upload overlaps the
+## spreading): the imaging engine zeroes the planes (a fill) and every
+## block's launch (accumulate != 0) adds only the tiles its points reach,
+## in block order, so the sum is still the same run after run
+## (Spreader.adds_to_zeros).  Without w a tile reads of its neighbours'
+## bins only the sub-bins whose points reach it (split_bins below).
 ##
 ## Load balance: the uv plane is far denser near its centre, so one
 ## work-group per tile would leave the centre tiles working long after the
@@ -40,7 +43,11 @@
 ##             (int, Spreader.fold_points), fold_rows (int, fold_chunks' rows
 ##             a work-group); local_state (bool, Spreader.local_state): the
 ##             lanes' totals and the group's source-bin ranges in local
-##             memory, not registers; do_w (bool); shifted (bool): facet centre away
+##             memory, not registers; split_bins (bool,
+##             spread.splits_bins): set points split each bin by the next
+##             tiles its points reach (split_start), and a tile reads of a
+##             lower neighbour's bin only those that reach it (source_ranks);
+##             do_w (bool); shifted (bool): facet centre away
 ##             from the phase centre; weighted, masked (bool): wgt / mask
 ##             arrays given;
 ##             vector (bool): CPUs: kernels spread_vector and add_halos
@@ -210,6 +217,22 @@ inline uint2 chunk_range(__global const unsigned int *bin_start, const unsigned 
                    bin_first + (unsigned int)(stop <= 0 ? 0 : (stop < size ? stop : size)));
 }
 
+% if context.get("split_bins", False):
+<%
+    if reach != 1 or do_w or vector:
+        raise ValueError("split_bins: the tile kernel without w, one neighbour a side")
+%>\
+// The sub-bins (ranks of core_setpoints.cl.mako's split_bins) of source bin
+// sb whose points reach this tile: all of its own, ranks 1-2 of the lower
+// neighbour in u, 2-3 of the one in v, 2 of the diagonal one.
+inline uint2 source_ranks(const int sb)
+{
+    const int du_bin = sb / (REACH + 1) - REACH, dv_bin = sb % (REACH + 1) - REACH;
+    return du_bin == 0 ? (dv_bin == 0 ? (uint2)(0, 4) : (uint2)(2, 4))
+                       : (dv_bin == 0 ? (uint2)(1, 3) : (uint2)(2, 3));
+}
+
+% endif
 // Source bin sb (0 .. SOURCE_BINS - 1) of tile (tu, tv): the tile's own or a
 // lower neighbour up to REACH tiles away per axis, as the index of its first
 // w bin; -1 where an axis of fewer tiles would repeat one.
@@ -280,8 +303,10 @@ __kernel void crop_planes(__global const ${vec} *padded, const int rows_padded,
 // GPUs, once per call and polarisation: the values `spread` adds, in the
 // order of the sort (point_value of each valid point), so that the
 // work-groups, which read every point up to SOURCE_BINS times, read them in
-// sequence rather than gathering them from the visibilities' order.
-__kernel void gather_values(__global const int4 *cells, const unsigned int n_valid,
+// sequence rather than gathering them from the visibilities' order.  The
+// visibility index comes from the sort's 4 bytes a point, not the cells' 16.
+__kernel void gather_values(__global const unsigned int *sorted_index,
+                            const unsigned int n_valid,
                             __global const ${pos_t} *uvw, __global const ${pos_t} *freq_scale,
                             const unsigned int nchan,
                             __global const ${vvec} *vis, const unsigned int npol,
@@ -293,7 +318,7 @@ __kernel void gather_values(__global const int4 *cells, const unsigned int n_val
     const unsigned int i = get_global_id(0);
     if (i >= n_valid)
         return;
-    values[i] = point_value((unsigned int)cells[i].w, uvw, freq_scale, nchan, vis, npol, pol,
+    values[i] = point_value(sorted_index[i], uvw, freq_scale, nchan, vis, npol, pol,
                             wgt, mask, shift_u, shift_v, phasors);
 }
 % endif
@@ -426,6 +451,7 @@ __kernel void gather_values(__global const int4 *cells, const unsigned int n_val
 __kernel __attribute__((reqd_work_group_size(LANES * LANE_GROUPS, 1, 1)))
 void spread(__global const int4 *cells, __global const ${real}4 *fracs,
             __global const ${vec} *values, __global const unsigned int *bin_start,
+            __global const unsigned int *split_start,
             __global ${vec} *planes, const int nu, const int nv,
             const int ntiles_u, const int ntiles_v,
             const int plane0, const int n_wbins,
@@ -529,6 +555,17 @@ ${zero_pads("s_ku", "KU_PAD", "KU_ROW", "(" + real + ")0")}\
             ranges[sb] = bin < 0 ? (uint2)(0, 0)
                                  : chunk_range(bin_start, (unsigned int)bin, wlo, whi,
                                                chunk_lo, chunk_hi, &seen);
+% if context.get("split_bins", False):
+            // the chunk counts whole bins (as the host's work list does);
+            // it reads their part that reaches the tile
+            if (bin >= 0) {
+                const uint2 ranks = source_ranks(sb);
+                const uint2 reaching = (uint2)(split_start[4 * bin + ranks.x],
+                                               split_start[4 * bin + ranks.y]);
+                ranges[sb] = (uint2)(clamp(ranges[sb].x, reaching.x, reaching.y),
+                                     clamp(ranges[sb].y, reaching.x, reaching.y));
+            }
+% endif
         }
     }
 % if local_state:

@@ -214,6 +214,10 @@ class PointsStage(Protocol):
 class SpreadStage(Protocol):
     """Visibilities -> planes, one row block at a time."""
 
+    #: The engine zeroes a pass's planes and every block adds, rather than
+    #: the first block writing every cell (:attr:`clgrid.core.spread.Spreader.adds_to_zeros`).
+    adds_to_zeros: bool
+
     @property
     def launch_geometry(self) -> str: ...
 
@@ -390,10 +394,12 @@ class Engine:
         row blocks in order into ``planes_d``: the first block writes over it
         (adds with ``accumulate``), later ones add.  ``ready``: see
         :data:`Ready` (default: the data is on the device already);
-        ``block_planes``: see :data:`BlockPlanes` (the planes are zeroed
-        first, unless ``accumulate``, and every block adds)."""
+        ``block_planes``: see :data:`BlockPlanes`; with them, or where the
+        spreader :attr:`~SpreadStage.adds_to_zeros`, the planes are zeroed
+        first, unless ``accumulate``, and every block adds."""
         ws = ws or self.primary
-        if block_planes is not None and not accumulate:
+        zeroed = block_planes is not None or ws.spreader.adds_to_zeros
+        if zeroed and not accumulate:
             _planes(planes_d, 0, n_pass, block_planes).fill(0, queue=ws.queue)
         for index, block in enumerate(plan.blocks):
             if ready is not None:
@@ -408,7 +414,7 @@ class Engine:
                 block.points, block.uvw_d, plan.freq_scale_d, _view(vis_d, block), npol, pol,
                 _planes(planes_d, first - plane0, count, block_planes), first, count,
                 _view(wgt_d, block),
-                _view(mask_d, block), accumulate or index > 0 or block_planes is not None))
+                _view(mask_d, block), accumulate or index > 0 or zeroed))
 
     def interpolate(self, plan: Plan, out_d: cla.Array, npol: int, pol: int | None,
                     planes_d: cla.Array, plane0: int = 0, n_pass: int = 1,

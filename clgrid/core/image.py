@@ -94,8 +94,10 @@ class ImageStage:
         """Device bytes of a block's bins, its records and (GPU, counted per
         block to be safe) its gathered values."""
         points = block.points
-        return (points.sorted_index.nbytes * 2 + points.bin_start.nbytes + points.cells.nbytes
-                + points.fracs.nbytes + points.n_valid * self.grid_complex.itemsize)
+        split = points.split_start.nbytes if points.split_start is not None else 0
+        return (points.sorted_index.nbytes * 2 + points.bin_start.nbytes + split
+                + points.cells.nbytes + points.fracs.nbytes
+                + points.n_valid * self.grid_complex.itemsize)
 
     @property
     def image_bytes(self) -> int:

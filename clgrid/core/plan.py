@@ -609,11 +609,13 @@ class TileShape:
             # the taps by Horner's rule: 25.1 -> 21.4 ms, with w 142.7 -> 117.0 ms;
             # with w, blocks of 8 planes: 134.2 -> 73-74 ms (one group of lanes
             # a plane once the taps were padded; RESULTS, "w planes in blocks"),
-            # 62.5 ms with no test in the inner loop (swept again: still best)
+            # 62.5 ms with no test in the inner loop (swept again: still best);
+            # no w, once a tile read only the neighbours' points that reach it
+            # (split bins): 8 groups 11.6-12.0 ms against 4 groups 12.1-12.5
             if support > 9:
                 return cls(16, 32, 2048)
             return (cls(8, 8, 4096, plane_block=8, kernel_eval="horner") if do_w
-                    else cls(8, 8, 4096, groups=4, kernel_eval="horner"))
+                    else cls(8, 8, 4096, groups=8, kernel_eval="horner"))
         if not (profile.vector_kernels and profile.fp64):
             return cls(8, 8) if support <= 9 else cls(16, 16)
         # Horner: measured faster than exp on the Intel CPU runtime

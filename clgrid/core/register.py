@@ -404,6 +404,8 @@ class RegisterSpreader:
         counts, e.g. ``benchmarks/gridding.py --ptx``).
     """
 
+    adds_to_zeros = False   # it zeroes (or writes) its grid itself
+
     #: Separable buffer tables: each work-group works out its records' row
     #: products G_v V once into local memory (``staged_rows``) instead of
     #: every work-item of a row doing so: complex tables always (an H100,

@@ -54,6 +54,12 @@ class PointSet:
         Tiles along u and v.
     bin_start_host
         ``bin_start`` on the host, for planning the spreader's work list.
+    split_start
+        Where bins are split (:attr:`EsPositions.split_bins`): (4 n_bins + 1)
+        uint32, sub-bin ``4 b + r`` of bin ``b`` holds its points of rank
+        ``r`` (0: the footprint reaches neither the next tile in u nor in v;
+        1: in u only; 2: both; 3: in v only), so a tile reads of its lower
+        neighbours' bins only the points that reach it; else None.
     cells, fracs
         Per valid point in sorted order: (n_valid,) int4 (first footprint
         cell in u and v, first w plane, visibility index) and (n_valid,)
@@ -75,6 +81,7 @@ class PointSet:
     bin_start_host: np.ndarray
     cells: cla.Array | None = None
     fracs: cla.Array | None = None
+    split_start: cla.Array | None = None
     work: dict = dataclasses.field(default_factory=dict)
 
 
@@ -109,6 +116,9 @@ class PositionSource(Protocol):
     kernels: tuple[str, str]
     #: Plans made per call (their scratch from a pool that keeps it).
     per_call: bool
+    #: Each bin's points in sub-bins by the next tiles they reach (the
+    #: points' ``split_start``; the ES source only).
+    split_bins: bool
     #: w bins per tile (1 without w-stacking).
     n_wbins: int
     #: What the bins depend on besides the tile (:attr:`SetPoints.binning`).
@@ -151,6 +161,9 @@ class EsPositions:
 
     geometry: ImageGeometry
     layout: GridLayout
+    #: Each bin's points sorted by which next tiles their footprints reach
+    #: (:func:`clgrid.core.spread.splits_bins`; the points' ``split_start``).
+    split_bins: bool = False
 
     order = "tile"
     key_dtype = np.dtype(np.uint32)
@@ -166,7 +179,7 @@ class EsPositions:
                 "tile_v": tiles.lanes, "do_w": self.geometry.do_w,
                 "real": real_dtype_name(self.geometry.grid_real), "positions": "es",
                 "oversample": 1, "conjugate": False, "w_planes": 1, "key_order": "tile",
-                "float_float": as_float_float}
+                "float_float": as_float_float, "split_bins": self.split_bins}
 
     def extent(self, tiles: TileShape) -> tuple[int, int]:
         return self.layout.nu, self.layout.nv
@@ -243,7 +256,9 @@ class SetPoints:
         self.ntiles_u = self.rows // tiles.tile_u
         self.ntiles_v = self.cols // tiles.lanes
         self.n_bins = self.ntiles_u * self.ntiles_v * source.n_wbins
-        if self.n_bins >= 2 ** 32 - 1:
+        #: Sub-bins a bin (split_bins: the SPLIT_RANKS of the template).
+        self.split = 4 if source.split_bins else 1
+        if self.n_bins * self.split >= 2 ** 32 - 1:
             raise ValueError(f"{self.n_bins} bins do not fit 32-bit keys: "
                              "image fewer pixels or split the w range")
         self._dummy_flags = cla.empty(queue, 1, np.uint8)
@@ -282,23 +297,24 @@ class SetPoints:
             launch(self._keys, queue, (n_vis,), uvw_d.data, freq_scale_d.data,
                    np.uint32(n_chan), np.uint32(n_vis), *source.key_args(self, flags_d, npol),
                    keys.data, counts_d.data, group=(256,))
-        sorted_index, bin_start = self._sort(keys, n_vis)
+        sorted_index, bin_start, split_start = self._sort(keys, n_vis)
         counts = counts_d.get() if n_vis else np.zeros(source.n_counts, np.uint32)
         n_valid = n_vis - int(counts.sum())
         points = PointSet(sorted_index, bin_start, n_valid, n_vis - n_valid, self.ntiles_u,
-                          self.ntiles_v, bin_start.get() if self.order == "tile" else None)
+                          self.ntiles_v, bin_start.get() if self.order == "tile" else None,
+                          split_start=split_start)
         self._write_records(points, uvw_d, freq_scale_d)
         return source.result(points, counts, n_vis, self.binning)
 
-    def _sort(self, keys: cla.Array, n_vis: int) -> tuple[cla.Array, cla.Array]:
-        """Indices in key order and the bins' starts (the cell order has no
-        bins: one sorted stream)."""
+    def _sort(self, keys: cla.Array, n_vis: int) -> tuple:
+        """Indices in key order, the bins' starts (the cell order has no
+        bins: one sorted stream) and the sub-bins' (None unless split)."""
         if self.order == "cell":
             sorted_index = sort_by_key(self.queue, self.sort, keys, n_vis,
                                        self.source.n_cell_keys, self.allocator)[1]
-            return sorted_index, cla.zeros(self.queue, 1, np.uint32)
+            return sorted_index, cla.zeros(self.queue, 1, np.uint32), None
         return sort_into_bins(self.queue, self.sort, self._starts, keys, n_vis, self.n_bins,
-                              self.allocator)
+                              self.allocator, self.split)
 
     def _write_records(self, points: PointSet, uvw_d: cla.Array,
                        freq_scale_d: cla.Array) -> None:
@@ -382,16 +398,25 @@ def sort_by_key(queue: cl.CommandQueue, sort: RadixSort, keys: cla.Array, n_vis:
 
 
 def sort_into_bins(queue: cl.CommandQueue, sort: RadixSort, starts: cl.Kernel,
-                   keys: cla.Array, n_vis: int, n_bins: int,
-                   allocator=None) -> tuple[cla.Array, cla.Array]:
-    """Visibility indices sorted by their ``keys`` (:func:`sort_by_key`) and
-    where each of the ``n_bins`` bins starts (kernel ``bin_starts``):
-    ``(sorted_index, bin_start)``."""
-    sorted_keys, sorted_index = sort_by_key(queue, sort, keys, n_vis, n_bins, allocator)
+                   keys: cla.Array, n_vis: int, n_bins: int, allocator=None,
+                   split: int = 1) -> tuple[cla.Array, cla.Array, cla.Array | None]:
+    """Visibility indices sorted by their ``keys`` (:func:`sort_by_key`),
+    where each of the ``n_bins`` bins starts (kernel ``bin_starts``) and,
+    where keys hold ``split`` (4) sub-bins a bin in their low bits, where
+    each sub-bin starts (else None): ``(sorted_index, bin_start,
+    split_start)``."""
+    sorted_keys, sorted_index = sort_by_key(queue, sort, keys, n_vis, n_bins * split,
+                                            allocator)
+    shift = (split - 1).bit_length()
     bin_start = cla.empty(queue, n_bins + 1, np.uint32, allocator=allocator)
     launch(starts, queue, (n_vis + 1,), sorted_keys.data, np.uint32(n_vis), np.uint32(n_bins),
-           bin_start.data, group=(256,))
-    return sorted_index, bin_start
+           np.uint32(shift), bin_start.data, group=(256,))
+    split_start = None
+    if split > 1:
+        split_start = cla.empty(queue, n_bins * split + 1, np.uint32, allocator=allocator)
+        launch(starts, queue, (n_vis + 1,), sorted_keys.data, np.uint32(n_vis),
+               np.uint32(n_bins * split), np.uint32(0), split_start.data, group=(256,))
+    return sorted_index, bin_start, split_start
 
 
 def freq_scale(freq_hz: np.ndarray) -> np.ndarray:

@@ -683,6 +683,20 @@ def compacts_points(profile: DeviceProfile) -> bool:
     return profile.device_type == "gpu"
 
 
+def splits_bins(tiles: TileShape, layout: GridLayout, do_w: bool) -> bool:
+    """Whether set points split each tile's bin by the next tiles its
+    points' footprints reach (``split_bins`` of core_setpoints.cl.mako) and
+    the tile kernel (``spread``) reads of a lower neighbour's bin only its
+    points that reach the tile: the kernel's ES source without w, a footprint
+    no wider than the tile (each point reaches at most the next tile per
+    axis) on a grid of whole tiles.  With 8 x 8 tiles and W 7 a tile read
+    4 bins of which only 75%, 75% and 56% of the neighbours' points touch
+    it: 23% of the reads staged nothing."""
+    support = layout.choice.support
+    return (not tiles.vector and not do_w and support <= min(tiles.tile_u, tiles.lanes)
+            and layout.nu % tiles.tile_u == 0 and layout.nv % tiles.lanes == 0)
+
+
 def lane_tile_batch(tiles: TileShape, profile: DeviceProfile, support: int, do_w: bool,
                     real_bytes: int, compact: bool = True) -> int:
     """Points the GPU kernel stages at a time: one a work-item, halved while
@@ -738,12 +752,20 @@ class Spreader(_Stage):
     #: an image 2e-7 (relative) from the one of float32 sums of <= 8 points
     fold_points = 64
 
-    def __init__(self, queue: cl.CommandQueue, source: KernelSource, tiles: TileShape):
+    def __init__(self, queue: cl.CommandQueue, source: KernelSource, tiles: TileShape,
+                 split_bins: bool = False):
         super().__init__(queue, source, tiles)
         #: Points the GPU kernel stages at a time; whether the ES source
         #: stages only the touching ones, their taps at their places in the
         #: tile (:func:`compacts_points`).
         self.batch, self.compact = self.tiles.staged_for(source.do_w), False
+        if split_bins and not (isinstance(source, EsKernel)
+                               and splits_bins(tiles, self.layout, source.do_w)):
+            raise ValueError("split bins are the tile kernel's, ES source without w "
+                             "(spread.splits_bins)")
+        #: The tile kernel reads only the points of a neighbour's bin that
+        #: reach its tile: set points split the bins (:func:`splits_bins`).
+        self.split_bins = bool(split_bins)
         if not tiles.vector and isinstance(source, EsKernel):
             self.compact = compacts_points(self._profile)
             self.batch = check_lane_tile(
@@ -761,7 +783,7 @@ class Spreader(_Stage):
                 "groups": self.tiles.groups,
                 "batch": self.batch, "compact": self.compact,
                 "fold_points": self.fold_points, "fold_rows": self.fold_rows,
-                "local_state": self.local_state,
+                "local_state": self.local_state, "split_bins": self.split_bins,
                 "reach": self.tiles.reach(self.layout.choice.support),
                 "plane_block": self.plane_block}
 
@@ -770,6 +792,20 @@ class Spreader(_Stage):
         """GPU kernel: its totals and bin ranges in local memory
         (:func:`keeps_local_state`)."""
         return keeps_local_state(self.compact, self.plane_block)
+
+    #: The tile kernel adds each row block's tiles to planes the engine
+    #: zeroes first, so a launch takes only the tiles its points reach.  The
+    #: first block's launch writing every tile, zeros included (a
+    #: work-group a tile of an 8192^2 grid), took 1.5 ms of an H100; the
+    #: fill: spread 13.3 -> 12.2-12.6 ms without w, 42.4 -> 41.2 ms with w
+    #: (benchmarks/RESULTS.md).  False: the first block writes (A/B).
+    zero_fill = True
+
+    @property
+    def adds_to_zeros(self) -> bool:
+        """Whether the engine zeroes the planes and every block adds
+        (the tile kernel; ``spread_vector`` grids all rows at once)."""
+        return self.zero_fill and not self.tiles.vector
 
     @property
     def fold_rows(self) -> int:
@@ -830,9 +866,14 @@ class Spreader(_Stage):
         group_size = lanes * int(np.prod(self.tiles.lane_groups(self.source.do_w)))
         # the table sources read no offsets: their cells stand in for them
         fracs = points.fracs if points.fracs is not None else points.cells
+        if self.split_bins != (points.split_start is not None):
+            raise ValueError("these points' bins are split as the spreader's are not: "
+                             "set points and spreader from one engine")
+        split_start = points.split_start if self.split_bins else points.bin_start
         self.kernel(*part.flags)(
             self.queue, (work.n_items * group_size,), (group_size,),
             points.cells.data, fracs.data, part.values_d.data, points.bin_start.data,
+            split_start.data,
             part.planes_d.data, np.int32(layout.nu), np.int32(layout.nv),
             np.int32(points.ntiles_u), np.int32(points.ntiles_v),
             np.int32(part.plane0), np.int32(layout.n_wbins), work.items.data,
@@ -875,7 +916,8 @@ class Spreader(_Stage):
         if n_valid:
             launch(
                 self.built("gather_values", wgt_d is not None, mask_d is not None,
-                           phasors is not None), self.queue, (n_valid,), points.cells.data,
+                           phasors is not None), self.queue, (n_valid,),
+                points.sorted_index.data,
                 np.uint32(n_valid), uvw_d.data, freq_scale_d.data,
                 np.uint32(freq_scale_d.shape[0]), vis_d.data, np.uint32(npol), np.uint32(pol),
                 *self._weights(wgt_d, mask_d), *self._phase_args(phasors), self._values.data,

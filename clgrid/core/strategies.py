@@ -28,7 +28,7 @@ from .register import (RecordScan, RegisterInterpolator, RegisterParams, Registe
                        degrid_by_register, table_bound)
 from .setpoints import (EsPositions, SetPoints, freq_scale, needs_float_float,
                         positions_to_device)
-from .spread import EsKernel, Interpolator, Spreader
+from .spread import EsKernel, Interpolator, Spreader, splits_bins
 from .table import (TableGrid, TableKernel, TablePositions, check_tiles, fit_staging,
                     table_tiles)
 from .tuning.tiles import cached_tiles
@@ -104,7 +104,9 @@ def imaging_engine(queue: cl.CommandQueue, geometry: ImageGeometry, layout: Grid
     # refuse a plane or an image that cannot fit before the points' bins
     # (one per tile of the grid) take host and device memory
     planes_per_pass(profile, layout, image.grid_complex, uvw_d.nbytes, image.image_bytes)
-    set_points = SetPoints(queue, EsPositions(geometry, layout), tiles)
+    # one decision for both: set points split the bins, the spread reads them so
+    split_bins = splits_bins(tiles, layout, geometry.do_w)
+    set_points = SetPoints(queue, EsPositions(geometry, layout, split_bins), tiles)
     bounds = cut_blocks(row_blocks(profile, uvw_d.shape[0], n_chan, vis_per_block),
                         [row for rows in (plane_rows or {}).values() for row in rows])
     check_points_fit(profile, uvw_d.shape[0] * n_chan,
@@ -117,7 +119,7 @@ def imaging_engine(queue: cl.CommandQueue, geometry: ImageGeometry, layout: Grid
                     if geometry.do_w and not tiles.vector and tiles.plane_block > stop - first
                     else tiles)
     stages = Stages(points=set_points,
-                    spread=lambda q: Spreader(q, kernel, spread_tiles),
+                    spread=lambda q: Spreader(q, kernel, spread_tiles, split_bins),
                     interpolate=lambda q: Interpolator(q, kernel, tiles),
                     image=image, tiles=tiles)
     return Engine(queue, stages, uvw_d, freq_scale_d, bounds)

@@ -395,6 +395,7 @@ class TablePositions:
     kernels = ("table_keys", "table_records")
     per_call = True   # a plan per call or Gridder.plan
     n_wbins = 1
+    split_bins = False   # the ES source's alone
 
     def __post_init__(self):
         if self.order not in KEY_ORDERS:

@@ -1087,6 +1087,7 @@ def test_one_engine_drives_both_paths(cl_env):
             self.inner = inner
 
         launch_geometry = property(lambda self: self.inner.launch_geometry)
+        adds_to_zeros = property(lambda self: self.inner.adds_to_zeros)
 
         def spread(self, job):
             jobs.append(job)

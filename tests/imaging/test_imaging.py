@@ -277,9 +277,100 @@ def test_gpu_kernel_staging_only_touching_points(cl_env, monkeypatch, tiles, pre
     assert np.array_equal(dirty, imager.vis2dirty(vis))
 
 
+@pytest.mark.parametrize("tiles", [(8, 8, 4096, False, 1, 4, "horner"), (8, 8, 5, False, 1, 2),
+                                   (16, 16, 64, False, 1, 2)],
+                         ids=["default", "chunks-of-5", "16x16"])
+def test_split_bins_read_only_the_points_that_reach_a_tile(cl_env, monkeypatch, tiles):
+    """Set points split each tile's bin by the next tiles its points'
+    footprints reach (spread.splits_bins): every point lies in the sub-bin of
+    its tile and rank (numpy from its footprint start), the bins' starts are
+    every fourth sub-bin's, and the GPU kernel (forced here) reading only the
+    reaching sub-bins of the neighbours' bins, split into chunks or not,
+    images within epsilon of the direct transform, the same bits twice, and
+    within float32 sums of the kernel reading whole bins."""
+    import clgrid.core.spread as spread
+    import clgrid.core.strategies as strategies
+    from clgrid.core.plan import TileShape
+    monkeypatch.setattr(spread, "compacts_points", lambda profile: True)
+    uvw, freq, vis = _observation(n_rows=300, seed=7)
+    vis = vis.astype(np.complex64)
+    geometry = dict(GEOMETRY, npix_x=96, npix_y=80)
+    imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-4, precision="single",
+                    tiles=TileShape(*tiles), **geometry)
+    points = imager.engine.blocks[0].points
+    assert imager.engine.spreader.split_bins and points.split_start is not None
+    split_start, bin_start = points.split_start.get(), points.bin_start.get()
+    assert np.array_equal(split_start[::4], bin_start)
+    cells = points.cells.get()[:points.n_valid]
+    tile_u, lanes, support = tiles[0], tiles[1], imager.layout.choice.support
+    reach_u = cells["x"] % tile_u >= tile_u - support + 1
+    reach_v = cells["y"] % lanes >= lanes - support + 1
+    rank = np.where(reach_u, np.where(reach_v, 2, 1), np.where(reach_v, 3, 0))
+    tile = (cells["x"] // tile_u) * points.ntiles_v + cells["y"] // lanes
+    sub_bin = np.searchsorted(split_start, np.arange(points.n_valid), side="right") - 1
+    assert np.array_equal(sub_bin, 4 * tile + rank)
+    assert np.bincount(rank, minlength=4).min() > 0   # every rank taken
+    reference = dft_vis2dirty(uvw, freq, vis, **geometry)
+    dirty = imager.vis2dirty(vis)
+    assert _rel_rms(dirty, reference) <= 1e-4
+    assert np.array_equal(dirty, imager.vis2dirty(vis))
+    monkeypatch.setattr(strategies, "splits_bins", lambda tiles, layout, do_w: False)
+    whole = Imager(cl_env.queue, uvw=uvw, freq=freq, epsilon=1e-4, precision="single",
+                   tiles=TileShape(*tiles), **geometry)
+    assert whole.engine.blocks[0].points.split_start is None
+    assert _rel_rms(dirty, whole.vis2dirty(vis)) <= 1e-6
+
+
+@pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
+def test_tile_spread_adds_every_block_to_zeroed_planes(cl_env, monkeypatch, do_w):
+    """The engine zeroes a pass's planes and every row block's launch of the
+    GPU kernel (forced here) adds only the tiles its points reach
+    (Spreader.adds_to_zeros): planes left full of NaN by anything before
+    give the same bits as a fresh call, and the same bits as the first
+    block writing every tile (Spreader.zero_fill off)."""
+    import clgrid.core.spread as spread
+    from clgrid.core.plan import TileShape
+    monkeypatch.setattr(spread, "compacts_points", lambda profile: True)
+    # blocks of `align` rows (block starts keep the device's base alignment)
+    align = max(1, cl_env.profile.base_align_bytes)
+    uvw, freq, vis = _observation(n_rows=3 * align + 50, seed=11)
+    vis = vis.astype(np.complex64)
+    shape = TileShape(8, 8, 64, groups=2, plane_block=3 if do_w else 1)
+    imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-4, precision="single",
+                    do_wgridding=do_w, tiles=shape, vis_per_block=2 * align, **GEOMETRY)
+    assert len(imager.engine.blocks) > 1 and imager.engine.spreader.adds_to_zeros
+    first = imager.vis2dirty(vis)
+    assert _rel_rms(first, dft_vis2dirty(uvw, freq, vis, do_wgridding=do_w, **GEOMETRY)) <= 1e-4
+    imager.engine.primary.planes_d.fill(np.nan)
+    assert np.array_equal(imager.vis2dirty(vis), first)
+    monkeypatch.setattr(spread.Spreader, "zero_fill", False)
+    writes = Imager(cl_env.queue, uvw=uvw, freq=freq, epsilon=1e-4, precision="single",
+                    do_wgridding=do_w, tiles=shape, vis_per_block=2 * align, **GEOMETRY)
+    assert not writes.engine.spreader.adds_to_zeros
+    assert np.array_equal(writes.vis2dirty(vis), first)
+
+
+def test_split_bins_only_where_a_tile_reads_one_neighbour_a_side(cl_env):
+    """No split with w, with the CPU vector tile or with a kernel wider than
+    the tile; a spreader asked to read split bins there refuses in one line."""
+    from clgrid.core.plan import TileShape
+    from clgrid.core.spread import Spreader, splits_bins
+    uvw, freq, vis = _observation(n_rows=40)
+    imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-4, do_wgridding=True,
+                    tiles=TileShape(8, 8, 64), **GEOMETRY)
+    layout, support = imager.layout, imager.layout.choice.support
+    assert imager.engine.blocks[0].points.split_start is None
+    assert not splits_bins(TileShape(8, 8), layout, True)
+    assert splits_bins(TileShape(8, 8), layout, False)
+    assert not splits_bins(TileShape(16, 16, vector=True), layout, False)
+    assert not splits_bins(TileShape(support - 1, 8), layout, False)
+    with pytest.raises(ValueError, match="split bins are the tile kernel's"):
+        Spreader(cl_env.queue, imager.engine.spreader.source, TileShape(8, 8, 64), True)
+
+
 def test_gpu_plane_blocks_default_clamp_and_limits(cl_env):
     """The GPU tile with w: blocks of 8 planes, a group of lanes each, by
-    default (no w: 4 groups, no blocks); a block longer than the planes there are is
+    default (no w: 8 groups, no blocks); a block longer than the planes there are is
     cut to them; a work-group past the device's work-items or local memory
     is refused in one line, before any kernel is built."""
     import dataclasses
@@ -287,7 +378,7 @@ def test_gpu_plane_blocks_default_clamp_and_limits(cl_env):
     from clgrid.core.spread import check_lane_tile, lane_tile_batch, lane_tile_local_bytes
     gpu = dataclasses.replace(cl_env.profile, device_type="gpu", local_mem_bytes=49152,
                               max_work_group_size=1024)
-    assert TileShape.for_device(gpu, 7) == TileShape(8, 8, 4096, groups=4, kernel_eval="horner")
+    assert TileShape.for_device(gpu, 7) == TileShape(8, 8, 4096, groups=8, kernel_eval="horner")
     blocks = TileShape.for_device(gpu, 7, do_w=True)
     assert blocks == TileShape(8, 8, 4096, plane_block=8, kernel_eval="horner")
     assert blocks.lane_groups(True) == (1, 8) and blocks.lane_groups(False) == (1, 1)
