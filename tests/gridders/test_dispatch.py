@@ -281,7 +281,7 @@ def test_explain_imaging_rows():
     positions in single precision only where there is no fp64."""
     from clgrid.core.plan import explain_imaging
     row = explain_imaging(fake())
-    assert row["tile"] == ("8x8 lanes, 4 group(s) (with w: 1 a plane, 8 w planes a block), "
+    assert row["tile"] == ("8x8 lanes, 8 group(s) (with w: 1 a plane, 8 w planes a block), "
                            "Horner taps") and row["positions"] == "double"
     assert row["precisions"] == "single, double"
     row = explain_imaging(fake(fp64=False))
