@@ -83,6 +83,7 @@
     vec = real + "2"
     vvec = vis_real + "2"
     float_float = context.get("float_float", False)
+    split_bins = context.get("split_bins", False)
     if float_float and (vector or real != "float"):
         raise ValueError("float_float: the GPU kernels of a float grid only")
     # uvw, freq / c and the facet shifts: doubles, or (hi, lo) float pairs
@@ -217,7 +218,7 @@ inline uint2 chunk_range(__global const unsigned int *bin_start, const unsigned 
                    bin_first + (unsigned int)(stop <= 0 ? 0 : (stop < size ? stop : size)));
 }
 
-% if context.get("split_bins", False):
+% if split_bins:
 <%
     if reach != 1 or do_w or vector:
         raise ValueError("split_bins: the tile kernel without w, one neighbour a side")
@@ -504,7 +505,7 @@ ${zero_pads("s_ku", "KU_PAD", "KU_ROW", "(" + real + ")0")}\
 % if plane_block > 1:
     __local ${real} s_kw[BATCH][PLANE_BLOCK];   // a point's w weight in each plane
 % endif
-% if compact:
+% if compact and not split_bins:
 #define TOUCH_WORDS ((BATCH + 31) / 32)
     __local unsigned int s_touch[TOUCH_WORDS];   // a bit a point of the batch that touches
     if (tid < TOUCH_WORDS)
@@ -555,7 +556,7 @@ ${zero_pads("s_ku", "KU_PAD", "KU_ROW", "(" + real + ")0")}\
             ranges[sb] = bin < 0 ? (uint2)(0, 0)
                                  : chunk_range(bin_start, (unsigned int)bin, wlo, whi,
                                                chunk_lo, chunk_hi, &seen);
-% if context.get("split_bins", False):
+% if split_bins:
             // the chunk counts whole bins (as the host's work list does);
             // it reads their part that reaches the tile
             if (bin >= 0) {
@@ -595,7 +596,24 @@ ${zero_pads("s_ku", "KU_PAD", "KU_ROW", "(" + real + ")0")}\
             next_base = base + BATCH;
             ${prefetch()}
             barrier(CLK_LOCAL_MEM_FENCE);
-% if compact:
+% if compact and split_bins:
+            // split bins: every point of the ranges reaches this tile, so the
+            // batch is staged as read, a point a work-item: no touch bits, no
+            // bit counts, a barrier fewer (an H100 without w: spread 11.7-11.9
+            // -> 10.0-10.2 ms, benchmarks/RESULTS.md)
+            const int n_points = n_here, at = tid;
+            const bool touches = tid < n_here;
+            int du = 0, dv = 0;
+            if (touches) {
+                du = tile_offset(cell.x, u0, nu, TILE_U);
+                dv = tile_offset(cell.y, v0, nv, LANES);
+            }
+            if (touches) {
+${stage_es("at")}\
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int p = group; p < n_points; p += GROUPS) {
+% elif compact:
             // GPUs (spread.compacts_points): the batch's points that touch
             // this tile, staged side by side in batch order with their taps at
             // their places in the tile, so that the loop below has no test and

@@ -227,8 +227,15 @@ def test_repeated_calls_keep_memory_flat_and_reuse_one_plan(cl_env, default_devi
 
 
 def _two_devices(cl_env) -> list:
-    """Two devices of this process: sub-devices of a CPU; else skipped."""
+    """Two devices of this process: two GPUs of the device's platform, or
+    sub-devices of a CPU; else skipped."""
     from clgrid.scaleout.partition import cpu_sub_devices
+    if cl_env.profile.device_type == "gpu":
+        gpus = [d for d in cl_env.device.platform.get_devices()
+                if d.type & cl.device_type.GPU]
+        if len(gpus) < 2 or not cl_env.profile.fp64:
+            pytest.skip("needs two GPUs with fp64 on one platform")
+        return gpus[:2]
     if cl_env.profile.device_type != "cpu" or cl_env.device.max_compute_units < 2 \
             or cl_env.profile.is_simulator or not cl_env.profile.fp64:
         pytest.skip("needs a CPU device of 2 compute units or more to split in two")
