@@ -602,13 +602,9 @@ ${zero_pads("s_ku", "KU_PAD", "KU_ROW", "(" + real + ")0")}\
             // bit counts, a barrier fewer (an H100 without w: spread 11.7-11.9
             // -> 10.0-10.2 ms, benchmarks/RESULTS.md)
             const int n_points = n_here, at = tid;
-            const bool touches = tid < n_here;
-            int du = 0, dv = 0;
-            if (touches) {
-                du = tile_offset(cell.x, u0, nu, TILE_U);
-                dv = tile_offset(cell.y, v0, nv, LANES);
-            }
-            if (touches) {
+            if (tid < n_here) {
+                const int du = tile_offset(cell.x, u0, nu, TILE_U);
+                const int dv = tile_offset(cell.y, v0, nv, LANES);
 ${stage_es("at")}\
             }
             barrier(CLK_LOCAL_MEM_FENCE);

@@ -691,7 +691,10 @@ def splits_bins(tiles: TileShape, layout: GridLayout, do_w: bool) -> bool:
     no wider than the tile (each point reaches at most the next tile per
     axis) on a grid of whole tiles.  With 8 x 8 tiles and W 7 a tile read
     4 bins of which only 75%, 75% and 56% of the neighbours' points touch
-    it: 23% of the reads staged nothing."""
+    it: 23% of the reads staged nothing; and every point read then touches
+    the tile, so GPUs stage a batch as read, without touch bits (an H100
+    without w: spread 14.4 -> 10.0-10.2 ms with the fill of the planes and 8
+    lane groups, benchmarks/RESULTS.md)."""
     support = layout.choice.support
     return (not tiles.vector and not do_w and support <= min(tiles.tile_u, tiles.lanes)
             and layout.nu % tiles.tile_u == 0 and layout.nv % tiles.lanes == 0)
