@@ -12,8 +12,8 @@
 ## into its column.  A launch with accumulate == 0 writes every cell of every
 ## plane exactly once, zeros included (the table gridder's padded planes).
 ## Visibilities arrive in row blocks (so their upload overlaps the
-## spreading): the imaging engine zeroes the planes (a fill) and every
-## block's launch (accumulate != 0) adds only the tiles its points reach,
+## spreading): on GPUs the imaging engine zeroes the planes (a fill) and
+## every block's launch (accumulate != 0) adds only the tiles its points reach,
 ## in block order, so the sum is still the same run after run
 ## (Spreader.adds_to_zeros).  Without w a tile reads of its neighbours'
 ## bins only the sub-bins whose points reach it (split_bins below).

@@ -796,19 +796,23 @@ class Spreader(_Stage):
         (:func:`keeps_local_state`)."""
         return keeps_local_state(self.compact, self.plane_block)
 
-    #: The tile kernel adds each row block's tiles to planes the engine
-    #: zeroes first, so a launch takes only the tiles its points reach.  The
-    #: first block's launch writing every tile, zeros included (a
-    #: work-group a tile of an 8192^2 grid), took 1.5 ms of an H100; the
+    #: GPUs: the tile kernel adds each row block's tiles to planes the
+    #: engine zeroes first, so a launch takes only the tiles its points
+    #: reach.  The first block's launch writing every tile, zeros included
+    #: (a work-group a tile of an 8192^2 grid), took 1.5 ms of an H100; the
     #: fill: spread 13.3 -> 12.2-12.6 ms without w, 42.4 -> 41.2 ms with w
     #: (benchmarks/RESULTS.md).  False: the first block writes (A/B).
     zero_fill = True
 
     @property
     def adds_to_zeros(self) -> bool:
-        """Whether the engine zeroes the planes and every block adds
-        (the tile kernel; ``spread_vector`` grids all rows at once)."""
-        return self.zero_fill and not self.tiles.vector
+        """Whether the engine zeroes the planes and every block adds: the
+        ES source's GPU kernel (:func:`compacts_points`; tests force it).
+        CPUs running the tile kernel keep the first block writing every
+        tile (PoCL 3.1, quick SKA-mid case: the fill cost 12.9 -> 15.0 ms;
+        the Intel runtime 25.4 -> 24.4 ms), as does ``spread_vector``,
+        which grids all rows at once."""
+        return self.zero_fill and self.compact
 
     @property
     def fold_rows(self) -> int:

@@ -352,7 +352,8 @@ def test_tile_spread_adds_every_block_to_zeroed_planes(cl_env, monkeypatch, do_w
 
 def test_split_bins_only_where_a_tile_reads_one_neighbour_a_side(cl_env):
     """No split with w, with the CPU vector tile or with a kernel wider than
-    the tile; a spreader asked to read split bins there refuses in one line."""
+    the tile; a spreader asked to read split bins there refuses in one line.
+    Only GPUs' tile kernel adds every row block to zeroed planes."""
     from clgrid.core.plan import TileShape
     from clgrid.core.spread import Spreader, splits_bins
     uvw, freq, vis = _observation(n_rows=40)
@@ -360,6 +361,7 @@ def test_split_bins_only_where_a_tile_reads_one_neighbour_a_side(cl_env):
                     tiles=TileShape(8, 8, 64), **GEOMETRY)
     layout, support = imager.layout, imager.layout.choice.support
     assert imager.engine.blocks[0].points.split_start is None
+    assert imager.engine.spreader.adds_to_zeros == (cl_env.profile.device_type == "gpu")
     assert not splits_bins(TileShape(8, 8), layout, True)
     assert splits_bins(TileShape(8, 8), layout, False)
     assert not splits_bins(TileShape(16, 16, vector=True), layout, False)
