@@ -3,7 +3,8 @@ on the device: every queue made with profiling on, then the device times of
 the call's copies (uploads, the row blocks' downloads), of its kernels and
 fills (the FFT's are not seen) and of the markers that end each row block's
 interpolation, in ms from the call's first command, with the host ms each
-was enqueued at and (``--host-steps``) the host steps' times.  SKA-mid
+was enqueued at and (``--host-steps``) the host steps' times, then each kind's
+total device ms and count (the call's profile in one line).  SKA-mid
 case of benchmarks/scaling.py (``--quick``: its small case), one
 ``Imager``, numpy arrays in, results out as the call hands them.
 
@@ -85,6 +86,20 @@ def _kernel_call(kernel, *args, **kwargs):
 _spans: list[tuple[str, float, float]] = []
 
 
+def _by_kind() -> dict[str, tuple[float, int]]:
+    """Device ms and count of the recorded commands by kind (a kernel's
+    name; uploads, downloads, fills and markers each as one), longest first:
+    the profile of a call in one line."""
+    totals: dict[str, list] = {}
+    for name, event in _recorded:
+        kind = name.split()[0] if name.split()[0] in ("up", "down", "fill") else name
+        entry = totals.setdefault(kind, [0.0, 0])
+        entry[0] += (event.profile.end - event.profile.start) / 1e6
+        entry[1] += 1
+    return {kind: (ms, count) for kind, (ms, count)
+            in sorted(totals.items(), key=lambda item: -item[1][0])}
+
+
 def _timed(owner, name: str) -> None:
     """Record host enter/exit times of ``owner.name`` in :data:`_spans`."""
     real = getattr(owner, name)
@@ -152,6 +167,9 @@ def main(argv=None) -> int:
                      for (name, e), t in zip(_recorded, _host)]
             print(f"call {wall:.1f} ms host; device ms from its first command (host ms "
                   "from the call's start when enqueued): " + ", ".join(parts), flush=True)
+            print("device ms by kind (count): " + ", ".join(
+                f"{kind} {ms:.2f} ({count})" for kind, (ms, count) in _by_kind().items()),
+                  flush=True)
             if _spans:
                 print("host steps (ms from the call's start): " + ", ".join(
                     f"{name} {1e3 * (a - started):.2f}-{1e3 * (b - started):.2f}"
