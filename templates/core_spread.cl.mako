@@ -306,6 +306,9 @@ __kernel void crop_planes(__global const ${vec} *padded, const int rows_padded,
 // work-groups, which read every point up to SOURCE_BINS times, read them in
 // sequence rather than gathering them from the visibilities' order.  The
 // visibility index comes from the sort's 4 bytes a point, not the cells' 16.
+// It also counts into *nonfinite the points whose visibility (or weight) is
+// NaN or Inf, so that the imager need not read every visibility once more
+// to refuse them (Spreader.counts_nonfinite).
 __kernel void gather_values(__global const unsigned int *sorted_index,
                             const unsigned int n_valid,
                             __global const ${pos_t} *uvw, __global const ${pos_t} *freq_scale,
@@ -314,13 +317,22 @@ __kernel void gather_values(__global const unsigned int *sorted_index,
                             const unsigned int pol,
                             __global const ${vis_real} *wgt, __global const unsigned char *mask,
                             const ${pos_t} shift_u, const ${pos_t} shift_v,
-                            __global const ${vec} *phasors, __global ${vec} *values)
+                            __global const ${vec} *phasors, __global ${vec} *values,
+                            __global unsigned int *nonfinite)
 {
     const unsigned int i = get_global_id(0);
     if (i >= n_valid)
         return;
-    values[i] = point_value(sorted_index[i], uvw, freq_scale, nchan, vis, npol, pol,
+    const unsigned int k = sorted_index[i];
+    values[i] = point_value(k, uvw, freq_scale, nchan, vis, npol, pol,
                             wgt, mask, shift_u, shift_v, phasors);
+    const ${vvec} raw = vis[(size_t)k * npol + pol];
+    bool finite = isfinite(raw.x) && isfinite(raw.y);
+% if weighted:
+    finite = finite && isfinite(wgt[k]);
+% endif
+    if (!finite)
+        atomic_inc(nonfinite);
 }
 % endif
 <%def name="prefetch()">\

@@ -44,14 +44,22 @@ def keeps_screens(profile: DeviceProfile, geometry: ImageGeometry, layout: GridL
 class Corrector:
     """Compile-once grid correction for one geometry and layout on one device."""
 
+    #: GPUs' work-group of the plane <-> image kernels: two grid rows of 128
+    #: cells.  The default (64, 1) left an H100's dirty_to_planes at 0.47 ms
+    #: for a 8192^2 plane, (128, 2) 0.31 ms, planes_to_dirty 0.35-0.39 ->
+    #: 0.25 ms (benchmarks/RESULTS.md, 2026-11-28); CPUs keep the default.
+    GPU_GROUP = (128, 2)
+
     def __init__(self, queue: cl.CommandQueue, geometry: ImageGeometry, layout: GridLayout):
         self.queue = queue
         self.geometry, self.layout = geometry, layout
+        profile = DeviceProfile.from_device(queue.device)
         #: No fp64 on the device: phase screens from float-float n - 1 and w.
         self.float_float = needs_float_float(queue, geometry)
         #: The w screens computed once per pass and kept (:func:`keeps_screens`).
-        self.cache_screens = keeps_screens(DeviceProfile.from_device(queue.device), geometry,
-                                           layout, self.float_float)
+        self.cache_screens = keeps_screens(profile, geometry, layout, self.float_float)
+        #: Work-group of planes_to_dirty and dirty_to_planes (None: launch's default).
+        self.group = None if profile.device_type == "cpu" else self.GPU_GROUP
         self.template = KernelTemplate(
             queue, "core_correct.cl.mako",
             {"real": real_dtype_name(geometry.grid_real), "do_w": geometry.do_w,
@@ -117,7 +125,7 @@ class Corrector:
             self._to_dirty, self.queue, (g.npix_y, g.npix_x), planes_d.data, np.int32(layout.nu),
             np.int32(layout.nv), np.int32(n_pass), dirty_d.data, self.corr_d.data,
             np.int32(g.npix_x), np.int32(g.npix_y), *self._screen_args(plane0),
-            g.grid_real.type(scale), np.int32(accumulate), *cached)
+            g.grid_real.type(scale), np.int32(accumulate), *cached, group=self.group)
 
     def dirty_to_planes(self, dirty_d: cla.Array, plane0: int, n_pass: int,
                         planes_d: cla.Array) -> cl.Event:
@@ -128,7 +136,8 @@ class Corrector:
         return launch(
             self._to_planes, self.queue, (layout.nv, layout.nu), dirty_d.data, self.corr_d.data,
             np.int32(g.npix_x), np.int32(g.npix_y), planes_d.data, np.int32(layout.nu),
-            np.int32(layout.nv), np.int32(n_pass), *self._screen_args(plane0), *cached)
+            np.int32(layout.nv), np.int32(n_pass), *self._screen_args(plane0), *cached,
+            group=self.group)
 
 
 __all__ = ["Corrector", "N_QUADRATURE", "SCREEN_BYTES", "keeps_screens"]

@@ -269,6 +269,9 @@ class Imager(Operation):
                                          vis_per_block, plane_rows)
         else:
             self._empty_uploader = Uploader(self.queue)
+        #: Every visibility is a gridded point (none left out for its uvw).
+        self._all_points_valid = self.engine is not None and sum(
+            block.points.n_valid for block in self.engine.blocks) == self.n_rows * self.n_chan
 
     # ------------------------------------------------------------ per call
     @property
@@ -403,11 +406,13 @@ class Imager(Operation):
             mask = mask.view(np.uint8) if mask.dtype == bool else mask != 0
         return wgt, mask
 
-    def _inputs(self, ws, vis, wgt, mask, in_blocks: bool = True) -> tuple[dict, object, list]:
+    def _inputs(self, ws, vis, wgt, mask, in_blocks: bool = True,
+                counted: bool = False) -> tuple[dict, object, list]:
         """Device arrays of the checked inputs (``vis`` may be None), ``ready``
         for the engine (with ``in_blocks``, host arrays are sent in row blocks
         beside the spreading, on GPUs) and the (name, array) pairs still to
-        be checked for NaN/Inf once sent."""
+        be checked for NaN/Inf once sent (all of them where the spread
+        counts them, ``counted``: :meth:`_spread_counts_nonfinite`)."""
         wanted = {"vis": (vis, self.vis_complex), "wgt": (wgt, self.vis_real),
                   "mask": (mask, np.uint8)}
         host = {name: (array, dtype) for name, (array, dtype) in wanted.items()
@@ -424,10 +429,17 @@ class Imager(Operation):
             with stage(self.trace, "finite"):
                 checks = [(name, array_d) for name, array_d in checks
                           if name not in host or any_nonfinite(host[name][0])]
-        if ready is None:
+        if ready is None and not counted:
             self._check_finite(ws, checks, arrays)
             checks = []
         return arrays, ready, checks
+
+    def _spread_counts_nonfinite(self, ws) -> bool:
+        """Whether this call's spread counts the NaN/Inf visibilities and
+        weights (:attr:`clgrid.core.spread.Spreader.counts_nonfinite`) of
+        every visibility: only where each one is a gridded point (no uvw left
+        out), so that the count sees all that the device's count would."""
+        return self._all_points_valid and getattr(ws.spreader, "counts_nonfinite", False)
 
     def _check_finite(self, ws, checks: list, arrays: dict) -> bool:
         """Refuse NaN/Inf in a visibility or weight that is used; one in a
@@ -483,11 +495,17 @@ class Imager(Operation):
         wgt, mask = self._check_weights(wgt, mask)
         g = self.geometry
         ws.uploader.settle()   # host copies lent to an earlier call are free again
-        arrays, ready, checks = self._inputs(ws, vis, wgt, mask)
+        counted = self._spread_counts_nonfinite(ws)
+        arrays, ready, checks = self._inputs(ws, vis, wgt, mask, counted=counted)
         if self.engine is None:
             self.last_counts = {"n_vis": 0, "invalid_uvw": 0, "flagged": 0}
             return cla.zeros(ws.queue, (npol, g.npix_x, g.npix_y), g.grid_real)
+        if counted:
+            ws.spreader.reset_nonfinite()
         dirty_d = self._grid(ws, arrays, npol, ready)
+        # where the spread counted none, nothing needs a second look
+        if checks and counted and not ws.spreader.nonfinite_later()():
+            checks = []
         if checks and self._check_finite(ws, checks, arrays):
             # NaN/Inf in unused visibilities came with the row blocks: grid
             # again without them (rare; the arrays are on the device now)

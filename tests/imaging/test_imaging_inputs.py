@@ -78,6 +78,57 @@ def test_nan_in_a_used_visibility_is_refused_with_its_count(cl_env):
                          queue=cl_env.queue, **GEOMETRY)
 
 
+@pytest.mark.parametrize("on_device", [False, True], ids=["numpy", "device-array"])
+def test_the_spread_counts_nonfinite_values_instead_of_a_second_read(cl_env, monkeypatch,
+                                                                     on_device):
+    """The lane tile's gather counts NaN/Inf visibilities and weights as it
+    reads them (Spreader.counts_nonfinite), so a clean call runs no count of
+    its own over the visibilities; a used NaN visibility or weight is still
+    refused with its count, an unused one still ignored (direct Fourier
+    transform), and where a uvw is left out (its visibility never gathered)
+    the imager counts every visibility as before."""
+    import pyopencl.array as cla
+    import clgrid.imaging.imager as imager_module
+    counts = []
+    real_count = imager_module._device_count
+    monkeypatch.setattr(imager_module, "_device_count",
+                        lambda queue, array, what, allocator: counts.append(what)
+                        or real_count(queue, array, what, allocator))
+    uvw, freq, vis = _observation(n_rows=120, seed=6)
+    imager = Imager(cl_env.queue, uvw=uvw, freq=freq, epsilon=1e-5,
+                    tiles=TileShape(8, 32, 64), **GEOMETRY)
+    assert imager.engine.spreader.counts_nonfinite
+    send = (lambda a: cla.to_device(cl_env.queue, a)) if on_device else (lambda a: a)
+    weight = np.ones(vis.shape, np.float32)
+    clean = imager.vis2dirty(send(vis.astype(np.complex64)), wgt=send(weight))
+    assert "nonfinite" not in counts
+    assert _rel(clean, dft_vis2dirty(uvw, freq, vis, **GEOMETRY)) <= 1e-5
+    bad = vis.astype(np.complex64)
+    bad[7, 1] = complex(np.inf, 0)
+    with pytest.raises(ValueError, match=r"vis contains NaN or Inf in 1 visibilities"):
+        imager.vis2dirty(send(bad), wgt=send(weight))
+    bad_weight = weight.copy()
+    bad_weight[2, 0] = np.nan
+    with pytest.raises(ValueError, match=r"wgt contains NaN or Inf in 1 visibilities"):
+        imager.vis2dirty(send(vis.astype(np.complex64)), wgt=send(bad_weight))
+    unused = weight.copy()
+    unused[7, 1] = 0
+    dirty = imager.vis2dirty(send(bad), wgt=send(unused))
+    assert _rel(dirty, dft_vis2dirty(uvw, freq, vis * unused, **GEOMETRY)) <= 1e-5
+    # a row left out for its uvw: its NaN visibility is never gathered, so
+    # the imager's own count must find it
+    uvw_out = uvw.copy()
+    uvw_out[5] = np.nan
+    counts.clear()
+    left_out = Imager(cl_env.queue, uvw=uvw_out, freq=freq, epsilon=1e-5,
+                      tiles=TileShape(8, 32, 64), **GEOMETRY)
+    nan_there = vis.astype(np.complex64)
+    nan_there[5, 0] = np.nan
+    with pytest.raises(ValueError, match=r"vis contains NaN or Inf in 1 visibilities"):
+        left_out.vis2dirty(send(nan_there))
+    assert "nonfinite" in counts
+
+
 def test_vis_without_a_polarisation_axis_length_is_one_line(cl_env):
     uvw, freq, _ = _observation(seed=2)
     with pytest.raises(ValueError, match="no polarisation"):
