@@ -428,6 +428,15 @@ def test_plane_blocks_share_a_plane_by_rows_where_planes_do_not_split_evenly(cl_
         expected = dirty2vis(dirty=model, queue=cl_env.queue,
                              **{k: v for k, v in common.items() if k not in ("npix_x", "npix_y")})
         assert _peak_error(predicted, expected) <= ROUNDING
+        # each device counts NaN/Inf only in the points it grids (its w
+        # planes: Spreader.counts_nonfinite); whichever grids the bad one
+        # refuses it, and the imager goes on as before
+        for row in (0, len(uvw) // 2, len(uvw) - 1):
+            bad = vis.copy()
+            bad[row, 1] = np.nan
+            with pytest.raises(ValueError, match="NaN or Inf in 1 visibilities"):
+                imager.vis2dirty(bad)
+        assert np.array_equal(imager.vis2dirty(vis), multi)
     finally:
         imager.close()
 
