@@ -217,6 +217,10 @@ class SpreadStage(Protocol):
     #: The engine zeroes a pass's planes and every block adds, rather than
     #: the first block writing every cell (:attr:`clgrid.core.spread.Spreader.adds_to_zeros`).
     adds_to_zeros: bool
+    #: The spread counts the NaN/Inf visibilities and weights it reads
+    #: (``reset_nonfinite`` .. ``nonfinite_later``:
+    #: :attr:`clgrid.core.spread.Spreader.counts_nonfinite`).
+    counts_nonfinite: bool
 
     @property
     def launch_geometry(self) -> str: ...

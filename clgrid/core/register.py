@@ -405,6 +405,7 @@ class RegisterSpreader:
     """
 
     adds_to_zeros = False   # it zeroes (or writes) its grid itself
+    counts_nonfinite = False   # the table gridder checks its values itself
 
     #: Separable buffer tables: each work-group works out its records' row
     #: products G_v V once into local memory (``staged_rows``) instead of

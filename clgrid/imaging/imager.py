@@ -439,7 +439,7 @@ class Imager(Operation):
         weights (:attr:`clgrid.core.spread.Spreader.counts_nonfinite`) of
         every visibility: only where each one is a gridded point (no uvw left
         out), so that the count sees all that the device's count would."""
-        return self._all_points_valid and getattr(ws.spreader, "counts_nonfinite", False)
+        return self._all_points_valid and ws.spreader.counts_nonfinite
 
     def _check_finite(self, ws, checks: list, arrays: dict) -> bool:
         """Refuse NaN/Inf in a visibility or weight that is used; one in a

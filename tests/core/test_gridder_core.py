@@ -1088,6 +1088,7 @@ def test_one_engine_drives_both_paths(cl_env):
 
         launch_geometry = property(lambda self: self.inner.launch_geometry)
         adds_to_zeros = property(lambda self: self.inner.adds_to_zeros)
+        counts_nonfinite = property(lambda self: self.inner.counts_nonfinite)
 
         def spread(self, job):
             jobs.append(job)
