@@ -129,6 +129,37 @@ def test_threads_sharing_one_imager_get_their_own_images(cl_env):
     assert len(pool._free) == pool.count   # every lease came back
 
 
+def test_threads_sharing_one_imager_each_get_their_own_nan_verdict(cl_env):
+    """One Imager with the lane tile (whose spread counts NaN/Inf as it
+    gathers: Spreader.counts_nonfinite, one count a workspace) shared by 8
+    threads, every third call's visibilities holding a NaN: exactly those
+    calls are refused, naming one visibility, and every other call gets the
+    single-threaded image, bitwise."""
+    from clgrid.core.plan import TileShape
+    uvw, freq = _observation(seed=4)
+    imager = clgrid.Imager(cl_env.queue, uvw=uvw, freq=freq, tiles=TileShape(8, 32, 64),
+                           **GEOMETRY)
+    assert imager.engine.spreader.counts_nonfinite
+    n_calls = 3 * N_THREADS
+    visibilities = [_vis((uvw.shape[0], freq.size), 80 + k) for k in range(n_calls)]
+    for k in range(0, n_calls, 3):
+        visibilities[k][(7 * k) % uvw.shape[0], k % freq.size] = np.nan
+    alone = [None if k % 3 == 0 else imager.vis2dirty(visibilities[k]) for k in range(n_calls)]
+
+    def call(k):
+        try:
+            return imager.vis2dirty(visibilities[k])
+        except ValueError as error:
+            return str(error)
+    results = _in_threads(call, n_calls)
+    refused = [k for k, result in enumerate(results) if isinstance(result, str)]
+    assert refused == list(range(0, n_calls, 3))
+    assert all("NaN or Inf in 1 visibilities" in results[k] for k in refused)
+    wrong = [k for k, result in enumerate(results)
+             if k % 3 and not np.array_equal(result, alone[k])]
+    assert wrong == []
+
+
 @pytest.mark.parametrize("method", [None, "register"])
 def test_threads_sharing_one_gridder_are_refused_or_right(cl_env, method):
     """A Gridder holds per-call scratch: a second thread entering it gets a
