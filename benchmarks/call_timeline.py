@@ -71,8 +71,15 @@ _real_fill = cla.Array.fill
 def _fill(array, value, queue=None, wait_for=None):
     result = _real_fill(array, value, queue=queue, wait_for=wait_for)
     if array.events:
-        _recorded.append((f"fill {array.nbytes / 2**20:.0f} MiB", array.events[-1]))
-        _host.append(time.perf_counter())
+        event = array.events[-1]
+        label = f"fill {array.nbytes / 2**20:.0f} MiB"
+        if _recorded and _recorded[-1][1].int_ptr == event.int_ptr:
+            # pyopencl filled it by a kernel the kernel hook has recorded:
+            # the same command once, with its size
+            _recorded[-1] = (label, event)
+        else:
+            _recorded.append((label, event))
+            _host.append(time.perf_counter())
     return result
 
 
