@@ -269,9 +269,6 @@ class Imager(Operation):
                                          vis_per_block, plane_rows)
         else:
             self._empty_uploader = Uploader(self.queue)
-        #: Every visibility is a gridded point (none left out for its uvw).
-        self._all_points_valid = self.engine is not None and sum(
-            block.points.n_valid for block in self.engine.blocks) == self.n_rows * self.n_chan
 
     # ------------------------------------------------------------ per call
     @property
@@ -439,7 +436,8 @@ class Imager(Operation):
         weights (:attr:`clgrid.core.spread.Spreader.counts_nonfinite`) of
         every visibility: only where each one is a gridded point (no uvw left
         out), so that the count sees all that the device's count would."""
-        return self._all_points_valid and ws.spreader.counts_nonfinite
+        return (self.engine is not None and self.engine.plan.n_invalid == 0
+                and ws.spreader.counts_nonfinite)
 
     def _check_finite(self, ws, checks: list, arrays: dict) -> bool:
         """Refuse NaN/Inf in a visibility or weight that is used; one in a
