@@ -6,7 +6,8 @@ interpolation, in ms from the call's first command, with the host ms each
 was enqueued at and (``--host-steps``) the host steps' times, then each kind's
 total device ms and count (the call's profile in one line).  SKA-mid
 case of benchmarks/scaling.py (``--quick``: its small case), one
-``Imager``, numpy arrays in, results out as the call hands them.
+``Imager``, numpy arrays in, results out as the call hands them
+(``--on-device``: device arrays in and out).
 
     python3 benchmarks/call_timeline.py --device nvidia --host-steps
     python benchmarks/call_timeline.py --device intel --quick --vis2dirty
@@ -143,6 +144,11 @@ def main(argv=None) -> int:
     parser.add_argument("--calls", type=int, default=3)
     parser.add_argument("--vis2dirty", action="store_true",
                         help="time vis2dirty of the case's visibilities instead")
+    parser.add_argument("--on-device", action="store_true",
+                        help="the call on device-resident visibilities (vis2dirty_device / "
+                             "dirty2vis_device), not numpy arrays")
+    parser.add_argument("--vis-per-block", type=int, default=None,
+                        help="visibilities per row block (default the device's)")
     parser.add_argument("--host-steps", action="store_true",
                         help="also time the call's host steps (enter and exit, host ms)")
     args = parser.parse_args(argv)
@@ -150,9 +156,16 @@ def main(argv=None) -> int:
     uvw, freq, npix, cell, vis = imaging_case(args.quick)
     context = clgrid.create_context(clgrid.select_device(args.device))
     imager = Imager(context, uvw=uvw, freq=freq, npix_x=npix, npix_y=npix, pixsize_x=cell,
-                    pixsize_y=cell, epsilon=1e-5)
+                    pixsize_y=cell, epsilon=1e-5, vis_per_block=args.vis_per_block)
     dirty = np.array(imager.vis2dirty(vis))
-    call = (lambda: imager.vis2dirty(vis)) if args.vis2dirty else (lambda: imager.dirty2vis(dirty))
+    if args.on_device:
+        queue = cl.CommandQueue(context)
+        vis_d, dirty_d = cla.to_device(queue, vis), cla.to_device(queue, dirty)
+        call = ((lambda: imager.vis2dirty_device(vis_d, queue=queue)) if args.vis2dirty
+                else (lambda: imager.dirty2vis_device(dirty_d, queue=queue)))
+    else:
+        call = ((lambda: imager.vis2dirty(vis)) if args.vis2dirty
+                else (lambda: imager.dirty2vis(dirty)))
     for _ in range(2):
         call()
     if args.host_steps:

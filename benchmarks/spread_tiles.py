@@ -52,6 +52,8 @@ def parse_args(argv=None):
     parser.add_argument("--tiles", nargs="+", default=["8,8,4096,groups=4",
                                                        "8,16,2048,groups=2"])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--vis-per-block", type=int, nargs="+", default=[None],
+                        help="visibilities per row block, each timed (default the device's)")
     parser.add_argument("--build-options", nargs="+", default=[""],
                         help='sets of extra compiler options for the spread kernels, each with a '
                              'leading space (" -cl-nv-verbose")')
@@ -93,18 +95,21 @@ def best_ms(run, queue, repeats: int) -> float:
     return round(min(timed_calls(run, queue, repeats)) * 1e3, 2)
 
 
-def one_tile(queue, args, text: str, do_w: bool, data, reference) -> tuple[dict, np.ndarray]:
+def one_tile(queue, args, text: str, do_w: bool, data, reference,
+             vis_per_block: int | None = None) -> tuple[dict, np.ndarray]:
     """One tile's row and its image."""
     uvw, freq, vis, cell = data
     imager = Imager(queue, uvw=uvw, freq=freq, npix_x=args.npix, npix_y=args.npix,
                     pixsize_x=cell, pixsize_y=cell, epsilon=args.epsilon, do_wgridding=do_w,
-                    tiles=tile_shape(text))
+                    tiles=tile_shape(text), vis_per_block=vis_per_block)
     engine = imager.engine
     vis_d = cla.to_device(queue, vis)
     plane0, n_pass = engine.image.passes()[0]
     row = {"w": "yes" if do_w else "no", "tiles": text, "W": imager.kernel_choice.support,
+           "row blocks": len(engine.blocks),
            "planes": imager.n_planes,
-           "spread ms": best_ms(lambda: engine.image.grid_pass(vis_d, 1, 0, plane0, n_pass),
+           "spread ms": best_ms(lambda: engine.image.grid_pass(vis_d, 1, 0, plane0, n_pass,
+                                                                resident=True),
                                 queue, args.repeats),
            "vis2dirty device ms": best_ms(lambda: imager.vis2dirty_device(vis_d), queue,
                                           args.repeats),
@@ -131,9 +136,10 @@ def main(argv=None) -> int:
     for do_w in {"no": [False], "yes": [True], "both": [False, True]}[args.w]:
         reference = None
         for text in args.tiles:
-            for extra in args.build_options:
+            for extra, per_block in ((e, b) for e in args.build_options
+                                     for b in args.vis_per_block):
                 spread_build_options(extra)
-                row, image = one_tile(queue, args, text, do_w, data, reference)
+                row, image = one_tile(queue, args, text, do_w, data, reference, per_block)
                 row["build options"] = extra
                 reference = image if reference is None else reference
                 rows.append(row)

@@ -41,7 +41,8 @@
 ##             points that touch its tile, their taps at their places in the
 ##             tile (below, the ES source), else all, parked; fold_points
 ##             (int, Spreader.fold_points), fold_rows (int, fold_chunks' rows
-##             a work-group); local_state (bool, Spreader.local_state): the
+##             a work-group), fold_parts (int, Spreader.fold_parts: work-items
+##             a cell of fold_chunks_wide; 1: no such kernel); local_state (bool, Spreader.local_state): the
 ##             lanes' totals and the group's source-bin ranges in local
 ##             memory, not registers; split_bins (bool,
 ##             spread.splits_bins): set points split each bin by the next
@@ -1222,36 +1223,68 @@ __kernel void add_halos(__global const int *halo_slots, const int n_blocks,
 }
 % endif
 
-// The chunks of split (tile, plane) items, added in slot order (so the same
-// bits every run) and written to the grid.  One work-group per split item,
-// FOLD_ROWS rows of LANES work-items (a dense tile's many slots read by one
-// row of lanes, row after row, took 0.35 ms a row block on an H100).
+// The chunks of split (tile, plane) items, added in a fixed order (so the
+// same bits every run) and written to the grid: fold_chunks for items of up
+// to WIDE_FOLD_SLOTS slots, one work-group an item, FOLD_ROWS rows of LANES
+// work-items (a dense tile's many slots read by one row of lanes, row after
+// row, took 0.35 ms a row block on an H100), each cell's slots in slot
+// order; fold_chunks_wide for the rest, FOLD_PARTS work-items a cell, part p
+// adding slots p, p + FOLD_PARTS, ... in order, then the parts in order (the
+// uv centre's tile of 5230 slots, one work-item a cell, held one launch for
+// 0.6 ms on an H200).
 #define FOLD_ROWS ${fold_rows}
-__kernel __attribute__((reqd_work_group_size(LANES * FOLD_ROWS, 1, 1)))
-void fold_chunks(__global const int4 *folds, __global const ${total_t} *scratch,
-                 __global ${vec} *planes, const int nu, const int nv, const int ntiles_v,
-                 const int accumulate)
+<%def name="fold_kernel(name, parts)">\
+__kernel __attribute__((reqd_work_group_size(LANES * FOLD_ROWS * ${parts}, 1, 1)))
+void ${name}(__global const int4 *folds, const int first_fold,
+             __global const ${total_t} *scratch, __global ${vec} *planes, const int nu,
+             const int nv, const int ntiles_v, const int accumulate)
 {
     // (tile, plane in pass, first slot, slots); a plane block's chunks keep
     // their planes' slots side by side: one plane's every plane_block-th
-    const int4 item = folds[get_group_id(0)];
+    const int4 item = folds[first_fold + get_group_id(0)];
     const int lane = get_local_id(0) % LANES;
+    const int row = (get_local_id(0) / LANES) % FOLD_ROWS;
+% if parts > 1:
+    const int part = get_local_id(0) / (LANES * FOLD_ROWS);
+    __local ${total_t} s_parts[${parts}][FOLD_ROWS][LANES];
+% else:
+    const int part = 0;
+% endif
     const int tu = item.x / ntiles_v, tv = item.x - (item.x / ntiles_v) * ntiles_v;
     __global ${vec} *out = planes + (size_t)item.y * nu * nv + (size_t)(tu * TILE_U) * nv
                            + tv * LANES + lane;
-    for (int r = get_local_id(0) / LANES; r < TILE_U; r += FOLD_ROWS) {
+    // (every work-item takes TILE_U / FOLD_ROWS rows: the barriers are uniform)
+    for (int r = row; r < TILE_U; r += FOLD_ROWS) {
         ${total_t} sum = (${total_t})(0);
-        for (int s = 0; s < item.w; ++s) {
-            const ${total_t} part =
+        for (int s = part; s < item.w; s += ${parts}) {
+            const ${total_t} part_sum =
                 scratch[((size_t)(item.z + s * ${1 if vector else plane_block}) * TILE_U + r) * LANES + lane];
 % if float_float:
-            sum = kahan_add(sum, kahan_value(part));
+            sum = kahan_add(sum, kahan_value(part_sum));
 % else:
-            sum += part;
+            sum += part_sum;
 % endif
         }
+% if parts > 1:
+        s_parts[part][row][lane] = sum;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int p = 1; p < ${parts}; ++p)
+%   if float_float:
+            sum = kahan_add(sum, kahan_value(s_parts[p][row][lane]));
+%   else:
+            sum += s_parts[p][row][lane];
+%   endif
+        barrier(CLK_LOCAL_MEM_FENCE);   // read before the next row overwrites them
+        if (part > 0)
+            continue;
+% endif
         if (accumulate)
             ${add_total("sum", "out[(size_t)r * nv]")};
         out[(size_t)r * nv] = ${total_value("sum")};
     }
 }
+</%def>
+${fold_kernel("fold_chunks", 1)}
+% if fold_parts > 1:
+${fold_kernel("fold_chunks_wide", fold_parts)}
+% endif

@@ -313,6 +313,10 @@ class Engine:
         self.plan: Plan | None = None
         if uvw_d is not None:
             self.plan = self.make_plan(uvw_d, freq_scale_d, bounds)
+        #: The plan of calls whose data stays on the device (:meth:`plan_for`),
+        #: made on first use.
+        self._resident: Plan | None = None
+        self._resident_lock = threading.Lock()
         if stages.image is not None:   # its passes, before the workspaces' planes
             stages.image.bind(self)
         #: Host times of the steps of later calls (:mod:`clgrid.core.trace`), or None.
@@ -337,6 +341,29 @@ class Engine:
                                      npol)
             blocks.append(RowBlock(first, stop, points, block_uvw_d))
         return Plan(blocks, freq_scale_d, n_rows, freq_scale_d.shape[0], flags_d, npol)
+
+    def plan_for(self, resident: bool) -> Plan:
+        """The observation's plan for one call (image stage).
+
+        Row blocks let a call's uploads (downloads) overlap its spreading
+        (interpolation).  A call whose visibilities are on the device
+        already (``resident``) has nothing to overlap, and one block spreads
+        faster: each block's launch adds its tiles into the planes again and
+        waits for the one before (an H200, SKA-mid: the spread 11.7-12.1 ->
+        10.4-10.6 ms, benchmarks/RESULTS.md).  So such calls take a plan of
+        one block, made on first use (shared by every later call and thread)
+        where its bytes fit beside the planes
+        (:meth:`~clgrid.core.image.ImageStage.fits_second_plan`); elsewhere,
+        and for every other call, the row blocks' plan."""
+        plan = self.plan
+        if not resident or len(plan.blocks) == 1:
+            return plan
+        with self._resident_lock:
+            if self._resident is None:
+                self._resident = (
+                    self.make_plan(self.uvw_d, plan.freq_scale_d, [(0, plan.n_rows)])
+                    if self.stages.image.fits_second_plan() else plan)
+            return self._resident
 
     def n_records(self, plan: Plan) -> int:
         """Footprints summed per call: the records of the cell order (runs of

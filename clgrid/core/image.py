@@ -31,7 +31,8 @@ from ..device.profiles import DeviceProfile
 from .correct import Corrector
 from .engine import Engine, Ready, RowBlock, Workspace
 from .fft import DeviceFFT, Pruning
-from .plan import GridLayout, ImageGeometry, TileShape, planes_per_pass
+from .plan import (GridLayout, ImageGeometry, TileShape, check_points_fit, core_memory_budget,
+                   planes_per_pass)
 from .trace import stage
 
 
@@ -89,6 +90,26 @@ class ImageStage:
             self._block_bytes(b) for b in engine.plan.blocks)
         self.n_pass = self.planes_per_pass(engine.profile, self.plan_bytes)
         self.pruning = self.pruned(engine.plan.blocks, engine.tiles)
+
+    def fits_second_plan(self) -> bool:
+        """Whether a second plan of the observation in one row block
+        (:meth:`Engine.plan_for`) fits: no plane shared with another device
+        (whose rows cut the blocks), its largest buffer within one
+        allocation, and its bytes within the planes' share of the memory
+        beside a pass's planes, the first plan and the images."""
+        engine = self.engine
+        if self.plane_rows:
+            return False
+        plan = engine.plan
+        plane_bytes = self.layout.nu * self.layout.nv * self.grid_complex.itemsize
+        try:
+            check_points_fit(engine.profile, plan.n_rows * plan.n_chan,
+                             plan.n_rows * plan.n_chan, self.geometry.grid_real)
+        except MemoryError:
+            return False
+        budget = core_memory_budget(engine.profile)
+        return (2 * self.plan_bytes + self.n_pass * plane_bytes + 3 * self.image_bytes
+                <= budget)
 
     def _block_bytes(self, block: RowBlock) -> int:
         """Device bytes of a block's bins, its records and (GPU, counted per
@@ -156,16 +177,22 @@ class ImageStage:
 
     def grid_pass(self, vis_d: cla.Array, npol: int, pol: int, plane0: int, n_pass: int,
                   wgt_d: cla.Array | None = None, mask_d: cla.Array | None = None,
-                  ready: Ready | None = None, ws: Workspace | None = None) -> cla.Array:
+                  ready: Ready | None = None, ws: Workspace | None = None,
+                  resident: bool = False) -> cla.Array:
         """Spread one polarisation into planes ``plane0 ..`` (no FFT); returns
         the planes buffer of workspace ``ws`` (default the engine's primary;
         its first ``n_pass`` planes are valid).  ``vis_d``, ``wgt_d``,
         ``mask_d``: (row, chan, ...) device arrays; ``ready``: see
         :data:`clgrid.core.engine.Ready` (default: the data is on the device
-        already)."""
+        already); ``resident``: a call whose visibilities were on the device
+        already, which takes the plan of one row block
+        (:meth:`~clgrid.core.engine.Engine.plan_for`; no ``ready`` then)."""
         engine = self.engine
         ws = ws or engine.primary
-        engine.spread(engine.plan, vis_d, npol, pol, ws.planes_d, plane0, n_pass, wgt_d,
+        if resident and ready is not None:
+            raise ValueError("a resident call's visibilities are on the device: no ready")
+        engine.spread(engine.plan_for(resident), vis_d, npol, pol, ws.planes_d, plane0, n_pass,
+                      wgt_d,
                       mask_d, ready=ready, ws=ws, block_planes=self._block_planes)
         return ws.planes_d
 
@@ -202,16 +229,18 @@ class ImageStage:
 
     def vis2dirty(self, vis_d: cla.Array, npol: int, pol: int,
                   wgt_d: cla.Array | None = None, mask_d: cla.Array | None = None,
-                  ready: Ready | None = None, ws: Workspace | None = None) -> cla.Array:
+                  ready: Ready | None = None, ws: Workspace | None = None,
+                  resident: bool = False) -> cla.Array:
         """(npix_x, npix_y) dirty image of polarisation ``pol`` on the device,
         in grid precision, made in workspace ``ws`` (default the engine's
         primary).  ``vis_d``: complex, (row, chan[, pol]); ``ready``: see
-        :data:`clgrid.core.engine.Ready` (only the first pass waits)."""
+        :data:`clgrid.core.engine.Ready` (only the first pass waits);
+        ``resident``: see :meth:`grid_pass`."""
         g = self.geometry
         ws = ws or self.engine.primary
         dirty_d = cla.empty(ws.queue, (g.npix_x, g.npix_y), g.grid_real)
         for index, (plane0, n_pass) in enumerate(self.passes()):
-            self.grid_pass(vis_d, npol, pol, plane0, n_pass, wgt_d, mask_d, ready, ws)
+            self.grid_pass(vis_d, npol, pol, plane0, n_pass, wgt_d, mask_d, ready, ws, resident)
             ready = None
             self.planes_to_dirty(plane0, n_pass, dirty_d, accumulate=index > 0, ws=ws)
         return dirty_d
@@ -224,8 +253,11 @@ class ImageStage:
         (grid precision).  ``block_done(out_d, block, event)`` is called as
         soon as a block's rows of the (n_rows, n_chan, npol) result ``out_d``
         are final (its last interpolation is enqueued; the event marks its
-        end), so that their download can overlap the blocks after it."""
-        engine, plan = self.engine, self.engine.plan
+        end), so that their download can overlap the blocks after it;
+        without it the results stay on the device, and the call takes the
+        plan of one row block (:meth:`~clgrid.core.engine.Engine.plan_for`)."""
+        engine = self.engine
+        plan = engine.plan_for(block_done is None)
         npol = len(images_d)
         ws = ws or engine.primary
         shape = (plan.n_rows, plan.n_chan, npol)

@@ -737,6 +737,11 @@ ROWS_IN_PARTS = ("grid the rows in parts (an Imager per chunk of rows, adding th
                  "use several devices (devices=) or Dask (clgrid.dask)")
 
 
+def core_memory_budget(profile: DeviceProfile) -> int:
+    """Device bytes the core's plans, visibilities and w planes share."""
+    return int(_PLANE_MEMORY_SHARE * profile.global_mem_bytes)
+
+
 def check_points_fit(profile: DeviceProfile, n_vis: int, block_vis: int, grid_real) -> None:
     """Refuse, before anything is allocated, visibilities whose set points
     the device cannot hold: the largest block's offsets in one buffer, and
@@ -754,7 +759,7 @@ def check_points_fit(profile: DeviceProfile, n_vis: int, block_vis: int, grid_re
                      f"{block_vis} visibilities need {{size}} for their offsets in one buffer",
                      ROWS_IN_PARTS)
     needed = int(n_vis) * (point_bytes(grid_real) + 2 * itemsize)
-    available = int(_PLANE_MEMORY_SHARE * profile.global_mem_bytes)
+    available = core_memory_budget(profile)
     if needed > available:
         raise MemoryError(
             f"{n_vis} visibilities need {mib(needed)} on the device (set-point records and "
@@ -780,7 +785,7 @@ def planes_per_pass(profile: DeviceProfile, layout: GridLayout, grid_complex: np
                      "image fewer pixels or split the field into facets (center_x/center_y)")
     other_bytes = int(other_bytes) + 3 * int(image_bytes)
     plane_bytes = layout.nu * layout.nv * np.dtype(grid_complex).itemsize
-    budget = int(_PLANE_MEMORY_SHARE * profile.global_mem_bytes) - int(other_bytes)
+    budget = core_memory_budget(profile) - int(other_bytes)
     if profile.device_type == "cpu":
         budget = min(budget, max(CPU_PLANE_BYTES, 2 * plane_bytes))
     by_memory = budget // plane_bytes
@@ -817,7 +822,7 @@ def params_of(value, cls: type, name: str):
 __all__ = ["CPU_PLANE_BYTES", "FFT_COST_PER_CELL", "GRID_COST_PER_TAP", "GRID_MULTIPLE", "KEPT_MEMORY_SHARE",
            "MAX_INDEX", "MAX_TILE_SIDE", "MIN_EPSILON", "ROWS_IN_PARTS", "ROW_TAP_WIDTHS",
            "SPEED_OF_LIGHT", "VIS_PER_BLOCK", "W_MARGIN", "GridLayout", "ImageGeometry",
-           "TileShape", "check_allocation", "check_epsilon", "check_finite",
+           "TileShape", "check_allocation", "core_memory_budget", "check_epsilon", "check_finite",
            "check_freq", "check_grid_size", "check_host_bytes", "check_npix",
            "check_points_fit", "check_positive", "cut_blocks", "check_real", "check_uvw",
            "choose_kernel", "explain_imaging", "fits_kept", "good_grid_size",

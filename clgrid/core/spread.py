@@ -379,6 +379,9 @@ class WorkList:
     chunk_folds: cla.Array | None = None
     chunk_totals: cla.Array | None = None
     chunk_points: int = 2 ** 31
+    # spread: the first of ``folds`` are of more than WIDE_FOLD_SLOTS slots
+    # (fold_chunks_wide's, where the device has it)
+    n_wide_folds: int = 0
     # fold_vector_chunks' launch per split item: (planes of a block, tile rows
     # with the halo)
     chunk_fold_shape: tuple[int, int] = (1, 1)
@@ -453,6 +456,11 @@ VECTOR_CHUNKS_PER_UNIT = 4
 
 #: fold_chunks: most work-items a work-group (rows of a tile's lanes)
 FOLD_GROUP = 256
+#: Split items of more slots than this are folded by ``fold_chunks_wide``
+#: (several work-items a cell), the first of the work list's folds.
+WIDE_FOLD_SLOTS = 32
+#: fold_chunks_wide: most work-items a cell (a work-group of at most 1024)
+FOLD_PARTS = 16
 
 
 #: balanced_order: consecutive unsplit items kept together (neighbouring
@@ -623,12 +631,15 @@ def work_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout, tile
                       (first_slot[folded][:, None] + offset[None, :])[live],
                       np.broadcast_to(chunks[folded][:, None], live.shape)[live]],
                      axis=1).astype(np.int32)
+    wide = folds[:, 3] > WIDE_FOLD_SLOTS   # first, for fold_chunks_wide
+    folds = np.concatenate([folds[wide], folds[~wide]])
     n_slots = int(slots.sum())
     return WorkList(
         cla.to_device(queue, items) if items.size else None,
         cla.to_device(queue, folds) if folds.size else None,
         cla.empty(queue, (n_slots, tiles.tile_u, tiles.lanes), np.complex128)
-        if n_slots else None, items.shape[0], folds.shape[0], chunk_points=int(chunk_points))
+        if n_slots else None, items.shape[0], folds.shape[0], chunk_points=int(chunk_points),
+        n_wide_folds=int(wide.sum()))
 
 
 def lane_tile_local_bytes(tiles: TileShape, support: int, do_w: bool, real_bytes: int,
@@ -789,6 +800,7 @@ class Spreader(_Stage):
                 "groups": self.tiles.groups,
                 "batch": self.batch, "compact": self.compact,
                 "fold_points": self.fold_points, "fold_rows": self.fold_rows,
+                "fold_parts": self.fold_parts,
                 "local_state": self.local_state, "split_bins": self.split_bins,
                 "reach": self.tiles.reach(self.layout.choice.support),
                 "plane_block": self.plane_block}
@@ -849,6 +861,18 @@ class Spreader(_Stage):
         tiles = self.tiles
         return max(r for r in range(1, tiles.tile_u + 1)
                    if tiles.tile_u % r == 0 and r * tiles.lanes <= max(FOLD_GROUP, tiles.lanes))
+
+    @property
+    def fold_parts(self) -> int:
+        """``fold_chunks_wide``: work-items a cell, each adding every
+        fold_parts-th slot (at most :data:`FOLD_PARTS`, in a work-group the
+        device takes); 1 where the tile's fold group leaves no room (no wide
+        kernel: every split item folded by ``fold_chunks``)."""
+        group = self.tiles.lanes * self.fold_rows
+        # its parts' sums (16 bytes a cell each) within half the local memory
+        by_local = self._profile.local_mem_bytes // 2 // (16 * group)
+        return max(1, min(FOLD_PARTS, min(1024, self._profile.max_work_group_size) // group,
+                          by_local))
 
     @property
     def plane_block(self) -> int:
@@ -913,12 +937,16 @@ class Spreader(_Stage):
             np.int32(part.plane0), np.int32(layout.n_wbins), work.items.data,
             np.uint32(work.chunk_points), scratch.data,
             np.int32(part.accumulate), np.int32(part.n_pass), *self.source.kernel_args)
-        if work.n_folds:
-            group = lanes * self.fold_rows
-            self.built("fold_chunks")(
-                self.queue, (work.n_folds * group,), (group,), work.folds.data,
-                work.scratch.data, part.planes_d.data, np.int32(layout.nu),
-                np.int32(layout.nv), np.int32(points.ntiles_v), np.int32(part.accumulate))
+        # the split items of many slots first, by the wide fold where built
+        n_wide = work.n_wide_folds if self.fold_parts > 1 else 0
+        group = lanes * self.fold_rows
+        for name, first, count, size in (("fold_chunks_wide", 0, n_wide, group * self.fold_parts),
+                                         ("fold_chunks", n_wide, work.n_folds - n_wide, group)):
+            if count:
+                self.built(name)(
+                    self.queue, (count * size,), (size,), work.folds.data, np.int32(first),
+                    work.scratch.data, part.planes_d.data, np.int32(layout.nu),
+                    np.int32(layout.nv), np.int32(points.ntiles_v), np.int32(part.accumulate))
 
     def _spread_vector(self, part: SpreadPart) -> None:
         """CPUs: each tile grids its own points once into a private tile with

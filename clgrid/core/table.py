@@ -702,7 +702,8 @@ class TableKernel:
             work[key] = WorkList(
                 cla.to_device(stage.queue, items) if items is not None else None,
                 cla.to_device(stage.queue, folds) if folds is not None else None,
-                base.scratch, base.n_items, base.n_folds, chunk_points=base.chunk_points)
+                base.scratch, base.n_items, base.n_folds, chunk_points=base.chunk_points,
+                n_wide_folds=base.n_wide_folds)
         return work[key]
 
     def _crop(self, stage, planes: cla.Array, grid_d: cla.Array, npol: int,

@@ -414,8 +414,10 @@ class Imager(Operation):
                   "mask": (mask, np.uint8)}
         host = {name: (array, dtype) for name, (array, dtype) in wanted.items()
                 if not isinstance(array, cla.Array)}
+        # nothing to send: one block, no ready (a resident call, Engine.plan_for)
+        sent = any(array is not None for array, _ in host.values())
         blocks = ([(b.first, b.stop) for b in self.engine.blocks]
-                  if self.engine is not None and in_blocks else [(0, self.n_rows)])
+                  if self.engine is not None and in_blocks and sent else [(0, self.n_rows)])
         arrays, ready = ws.uploader.rows_to_device(host, blocks)
         arrays.update({name: array for name, (array, _) in wanted.items()
                        if isinstance(array, cla.Array)})
@@ -480,7 +482,9 @@ class Imager(Operation):
         ``pyopencl.array.Array`` s on this imager's context (used without a
         copy: complex of the imager's precision, ``vis_real`` weights,
         uint8 mask).  On GPUs, host arrays are sent in row blocks while the
-        blocks before are being gridded.  ``queue``: the caller's queue on
+        blocks before are being gridded; with every array on the device
+        already the call grids one row block (``Engine.plan_for``: a second
+        plan, made once, where it fits).  ``queue``: the caller's queue on
         this imager's context and device (default the imager's); the result
         is ready in its order.  Safe to call from several threads at once
         (each call leases its own scratch).
@@ -500,26 +504,30 @@ class Imager(Operation):
             return cla.zeros(ws.queue, (npol, g.npix_x, g.npix_y), g.grid_real)
         if counted:
             ws.spreader.reset_nonfinite()
-        dirty_d = self._grid(ws, arrays, npol, ready)
+        # visibilities on the device already: the plan of one row block
+        resident = ready is None
+        dirty_d = self._grid(ws, arrays, npol, ready, resident)
         # where the spread counted none, nothing needs a second look
         if checks and counted and not ws.spreader.nonfinite_later()():
             checks = []
         if checks and self._check_finite(ws, checks, arrays):
             # NaN/Inf in unused visibilities came with the row blocks: grid
             # again without them (rare; the arrays are on the device now)
-            dirty_d = self._grid(ws, arrays, npol, None)
+            dirty_d = self._grid(ws, arrays, npol, None, resident)
         self._count(ws, arrays["mask"])
         ws.uploader.settle()
         return dirty_d
 
-    def _grid(self, ws, arrays: dict, npol: int, ready) -> cla.Array:
-        """The (npol, npix_x, npix_y) dirty images of the device ``arrays``."""
+    def _grid(self, ws, arrays: dict, npol: int, ready, resident: bool) -> cla.Array:
+        """The (npol, npix_x, npix_y) dirty images of the device ``arrays``
+        (``resident``: they were on the device before the call)."""
         g = self.geometry
         dirty_d = None
         images = []   # freed once the queue is done (see _device_count)
         for pol in range(npol):
             image_d = self.engine.image.vis2dirty(arrays["vis"], npol, pol, arrays["wgt"],
-                                                  arrays["mask"], ready, ws=ws)
+                                                  arrays["mask"], ready, ws=ws,
+                                                  resident=resident)
             ready = None
             if npol == 1:   # the engine's image is the result: no copy
                 return image_d.reshape((1,) + image_d.shape)
@@ -655,7 +663,8 @@ class Imager(Operation):
         host memory of that shape (:meth:`clgrid.core.transfer.Uploader.pinned_target`)
         into which each row block comes down as soon as it is final, beside
         the device work on the rest; the copies' events go to ``downloads``
-        (wait for them).  ``queue``: as for :meth:`vis2dirty_device`."""
+        (wait for them); without it the call predicts one row block
+        (``Engine.plan_for``).  ``queue``: as for :meth:`vis2dirty_device`."""
         with self._lease(queue) as ws:
             return self._dirty2vis_in(ws, dirty, wgt, mask, into, downloads)
 

@@ -119,6 +119,25 @@ SCRIPT = textwrap.dedent("""
     reference = dft_vis2dirty(uvw_b, freq, vis_b, do_wgridding=True, **geometry)
     error = np.linalg.norm(blocked.vis2dirty(vis_b) - reference) / np.linalg.norm(reference)
     assert error < 1e-2, error
+    # split items folded in parts (here every item of 2 or more chunks of 1
+    # point), and a call on device arrays taking a plan of one row block
+    import clgrid.core.spread as spread
+    import pyopencl.array as cla
+    spread.WIDE_FOLD_SLOTS = 1
+    parts = Imager(queue, uvw=uvw_b, freq=freq, epsilon=1e-2, do_wgridding=True,
+                   precision="single", fft_backend="numpy", vis_per_block=align,
+                   tiles=TileShape(8, 8, 1, groups=2), **geometry)
+    parts.uploader = Uploader(queue, pinned=True)
+    work = parts.engine.spreader.work(parts.engine.blocks[0].points,
+                                      *parts.engine.image.passes()[0], True)
+    assert parts.engine.spreader.fold_parts > 1 and work.n_wide_folds > 0
+    error = np.linalg.norm(parts.vis2dirty(vis_b) - reference) / np.linalg.norm(reference)
+    assert error < 1e-2, error
+    on_device = parts.vis2dirty_device(cla.to_device(queue, vis_b)).get()[0]
+    assert len(parts.engine.plan_for(True).blocks) == 1
+    error = np.linalg.norm(on_device - reference) / np.linalg.norm(reference)
+    assert error < 1e-2, error
+    spread.WIDE_FOLD_SLOTS = 32
     # a device without fp64: float-float set points, facet phases and phase
     # screens, Kahan sums; w, a facet centre, weights and flags, split chunks
     import dataclasses

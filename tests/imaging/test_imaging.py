@@ -277,6 +277,44 @@ def test_gpu_kernel_staging_only_touching_points(cl_env, monkeypatch, tiles, pre
     assert np.array_equal(dirty, imager.vis2dirty(vis))
 
 
+@pytest.mark.parametrize("tiles,do_w", [
+    ((8, 8, 1, False, 1, 2), False), ((8, 8, 2, False, 3, 2), True),
+    ((16, 16, 2, False, 4, 2), True), ((16, 32, 3, False, 1, 1), False)],
+    ids=["8x8-no-w", "8x8-w-blocks3", "16x16-w-blocks4", "16x32-no-w"])
+def test_split_items_folded_in_parts_match_the_direct_transform(cl_env, monkeypatch, tiles,
+                                                                do_w):
+    """Split items of many slots are folded by fold_chunks_wide (several
+    work-items a cell, each every fold_parts-th slot, then the parts in
+    order): with every split item of 2 or more slots sent there (and slots
+    fewer than the parts), the image against the direct transform, the same
+    bits twice, and within float32 sums of every item folded a slot at a
+    time."""
+    import clgrid.core.spread as spread
+    from clgrid.core.plan import TileShape
+    uvw, freq, vis = _observation(n_rows=400, seed=9)
+    vis = vis.astype(np.complex64)
+
+    def image(wide_slots):
+        monkeypatch.setattr(spread, "WIDE_FOLD_SLOTS", wide_slots)
+        imager = Imager(_queue(cl_env), uvw=uvw, freq=freq, epsilon=1e-4, precision="single",
+                        do_wgridding=do_w, tiles=TileShape(*tiles), **GEOMETRY)
+        engine = imager.engine
+        work = engine.spreader.work(engine.blocks[0].points, *engine.image.passes()[0])
+        return imager.vis2dirty(vis), imager, work
+
+    by_slot, _, work = image(10 ** 9)
+    assert work.n_folds > 0 and work.n_wide_folds == 0
+    dirty, imager, work = image(1)
+    assert imager.engine.spreader.fold_parts > 1
+    assert 0 < work.n_wide_folds <= work.n_folds
+    folds = work.folds.get()
+    assert (folds[:work.n_wide_folds, 3] > 1).all() and (folds[work.n_wide_folds:, 3] <= 1).all()
+    reference = dft_vis2dirty(uvw, freq, vis, do_wgridding=do_w, **GEOMETRY)
+    assert _rel_rms(dirty, reference) <= 1e-4
+    assert np.array_equal(dirty, imager.vis2dirty(vis))
+    assert _rel_rms(dirty, by_slot) <= 1e-6
+
+
 @pytest.mark.parametrize("tiles", [(8, 8, 4096, False, 1, 4, "horner"), (8, 8, 5, False, 1, 2),
                                    (16, 16, 64, False, 1, 2)],
                          ids=["default", "chunks-of-5", "16x16"])
@@ -607,6 +645,72 @@ def test_row_blocks_sent_beside_the_spreading_match_one_block(cl_env, do_w, npol
     model = rng.normal(size=(npol, GEOMETRY["npix_x"], GEOMETRY["npix_y"])).astype(np.float32)
     back = blocked.dirty2vis(model, wgt, mask)
     assert np.abs(back - one.dirty2vis(model, wgt, mask)).max() <= 1e-6 * np.abs(back).max()
+
+
+@pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
+def test_calls_on_device_arrays_take_one_row_block(cl_env, monkeypatch, do_w):
+    """Row blocks overlap a call's copies with its spreading (interpolation);
+    a call whose visibilities (results) stay on the device takes a plan of
+    one row block instead (Engine.plan_for), made once, by one of eight
+    threads calling at once: its image against the blocked numpy call's (to
+    rounding) and both calls against the direct transform, the same bits in
+    every thread; where a second plan does not fit beside the planes, the
+    blocks' plan."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+    import pyopencl as cl
+    import pyopencl.array as cla
+    from clgrid.core import engine as engine_module, image as image_module
+    from clgrid.core.plan import TileShape
+    from clgrid.core.transfer import Uploader
+    uvw, freq, vis = _observation(n_rows=1100, seed=31)
+    vis = vis.astype(np.complex64)
+    queue = _queue(cl_env)
+    common = dict(uvw=uvw, freq=freq, epsilon=1e-5, do_wgridding=do_w,
+                  tiles=TileShape(8, 32, 64), vis_per_block=700, **GEOMETRY)
+    made, lock = [], threading.Lock()
+    make_plan = engine_module.Engine.make_plan
+
+    def counted(self, *args, **kwargs):
+        with lock:
+            made.append(len(args[2]) if len(args) > 2 and args[2] else None)
+        return make_plan(self, *args, **kwargs)
+
+    imager = Imager(queue, **common)
+    imager.uploader = Uploader(queue, pinned=True)   # the GPU path: numpy sent in blocks
+    engine = imager.engine
+    assert len(engine.blocks) >= 3
+    streamed = imager.vis2dirty(vis)
+    assert engine._resident is None   # numpy sent in blocks: the blocks' plan
+    model = np.random.default_rng(32).normal(size=streamed.shape).astype(np.float32)
+    monkeypatch.setattr(engine_module.Engine, "make_plan", counted)
+    vis_d = cla.to_device(queue, vis)
+    model_d = cla.to_device(queue, model)
+    queue.finish()
+
+    def call(_):
+        own = cl.CommandQueue(queue.context, queue.device)
+        image = imager.vis2dirty_device(vis_d, queue=own).get(queue=own)
+        back = imager.dirty2vis_device(model_d, queue=own).get(queue=own)
+        return image, back
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(call, range(8)))
+    assert made == [1]   # one plan of one block, made once
+    resident = engine.plan_for(True)
+    assert len(resident.blocks) == 1 and resident is not engine.plan
+    image, back = results[0]
+    assert all(np.array_equal(i, image) and np.array_equal(b, back) for i, b in results)
+    assert _rel_rms(image[0], streamed) <= 1e-6
+    assert _rel_rms(image[0], dft_vis2dirty(uvw, freq, vis, do_wgridding=do_w, **GEOMETRY)) <= 1e-5
+    predicted = dft_dirty2vis(uvw, freq, model, do_wgridding=do_w, pixsize_x=GEOMETRY["pixsize_x"],
+                              pixsize_y=GEOMETRY["pixsize_y"])
+    assert np.linalg.norm(back.ravel() - predicted.ravel()) <= 1e-5 * np.linalg.norm(predicted)
+    # no room for a second plan beside the planes: the blocks' plan
+    monkeypatch.setattr(image_module, "core_memory_budget", lambda profile: 0)
+    tight = Imager(queue, **common)
+    assert tight.engine.plan_for(True) is tight.engine.plan
+    assert _rel_rms(tight.vis2dirty_device(vis_d).get()[0], streamed) <= 1e-6
 
 
 @pytest.mark.parametrize("planes_per_pass", [None, 2], ids=["one-pass", "passes-of-2"])
