@@ -56,6 +56,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 import pyopencl.tools as cl_tools
 
+from ..device import plancache
 from ..device.profiles import DeviceProfile
 from .plan import TileShape
 from .trace import StageTrace, stage
@@ -227,11 +228,18 @@ class SpreadStage(Protocol):
 
     def spread(self, job: SpreadJob) -> None: ...
 
+    def forget(self, points: object) -> None:
+        """Drop what the stage keeps over ``points`` (a block's, whose plan
+        is dropped)."""
+
 
 class InterpolateStage(Protocol):
     """Planes -> visibilities, one row block at a time."""
 
     def interpolate(self, job: InterpolateJob) -> None: ...
+
+    def forget(self, points: object) -> None:
+        """Drop what the stage keeps over ``points`` (as the spread stage's)."""
 
 
 class ImageScratch(Protocol):
@@ -360,10 +368,34 @@ class Engine:
             return plan
         with self._resident_lock:
             if self._resident is None:
-                self._resident = (
-                    self.make_plan(self.uvw_d, plan.freq_scale_d, [(0, plan.n_rows)])
-                    if self.stages.image.fits_second_plan() else plan)
+                self._resident = plan   # unless the second plan fits and is made
+                if self.stages.image.fits_second_plan():
+                    try:
+                        self._resident = self.make_plan(self.uvw_d, plan.freq_scale_d,
+                                                        [(0, plan.n_rows)])
+                    except Exception as error:   # noqa: BLE001 - allocation failures only
+                        if not plancache.is_allocation_failure(error):
+                            raise
+                    else:   # given back where an allocation on the device fails later
+                        plancache.on_memory_pressure(self.queue.device.int_ptr,
+                                                     self.release_second_plan)
             return self._resident
+
+    def release_second_plan(self) -> None:
+        """Give back the plan of one row block (:meth:`plan_for`) and what the
+        workspaces keep over its points, for good: later calls on device
+        arrays take the row blocks' plan.  Called where an allocation on the
+        device failed (:func:`clgrid.device.plancache.on_memory_pressure`);
+        a call using the plan meanwhile keeps it alive until it returns."""
+        with self._resident_lock:
+            dropped, self._resident = self._resident, self.plan
+        if dropped is None or dropped is self.plan:
+            return
+        for ws in self._pool.workspaces():
+            for stage in (ws.spreader, ws.interpolator):
+                if stage is not None:
+                    for block in dropped.blocks:
+                        stage.forget(block.points)
 
     def n_records(self, plan: Plan) -> int:
         """Footprints summed per call: the records of the cell order (runs of
@@ -531,6 +563,11 @@ class WorkspacePool:
     @property
     def device_bytes(self) -> int:
         return sum(ws.device_bytes for ws in self._all)
+
+    def workspaces(self) -> list[Workspace]:
+        """Every workspace made so far (leased or free)."""
+        with self._ready:
+            return list(self._all)
 
     @property
     def count(self) -> int:

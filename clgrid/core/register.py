@@ -510,6 +510,9 @@ class RegisterSpreader:
         return (f"register {p.block_u}x{p.block_v}{pols} wg{self.wg_size} sub{self.n_sub} "
                 f"b{self.batch} rpg{p.points_per_group}{rows}{fixed}")
 
+    def forget(self, points) -> None:
+        """Nothing kept over a plan's points (:class:`clgrid.core.engine.SpreadStage`)."""
+
     def spread(self, job: SpreadJob) -> None:
         """The engine's call (:class:`clgrid.core.engine.SpreadStage`): as
         the tile spread's (:class:`clgrid.core.table.TableKernel`)."""

@@ -294,6 +294,13 @@ class _Stage:
         """The facet phase's arguments (:func:`_shift_args`)."""
         return _shift_args(self.geometry, self.float_float)
 
+    def forget(self, points: PointSet) -> None:
+        """Drop this stage's work lists over ``points`` (a block of a plan
+        given back: :meth:`clgrid.core.engine.Engine.release_second_plan`)."""
+        entry = self._work.get(id(points))
+        if entry is not None and entry[0] is points:
+            del self._work[id(points)]
+
     def work_of(self, points: PointSet) -> dict:
         """This stage's cache of work lists over ``points`` (see ``_work``)."""
         entry = self._work.get(id(points))
@@ -973,8 +980,9 @@ class Spreader(_Stage):
         facet phase, from ``phasors`` where kept) in sorted order, for
         ``spread`` (kernel ``gather_values``)."""
         n_valid = points.n_valid
-        if self._values is None or self._values.size < n_valid:
-            self._values = cla.empty(self.queue, max(n_valid, 1), self._grid_complex)
+        values = self._values   # (a local: forget may drop the stage's meanwhile)
+        if values is None or values.size < n_valid:
+            values = self._values = cla.empty(self.queue, max(n_valid, 1), self._grid_complex)
         if n_valid:
             launch(
                 self.built("gather_values", wgt_d is not None, mask_d is not None,
@@ -982,9 +990,15 @@ class Spreader(_Stage):
                 points.sorted_index.data,
                 np.uint32(n_valid), uvw_d.data, freq_scale_d.data,
                 np.uint32(freq_scale_d.shape[0]), vis_d.data, np.uint32(npol), np.uint32(pol),
-                *self._weights(wgt_d, mask_d), *self._phase_args(phasors), self._values.data,
+                *self._weights(wgt_d, mask_d), *self._phase_args(phasors), values.data,
                 self._nonfinite_d.data, group=(256,))
-        return self._values
+        return values
+
+    def forget(self, points: PointSet) -> None:
+        """As the stage's, and the gathered values' buffer (sized for the
+        largest block gathered: made again at the next call's size)."""
+        super().forget(points)
+        self._values = None
 
 
 class Interpolator(_Stage):

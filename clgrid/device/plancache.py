@@ -30,6 +30,7 @@ import collections
 import gc
 import os
 import threading
+import weakref
 from typing import Any, Callable, TypeVar
 
 import pyopencl as cl
@@ -255,6 +256,37 @@ def _close(entries: list[_Entry], collect: bool = False) -> None:
         gc.collect()   # device buffers go with their Python objects
 
 
+#: device pointer -> weak references to the release methods of what keeps
+#: device memory that can be given back (:func:`on_memory_pressure`)
+_releasers: dict[int, list[weakref.WeakMethod]] = {}
+_releasers_lock = threading.Lock()
+
+
+def on_memory_pressure(device_ptr: int, release: Callable[[], None]) -> None:
+    """Call the bound method ``release`` (held weakly: its object may go)
+    when an allocation on the device fails (:func:`retry_after_freeing`):
+    memory kept for speed alone, such as an engine's second plan
+    (:meth:`clgrid.core.engine.Engine.plan_for`), is given back before the
+    call is tried again."""
+    with _releasers_lock:
+        _releasers.setdefault(device_ptr, []).append(weakref.WeakMethod(release))
+
+
+def release_memory(device_ptr: int) -> int:
+    """Call every live release method registered for the device (once:
+    they are forgotten) and collect; returns how many ran."""
+    with _releasers_lock:
+        methods = [ref() for ref in _releasers.pop(device_ptr, [])]
+    released = 0
+    for method in methods:
+        if method is not None:
+            method()
+            released += 1
+    if released:
+        gc.collect()
+    return released
+
+
 def retry_after_freeing(call: Callable[[], T], cache: PlanCache, device_ptrs: list[int],
                         needs: dict[int, tuple[int, int]] | None = None,
                         what: str = "this plan") -> T:
@@ -269,6 +301,7 @@ def retry_after_freeing(call: Callable[[], T], cache: PlanCache, device_ptrs: li
             raise
     for device_ptr in device_ptrs:
         cache.drop_device(device_ptr)
+        release_memory(device_ptr)
     try:
         return call()
     except Exception as error:   # noqa: BLE001
@@ -276,10 +309,12 @@ def retry_after_freeing(call: Callable[[], T], cache: PlanCache, device_ptrs: li
             raise
         wanted = sum(w for w, _ in (needs or {}).values())
         memory = sum(m for _, m in (needs or {}).values())
+        # (the bytes where the caller knows them)
+        sizes = (f": about {_gib(wanted)} needed, {_gib(memory)} device memory," if needs
+                 else ",")
         raise MemoryError(
-            f"the device cannot hold {what}: about {_gib(wanted)} needed, "
-            f"{_gib(memory)} device memory, and it failed again with clgrid's cached plans "
-            f"dropped ({type(error).__name__}: {str(error).splitlines()[0][:120]}); "
+            f"the device cannot hold {what}{sizes} and it failed again with clgrid's cached "
+            f"plans dropped ({type(error).__name__}: {str(error).splitlines()[0][:120]}); "
             "use a smaller image, fewer w planes (a larger epsilon) or fewer rows a call"
         ) from None
 
@@ -293,5 +328,5 @@ plans = PlanCache()
 
 
 __all__ = ["COLLECT_BYTES", "COLLECT_PLANS", "DEFAULT_BUDGET_FRACTION", "DEFAULT_MAX_PLANS",
-           "PlanCache", "device_budget", "is_allocation_failure", "max_plans", "plans",
-           "retry_after_freeing"]
+           "PlanCache", "device_budget", "is_allocation_failure", "max_plans",
+           "on_memory_pressure", "plans", "release_memory", "retry_after_freeing"]

@@ -148,3 +148,47 @@ def test_own_copy_never_keeps_the_callers_memory():
     assert not np.may_share_memory(own_copy(np.asarray(view), view), given)
     made = np.ascontiguousarray(given.T).T   # a new array: kept as it is
     assert own_copy(made, given) is made
+
+
+def test_a_failed_allocation_gives_back_what_was_kept_for_speed():
+    """retry_after_freeing drops the device's cached plans and calls the
+    release methods registered for it (held weakly, each once) before the
+    second try; the other device's are kept; a second failure names the
+    bytes only where the caller knows them."""
+    import pyopencl as cl
+
+    class Keeper:
+        def __init__(self):
+            self.released = 0
+
+        def release(self):
+            self.released += 1
+
+    kept, other, gone = Keeper(), Keeper(), Keeper()
+    plancache.on_memory_pressure(101, kept.release)
+    plancache.on_memory_pressure(101, gone.release)
+    plancache.on_memory_pressure(202, other.release)
+    del gone   # its object is gone: nothing to call
+    tries = []
+
+    def call():
+        tries.append(kept.released)
+        if len(tries) == 1:
+            raise cl.MemoryError("clEnqueueNDRangeKernel", cl.status_code.MEM_OBJECT_ALLOCATION_FAILURE,
+                                 "out of resources")
+        return "done"
+
+    assert plancache.retry_after_freeing(call, plancache.PlanCache(), [101]) == "done"
+    assert tries == [0, 1] and kept.released == 1 and other.released == 0
+    assert plancache.release_memory(101) == 0   # forgotten once called
+    assert plancache.release_memory(202) == 1 and other.released == 1
+
+    def failing():
+        raise RuntimeError("VkFFT error 4039: VKFFT_ERROR_FAILED_TO_ALLOCATE out of memory")
+
+    with pytest.raises(MemoryError) as raised:
+        plancache.retry_after_freeing(failing, plancache.PlanCache(), [101], what="this call")
+    assert "GiB" not in str(raised.value) and "this call" in str(raised.value)
+    with pytest.raises(MemoryError, match=r"about 2\.00 GiB needed, 8\.00 GiB device memory"):
+        plancache.retry_after_freeing(failing, plancache.PlanCache(), [101],
+                                      {101: (2 * GIB, 8 * GIB)})

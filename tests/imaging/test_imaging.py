@@ -713,6 +713,56 @@ def test_calls_on_device_arrays_take_one_row_block(cl_env, monkeypatch, do_w):
     assert _rel_rms(tight.vis2dirty_device(vis_d).get()[0], streamed) <= 1e-6
 
 
+def test_the_second_plan_is_given_back_when_memory_runs_out(cl_env, monkeypatch):
+    """The plan of one row block is kept for speed alone: where an
+    allocation on the device fails (plancache.release_memory, as
+    retry_after_freeing calls it) the engine gives it back, with the work
+    lists and gathered values its workspaces kept over its points, and
+    later calls on device arrays take the blocks' plan (their bits); a
+    second plan whose build fails to allocate is not made."""
+    import gc
+    import weakref
+    import pyopencl as cl
+    import pyopencl.array as cla
+    from clgrid.core import engine as engine_module
+    from clgrid.core.plan import TileShape
+    from clgrid.core.transfer import Uploader
+    from clgrid.device import plancache
+    uvw, freq, vis = _observation(n_rows=1100, seed=33)
+    vis = vis.astype(np.complex64)
+    queue = _queue(cl_env)
+    common = dict(uvw=uvw, freq=freq, epsilon=1e-5, tiles=TileShape(8, 32, 64),
+                  vis_per_block=700, **GEOMETRY)
+    imager = Imager(queue, **common)
+    imager.uploader = Uploader(queue, pinned=True)
+    engine = imager.engine
+    vis_d = cla.to_device(queue, vis)
+    one_block = imager.vis2dirty_device(vis_d).get()
+    second = engine.plan_for(True)
+    assert len(second.blocks) == 1
+    points = second.blocks[0].points
+    assert id(points) in engine.spreader._work and engine.spreader._values is not None
+    alive = weakref.ref(second)
+    del second
+    assert plancache.release_memory(queue.device.int_ptr) >= 1
+    gc.collect()
+    assert alive() is None   # nothing keeps the plan
+    assert engine.plan_for(True) is engine.plan and id(points) not in engine.spreader._work
+    blocked = imager.vis2dirty_device(vis_d).get()
+    assert _rel_rms(blocked, one_block) <= 1e-6
+    streamed = imager.vis2dirty(vis)   # numpy in blocks: the blocks' plan, its bits
+    assert np.array_equal(blocked[0], streamed)
+
+    def no_memory(self, *args, **kwargs):
+        raise cl.MemoryError("clEnqueueNDRangeKernel",
+                             cl.status_code.MEM_OBJECT_ALLOCATION_FAILURE, "out of resources")
+
+    other = Imager(queue, **common)
+    monkeypatch.setattr(engine_module.Engine, "make_plan", no_memory)
+    assert other.engine.plan_for(True) is other.engine.plan
+    assert np.array_equal(other.vis2dirty_device(vis_d).get()[0], streamed)
+
+
 @pytest.mark.parametrize("planes_per_pass", [None, 2], ids=["one-pass", "passes-of-2"])
 def test_pieces_sharing_a_plane_by_rows_add_up_to_the_whole(cl_env, monkeypatch,
                                                             planes_per_pass):
