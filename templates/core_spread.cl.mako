@@ -42,8 +42,8 @@
 ##             tile (below, the ES source), else all, parked; fold_points
 ##             (int, Spreader.fold_points), fold_rows (int, fold_chunks' rows
 ##             a work-group), fold_parts (int, Spreader.fold_parts: work-items
-##             a cell of fold_chunks_wide; 1: no such kernel); local_state (bool, Spreader.local_state): the
-##             lanes' totals and the group's source-bin ranges in local
+##             a cell of fold_chunks_wide; 1: no such kernel); local_state
+##             (bool, Spreader.local_state): the lanes' totals and the group's source-bin ranges in local
 ##             memory, not registers; split_bins (bool,
 ##             spread.splits_bins): set points split each bin by the next
 ##             tiles its points reach (split_start), and a tile reads of a

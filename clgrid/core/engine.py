@@ -418,8 +418,14 @@ class Engine:
     @property
     def device_bytes(self) -> int:
         """Device memory this engine keeps between calls: the observation's
-        plan (as its image stage counts it) and every workspace made so far."""
-        plan_bytes = self.stages.image.plan_bytes if self.stages.image is not None else 0
+        plan (as its image stage counts it), its second plan where made
+        (:meth:`plan_for`) and every workspace made so far."""
+        if self.stages.image is None:
+            return self._pool.device_bytes
+        plan_bytes = self.stages.image.plan_bytes
+        second = self._resident
+        if second is not None and second is not self.plan:
+            plan_bytes += self.stages.image.points_bytes(second)
         return plan_bytes + self._pool.device_bytes
 
     @property

@@ -86,8 +86,7 @@ class ImageStage:
         planes a pass holds beside them and the pruned FFT (made before the
         engine's workspaces, which hold a pass's planes)."""
         self.engine = engine
-        self.plan_bytes = engine.uvw_d.nbytes + sum(
-            self._block_bytes(b) for b in engine.plan.blocks)
+        self.plan_bytes = engine.uvw_d.nbytes + self.points_bytes(engine.plan)
         self.n_pass = self.planes_per_pass(engine.profile, self.plan_bytes)
         self.pruning = self.pruned(engine.plan.blocks, engine.tiles)
 
@@ -110,6 +109,10 @@ class ImageStage:
         budget = core_memory_budget(engine.profile)
         return (2 * self.plan_bytes + self.n_pass * plane_bytes + 3 * self.image_bytes
                 <= budget)
+
+    def points_bytes(self, plan) -> int:
+        """Device bytes of a plan's row blocks (see :meth:`_block_bytes`)."""
+        return sum(self._block_bytes(b) for b in plan.blocks)
 
     def _block_bytes(self, block: RowBlock) -> int:
         """Device bytes of a block's bins, its records and (GPU, counted per
@@ -192,8 +195,7 @@ class ImageStage:
         if resident and ready is not None:
             raise ValueError("a resident call's visibilities are on the device: no ready")
         engine.spread(engine.plan_for(resident), vis_d, npol, pol, ws.planes_d, plane0, n_pass,
-                      wgt_d,
-                      mask_d, ready=ready, ws=ws, block_planes=self._block_planes)
+                      wgt_d, mask_d, ready=ready, ws=ws, block_planes=self._block_planes)
         return ws.planes_d
 
     def planes_to_dirty(self, plane0: int, n_pass: int, dirty_d: cla.Array,

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import threading
 from typing import Callable
 import warnings
@@ -163,6 +164,21 @@ def _finite_copy(queue: cl.CommandQueue, array_d: cla.Array) -> cla.Array:
             _reductions[key] = kernel
         kernel(parts, queue=queue)
     return out
+
+
+def _retried(method: Callable) -> Callable:
+    """An :class:`Imager` call tried once more where a device allocation
+    failed, after the device's cached plans and its engines' second plans
+    (kept for speed: :meth:`clgrid.core.engine.Engine.plan_for`) are given
+    back; a second failure is a :class:`MemoryError` that says what to
+    change (:func:`clgrid.device.plancache.retry_after_freeing`), not a raw
+    driver error."""
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        return plancache.retry_after_freeing(
+            lambda: method(self, *args, **kwargs), plancache.plans,
+            [self.queue.device.int_ptr], what=f"this {method.__name__} call")
+    return call
 
 
 class Imager(Operation):
@@ -474,6 +490,7 @@ class Imager(Operation):
                           "have non-finite uvw and were left out", RuntimeWarning, stacklevel=3)
 
     # ------------------------------------------------------------ vis2dirty
+    @_retried
     def vis2dirty_device(self, vis, wgt=None, mask=None,
                          queue: cl.CommandQueue | None = None) -> cla.Array:
         """Dirty images on the device: (npol, npix_x, npix_y) in grid precision.
@@ -538,6 +555,7 @@ class Imager(Operation):
             images.append(image_d)
         return dirty_d
 
+    @_retried
     def vis2dirty(self, vis, wgt=None, mask=None, dirty=None,
                   queue: cl.CommandQueue | None = None) -> np.ndarray:
         """Dirty image(s) of ``vis``.
@@ -654,6 +672,7 @@ class Imager(Operation):
                 raise ValueError("dirty contains NaN or Inf")
         return dirty_d, check
 
+    @_retried
     def dirty2vis_device(self, dirty, wgt=None, mask=None, into: np.ndarray | None = None,
                          downloads: list | None = None,
                          queue: cl.CommandQueue | None = None) -> cla.Array:
@@ -711,6 +730,7 @@ class Imager(Operation):
         queue (see :func:`_device_count`)."""
         self._per_thread.planes = []
 
+    @_retried
     def dirty2vis(self, dirty, wgt=None, mask=None, vis=None,
                   queue: cl.CommandQueue | None = None) -> np.ndarray:
         """Visibilities predicted from ``dirty`` (the adjoint of :meth:`vis2dirty`).

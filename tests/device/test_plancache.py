@@ -186,9 +186,9 @@ def test_a_failed_allocation_gives_back_what_was_kept_for_speed():
     def failing():
         raise RuntimeError("VkFFT error 4039: VKFFT_ERROR_FAILED_TO_ALLOCATE out of memory")
 
-    with pytest.raises(MemoryError) as raised:
+    with pytest.raises(MemoryError, match="cannot hold this call, and it failed again") as raised:
         plancache.retry_after_freeing(failing, plancache.PlanCache(), [101], what="this call")
-    assert "GiB" not in str(raised.value) and "this call" in str(raised.value)
+    assert "GiB" not in str(raised.value)
     with pytest.raises(MemoryError, match=r"about 2\.00 GiB needed, 8\.00 GiB device memory"):
         plancache.retry_after_freeing(failing, plancache.PlanCache(), [101],
                                       {101: (2 * GIB, 8 * GIB)})

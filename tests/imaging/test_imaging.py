@@ -737,9 +737,12 @@ def test_the_second_plan_is_given_back_when_memory_runs_out(cl_env, monkeypatch)
     imager.uploader = Uploader(queue, pinned=True)
     engine = imager.engine
     vis_d = cla.to_device(queue, vis)
+    held = engine.device_bytes
     one_block = imager.vis2dirty_device(vis_d).get()
     second = engine.plan_for(True)
     assert len(second.blocks) == 1
+    second_bytes = engine.stages.image.points_bytes(second)
+    assert second_bytes > 0 and engine.device_bytes >= held + second_bytes
     points = second.blocks[0].points
     assert id(points) in engine.spreader._work and engine.spreader._values is not None
     alive = weakref.ref(second)
@@ -748,6 +751,7 @@ def test_the_second_plan_is_given_back_when_memory_runs_out(cl_env, monkeypatch)
     gc.collect()
     assert alive() is None   # nothing keeps the plan
     assert engine.plan_for(True) is engine.plan and id(points) not in engine.spreader._work
+    assert engine.device_bytes <= held + second_bytes - second_bytes // 2
     blocked = imager.vis2dirty_device(vis_d).get()
     assert _rel_rms(blocked, one_block) <= 1e-6
     streamed = imager.vis2dirty(vis)   # numpy in blocks: the blocks' plan, its bits
@@ -761,6 +765,46 @@ def test_the_second_plan_is_given_back_when_memory_runs_out(cl_env, monkeypatch)
     monkeypatch.setattr(engine_module.Engine, "make_plan", no_memory)
     assert other.engine.plan_for(True) is other.engine.plan
     assert np.array_equal(other.vis2dirty_device(vis_d).get()[0], streamed)
+
+
+def test_a_call_whose_allocation_fails_frees_memory_and_tries_again(cl_env, monkeypatch):
+    """An Imager call whose device allocation fails gives back the device's
+    cached plans and second plans, then tries once more (the same image); a
+    second failure is a MemoryError saying what to change, not the driver's
+    error."""
+    import pyopencl as cl
+    import pyopencl.array as cla
+    from clgrid.core import image as image_module
+    from clgrid.core.plan import TileShape
+    uvw, freq, vis = _observation(n_rows=1100, seed=34)
+    vis = vis.astype(np.complex64)
+    queue = _queue(cl_env)
+    imager = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-5, tiles=TileShape(8, 32, 64),
+                    vis_per_block=700, **GEOMETRY)
+    vis_d = cla.to_device(queue, vis)
+    expected = imager.vis2dirty_device(vis_d).get()
+    assert len(imager.engine.plan_for(True).blocks) == 1
+    calls, real = [], image_module.ImageStage.vis2dirty
+
+    def fails(times):
+        def vis2dirty(self, *args, **kwargs):
+            calls.append(1)
+            if len(calls) <= times:
+                raise cl.MemoryError("clEnqueueNDRangeKernel",
+                                     cl.status_code.MEM_OBJECT_ALLOCATION_FAILURE,
+                                     "out of resources")
+            return real(self, *args, **kwargs)
+        return vis2dirty
+
+    monkeypatch.setattr(image_module.ImageStage, "vis2dirty", fails(1))
+    again = imager.vis2dirty_device(vis_d).get()
+    assert len(calls) == 2 and imager.engine.plan_for(True) is imager.engine.plan
+    assert _rel_rms(again, expected) <= 1e-6   # the blocks' plan now
+    calls.clear()
+    monkeypatch.setattr(image_module.ImageStage, "vis2dirty", fails(2))
+    with pytest.raises(MemoryError, match="cannot hold this vis2dirty call.*use a smaller image"):
+        imager.vis2dirty(vis)
+    assert len(calls) == 2
 
 
 @pytest.mark.parametrize("planes_per_pass", [None, 2], ids=["one-pass", "passes-of-2"])
