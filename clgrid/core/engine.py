@@ -359,8 +359,9 @@ class Engine:
         faster: each block's launch adds its tiles into the planes again and
         waits for the one before (an H200, SKA-mid: the spread 11.7-12.1 ->
         10.4-10.6 ms, benchmarks/RESULTS.md).  So such calls take a plan of
-        one block, made on first use (shared by every later call and thread)
-        where its bytes fit beside the planes
+        one block, made on first use (shared by every later call and thread;
+        made at the first call, not later, so that every call of a kind
+        gives the same bits, the first too) where its bytes fit beside the planes
         (:meth:`~clgrid.core.image.ImageStage.fits_second_plan`); elsewhere,
         and for every other call, the row blocks' plan."""
         plan = self.plan
