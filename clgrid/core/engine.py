@@ -353,10 +353,9 @@ class Engine:
     def plan_for(self, resident: bool) -> Plan:
         """The observation's plan for one call (image stage).
 
-        Row blocks let a call's uploads (downloads) overlap its spreading
-        (interpolation).  A call whose visibilities are on the device
-        already (``resident``) has nothing to overlap, and one block spreads
-        faster: each block's launch adds its tiles into the planes again and
+        Row blocks let a call's uploads overlap its spreading.  A call whose
+        visibilities are on the device already (``resident``) has nothing to
+        overlap, and one block spreads faster: each block's launch adds its tiles into the planes again and
         waits for the one before (an H200, SKA-mid: the spread 11.7-12.1 ->
         10.4-10.6 ms, benchmarks/RESULTS.md).  So such calls take a plan of
         one block, made on first use (shared by every later call and thread;

@@ -255,11 +255,13 @@ class ImageStage:
         (grid precision).  ``block_done(out_d, block, event)`` is called as
         soon as a block's rows of the (n_rows, n_chan, npol) result ``out_d``
         are final (its last interpolation is enqueued; the event marks its
-        end), so that their download can overlap the blocks after it;
-        without it the results stay on the device, and the call takes the
-        plan of one row block (:meth:`~clgrid.core.engine.Engine.plan_for`)."""
-        engine = self.engine
-        plan = engine.plan_for(block_done is None)
+        end), so that their download can overlap the blocks after it.
+        Always the row blocks' plan, even for results that stay on the
+        device: the interpolation writes each point once, with no planes to
+        add each block into, so one block gained 0-0.8 ms of 5-34 ms on an
+        H100 (benchmarks/RESULTS.md), not worth a second plan to a caller
+        who only predicts (:meth:`~clgrid.core.engine.Engine.plan_for`)."""
+        engine, plan = self.engine, self.engine.plan
         npol = len(images_d)
         ws = ws or engine.primary
         shape = (plan.n_rows, plan.n_chan, npol)

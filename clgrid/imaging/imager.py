@@ -682,8 +682,7 @@ class Imager(Operation):
         host memory of that shape (:meth:`clgrid.core.transfer.Uploader.pinned_target`)
         into which each row block comes down as soon as it is final, beside
         the device work on the rest; the copies' events go to ``downloads``
-        (wait for them); without it the call predicts one row block
-        (``Engine.plan_for``).  ``queue``: as for :meth:`vis2dirty_device`."""
+        (wait for them).  ``queue``: as for :meth:`vis2dirty_device`."""
         with self._lease(queue) as ws:
             return self._dirty2vis_in(ws, dirty, wgt, mask, into, downloads)
 

@@ -649,13 +649,13 @@ def test_row_blocks_sent_beside_the_spreading_match_one_block(cl_env, do_w, npol
 
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
 def test_calls_on_device_arrays_take_one_row_block(cl_env, monkeypatch, do_w):
-    """Row blocks overlap a call's copies with its spreading (interpolation);
-    a call whose visibilities (results) stay on the device takes a plan of
-    one row block instead (Engine.plan_for), made once, by one of eight
-    threads calling at once: its image against the blocked numpy call's (to
-    rounding) and both calls against the direct transform, the same bits in
-    every thread; where a second plan does not fit beside the planes, the
-    blocks' plan."""
+    """Row blocks overlap a call's copies with its spreading; a vis2dirty
+    whose visibilities are on the device takes a plan of one row block
+    instead (Engine.plan_for), made once, by one of eight threads calling at
+    once: its image against the blocked numpy call's (to rounding) and the
+    direct transform, the same bits in every thread; dirty2vis on the device
+    keeps the blocks' plan (the numpy call's bits); where a second plan does
+    not fit beside the planes, the blocks' plan."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
     import pyopencl as cl
@@ -706,6 +706,7 @@ def test_calls_on_device_arrays_take_one_row_block(cl_env, monkeypatch, do_w):
     predicted = dft_dirty2vis(uvw, freq, model, do_wgridding=do_w, pixsize_x=GEOMETRY["pixsize_x"],
                               pixsize_y=GEOMETRY["pixsize_y"])
     assert np.linalg.norm(back.ravel() - predicted.ravel()) <= 1e-5 * np.linalg.norm(predicted)
+    assert np.array_equal(back.reshape(predicted.shape), imager.dirty2vis(model))
     # no room for a second plan beside the planes: the blocks' plan
     monkeypatch.setattr(image_module, "core_memory_budget", lambda profile: 0)
     tight = Imager(queue, **common)

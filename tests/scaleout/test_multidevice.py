@@ -116,37 +116,6 @@ def test_dirty2vis_on_two_devices_equals_one_device(cl_env, do_w):
     assert np.linalg.norm(multi - reference) / np.linalg.norm(reference) <= 1e-5
 
 
-def test_w_plane_shards_predict_from_a_plan_of_one_row_block(cl_env, monkeypatch):
-    """With w planes split over devices, each shard predicts every row and its
-    results are summed after (nothing to overlap), so a shard in row blocks
-    (GPUs; forced here) takes its second plan, of one block, where no plane is
-    shared (Engine.plan_for): the sum against one device and the direct
-    transform."""
-    from clgrid.core import strategies
-    real_blocks = strategies.row_blocks
-    monkeypatch.setattr(strategies, "row_blocks", lambda profile, n_rows, n_chan, vis_per_block=None:
-                        real_blocks(profile, n_rows, n_chan, 64))
-    uvw, freq, _, _ = _observation(n_times=4)
-    image = np.random.default_rng(7).normal(size=(GEOMETRY["npix_x"], GEOMETRY["npix_y"]))
-    image = image.astype(np.float32)
-    common = dict(uvw=uvw, freq=freq, epsilon=1e-5, do_wgridding=True, **GEOMETRY)
-    multi = MultiDeviceImager(_two_devices(cl_env), partition="w-planes", **common)
-    shards = [shard for shard in multi.shards if shard is not None]
-    assert len(shards) == 2 and all(len(shard.engine.blocks) > 1 for shard in shards)
-    predicted = multi.dirty2vis(image)
-    whole = [shard for shard in shards if not shard.engine.image.plane_rows]
-    assert whole, "every shard shares a plane: no second plan to check"
-    for shard in whole:   # made by the call, not here
-        second = shard.engine._resident
-        assert second is not None and len(second.blocks) == 1
-        assert shard.engine.plan_for(True) is second
-    single = Imager(cl_env.queue, **common).dirty2vis(image)
-    assert _peak_error(predicted, single) <= 10 * ROUNDING
-    pixsizes = dict(pixsize_x=GEOMETRY["pixsize_x"], pixsize_y=GEOMETRY["pixsize_y"])
-    reference = dft_dirty2vis(uvw, freq, image, do_wgridding=True, **pixsizes)
-    assert np.linalg.norm(predicted - reference) / np.linalg.norm(reference) <= 1e-5
-
-
 @pytest.mark.parametrize("do_w", [False, True], ids=["no-w", "w"])
 def test_one_device_predicts_through_its_own_imager(cl_env, do_w):
     """A MultiDeviceImager of one device (``devices=[one]``) predicts through
