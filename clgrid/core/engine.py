@@ -238,9 +238,6 @@ class InterpolateStage(Protocol):
 
     def interpolate(self, job: InterpolateJob) -> None: ...
 
-    def forget(self, points: object) -> None:
-        """Drop what the stage keeps over ``points`` (as the spread stage's)."""
-
 
 class ImageScratch(Protocol):
     """A workspace's part of the image stage."""
@@ -321,7 +318,7 @@ class Engine:
         self.plan: Plan | None = None
         if uvw_d is not None:
             self.plan = self.make_plan(uvw_d, freq_scale_d, bounds)
-        #: The plan of calls whose data stays on the device (:meth:`plan_for`),
+        #: The plan of vis2dirty calls on device arrays (:meth:`plan_for`),
         #: made on first use.
         self._resident: Plan | None = None
         self._resident_lock = threading.Lock()
@@ -353,16 +350,17 @@ class Engine:
     def plan_for(self, resident: bool) -> Plan:
         """The observation's plan for one call (image stage).
 
-        Row blocks let a call's uploads overlap its spreading.  A call whose
-        visibilities are on the device already (``resident``) has nothing to
-        overlap, and one block spreads faster: each block's launch adds its tiles into the planes again and
-        waits for the one before (an H200, SKA-mid: the spread 11.7-12.1 ->
-        10.4-10.6 ms, benchmarks/RESULTS.md).  So such calls take a plan of
-        one block, made on first use (shared by every later call and thread;
-        made at the first call, not later, so that every call of a kind
-        gives the same bits, the first too) where its bytes fit beside the planes
-        (:meth:`~clgrid.core.image.ImageStage.fits_second_plan`); elsewhere,
-        and for every other call, the row blocks' plan."""
+        Row blocks let a call's uploads overlap its spreading.  A vis2dirty
+        whose visibilities are on the device already (``resident``) has
+        nothing to overlap, and one block spreads faster: each block's
+        launch adds its tiles into the planes again and waits for the one
+        before (an H100, SKA-mid: vis2dirty on device arrays 1.2-1.9 ms
+        faster, benchmarks/RESULTS.md).  So such calls take a plan of one
+        block where its bytes fit beside the planes
+        (:meth:`~clgrid.core.image.ImageStage.fits_second_plan`), made at
+        the first of them -- not later, so that the first call's bits are
+        every later one's -- and shared by every later call and thread;
+        elsewhere, and for every other call, the row blocks' plan."""
         plan = self.plan
         if not resident or len(plan.blocks) == 1:
             return plan
@@ -383,19 +381,18 @@ class Engine:
 
     def release_second_plan(self) -> None:
         """Give back the plan of one row block (:meth:`plan_for`) and what the
-        workspaces keep over its points, for good: later calls on device
-        arrays take the row blocks' plan.  Called where an allocation on the
+        workspaces' spread stages keep over its points, for good: later
+        vis2dirty calls on device arrays take the row blocks' plan.  Called where an allocation on the
         device failed (:func:`clgrid.device.plancache.on_memory_pressure`);
         a call using the plan meanwhile keeps it alive until it returns."""
         with self._resident_lock:
             dropped, self._resident = self._resident, self.plan
         if dropped is None or dropped is self.plan:
             return
-        for ws in self._pool.workspaces():
-            for stage in (ws.spreader, ws.interpolator):
-                if stage is not None:
-                    for block in dropped.blocks:
-                        stage.forget(block.points)
+        for ws in self._pool.workspaces():   # (only vis2dirty takes the plan)
+            if ws.spreader is not None:
+                for block in dropped.blocks:
+                    ws.spreader.forget(block.points)
 
     def n_records(self, plan: Plan) -> int:
         """Footprints summed per call: the records of the cell order (runs of
