@@ -382,9 +382,10 @@ class Engine:
     def release_second_plan(self) -> None:
         """Give back the plan of one row block (:meth:`plan_for`) and what the
         workspaces' spread stages keep over its points, for good: later
-        vis2dirty calls on device arrays take the row blocks' plan.  Called where an allocation on the
-        device failed (:func:`clgrid.device.plancache.on_memory_pressure`);
-        a call using the plan meanwhile keeps it alive until it returns."""
+        vis2dirty calls on device arrays take the row blocks' plan.  Called
+        where an allocation on the device failed
+        (:func:`clgrid.device.plancache.on_memory_pressure`); a call using
+        the plan meanwhile keeps it alive until it returns."""
         with self._resident_lock:
             dropped, self._resident = self._resident, self.plan
         if dropped is None or dropped is self.plan:

@@ -890,18 +890,15 @@ def cached_call(queue: cl.CommandQueue, uvw, freq, geometry: ImageGeometry,
     return method(cached_imager(queue, uvw, freq, geometry))
 
 
-def _call(queue: cl.CommandQueue, uvw, freq, geometry: ImageGeometry, what: str,
+def _call(queue: cl.CommandQueue, uvw, freq, geometry: ImageGeometry,
           method: Callable[[Imager], np.ndarray], writes_caller_array: bool) -> np.ndarray:
     """``method`` of the cached imager (checked beside the call where it
-    writes no array of the caller's: :func:`cached_call`); a failed device
-    allocation is retried once with the device's cached plans dropped
-    (:func:`clgrid.device.plancache.retry_after_freeing`)."""
-    def once() -> np.ndarray:
-        if writes_caller_array:
-            return method(cached_imager(queue, uvw, freq, geometry))
-        return cached_call(queue, uvw, freq, geometry, method)
-    return plancache.retry_after_freeing(once, plancache.plans, [queue.device.int_ptr],
-                                         what=f"this {what} call")
+    writes no array of the caller's: :func:`cached_call`).  A failed device
+    allocation is retried inside the imager's call (:func:`_retried`), as
+    its build is inside the plan cache's."""
+    if writes_caller_array:
+        return method(cached_imager(queue, uvw, freq, geometry))
+    return cached_call(queue, uvw, freq, geometry, method)
 
 
 def queue_of(context=None, queue=None) -> cl.CommandQueue:
@@ -952,7 +949,7 @@ def vis2dirty_with(geometry: ImageGeometry, queue: cl.CommandQueue, *, uvw, freq
                    wgt=None, mask=None, dirty=None) -> np.ndarray:
     """:func:`vis2dirty` of a geometry made already, on the caller's ``queue``,
     by the plan cache's imager (:func:`cached_imager`)."""
-    return _call(queue, uvw, freq, geometry, "vis2dirty",
+    return _call(queue, uvw, freq, geometry,
                  lambda imager: imager.vis2dirty(vis, wgt, mask, dirty, queue=queue),
                  writes_caller_array=dirty is not None)
 
@@ -960,7 +957,7 @@ def vis2dirty_with(geometry: ImageGeometry, queue: cl.CommandQueue, *, uvw, freq
 def dirty2vis_with(geometry: ImageGeometry, queue: cl.CommandQueue, *, uvw, freq, dirty,
                    wgt=None, mask=None, vis=None) -> np.ndarray:
     """:func:`dirty2vis` of a geometry made already, on the caller's ``queue``."""
-    return _call(queue, uvw, freq, geometry, "dirty2vis",
+    return _call(queue, uvw, freq, geometry,
                  lambda imager: imager.dirty2vis(dirty, wgt, mask, vis, queue=queue),
                  writes_caller_array=vis is not None)
 
