@@ -244,6 +244,7 @@ def run_case(case, queue, epsilon, do_w, repeats) -> dict:
     order = ("v2d e2e", "v2d dev", "d2v e2e", "d2v dev")
     row = {**{k: v for k, v in row.items() if k not in order and not k.startswith("ducc0")},
            **{k: row[k] for k in order}, **{k: v for k, v in row.items() if k.startswith("ducc0")}}
+    row.update(new_observation_times(case, epsilon, do_w, vis, image, repeats))
     spread, fft = _stage_times(imager, vis_d, queue, repeats)
     row.update({"spread": round(spread, 4), "fft": round(fft, 4)})
     ours = imager.vis2dirty(vis)
@@ -284,6 +285,27 @@ def user_calls(case, queue, epsilon, do_w, vis, image) -> dict:
         calls[f"d2v {style}"] = lambda device=device: clgrid.dirty2vis(
             dirty=image, **device, **common)
     return calls
+
+
+def new_observation_times(case, epsilon, do_w, vis, image, repeats) -> dict:
+    """Median seconds of ``clgrid.vis2dirty`` / ``dirty2vis`` with no device
+    argument on an observation the process has not seen: the plan cache
+    misses, so the plan and the first call's work lists are in the time (a
+    pipeline imaging a new observation each call; the kernels are built by
+    now).  Each repeat scales uvw by its own 1 + 1e-12: new bytes, the same
+    geometry."""
+    times = {"v2d new uvw": [], "d2v new uvw": []}
+    for k in range(1, repeats + 1):
+        for key, scale in (("v2d new uvw", 1.0 + k * 1e-12), ("d2v new uvw", 1.0 - k * 1e-12)):
+            common = dict(uvw=case["uvw"] * scale, freq=case["freq"], epsilon=epsilon,
+                          do_wgridding=do_w, pixsize_x=case["cell"], pixsize_y=case["cell"])
+            start = time.perf_counter()
+            if key.startswith("v2d"):
+                clgrid.vis2dirty(vis=vis, npix_x=case["npix"], npix_y=case["npix"], **common)
+            else:
+                clgrid.dirty2vis(dirty=image, **common)
+            times[key].append(time.perf_counter() - start)
+    return {key: round(float(np.median(value)), 4) for key, value in times.items()}
 
 
 def interleaved_medians(runs: dict, queue, repeats: int) -> dict:

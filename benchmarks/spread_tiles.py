@@ -8,7 +8,7 @@ which makes the second plan of one row block (``Engine.plan_for``).
         --tiles 8,8,4096,groups=4 8,16,2048,groups=2 16,16,2048,groups=2
 
 A tile is TileShape's fields in order or by name (as profile_core.py's
-``--tiles``); the first is the reference of the difference column.  Prints a
+``--tiles``; default: the device's own); the first is the reference of the difference column.  Prints a
 table and, with ``--json``, writes it.  ``--build-options`` times every tile
 once with each set of extra compiler options for the spread kernels, each
 set with a leading space so that argparse takes it (e.g. ``"" " -cl-nv-verbose
@@ -50,8 +50,9 @@ def parse_args(argv=None):
         parser.add_argument(name, type=kind, default=None, help="as imaging.py's")
     parser.add_argument("--epsilon", type=float, default=1e-5)
     parser.add_argument("--w", choices=("no", "yes", "both"), default="both")
-    parser.add_argument("--tiles", nargs="+", default=["8,8,4096,groups=4",
-                                                       "8,16,2048,groups=2"])
+    parser.add_argument("--tiles", nargs="+", default=["default"],
+                        help="tiles as TileShape's fields; 'default': the device's own "
+                             "for the kernel width and w (TileShape.for_device)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--vis-per-block", type=int, nargs="+", default=[None],
                         help="visibilities per row block, each timed (default the device's)")
@@ -102,7 +103,8 @@ def one_tile(queue, args, text: str, do_w: bool, data, reference,
     uvw, freq, vis, cell = data
     imager = Imager(queue, uvw=uvw, freq=freq, npix_x=args.npix, npix_y=args.npix,
                     pixsize_x=cell, pixsize_y=cell, epsilon=args.epsilon, do_wgridding=do_w,
-                    tiles=tile_shape(text), vis_per_block=vis_per_block)
+                    tiles=None if text == "default" else tile_shape(text),
+                    vis_per_block=vis_per_block)
     engine = imager.engine
     vis_d = cla.to_device(queue, vis)
     plane0, n_pass = engine.image.passes()[0]
@@ -115,7 +117,8 @@ def one_tile(queue, args, text: str, do_w: bool, data, reference,
     imager.vis2dirty_device(vis_d)
     queue.finish()
     first_ms = round(1e3 * (time.perf_counter() - started), 2)
-    row = {"w": "yes" if do_w else "no", "tiles": text, "W": imager.kernel_choice.support,
+    row = {"w": "yes" if do_w else "no",
+           "tiles": text, "geometry": engine.launch_geometry, "W": imager.kernel_choice.support,
            "row blocks": len(engine.blocks), "first device call ms": first_ms,
            "planes": imager.n_planes,
            "spread ms": best_ms(lambda: engine.image.grid_pass(vis_d, 1, 0, plane0, n_pass,

@@ -140,8 +140,10 @@ class ImageStage:
         """Grid rows the visibilities' kernels reach and grid columns of image
         pixels: a pruned FFT transforms only those (ducc0's lever)."""
         layout = self.layout
-        used = sum(np.diff(b.points.bin_start_host.astype(np.int64))
-                   .reshape(b.points.ntiles_u, -1).sum(axis=1) for b in blocks) > 0
+        # a row of tiles' bins are contiguous: its points are the difference
+        # of the bin starts at its first bin and the next row's
+        used = sum(np.diff(b.points.bin_start_host[::b.points.ntiles_v * layout.n_wbins]
+                           .astype(np.int64)) for b in blocks) > 0
         reach = np.arange(tiles.tile_u + layout.choice.support - 1)
         rows = np.unique((np.flatnonzero(used)[:, None] * tiles.tile_u + reach).ravel()
                          % layout.nu) if used.any() else np.zeros(0, np.int64)

@@ -413,6 +413,18 @@ class WorkList:
                       group=(1,) + self.chunk_fold_shape)
 
 
+def tile_bin_counts(points: PointSet, n_wbins: int, lo: int, hi: int) -> np.ndarray:
+    """(ntiles_u, ntiles_v) int64: points of each tile's w bins ``lo .. hi``.
+
+    Bin ``t * n_wbins + b`` of ``bin_start_host`` is tile t's bin b, so the
+    bins' ends are strided views (no index arrays: a million tiles' fancy
+    indexing took most of a work list's 170 ms on the H200's host)."""
+    n_tiles = points.ntiles_u * points.ntiles_v
+    starts = points.bin_start_host
+    ends = starts[hi + 1::n_wbins][:n_tiles].astype(np.int64)
+    return (ends - starts[lo::n_wbins][:n_tiles]).reshape(points.ntiles_u, points.ntiles_v)
+
+
 def chunk_counts(points: PointSet, layout: GridLayout, plane0: int, n_pass: int,
                  chunk_points: int, accumulate: bool = False, reach: int = 1,
                  plane_block: int = 1) -> np.ndarray:
@@ -424,27 +436,26 @@ def chunk_counts(points: PointSet, layout: GridLayout, plane0: int, n_pass: int,
     skip)."""
     n_tiles = points.ntiles_u * points.ntiles_v
     n_wbins, support = layout.n_wbins, layout.choice.support
-    starts = points.bin_start_host.astype(np.int64)
-    cumulative = starts[np.arange(n_tiles)[:, None] * n_wbins + np.arange(n_wbins + 1)]
-    tu, tv = np.divmod(np.arange(n_tiles), points.ntiles_v)
     n_blocks = -(-n_pass // plane_block)
-    counts = np.zeros((n_blocks, n_tiles), np.int64)
+    counts = np.zeros((n_blocks, points.ntiles_u, points.ntiles_v), np.int64)
     for p in range(n_blocks):
         first = plane0 + p * plane_block
         last = plane0 + min((p + 1) * plane_block, n_pass) - 1
         lo, hi = (max(first - support + 1, 0), min(last, n_wbins - 1)) if n_wbins > 1 else (0, 0)
         if lo > hi:
             continue
-        per_bin = cumulative[:, hi + 1] - cumulative[:, lo]
+        per_bin = tile_bin_counts(points, n_wbins, lo, hi)
         for du in range(-reach, 1):
             for dv in range(-reach, 1):
                 # an axis of fewer tiles than the reach would read a bin twice
                 if -du >= points.ntiles_u or -dv >= points.ntiles_v:
                     continue
-                source = (((tu + du) % points.ntiles_u) * points.ntiles_v
-                          + (tv + dv) % points.ntiles_v)
-                counts[p] += per_bin[source]
-    return -(-counts // chunk_points) if accumulate else np.maximum(1, -(-counts // chunk_points))
+                # tile (u, v) reads the bins of tile ((u + du) % nu, (v + dv) % nv)
+                counts[p] += np.roll(per_bin, (-du, -dv), axis=(0, 1))
+    counts = counts.reshape(n_blocks, n_tiles)
+    if chunk_points != 1:
+        counts = -(-counts // chunk_points)
+    return counts if accumulate else np.maximum(1, counts)
 
 
 def halo_cells(tiles: TileShape, support: int) -> int:
@@ -595,6 +606,59 @@ def block_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout,
     return work
 
 
+@dataclasses.dataclass
+class WorkItems:
+    """The host's side of a :class:`WorkList` (see :func:`work_items`)."""
+
+    items: np.ndarray      # (n, 4) int32 tile, plane in pass, chunk, scratch slot or -1
+    folds: np.ndarray      # (m, 4) int32 tile, plane in pass, first slot, slots
+    n_slots: int           # scratch slots of the split items
+    n_wide_folds: int      # the first folds, of more than WIDE_FOLD_SLOTS slots
+
+
+def work_items(read: np.ndarray, n_tiles: int, chunk_points: int, plane_block: int,
+               n_pass: int, on_cpu: bool) -> WorkItems:
+    """``spread``'s items and folds from ``read`` (:func:`chunk_counts`
+    raveled, chunks of one point): each (block of ``plane_block`` planes,
+    tile) in chunks of ``chunk_points``, where more than one, each chunk
+    with ``plane_block`` scratch slots side by side (one a plane) and a fold
+    a plane.  GPUs: the split items first (the longest should not start
+    last); CPUs: in :func:`balanced_order`.  Folds of more than
+    :data:`WIDE_FOLD_SLOTS` slots come first."""
+    chunks = -(-read // chunk_points)
+    # only the (plane block, tile) pairs with chunks: where later blocks
+    # accumulate, a few percent of a large grid's tiles
+    owner = np.flatnonzero(chunks)
+    chunks = chunks[owner]
+    rank, chunk = split_items(chunks)
+    pair = owner[rank]
+    split = chunks > 1
+    slots = np.where(split, chunks * plane_block, 0)
+    first_slot = np.cumsum(slots) - slots
+    slot = np.where(split[rank], first_slot[rank] + chunk * plane_block, -1)
+    items = np.stack([pair % n_tiles, (pair // n_tiles) * plane_block, chunk, slot],
+                     axis=1).astype(np.int32)
+    if on_cpu:
+        items = items[balanced_order(np.minimum(read[pair] - chunk * chunk_points,
+                                                chunk_points), split[rank])]
+    else:
+        items = np.concatenate([items[split[rank]], items[~split[rank]]])
+    folded_rank = np.flatnonzero(split)
+    folded = owner[folded_rank]
+    # one fold a plane of each split item (the last block may hold fewer)
+    offset = np.arange(plane_block)
+    first_plane = (folded // n_tiles) * plane_block
+    live = first_plane[:, None] + offset[None, :] < n_pass
+    folds = np.stack([np.broadcast_to((folded % n_tiles)[:, None], live.shape)[live],
+                      (first_plane[:, None] + offset[None, :])[live],
+                      (first_slot[folded_rank][:, None] + offset[None, :])[live],
+                      np.broadcast_to(chunks[folded_rank][:, None], live.shape)[live]],
+                     axis=1).astype(np.int32)
+    wide = folds[:, 3] > WIDE_FOLD_SLOTS   # first, for fold_chunks_wide
+    return WorkItems(items, np.concatenate([folds[wide], folds[~wide]]), int(slots.sum()),
+                     int(wide.sum()))
+
+
 def work_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout, tiles: TileShape,
               plane0: int, n_pass: int, accumulate: bool = False,
               plane_block: int = 1) -> WorkList:
@@ -614,39 +678,15 @@ def work_list(queue: cl.CommandQueue, points: PointSet, layout: GridLayout, tile
     on_cpu = bool(queue.device.type & cl.device_type.CPU)
     chunk_points = (vector_chunk_points(int(read.sum()), queue.device.max_compute_units, tiles)
                     if on_cpu else tiles.chunk_points)
-    chunks = -(-read // chunk_points)
-    n_tiles = points.ntiles_u * points.ntiles_v
-    pair, chunk = split_items(chunks)
-    split = chunks > 1
-    slots = np.where(split, chunks * plane_block, 0)
-    first_slot = np.cumsum(slots) - slots
-    slot = np.where(split[pair], first_slot[pair] + chunk * plane_block, -1)
-    items = np.stack([pair % n_tiles, (pair // n_tiles) * plane_block, chunk, slot],
-                     axis=1).astype(np.int32)
-    if on_cpu:
-        items = items[balanced_order(np.minimum(read[pair] - chunk * chunk_points,
-                                                chunk_points), split[pair])]
-    else:
-        items = np.concatenate([items[split[pair]], items[~split[pair]]])
-    folded = np.flatnonzero(split)
-    # one fold a plane of each split item (the last block may hold fewer)
-    offset = np.arange(plane_block)
-    first_plane = (folded // n_tiles) * plane_block
-    live = first_plane[:, None] + offset[None, :] < n_pass
-    folds = np.stack([np.broadcast_to((folded % n_tiles)[:, None], live.shape)[live],
-                      (first_plane[:, None] + offset[None, :])[live],
-                      (first_slot[folded][:, None] + offset[None, :])[live],
-                      np.broadcast_to(chunks[folded][:, None], live.shape)[live]],
-                     axis=1).astype(np.int32)
-    wide = folds[:, 3] > WIDE_FOLD_SLOTS   # first, for fold_chunks_wide
-    folds = np.concatenate([folds[wide], folds[~wide]])
-    n_slots = int(slots.sum())
+    work = work_items(read, points.ntiles_u * points.ntiles_v, chunk_points, plane_block,
+                      n_pass, on_cpu)
+    items, folds = work.items, work.folds
     return WorkList(
         cla.to_device(queue, items) if items.size else None,
         cla.to_device(queue, folds) if folds.size else None,
-        cla.empty(queue, (n_slots, tiles.tile_u, tiles.lanes), np.complex128)
-        if n_slots else None, items.shape[0], folds.shape[0], chunk_points=int(chunk_points),
-        n_wide_folds=int(wide.sum()))
+        cla.empty(queue, (work.n_slots, tiles.tile_u, tiles.lanes), np.complex128)
+        if work.n_slots else None, items.shape[0], folds.shape[0],
+        chunk_points=int(chunk_points), n_wide_folds=work.n_wide_folds)
 
 
 def lane_tile_local_bytes(tiles: TileShape, support: int, do_w: bool, real_bytes: int,
