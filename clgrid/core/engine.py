@@ -642,6 +642,7 @@ class Lease:
         if ws.queue.int_ptr != self.queue.int_ptr:
             # results left on the device are the caller's once this is done
             cl.enqueue_barrier(self.queue, wait_for=[cl.enqueue_marker(ws.queue)])
+        ws.uploader.release()   # the device's pinned staging, for the next call of any plan
         self.pool.give(ws)
 
 

@@ -249,7 +249,13 @@ class SetPoints:
                                   need_f64=not self.float_float)
         keys, records = source.kernels
         self._keys = template.kernel(keys)
-        self._starts = template.kernel("bin_starts")
+        #: GPUs find each bin's start by a binary search, a work-item a bin
+        #: (``bin_starts_search``): a work-item a point writes each empty run
+        #: of bins alone, and most of a large grid's bins are empty; CPUs,
+        #: whose threads take the points' runs in turn, keep that one.
+        self.starts_per_bin = bool(queue.device.type & cl.device_type.GPU)
+        self._starts = template.kernel("bin_starts_search" if self.starts_per_bin
+                                       else "bin_starts")
         self._records = template.kernel(records)
         #: The binned grid's sides, whole tiles.
         self.rows, self.cols = source.extent(tiles)
@@ -314,7 +320,7 @@ class SetPoints:
                                        self.source.n_cell_keys, self.allocator)[1]
             return sorted_index, cla.zeros(self.queue, 1, np.uint32), None
         return sort_into_bins(self.queue, self.sort, self._starts, keys, n_vis, self.n_bins,
-                              self.allocator, self.split)
+                              self.allocator, self.split, self.starts_per_bin)
 
     def _write_records(self, points: PointSet, uvw_d: cla.Array,
                        freq_scale_d: cla.Array) -> None:
@@ -399,23 +405,26 @@ def sort_by_key(queue: cl.CommandQueue, sort: RadixSort, keys: cla.Array, n_vis:
 
 def sort_into_bins(queue: cl.CommandQueue, sort: RadixSort, starts: cl.Kernel,
                    keys: cla.Array, n_vis: int, n_bins: int, allocator=None,
-                   split: int = 1) -> tuple[cla.Array, cla.Array, cla.Array | None]:
+                   split: int = 1, per_bin: bool = False
+                   ) -> tuple[cla.Array, cla.Array, cla.Array | None]:
     """Visibility indices sorted by their ``keys`` (:func:`sort_by_key`),
-    where each of the ``n_bins`` bins starts (kernel ``bin_starts``) and,
-    where keys hold ``split`` (4) sub-bins a bin in their low bits, where
-    each sub-bin starts (else None): ``(sorted_index, bin_start,
-    split_start)``."""
+    where each of the ``n_bins`` bins starts (kernel ``starts``:
+    ``bin_starts``, a work-item a point, or with ``per_bin``
+    ``bin_starts_search``, a work-item a bin) and, where keys hold
+    ``split`` (4) sub-bins a bin in their low bits, where each sub-bin
+    starts (else None): ``(sorted_index, bin_start, split_start)``."""
     sorted_keys, sorted_index = sort_by_key(queue, sort, keys, n_vis, n_bins * split,
                                             allocator)
     shift = (split - 1).bit_length()
     bin_start = cla.empty(queue, n_bins + 1, np.uint32, allocator=allocator)
-    launch(starts, queue, (n_vis + 1,), sorted_keys.data, np.uint32(n_vis), np.uint32(n_bins),
-           np.uint32(shift), bin_start.data, group=(256,))
+    launch(starts, queue, ((n_bins if per_bin else n_vis) + 1,), sorted_keys.data,
+           np.uint32(n_vis), np.uint32(n_bins), np.uint32(shift), bin_start.data, group=(256,))
     split_start = None
     if split > 1:
         split_start = cla.empty(queue, n_bins * split + 1, np.uint32, allocator=allocator)
-        launch(starts, queue, (n_vis + 1,), sorted_keys.data, np.uint32(n_vis),
-               np.uint32(n_bins * split), np.uint32(0), split_start.data, group=(256,))
+        launch(starts, queue, ((n_bins * split if per_bin else n_vis) + 1,), sorted_keys.data,
+               np.uint32(n_vis), np.uint32(n_bins * split), np.uint32(0), split_start.data,
+               group=(256,))
     return sorted_index, bin_start, split_start
 
 

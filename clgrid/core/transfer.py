@@ -4,7 +4,8 @@ Device-resident inputs (``pyopencl.array.Array`` on the right context, of the
 right dtype) are used as they are (:func:`device_array`).  Host arrays go to
 GPUs through the device layer's pinned staging
 (:class:`clgrid.device.hostio.PinnedStaging`: mapped ``ALLOC_HOST_PTR``
-memory, host threads copying one chunk while the DMA sends the last).
+memory, host threads copying one chunk while the DMA sends the last), leased
+per call from the device's :class:`clgrid.device.hostio.PinnedPool`.
 Pageable copies from numpy reach 6 GB/s on the H200 host, pinned ones 55 GB/s
 (``../shared/PLATFORMS.md``).  Large results come back in pinned memory of
 their own (:class:`clgrid.device.hostio.PinnedResults`: one DMA, no host
@@ -55,9 +56,14 @@ class Uploader:
     """Host <-> device copies for one queue, pinned and chunked on GPUs.
 
     Row-block uploads (:meth:`rows_to_device`) go through a second queue of
-    the same device, so they run beside the kernels of the first."""
+    the same device, so they run beside the kernels of the first.  The
+    pinned memory is the device's, shared by every plan: staging leased
+    from :class:`~clgrid.device.hostio.PinnedPool` until :meth:`release`
+    (a call's end), and the device's :class:`PinnedResults` unless
+    ``results`` is given."""
 
-    def __init__(self, queue: cl.CommandQueue, pinned: bool | None = None, allocator=None):
+    def __init__(self, queue: cl.CommandQueue, pinned: bool | None = None, allocator=None,
+                 results: PinnedResults | None = None):
         self.queue = queue
         #: Where the row uploads' device arrays come from (a workspace's
         #: pool keeps them for the next call: a fresh 0.93 GB buffer cost
@@ -67,13 +73,21 @@ class Uploader:
             pinned = queue.device.type & cl.device_type.GPU != 0
         self.pinned = bool(pinned)
         self._staging = PinnedStaging(queue.context, queue) if pinned else None
-        self._results = PinnedResults(queue.context, queue) if pinned else None
+        self._results = ((results or PinnedResults.for_device(queue.context, queue.device))
+                         if pinned else None)
         self._copy_queue: cl.CommandQueue | None = None
         self._row_stagings: dict[str, PinnedStaging] = {}
         on_cpu = not pinned and queue.device.type & cl.device_type.CPU != 0
         self._lender = (LentHostMemory(queue.context, queue.device.mem_base_addr_align // 8)
                         if on_cpu else None)
         self._lent = False
+
+    def release(self) -> None:
+        """Give the staging memory back to the device's pool (a call's end:
+        the next call of any plan on the device leases it again)."""
+        for staging in (self._staging, *self._row_stagings.values()):
+            if staging is not None:
+                staging.release()
 
     def rows_to_device(self, arrays: dict[str, tuple[np.ndarray | None, np.dtype]],
                        blocks: list[tuple[int, int]]) -> tuple[dict, Callable | None]:

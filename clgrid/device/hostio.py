@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
@@ -55,30 +56,160 @@ def copy_threads() -> int:
     return max(2, min(16, os.cpu_count() or 2))
 
 
+class PinnedBlock:
+    """Mapped ``ALLOC_HOST_PTR`` memory of a :class:`PinnedPool`, with the
+    events of the copies still reading or writing it."""
+
+    __slots__ = ("buffer", "host", "pending")
+
+    def __init__(self, buffer: cl.Buffer, host: np.ndarray):
+        self.buffer, self.host = buffer, host
+        self.pending: list[cl.Event] = []
+
+    @property
+    def size(self) -> int:
+        return self.host.size
+
+    def wait(self) -> None:
+        if self.pending:
+            cl.wait_for_events(self.pending)
+            self.pending = []
+
+
+class PinnedPool:
+    """Pinned staging memory of one device, leased per call by every plan.
+
+    Mapping pinned memory is slow (the H200 machine: 0.42-0.63 s for the
+    0.93 GB of one observation's visibilities), so blocks stay mapped and go
+    from call to call: a new observation's first call finds the last one's
+    memory instead of mapping its own.  A lease takes the smallest free
+    block that fits (once its copies are done), else maps a new one; blocks
+    given back stay mapped while the free ones fit
+    :func:`pinned_staging_budget`, and are unmapped beyond it.  One pool a
+    (context, device), alive while a stager uses it; thread-safe."""
+
+    _pools: "weakref.WeakValueDictionary[tuple[int, int], PinnedPool]" = \
+        weakref.WeakValueDictionary()
+    _pools_lock = threading.Lock()
+
+    def __init__(self, context: cl.Context, device: cl.Device):
+        self.context = context
+        # maps on a queue of its own: never behind a caller's kernels
+        self._queue = cl.CommandQueue(context, device)
+        self._free: list[PinnedBlock] = []
+        self._lock = threading.Lock()
+        #: Blocks mapped so far (tests count them).
+        self.mapped = 0
+
+    @classmethod
+    def for_device(cls, context: cl.Context, device: cl.Device) -> "PinnedPool":
+        """The pool of ``device`` in ``context`` (made on first use)."""
+        key = (context.int_ptr, device.int_ptr)
+        with cls._pools_lock:
+            pool = cls._pools.get(key)
+            if pool is None:
+                pool = cls._pools[key] = cls(context, device)
+            return pool
+
+    @property
+    def free_bytes(self) -> int:
+        with self._lock:
+            return sum(block.size for block in self._free)
+
+    def take(self, nbytes: int) -> PinnedBlock:
+        """A block of at least ``nbytes``, its earlier copies done."""
+        nbytes = max(int(nbytes), 1)
+        with self._lock:
+            fitting = [block for block in self._free if block.size >= nbytes]
+            block = min(fitting, key=lambda b: b.size) if fitting else None
+            if block is not None:
+                self._free.remove(block)
+                dropped = []
+            else:   # room for the new one: the smallest free blocks go first
+                self._free.sort(key=lambda b: b.size)
+                dropped = []
+                while self._free and (sum(b.size for b in self._free) + nbytes
+                                      > pinned_staging_budget()):
+                    dropped.append(self._free.pop(0))
+        for old in dropped:
+            self._unmap(old)
+        if block is None:
+            return self._map(nbytes)
+        block.wait()
+        return block
+
+    def give(self, block: PinnedBlock, pending: list | None = None) -> None:
+        """Return ``block`` (``pending``: copies still using it)."""
+        block.pending += list(pending or [])
+        with self._lock:
+            if sum(b.size for b in self._free) + block.size <= pinned_staging_budget():
+                self._free.append(block)
+                return
+        self._unmap(block)
+
+    def _map(self, nbytes: int) -> PinnedBlock:
+        flags = cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR
+        buffer = cl.Buffer(self.context, flags, nbytes)
+        host, _ = cl.enqueue_map_buffer(self._queue, buffer,
+                                        cl.map_flags.READ | cl.map_flags.WRITE, 0, (nbytes,),
+                                        np.uint8, is_blocking=True)
+        with self._lock:
+            self.mapped += 1
+        return PinnedBlock(buffer, host)
+
+    @staticmethod
+    def _unmap(block: PinnedBlock) -> None:
+        block.wait()
+        block.host = np.empty(0, np.uint8)   # the mapping goes with its last view
+        block.buffer.release()
+
+
+def pinned_staging_budget() -> int:
+    """Bytes of free pinned staging memory one device's :class:`PinnedPool`
+    keeps mapped: as :func:`pinned_results_budget` (an eighth of the host's
+    memory, at most 8 GiB); ``CLGRID_PINNED_STAGING_MB`` overrides."""
+    setting = os.environ.get("CLGRID_PINNED_STAGING_MB")
+    if setting is not None:
+        return int(float(setting) * 2 ** 20)
+    return _host_share()
+
+
+_NO_HOST = np.empty(0, np.uint8)
+
+
 class _Pinned:
-    """One mapped ALLOC_HOST_PTR buffer, grown on demand."""
+    """One staging direction's pinned memory, leased from its device's
+    :class:`PinnedPool` on first use and kept (grown where a copy needs
+    more) until :meth:`release`."""
 
     def __init__(self, context: cl.Context, queue: cl.CommandQueue):
         self.context, self.queue = context, queue
-        self.buffer = None
-        self.host = np.empty(0, np.uint8)
+        self._pool = PinnedPool.for_device(context, queue.device)
+        self.block: PinnedBlock | None = None
         self.pending: list[cl.Event] = []
+
+    @property
+    def host(self) -> np.ndarray:
+        return self.block.host if self.block is not None else _NO_HOST
 
     def view(self, nbytes: int) -> np.ndarray:
         """The first ``nbytes`` of pinned memory, once earlier copies from
         or into it are done."""
         cl.wait_for_events(self.pending) if self.pending else None
         self.pending = []
-        if nbytes > self.host.size:
-            self.host = np.empty(0, np.uint8)
-            if self.buffer is not None:
-                self.buffer.release()
-            flags = cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR
-            self.buffer = cl.Buffer(self.context, flags, max(nbytes, 1))
-            self.host, _ = cl.enqueue_map_buffer(
-                self.queue, self.buffer, cl.map_flags.READ | cl.map_flags.WRITE, 0,
-                (max(nbytes, 1),), np.uint8, is_blocking=True)
-        return self.host[:nbytes]
+        if self.block is None or nbytes > self.block.size:
+            if self.block is not None:
+                self._pool.give(self.block)
+            self.block = None
+            self.block = self._pool.take(nbytes)
+        return self.block.host[:nbytes]
+
+    def release(self) -> None:
+        """Give the memory back to the pool, with the copies still using it."""
+        if self.block is not None:
+            block, self.block = self.block, None
+            self._pool.give(block, self.pending)
+            self.pending = []
 
 
 def _row_chunks(first: int, stop: int, row_bytes: int) -> list[tuple[int, int]]:
@@ -107,6 +238,12 @@ class PinnedStaging:
         self.queue = queue
         self._up = _Pinned(context, queue)
         self._down = _Pinned(context, queue)
+
+    def release(self) -> None:
+        """Give the pinned memory back to the device's pool (the end of a
+        call: the next call, of any plan on the device, leases it again)."""
+        self._up.release()
+        self._down.release()
 
     def upload(self, array: np.ndarray, target: cl.Buffer, offset: int = 0) -> None:
         """Copy ``array`` (any strides; its last axis a row) into ``target``
@@ -185,6 +322,11 @@ class PinnedStaging:
             out[...] = rows.reshape(out.shape)  # the row view had to be a copy
 
 
+#: Slots of a device's shared :class:`PinnedResults`: a major cycle's four
+#: (two predictions, two images) for two observations or threads at once.
+DEVICE_SLOTS = 8
+
+
 class PinnedResults:
     """Result arrays handed to the caller in pinned memory, filled by one DMA.
 
@@ -197,22 +339,42 @@ class PinnedResults:
     reused once the caller has dropped the array and every view of it.
 
     A request takes the smallest free slot that fits; a new slot is added up
-    to ``max_slots``, after which a free slot too small is grown.  Four: a
-    major cycle (docs/imaging.md) holds at most two predictions and two
-    dirty images at once, so after the first two cycles no slot is grown
-    again (tests/imaging/test_imaging.py).  All pools of the process together hold
+    to ``max_slots``, after which a free slot too small is grown.  A major
+    cycle (docs/imaging.md) holds at most two predictions and two dirty
+    images at once, so after the first two cycles no slot is grown again
+    (tests/imaging/test_imaging.py).  All pools of the process together hold
     at most :func:`pinned_results_budget` bytes; beyond it :meth:`take`
-    returns None and the caller downloads the usual way.
+    returns None and the caller downloads the usual way.  Every plan's calls
+    on a device share one pool (:meth:`for_device`, :data:`DEVICE_SLOTS`
+    slots), so that a new observation's results reuse the last one's slots;
+    thread-safe.
     """
 
     _total_bytes = 0    # of every pool's slots: page-locked memory is scarce
+    _budget_lock = threading.Lock()
     _pools: "weakref.WeakSet[PinnedResults]" = weakref.WeakSet()
+    _shared: "weakref.WeakValueDictionary[tuple[int, int], PinnedResults]" = \
+        weakref.WeakValueDictionary()
+    _shared_lock = threading.Lock()
 
     def __init__(self, context: cl.Context, queue: cl.CommandQueue, max_slots: int = 4):
         self.context, self.queue = context, queue
         self.max_slots = int(max_slots)
         self._slots: list[dict] = []    # buffer, host (mapped uint8 array), busy
+        self._lock = threading.Lock()
         PinnedResults._pools.add(self)
+
+    @classmethod
+    def for_device(cls, context: cl.Context, device: cl.Device) -> "PinnedResults":
+        """The pool every plan's calls on ``device`` in ``context`` share
+        (made on first use, with a queue of its own for the mappings)."""
+        key = (context.int_ptr, device.int_ptr)
+        with cls._shared_lock:
+            pool = cls._shared.get(key)
+            if pool is None:
+                pool = cls._shared[key] = cls(context, cl.CommandQueue(context, device),
+                                              DEVICE_SLOTS)
+            return pool
 
     @classmethod
     def holds(cls, array: np.ndarray, context: cl.Context) -> bool:
@@ -245,20 +407,21 @@ class PinnedResults:
         dtype = np.dtype(dtype)
         count = int(np.prod(shape, dtype=np.int64))
         nbytes = max(count * dtype.itemsize, 1)
-        free = [slot for slot in self._slots if not slot["busy"]]
-        fitting = [slot for slot in free if slot["host"].size >= nbytes]
-        if fitting:
-            slot = min(fitting, key=lambda s: s["host"].size)
-        elif len(self._slots) < self.max_slots:
-            slot = {"buffer": None, "host": np.empty(0, np.uint8), "busy": False}
-            if not self._grow(slot, nbytes):
+        with self._lock:
+            free = [slot for slot in self._slots if not slot["busy"]]
+            fitting = [slot for slot in free if slot["host"].size >= nbytes]
+            if fitting:
+                slot = min(fitting, key=lambda s: s["host"].size)
+            elif len(self._slots) < self.max_slots:
+                slot = {"buffer": None, "host": np.empty(0, np.uint8), "busy": False}
+                if not self._grow(slot, nbytes):
+                    return None
+                self._slots.append(slot)
+            elif free and self._grow(free[0], nbytes):
+                slot = free[0]
+            else:
                 return None
-            self._slots.append(slot)
-        elif free and self._grow(free[0], nbytes):
-            slot = free[0]
-        else:
-            return None
-        slot["busy"] = True
+            slot["busy"] = True
         # A memoryview (not an ndarray) as the base: numpy then makes every
         # view of the array refer to it, so it lives until the last view goes.
         flat = np.frombuffer(memoryview(slot["host"])[:nbytes], dtype, count)
@@ -270,13 +433,14 @@ class PinnedResults:
         would exceed the budget (slot unchanged) or the driver refuses the
         memory (slot left empty): the caller then downloads the usual way."""
         old = slot["host"].size
-        if PinnedResults._total_bytes - old + nbytes > pinned_results_budget():
-            return False
+        with PinnedResults._budget_lock:   # the new bytes reserved before mapping
+            if PinnedResults._total_bytes - old + nbytes > pinned_results_budget():
+                return False
+            PinnedResults._total_bytes += nbytes - old
         slot["host"] = np.empty(0, np.uint8)
         if slot["buffer"] is not None:
             slot["buffer"].release()
             slot["buffer"] = None
-        PinnedResults._total_bytes -= old
         flags = cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR
         try:
             buffer = cl.Buffer(self.context, flags, nbytes)
@@ -284,15 +448,17 @@ class PinnedResults:
                 self.queue, buffer, cl.map_flags.READ | cl.map_flags.WRITE, 0,
                 (nbytes,), np.uint8, is_blocking=True)
         except cl.Error:   # out of page-locked memory: not the caller's error
+            with PinnedResults._budget_lock:
+                PinnedResults._total_bytes -= nbytes
             return False
         slot["buffer"], slot["host"] = buffer, host
-        PinnedResults._total_bytes += nbytes
         return True
 
     def __del__(self):
         # held slots stay mapped until the caller's arrays go; they no
         # longer count against the budget from here
-        type(self)._total_bytes -= sum(slot["host"].size for slot in self._slots)
+        with PinnedResults._budget_lock:
+            PinnedResults._total_bytes -= sum(slot["host"].size for slot in self._slots)
 
     @property
     def held(self) -> int:
@@ -309,6 +475,11 @@ def pinned_results_budget() -> int:
     setting = os.environ.get("CLGRID_PINNED_RESULTS_MB")
     if setting is not None:
         return int(float(setting) * 2 ** 20)
+    return _host_share()
+
+
+def _host_share() -> int:
+    """An eighth of the host's memory, at most 8 GiB."""
     try:
         physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
