@@ -228,6 +228,11 @@ class SpreadStage(Protocol):
 
     def spread(self, job: SpreadJob) -> None: ...
 
+    def prepare(self, passes: list[tuple[object, int, int, bool]]) -> None:
+        """Plan ahead what the call's blocks' spreads will need (their
+        points, first plane, planes and whether they add): the engine calls
+        it before the first block."""
+
     def forget(self, points: object) -> None:
         """Drop what the stage keeps over ``points`` (a block's, whose plan
         is dropped)."""
@@ -468,20 +473,22 @@ class Engine:
         zeroed = block_planes is not None or ws.spreader.adds_to_zeros
         if zeroed and not accumulate:
             _planes(planes_d, 0, n_pass, block_planes).fill(0, queue=ws.queue)
-        for index, block in enumerate(plan.blocks):
+        passes = [(block, *_block_pass(block_planes, block, plane0, n_pass),
+                   accumulate or index > 0 or zeroed) for index, block in enumerate(plan.blocks)]
+        ws.spreader.prepare([(block.points, first, count, adds)
+                             for block, first, count, adds in passes if count])
+        for index, (block, first, count, adds) in enumerate(passes):
             if ready is not None:
                 with stage(self.trace, f"b{index}"):
                     events = ready(index)
                 if events:   # the block's spreading waits for its upload
                     cl.enqueue_barrier(ws.queue, wait_for=events)
-            first, count = _block_pass(block_planes, block, plane0, n_pass)
             if count == 0:
                 continue
             ws.spreader.spread(SpreadJob(
                 block.points, block.uvw_d, plan.freq_scale_d, _view(vis_d, block), npol, pol,
                 _planes(planes_d, first - plane0, count, block_planes), first, count,
-                _view(wgt_d, block),
-                _view(mask_d, block), accumulate or index > 0 or zeroed))
+                _view(wgt_d, block), _view(mask_d, block), adds))
 
     def interpolate(self, plan: Plan, out_d: cla.Array, npol: int, pol: int | None,
                     planes_d: cla.Array, plane0: int = 0, n_pass: int = 1,

@@ -513,6 +513,9 @@ class RegisterSpreader:
     def forget(self, points) -> None:
         """Nothing kept over a plan's points (:class:`clgrid.core.engine.SpreadStage`)."""
 
+    def prepare(self, passes: list) -> None:
+        """Nothing to plan ahead: the records are cut per call on the device."""
+
     def spread(self, job: SpreadJob) -> None:
         """The engine's call (:class:`clgrid.core.engine.SpreadStage`): as
         the tile spread's (:class:`clgrid.core.table.TableKernel`)."""

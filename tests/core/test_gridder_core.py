@@ -1090,6 +1090,9 @@ def test_one_engine_drives_both_paths(cl_env):
         adds_to_zeros = property(lambda self: self.inner.adds_to_zeros)
         counts_nonfinite = property(lambda self: self.inner.counts_nonfinite)
 
+        def prepare(self, passes):
+            self.inner.prepare(passes)
+
         def spread(self, job):
             jobs.append(job)
             self.inner.spread(job)

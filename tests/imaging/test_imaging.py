@@ -1367,6 +1367,38 @@ def test_imager_results_in_pinned_memory_match_the_staged_download(cl_env):
     assert _rel_rms(blocked.vis2dirty(in_slot), staged) < 1e-5
 
 
+def test_row_blocks_work_lists_planned_side_by_side_are_each_blocks_own(cl_env, monkeypatch):
+    """Spreader.prepare plans a call's row blocks' work lists in the copy
+    threads before the first block: each is the list the block would have
+    made alone (work_list), and the image is the bits of a call that made
+    them one block at a time."""
+    import clgrid.core.spread as spread
+    from clgrid.core.plan import TileShape
+    from clgrid.core.transfer import Uploader
+    queue = _queue(cl_env)
+    uvw, freq, vis = _observation(n_rows=2048, n_chan=64, seed=71)
+
+    def imager():
+        made = Imager(queue, uvw=uvw, freq=freq, epsilon=1e-5, vis_per_block=20_000,
+                      tiles=TileShape(8, 8), **GEOMETRY)   # lane tiles: the GPU kernel
+        made.uploader = Uploader(queue, pinned=True)        # numpy sent in the blocks
+        return made
+    planned = imager()
+    spreader = planned.engine.primary.spreader
+    blocks = planned.engine.plan.blocks
+    assert len(blocks) > 3 and all(not spreader.work_of(b.points) for b in blocks)
+    image = planned.vis2dirty(vis)
+    for block in blocks:
+        (key, work), = spreader.work_of(block.points).items()
+        alone = spread.work_list(queue, block.points, spreader.layout, spreader.tiles, *key,
+                                 spreader.plane_block)
+        for name in ("items", "folds"):
+            ours, theirs = getattr(work, name), getattr(alone, name)
+            assert (ours is None and theirs is None) or np.array_equal(ours.get(), theirs.get())
+    monkeypatch.setattr(spread.Spreader, "prepare", lambda self, passes: None)
+    assert np.array_equal(imager().vis2dirty(vis), image)
+
+
 def _pinned_imager(queue, seed: int):
     """An imager of its own observation in row blocks with the GPU's pinned
     copies (on whatever device the fixture gives), its visibilities, and
