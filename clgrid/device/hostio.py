@@ -21,6 +21,8 @@ from typing import Callable
 import numpy as np
 import pyopencl as cl
 
+from .profiles import is_process_context
+
 #: Bytes per chunk at most: small enough to overlap, large enough for full
 #: DMA speed.
 CHUNK_BYTES = 8 << 20
@@ -86,10 +88,14 @@ class PinnedPool:
     block that fits (once its copies are done), else maps a new one; blocks
     given back stay mapped while the free ones fit
     :func:`pinned_staging_budget`, and are unmapped beyond it.  One pool a
-    (context, device), alive while a stager uses it; thread-safe."""
+    (context, device), alive while a stager uses it, and for the life of the
+    process on :func:`clgrid.create_context`'s contexts (so that the plan
+    cache dropping the last plan before it makes the next keeps it);
+    thread-safe."""
 
     _pools: "weakref.WeakValueDictionary[tuple[int, int], PinnedPool]" = \
         weakref.WeakValueDictionary()
+    _kept: "dict[tuple[int, int], PinnedPool]" = {}   # on the process's contexts
     _pools_lock = threading.Lock()
 
     def __init__(self, context: cl.Context, device: cl.Device):
@@ -109,6 +115,8 @@ class PinnedPool:
             pool = cls._pools.get(key)
             if pool is None:
                 pool = cls._pools[key] = cls(context, device)
+                if is_process_context(context):
+                    cls._kept[key] = pool
             return pool
 
     @property
@@ -355,6 +363,7 @@ class PinnedResults:
     _pools: "weakref.WeakSet[PinnedResults]" = weakref.WeakSet()
     _shared: "weakref.WeakValueDictionary[tuple[int, int], PinnedResults]" = \
         weakref.WeakValueDictionary()
+    _kept: "dict[tuple[int, int], PinnedResults]" = {}   # as PinnedPool's
     _shared_lock = threading.Lock()
 
     def __init__(self, context: cl.Context, queue: cl.CommandQueue, max_slots: int = 4):
@@ -367,13 +376,16 @@ class PinnedResults:
     @classmethod
     def for_device(cls, context: cl.Context, device: cl.Device) -> "PinnedResults":
         """The pool every plan's calls on ``device`` in ``context`` share
-        (made on first use, with a queue of its own for the mappings)."""
+        (made on first use, with a queue of its own for the mappings; kept
+        as :meth:`PinnedPool.for_device` keeps its pools)."""
         key = (context.int_ptr, device.int_ptr)
         with cls._shared_lock:
             pool = cls._shared.get(key)
             if pool is None:
                 pool = cls._shared[key] = cls(context, cl.CommandQueue(context, device),
                                               DEVICE_SLOTS)
+                if is_process_context(context):
+                    cls._kept[key] = pool
             return pool
 
     @classmethod

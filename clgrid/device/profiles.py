@@ -474,6 +474,13 @@ def create_context(device: "str | cl.Device | DeviceProfile | None" = None) -> c
     return entry[1]
 
 
+def is_process_context(context: cl.Context) -> bool:
+    """Whether ``context`` is one :func:`create_context` made (kept for the
+    life of the process), not a caller's own."""
+    with _default_contexts_lock:
+        return any(made.int_ptr == context.int_ptr for _, made in _default_contexts.values())
+
+
 def _context_device(context: cl.Context) -> cl.Device:
     """The device queues on ``context`` go to: the one it was made for where
     clgrid made it (PoCL 3.1 reports the root device as the device of a

@@ -1453,6 +1453,25 @@ def test_pinned_memory_goes_from_one_observation_to_the_next(cl_env, monkeypatch
     assert pool.mapped > mapped and pool.free_bytes <= 2 ** 20
 
 
+def test_the_process_contexts_keep_their_pinned_pools_between_plans(cl_env):
+    """On clgrid.create_context's contexts the device's pinned pools live for
+    the process (the plan cache may drop the last plan before it makes the
+    next one); on a caller's own context they go with their last user."""
+    import gc
+    import weakref
+    import pyopencl as cl
+    import clgrid
+    from clgrid.device import hostio
+    device = cl_env.device
+    for context, kept in ((clgrid.create_context(device), True), (cl.Context([device]), False)):
+        for pool_class in (hostio.PinnedPool, hostio.PinnedResults):
+            pool = weakref.ref(pool_class.for_device(context, device))
+            gc.collect()
+            assert (pool() is not None) == kept, (pool_class.__name__, kept)
+            if kept:
+                assert pool_class.for_device(context, device) is pool()
+
+
 def test_threads_imaging_their_own_observations_share_the_pinned_memory(cl_env):
     """Three threads, each with an imager of its own observation, calling at
     once through the device's shared pinned staging and result slots: every
