@@ -626,11 +626,10 @@ def work_items(read: np.ndarray, n_tiles: int, chunk_points: int, plane_block: i
     a plane.  GPUs: the split items first (the longest should not start
     last); CPUs: in :func:`balanced_order`.  Folds of more than
     :data:`WIDE_FOLD_SLOTS` slots come first."""
-    chunks = -(-read // chunk_points)
-    # only the (plane block, tile) pairs with chunks: where later blocks
+    # only the (plane block, tile) pairs with points: where later blocks
     # accumulate, a few percent of a large grid's tiles
-    owner = np.flatnonzero(chunks)
-    chunks = chunks[owner]
+    owner = np.flatnonzero(read)
+    chunks = -(-read[owner] // chunk_points)
     rank, chunk = split_items(chunks)
     pair = owner[rank]
     split = chunks > 1
