@@ -63,6 +63,7 @@ def _reprojector(queue, **options):
     try:
         yield operation
     finally:
+        operation.staging.release()   # the device's pinned staging, for the next call
         with _reprojectors_lock:
             idle = _reprojectors.setdefault(key, [])
             idle.append(operation)

@@ -148,6 +148,30 @@ def test_output_array_written_in_place(cl_env):
                          output_array=np.empty((3, 3), np.float32), context=cl_env.queue)
 
 
+def test_calls_give_the_pinned_staging_back_to_the_device(cl_env):
+    """reproject_interp leases the device's pinned staging (the imaging
+    calls' too, hostio.PinnedPool) for the call only: after it, the pool
+    holds the blocks free and the next call maps none; the results are the
+    same."""
+    from clgrid.device import hostio
+    shape_in, wcs_in, wcs_out, shape_out = case(cl_env)
+    data = smooth(shape_in, 5)
+    queue = cl_env.queue
+    pool = hostio.PinnedPool.for_device(queue.context, queue.device)
+    first = reproject_interp((data, wcs_in), wcs_out, shape_out, return_footprint=False,
+                             context=queue)
+    assert pool.free_bytes >= data.astype(np.float32).nbytes
+    from clgrid.reproject import driver
+    idle = [op for ops in driver._reprojectors.values() for op in ops if op.queue == queue]
+    assert idle and all(op.staging._up.block is None and op.staging._down.block is None
+                        for op in idle)
+    mapped = pool.mapped
+    again = reproject_interp((data, wcs_in), wcs_out, shape_out, return_footprint=False,
+                             context=queue)
+    np.testing.assert_array_equal(again, first)
+    assert pool.mapped == mapped
+
+
 def test_device_arrays_in_and_out(cl_env):
     shape_in, wcs_in, wcs_out, shape_out = case(cl_env)
     cube = np.stack([smooth(shape_in, 6), smooth(shape_in, 7)])
