@@ -257,6 +257,35 @@ def test_repeated_calls_keep_memory_flat_and_reuse_one_plan(cl_env, default_devi
     assert grown < 24 * 2 ** 20, f"RSS grew {grown / 2 ** 20:.1f} MiB over 200 calls"
 
 
+def test_a_new_observation_each_call_keeps_memory_flat(cl_env, default_device, monkeypatch):
+    """A pipeline imaging a new observation each call, no device argument:
+    the plan cache misses every time (it keeps two plans here), and after a
+    few calls RSS stays flat over 100 more, with the
+    device's pinned staging mapping nothing more (on GPUs every plan leases
+    the same blocks; CPUs use none)."""
+    from clgrid.device import hostio
+    monkeypatch.setenv("CLGRID_PLAN_CACHE_PLANS", "2")
+    uvw, freq = _observation(n_rows=200, seed=21)
+    vis = _vis((uvw.shape[0], freq.size), 22)
+
+    def call(k):
+        return clgrid.vis2dirty(uvw=uvw * (1 + k * 1e-9), freq=freq, vis=vis, **GEOMETRY)
+
+    first = call(0)
+    for k in range(1, 10):   # warm-up: pools and pinned blocks reach their size
+        call(k)
+    builds = plancache.plans.builds
+    mapped = sum(pool.mapped for pool in list(hostio.PinnedPool._pools.values()))
+    before = _rss_bytes()
+    for k in range(10, 110):
+        call(k)
+    grown = _rss_bytes() - before
+    assert plancache.plans.builds == builds + 100 and len(plancache.plans) <= 2
+    assert sum(pool.mapped for pool in list(hostio.PinnedPool._pools.values())) == mapped
+    assert grown < 24 * 2 ** 20, f"RSS grew {grown / 2 ** 20:.1f} MiB over 100 observations"
+    np.testing.assert_allclose(call(0), first, rtol=0, atol=1e-5 * np.abs(first).max())
+
+
 def _two_devices(cl_env) -> list:
     """Two devices of this process: two GPUs of the device's platform, or
     sub-devices of a CPU; else skipped."""
