@@ -263,9 +263,19 @@ def horner_coefficients(support: int, beta: float, degree: int | None = None) ->
     taps at once as one vector of their variables::
 
         taps = c[0]; for d in 1..degree: taps = taps * x + c[d]
+
+    Fitted once per (W, beta, degree) in a process (4 ms a kernel, three
+    times a new plan: a third of a new observation's small call on a CPU);
+    each caller gets its own copy.
     """
     support = int(support)
     degree = horner_degree(support) if degree is None else int(degree)
+    return _fitted_coefficients(support, float(beta), degree).copy()
+
+
+@functools.lru_cache(maxsize=64)
+def _fitted_coefficients(support: int, beta: float, degree: int) -> np.ndarray:
+    """:func:`horner_coefficients`' fit (kept: the same inputs, the same bits)."""
     n_nodes = 4 * (degree + 1)
     x = np.cos(np.pi * (np.arange(n_nodes) + 0.5) / n_nodes)
     smooth = 0.5 * (x + 1.0)
@@ -277,6 +287,7 @@ def horner_coefficients(support: int, beta: float, degree: int | None = None) ->
         power = np.polynomial.chebyshev.cheb2poly(
             np.polynomial.chebyshev.chebfit(x, values, degree))
         coefficients[degree + 1 - power.size:, tap] = power[::-1]
+    coefficients.flags.writeable = False
     return coefficients
 
 
@@ -299,9 +310,11 @@ HORNER_ERROR_SHARE = 0.01
 
 
 @functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=256)
 def horner_suits(support: int, beta: float) -> bool:
     """Whether the polynomial form is accurate enough for this kernel (see
-    :data:`HORNER_ERROR_SHARE`); kernels outside the table keep exp."""
+    :data:`HORNER_ERROR_SHARE`); kernels outside the table keep exp.  Kept
+    per (W, beta): every new plan asks."""
     errors = [error for (_, w), (b, error) in KERNEL_TABLE.items()
               if w == support and b == beta]
     return bool(errors) and horner_error(support, beta) <= HORNER_ERROR_SHARE * errors[0]
