@@ -108,12 +108,32 @@ class Corrector:
         # without fp64 the correction is computed in float (see the template)
         real = np.float32 if self.float_float else np.float64
         arrays = [cla.to_device(self.queue, a.astype(real)) for a in (corr_x, corr_y, s_q, phi_q)]
+        hat, quadrant = self._w_kernel_hat_quadrant(arrays[2], arrays[3], real)
         launch(
             self.template.kernel("correction"), self.queue, (g.npix_x, g.npix_y), corr.data,
             np.int32(g.npix_x), np.int32(g.npix_y), arrays[0].data, arrays[1].data,
             *(real(v) for v in self._image_values()), arrays[2].data, arrays[3].data,
-            real(layout.dw)).wait()
+            real(layout.dw), hat.data, np.int32(quadrant)).wait()
         return corr
+
+    #: Whether the w correction of an image at the phase centre is computed
+    #: for a quarter of the pixels (``w_kernel_hat_quadrant``); tests compare.
+    QUADRANT = True
+
+    def _w_kernel_hat_quadrant(self, s_q_d: cla.Array, phi_q_d: cla.Array,
+                               real) -> tuple[cla.Array, bool]:
+        """The w kernel's transform at each pixel offset of a quadrant (with
+        w, an image centred on the phase centre: it depends on l^2 and m^2
+        only), else a placeholder and False."""
+        g = self.geometry
+        if not (g.do_w and self.QUADRANT and g.centre_lm == (0.0, 0.0)):
+            return s_q_d, False
+        shape = (g.npix_x // 2 + 1, g.npix_y // 2 + 1)
+        hat = cla.empty(self.queue, shape, real)
+        launch(self.template.kernel("w_kernel_hat_quadrant"), self.queue, shape, hat.data,
+               np.int32(g.npix_x), np.int32(g.npix_y), real(g.pixsize_x), real(g.pixsize_y),
+               s_q_d.data, phi_q_d.data, real(self.layout.dw))
+        return hat, True
 
     def planes_to_dirty(self, planes_d: cla.Array, plane0: int, n_pass: int,
                         dirty_d: cla.Array, scale: float, accumulate: bool = True) -> cl.Event:
