@@ -3,7 +3,8 @@
 ## transform), cropping / zero padding, the w-plane phase screens and the
 ## division by n.  The planes of one pass sit one after another in memory.
 ## Parameters: real ("float" | "double"), do_w (bool), divide_by_n (bool),
-##             n_quadrature (int): Gauss-Legendre nodes of the w kernel's transform;
+##             n_quadrature (int): the positive half of the Gauss-Legendre nodes
+##             of the w kernel's transform (even: each counted twice);
 ##             float_float (bool, default False): a device without fp64 (real
 ##             "float"): no double anywhere; the correction in float (its
 ##             relative error, ~1e-6, is far below any float32 epsilon), the
@@ -278,6 +279,32 @@ __kernel void screen_phasors(__global double4 *screens, const int npix_x, const 
         return;
 ${phase_walk("")}
     screens[(size_t)i * npix_y + j] = (double4)(phase_c, phase_s, step_c, step_s);
+}
+
+// The same screens of an image at the phase centre, a work-item a pixel
+// offset (a, b) of a quadrant: n - 1 depends on l^2 and m^2 only, so the up
+// to four pixels (npix_x / 2 +- a, npix_y / 2 +- b) share one pair of sincos
+// (PoCL's scalar libm: a new observation's first call).
+__kernel void screen_phasors_quadrant(__global double4 *screens, const int npix_x,
+                                      const int npix_y, const double pixsize_x,
+                                      const double pixsize_y, const double w_first,
+                                      const double dw)
+{
+    const int b = get_global_id(0), a = get_global_id(1);
+    if (a > npix_x / 2 || b > npix_y / 2)
+        return;
+    const int i = npix_x / 2 + a, j = npix_y / 2 + b;   // i = npix_x: its mirror only
+    const int i2 = npix_x / 2 - a, j2 = npix_y / 2 - b;
+    const double centre_x = 0, centre_y = 0;
+${phase_walk("")}
+    const double4 screen = (double4)(phase_c, phase_s, step_c, step_s);
+    if (i < npix_x && j < npix_y)
+        screens[(size_t)i * npix_y + j] = screen;
+    if (i < npix_x)
+        screens[(size_t)i * npix_y + j2] = screen;
+    if (j < npix_y)
+        screens[(size_t)i2 * npix_y + j] = screen;
+    screens[(size_t)i2 * npix_y + j2] = screen;
 }
 ${screen_kernels(True)}
 % endif

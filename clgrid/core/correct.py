@@ -63,7 +63,7 @@ class Corrector:
         self.template = KernelTemplate(
             queue, "core_correct.cl.mako",
             {"real": real_dtype_name(geometry.grid_real), "do_w": geometry.do_w,
-             "divide_by_n": geometry.divide_by_n, "n_quadrature": N_QUADRATURE,
+             "divide_by_n": geometry.divide_by_n, "n_quadrature": N_QUADRATURE // 2,
              "float_float": self.float_float, "cache_screens": self.cache_screens},
             need_f64=not self.float_float)
         # the kept screens' variants read them instead of computing them
@@ -79,9 +79,16 @@ class Corrector:
         if plane0 not in self._screens:
             g = self.geometry
             screens = cla.empty(self.queue, (g.npix_x, g.npix_y, 4), np.float64)
-            launch(
-                self.template.kernel("screen_phasors"), self.queue, (g.npix_y, g.npix_x),
-                screens.data, np.int32(g.npix_x), np.int32(g.npix_y), *self._screen_args(plane0))
+            if self.QUADRANT and g.centre_lm == (0.0, 0.0):   # a quarter of the sincos
+                w_first, dw = self._screen_args(plane0)[-2:]
+                launch(self.template.kernel("screen_phasors_quadrant"), self.queue,
+                       (g.npix_y // 2 + 1, g.npix_x // 2 + 1), screens.data,
+                       np.int32(g.npix_x), np.int32(g.npix_y), np.float64(g.pixsize_x),
+                       np.float64(g.pixsize_y), w_first, dw)
+            else:
+                launch(self.template.kernel("screen_phasors"), self.queue, (g.npix_y, g.npix_x),
+                       screens.data, np.int32(g.npix_x), np.int32(g.npix_y),
+                       *self._screen_args(plane0))
             self._screens[plane0] = screens
         return self._screens[plane0]
 
@@ -101,9 +108,14 @@ class Corrector:
         t_y = np.arange(g.npix_y) - g.npix_y // 2
         corr_x = 1.0 / choice.fourier(t_x / layout.nu)
         corr_y = 1.0 / choice.fourier(t_y / layout.nv)
+        # the kernel and the cosine are even and the nodes come in +- pairs of
+        # equal weight: the positive half, each twice, halves the cosines
         nodes, weights = gauss_legendre(N_QUADRATURE)
-        s_q = nodes * (choice.support / 2.0)
-        phi_q = es_kernel(s_q, choice.support, choice.beta) * weights * (choice.support / 2.0)
+        half = slice(N_QUADRATURE // 2, None)
+        assert N_QUADRATURE % 2 == 0 and np.array_equal(nodes[half], -nodes[::-1][half])
+        s_q = nodes[half] * (choice.support / 2.0)
+        phi_q = (2 * es_kernel(s_q, choice.support, choice.beta) * weights[half]
+                 * (choice.support / 2.0))
         corr = cla.empty(self.queue, (g.npix_x, g.npix_y), g.grid_real)
         # without fp64 the correction is computed in float (see the template)
         real = np.float32 if self.float_float else np.float64
@@ -116,8 +128,9 @@ class Corrector:
             real(layout.dw), hat.data, np.int32(quadrant)).wait()
         return corr
 
-    #: Whether the w correction of an image at the phase centre is computed
-    #: for a quarter of the pixels (``w_kernel_hat_quadrant``); tests compare.
+    #: Whether the w correction and the kept screens of an image at the phase
+    #: centre are computed for a quarter of the pixels
+    #: (``w_kernel_hat_quadrant``, ``screen_phasors_quadrant``); tests compare.
     QUADRANT = True
 
     def _w_kernel_hat_quadrant(self, s_q_d: cla.Array, phi_q_d: cla.Array,

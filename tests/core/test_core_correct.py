@@ -113,3 +113,36 @@ def test_w_correction_matches_the_formula_by_quadrant_or_every_pixel(cl_env, npi
     if g.divide_by_n:
         expected = expected / (nm1 + 1)
     np.testing.assert_allclose(by_quadrant, expected, rtol=2e-6, atol=0)
+
+
+@pytest.mark.parametrize("npix", [(90, 70), (2, 40)])
+def test_kept_screens_by_quadrant_match_every_pixel_and_the_formula(cl_env, npix,
+                                                                    monkeypatch):
+    """The phase screens kept per plan (PoCL's choice, forced here: each
+    pixel's exp(2 pi i w_first (n - 1)) and its step exp(2 pi i dw (n - 1))),
+    of an image at the phase centre by a quadrant of pixel offsets: the bits
+    of computing them at every pixel, and float64 numpy's values."""
+    import clgrid.core.correct as correct
+    from clgrid.core.plan import n_minus_1
+    if not cl_env.profile.fp64:
+        pytest.skip("kept screens are double")
+    monkeypatch.setattr(correct, "keeps_screens", lambda *args: True)
+    npix_x, npix_y = npix
+    uvw = np.random.default_rng(6).uniform(-300, 300, (50, 3))
+    imager = Imager(cl_env.queue, uvw=uvw, freq=np.array([1.4e9]), npix_x=npix_x,
+                    npix_y=npix_y, pixsize_x=1.2 / npix_x, pixsize_y=1.1 / npix_y,
+                    epsilon=1e-5, do_wgridding=True)
+    corrector = imager.engine.primary.corrector
+    assert corrector.cache_screens
+    plane0 = imager.engine.image.passes()[-1][0]
+    by_quadrant = corrector._cached_screens(plane0).get()
+    corrector._screens.clear()
+    monkeypatch.setattr(Corrector, "QUADRANT", False)
+    np.testing.assert_array_equal(by_quadrant, corrector._cached_screens(plane0).get())
+    g, layout = corrector.geometry, corrector.layout
+    l, m = np.meshgrid((np.arange(npix_x) - npix_x // 2) * g.pixsize_x,
+                       (np.arange(npix_y) - npix_y // 2) * g.pixsize_y, indexing="ij")
+    eta = n_minus_1(l ** 2 + m ** 2)
+    first, step = (2 * np.pi * w * eta for w in (layout.w_of_plane(plane0), layout.dw))
+    expected = np.stack([np.cos(first), np.sin(first), np.cos(step), np.sin(step)], axis=-1)
+    np.testing.assert_allclose(by_quadrant, expected, rtol=0, atol=1e-9)
