@@ -50,6 +50,11 @@ class Corrector:
     #: 0.25 ms (benchmarks/RESULTS.md, 2026-11-28); CPUs keep the default.
     GPU_GROUP = (128, 2)
 
+    #: Whether the w correction and the kept screens of an image at the phase
+    #: centre are computed for a quarter of the pixels
+    #: (``w_kernel_hat_quadrant``, ``screen_phasors_quadrant``); tests compare.
+    QUADRANT = True
+
     def __init__(self, queue: cl.CommandQueue, geometry: ImageGeometry, layout: GridLayout):
         self.queue = queue
         self.geometry, self.layout = geometry, layout
@@ -127,11 +132,6 @@ class Corrector:
             *(real(v) for v in self._image_values()), arrays[2].data, arrays[3].data,
             real(layout.dw), hat.data, np.int32(quadrant)).wait()
         return corr
-
-    #: Whether the w correction and the kept screens of an image at the phase
-    #: centre are computed for a quarter of the pixels
-    #: (``w_kernel_hat_quadrant``, ``screen_phasors_quadrant``); tests compare.
-    QUADRANT = True
 
     def _w_kernel_hat_quadrant(self, s_q_d: cla.Array, phi_q_d: cla.Array,
                                real) -> tuple[cla.Array, bool]:
