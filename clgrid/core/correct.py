@@ -100,7 +100,7 @@ class Corrector:
         if plane0 not in self._screens:
             g = self.geometry
             screens = cla.empty(self.queue, (g.npix_x, g.npix_y, 4), np.float64)
-            if self.QUADRANT and g.centre_lm == (0.0, 0.0):   # a quarter of the sincos
+            if self._by_quadrant:   # a quarter of the sincos
                 w_first, dw = self._screen_args(plane0)[-2:]
                 launch(self.template.kernel("screen_phasors_quadrant"), self.queue,
                        (g.npix_y // 2 + 1, g.npix_x // 2 + 1), screens.data,
@@ -147,13 +147,20 @@ class Corrector:
             real(layout.dw), hat.data, np.int32(quadrant)).wait()
         return corr
 
+    @property
+    def _by_quadrant(self) -> bool:
+        """Whether this image's w terms come from a quadrant of pixel
+        offsets: at the phase centre, where they depend on l^2 and m^2 only
+        (:data:`QUADRANT`, read per call: tests switch it)."""
+        return self.QUADRANT and self.geometry.centre_lm == (0.0, 0.0)
+
     def _w_kernel_hat_quadrant(self, s_q_d: cla.Array, phi_q_d: cla.Array,
                                real) -> tuple[cla.Array, bool]:
         """The w kernel's transform at each pixel offset of a quadrant (with
         w, an image centred on the phase centre: it depends on l^2 and m^2
         only), else a placeholder and False."""
         g = self.geometry
-        if not (g.do_w and self.QUADRANT and g.centre_lm == (0.0, 0.0)):
+        if not (g.do_w and self._by_quadrant):
             return s_q_d, False
         shape = (g.npix_x // 2 + 1, g.npix_y // 2 + 1)
         hat = cla.empty(self.queue, shape, real)

@@ -78,6 +78,34 @@ class PinnedBlock:
             self.pending = []
 
 
+class _PerDevice:
+    """One object per (context, device), made on first use: alive while
+    something uses it, and for the life of the process on
+    :func:`clgrid.create_context`'s contexts (a pool there outlives the plan
+    cache dropping the last plan before it makes the next).  The pinned pools'
+    registry; thread-safe."""
+
+    def __init__(self):
+        self._live: "weakref.WeakValueDictionary[tuple[int, int], object]" = \
+            weakref.WeakValueDictionary()
+        self._kept: dict[tuple[int, int], object] = {}
+        self._lock = threading.Lock()
+
+    def get(self, context: cl.Context, device: cl.Device, make: Callable[[], object]):
+        key = (context.int_ptr, device.int_ptr)
+        with self._lock:
+            made = self._live.get(key)
+            if made is None:
+                made = self._live[key] = make()
+                if is_process_context(context):
+                    self._kept[key] = made
+            return made
+
+    def values(self) -> list:
+        with self._lock:
+            return list(self._live.values())
+
+
 class PinnedPool:
     """Pinned staging memory of one device, leased per call by every plan.
 
@@ -88,15 +116,9 @@ class PinnedPool:
     block that fits (once its copies are done), else maps a new one; blocks
     given back stay mapped while the free ones fit
     :func:`pinned_staging_budget`, and are unmapped beyond it.  One pool a
-    (context, device), alive while a stager uses it, and for the life of the
-    process on :func:`clgrid.create_context`'s contexts (so that the plan
-    cache dropping the last plan before it makes the next keeps it);
-    thread-safe."""
+    (context, device) (:class:`_PerDevice`); thread-safe."""
 
-    _pools: "weakref.WeakValueDictionary[tuple[int, int], PinnedPool]" = \
-        weakref.WeakValueDictionary()
-    _kept: "dict[tuple[int, int], PinnedPool]" = {}   # on the process's contexts
-    _pools_lock = threading.Lock()
+    _pools = _PerDevice()
 
     def __init__(self, context: cl.Context, device: cl.Device):
         self.context = context
@@ -110,14 +132,7 @@ class PinnedPool:
     @classmethod
     def for_device(cls, context: cl.Context, device: cl.Device) -> "PinnedPool":
         """The pool of ``device`` in ``context`` (made on first use)."""
-        key = (context.int_ptr, device.int_ptr)
-        with cls._pools_lock:
-            pool = cls._pools.get(key)
-            if pool is None:
-                pool = cls._pools[key] = cls(context, device)
-                if is_process_context(context):
-                    cls._kept[key] = pool
-            return pool
+        return cls._pools.get(context, device, lambda: cls(context, device))
 
     @property
     def free_bytes(self) -> int:
@@ -361,10 +376,7 @@ class PinnedResults:
     _total_bytes = 0    # of every pool's slots: page-locked memory is scarce
     _budget_lock = threading.Lock()
     _pools: "weakref.WeakSet[PinnedResults]" = weakref.WeakSet()
-    _shared: "weakref.WeakValueDictionary[tuple[int, int], PinnedResults]" = \
-        weakref.WeakValueDictionary()
-    _kept: "dict[tuple[int, int], PinnedResults]" = {}   # as PinnedPool's
-    _shared_lock = threading.Lock()
+    _shared = _PerDevice()
 
     def __init__(self, context: cl.Context, queue: cl.CommandQueue, max_slots: int = 4):
         self.context, self.queue = context, queue
@@ -378,15 +390,8 @@ class PinnedResults:
         """The pool every plan's calls on ``device`` in ``context`` share
         (made on first use, with a queue of its own for the mappings; kept
         as :meth:`PinnedPool.for_device` keeps its pools)."""
-        key = (context.int_ptr, device.int_ptr)
-        with cls._shared_lock:
-            pool = cls._shared.get(key)
-            if pool is None:
-                pool = cls._shared[key] = cls(context, cl.CommandQueue(context, device),
-                                              DEVICE_SLOTS)
-                if is_process_context(context):
-                    cls._kept[key] = pool
-            return pool
+        return cls._shared.get(context, device, lambda: cls(
+            context, cl.CommandQueue(context, device), DEVICE_SLOTS))
 
     @classmethod
     def holds(cls, array: np.ndarray, context: cl.Context) -> bool:

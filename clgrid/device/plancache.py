@@ -269,7 +269,10 @@ def on_memory_pressure(device_ptr: int, release: Callable[[], None]) -> None:
     (:meth:`clgrid.core.engine.Engine.plan_for`), is given back before the
     call is tried again."""
     with _releasers_lock:
-        _releasers.setdefault(device_ptr, []).append(weakref.WeakMethod(release))
+        # the dead (engines gone) dropped here, so the list stays as long as
+        # the live ones: a pipeline makes an engine an observation
+        live = [ref for ref in _releasers.get(device_ptr, []) if ref() is not None]
+        _releasers[device_ptr] = live + [weakref.WeakMethod(release)]
 
 
 def release_memory(device_ptr: int) -> int:
